@@ -1,0 +1,164 @@
+"""Cluster model: nodes with GPUs, grouped in pools (training / inference) and racks.
+
+A cluster is built from a short spec such as ``64x8:V100`` or
+``32x8:V100,16x4:T4@inference`` (``COUNTxGPUS[:TYPE][@POOL]``, comma separated), or from a
+YAML file (see :func:`load_cluster`). GPUs get global integer ids, numbered node by node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import SpecError
+
+POOLS = ("training", "inference")
+
+# GPU memory (MiB) of the common types, from the vendors' data sheets; used when a spec
+# names a type but not its memory. Override with ``:TYPE/MEM`` or the YAML ``gpu_mem_mib``.
+GPU_MEMORY_MIB = {
+    "K80": 12 * 1024, "P100": 16 * 1024, "V100": 16 * 1024, "V100M16": 16 * 1024,
+    "V100M32": 32 * 1024, "T4": 16 * 1024, "A10": 24 * 1024, "A100": 40 * 1024,
+    "A100-80G": 80 * 1024, "H100": 80 * 1024, "RTXA6000": 48 * 1024, "G2": 16 * 1024,
+    "G3": 24 * 1024,
+}
+DEFAULT_GPU_TYPE = "V100"
+DEFAULT_CPUS_PER_GPU = 8   # a typical 8-GPU server has 64 cores; overridable per node
+DEFAULT_NODES_PER_RACK = 16
+
+
+@dataclass(slots=True, frozen=True)
+class Node:
+    node_id: int
+    name: str
+    gpu_type: str
+    num_gpus: int
+    gpu_mem_mib: int
+    num_cpus: int
+    pool: str = "training"
+    rack: int = 0
+    first_gpu: int = 0  # global id of this node's first GPU
+
+    @property
+    def gpu_ids(self) -> range:
+        return range(self.first_gpu, self.first_gpu + self.num_gpus)
+
+
+@dataclass(slots=True)
+class Cluster:
+    nodes: list[Node]
+    gpu_node: list[int] = field(init=False)  # global GPU id -> node id
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise SpecError("nodes", "a cluster needs at least one node")
+        self.gpu_node = []
+        for index, node in enumerate(self.nodes):
+            if node.first_gpu != len(self.gpu_node) or node.node_id != index:
+                raise SpecError("nodes", "nodes must be numbered in order (use Cluster.build)")
+            self.gpu_node.extend([node.node_id] * node.num_gpus)
+
+    @classmethod
+    def build(cls, groups: list[dict]) -> "Cluster":
+        """Build from groups of identical nodes: dicts with count, gpus_per_node and optional
+        gpu_type, gpu_mem_mib, cpus_per_node, pool, nodes_per_rack."""
+        nodes: list[Node] = []
+        rack_base = 0
+        for gi, g in enumerate(groups):
+            count = _positive_int(g.get("count"), f"groups[{gi}].count")
+            gpus = _positive_int(g.get("gpus_per_node"), f"groups[{gi}].gpus_per_node")
+            gpu_type = str(g.get("gpu_type") or DEFAULT_GPU_TYPE)
+            mem = g.get("gpu_mem_mib")
+            if mem is None:
+                if gpu_type not in GPU_MEMORY_MIB:
+                    raise SpecError(f"groups[{gi}].gpu_mem_mib",
+                                    f"unknown GPU type '{gpu_type}': give its memory in MiB")
+                mem = GPU_MEMORY_MIB[gpu_type]
+            mem = _positive_int(mem, f"groups[{gi}].gpu_mem_mib")
+            cpus = _positive_int(g.get("cpus_per_node", gpus * DEFAULT_CPUS_PER_GPU),
+                                 f"groups[{gi}].cpus_per_node")
+            pool = str(g.get("pool", "training"))
+            if pool not in POOLS:
+                raise SpecError(f"groups[{gi}].pool", f"must be one of {', '.join(POOLS)}, got '{pool}'")
+            per_rack = _positive_int(g.get("nodes_per_rack", DEFAULT_NODES_PER_RACK),
+                                     f"groups[{gi}].nodes_per_rack")
+            for i in range(count):
+                nid = len(nodes)
+                first = nodes[-1].first_gpu + nodes[-1].num_gpus if nodes else 0
+                nodes.append(Node(nid, f"{pool[:3]}-{gpu_type.lower()}-{nid}", gpu_type, gpus,
+                                  mem, cpus, pool, rack_base + i // per_rack, first))
+            rack_base = (nodes[-1].rack + 1) if nodes else 0
+        return cls(nodes)
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.gpu_node)
+
+    def pool_gpus(self, pool: str) -> int:
+        return sum(n.num_gpus for n in self.nodes if n.pool == pool)
+
+    @property
+    def gpu_types(self) -> list[str]:
+        return sorted({n.gpu_type for n in self.nodes})
+
+    def describe(self) -> str:
+        groups: dict[tuple, int] = {}
+        for n in self.nodes:
+            key = (n.num_gpus, n.gpu_type, n.pool)
+            groups[key] = groups.get(key, 0) + 1
+        return ", ".join(f"{c}x{g}:{t}@{p}" for (g, t, p), c in groups.items())
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SpecError(name, f"must be a positive integer, got {value!r}")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise SpecError(name, f"must be a positive integer, got {value!r}") from None
+    if as_int != float(value) or as_int <= 0:
+        raise SpecError(name, f"must be a positive integer, got {value!r}")
+    return as_int
+
+
+_GROUP = re.compile(r"^(\d+)x(\d+)(?::([A-Za-z0-9_\-]+)(?:/(\d+))?)?(?:@([a-z]+))?$")
+
+
+def parse_cluster_spec(spec: str) -> Cluster:
+    """Parse ``COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL]`` groups separated by commas."""
+    groups = []
+    for part in (p.strip() for p in spec.split(",")):
+        m = _GROUP.match(part)
+        if not m:
+            raise SpecError("cluster", f"cannot parse '{part}': expected COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],"
+                                       " e.g. 64x8:V100 or 16x4:T4@inference")
+        count, gpus, gtype, mem, pool = m.groups()
+        g: dict = {"count": int(count), "gpus_per_node": int(gpus)}
+        if gtype:
+            g["gpu_type"] = gtype
+        if mem:
+            g["gpu_mem_mib"] = int(mem)
+        if pool:
+            g["pool"] = pool
+        groups.append(g)
+    return Cluster.build(groups)
+
+
+def load_cluster(spec_or_path: str) -> Cluster:
+    """A cluster from a short spec, or from a YAML file with a ``groups:`` list of node groups
+    (keys as in :meth:`Cluster.build`)."""
+    path = Path(spec_or_path)
+    if spec_or_path.endswith((".yaml", ".yml")) or path.is_file():
+        if not path.is_file():
+            raise SpecError("cluster", f"no such file: {spec_or_path}")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as e:
+            raise SpecError("cluster", f"{spec_or_path} is not valid YAML: {e}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
+            raise SpecError("groups", f"{spec_or_path} must hold a mapping with a 'groups' list")
+        return Cluster.build(data["groups"])
+    return parse_cluster_spec(spec_or_path)

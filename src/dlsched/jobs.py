@@ -1,0 +1,143 @@
+"""The job spec users and traces give (validated), and a job's state over its life.
+
+A job's work is measured in *solo seconds*: the time it takes alone on its requested GPUs.
+A running job progresses at ``rate`` solo seconds per wall second (1.0 alone at its requested
+size; the performance model changes it when a job is spread, shares or is resized).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from .errors import SpecError
+
+
+@dataclass(slots=True, frozen=True)
+class JobSpec:
+    job_id: str
+    submit_time_s: float
+    num_gpus: int
+    duration_s: float            # solo run time at num_gpus
+    tenant: str = "default"
+    model: str | None = None
+    batch_size: int | None = None
+    iterations: int | None = None
+    priority: int = 0
+    min_gpus: int | None = None  # elastic jobs only
+    max_gpus: int | None = None
+    deadline_s: float | None = None  # absolute QoS deadline
+    gpu_milli: int = 1000        # share of one GPU when num_gpus == 1 (Alibaba openb)
+    gpu_types: tuple[str, ...] | None = None  # allowed GPU types, None = any
+
+    def __post_init__(self) -> None:
+        validate_spec(self)
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus is not None or self.max_gpus is not None
+
+
+def _finite_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate_spec(s: JobSpec) -> None:
+    """Raise :class:`SpecError` naming the first invalid field."""
+    if not isinstance(s.job_id, str) or not s.job_id:
+        raise SpecError("job_id", "must be a non-empty string")
+    if not isinstance(s.tenant, str) or not s.tenant:
+        raise SpecError("tenant", "must be a non-empty string")
+    if not _finite_number(s.submit_time_s) or s.submit_time_s < 0:
+        raise SpecError("submit_time_s", f"must be a finite number >= 0, got {s.submit_time_s!r}")
+    if not _int(s.num_gpus) or s.num_gpus < 1:
+        raise SpecError("num_gpus", f"must be an integer >= 1, got {s.num_gpus!r}")
+    if not _finite_number(s.duration_s) or s.duration_s <= 0:
+        raise SpecError("duration_s", f"must be a finite number > 0, got {s.duration_s!r}")
+    if s.model is not None and (not isinstance(s.model, str) or not s.model):
+        raise SpecError("model", "must be a non-empty string when given")
+    for name in ("batch_size", "iterations"):
+        v = getattr(s, name)
+        if v is not None and (not _int(v) or v < 1):
+            raise SpecError(name, f"must be an integer >= 1 when given, got {v!r}")
+    if not _int(s.priority):
+        raise SpecError("priority", f"must be an integer, got {s.priority!r}")
+    for name in ("min_gpus", "max_gpus"):
+        v = getattr(s, name)
+        if v is not None and (not _int(v) or v < 1):
+            raise SpecError(name, f"must be an integer >= 1 when given, got {v!r}")
+    if s.min_gpus is not None and s.min_gpus > s.num_gpus:
+        raise SpecError("min_gpus", f"{s.min_gpus} is above num_gpus {s.num_gpus}")
+    if s.max_gpus is not None and s.max_gpus < s.num_gpus:
+        raise SpecError("max_gpus", f"{s.max_gpus} is below num_gpus {s.num_gpus}")
+    if s.deadline_s is not None and (not _finite_number(s.deadline_s)
+                                     or s.deadline_s <= s.submit_time_s):
+        raise SpecError("deadline_s", f"must be a time after submit_time_s, got {s.deadline_s!r}")
+    if not _int(s.gpu_milli) or not 0 < s.gpu_milli <= 1000:
+        raise SpecError("gpu_milli", f"must be an integer in 1..1000, got {s.gpu_milli!r}")
+    if s.gpu_milli < 1000 and s.num_gpus != 1:
+        raise SpecError("gpu_milli", "a fractional GPU request needs num_gpus == 1")
+    if s.gpu_types is not None and (not isinstance(s.gpu_types, tuple) or not s.gpu_types
+                                    or not all(isinstance(t, str) and t for t in s.gpu_types)):
+        raise SpecError("gpu_types", "must be a non-empty tuple of GPU type names when given")
+
+
+class Status(Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(slots=True, eq=False)
+class JobState:
+    """A job's state as a backend tracks it. Policies read it and never write it."""
+
+    spec: JobSpec
+    seq: int                        # arrival order, a stable tie-breaker
+    status: Status = Status.PENDING
+    gpus: tuple[int, ...] = ()      # global GPU ids while running
+    done_s: float = 0.0             # solo seconds of work completed (as of progress_at)
+    rate: float = 0.0               # solo seconds per wall second while running
+    progress_at: float = 0.0        # wall time done_s was last brought up to date
+    resume_at: float = 0.0          # progress starts here (after a start-up / restart pause)
+    segment_start: float = 0.0      # wall time the current run began
+    finish_time: float = math.inf   # projected, while running
+    version: int = 0                # bumped whenever finish_time is recomputed
+    attained_gpu_s: float = 0.0     # GPU-seconds held before the current run
+    first_start: float | None = None
+    finish: float | None = None
+    preemptions: int = 0
+    pending_since: float = 0.0      # when it last entered the queue
+    last_run_s: float = 0.0         # length of its most recent run
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def num_gpus(self) -> int:
+        return self.spec.num_gpus
+
+    @property
+    def remaining_s(self) -> float:
+        """Solo seconds of work left, as of ``progress_at``."""
+        return self.spec.duration_s - self.done_s
+
+    def remaining_at(self, now: float) -> float:
+        """Solo seconds of work left at ``now`` (counting progress since ``progress_at``)."""
+        if self.status is Status.RUNNING:
+            since = max(self.progress_at, self.resume_at)
+            if now > since:
+                return self.remaining_s - self.rate * (now - since)
+        return self.remaining_s
+
+    def attained_at(self, now: float) -> float:
+        """GPU-seconds held up to ``now`` (2-D attained service, as Tiresias counts it)."""
+        if self.status is Status.RUNNING:
+            return self.attained_gpu_s + len(self.gpus) * (now - self.segment_start)
+        return self.attained_gpu_s

@@ -1,0 +1,71 @@
+"""Non-preemptive queue policies: jobs start in the order of a key and run to completion.
+
+Strict by default (the first job in order that does not fit blocks the rest, as plain FIFO
+does); with ``backfill=True`` later jobs may take GPUs the blocked ones cannot use.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+
+from ..jobs import JobState
+from .base import ClusterView, Plan, Policy
+
+_NO_PLAN = Plan()
+
+
+class QueuedPolicy(Policy):
+    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
+        super().__init__(placement, backfill)
+        self.queue: list[tuple] = []       # (key..., seq, job) sorted, best first
+        self.sizes: dict[int, int] = {}    # GPUs requested -> pending jobs of that size
+
+    def key(self, job: JobState) -> tuple:
+        raise NotImplementedError
+
+    def _enqueue(self, job: JobState) -> None:
+        insort(self.queue, (*self.key(job), job.seq, job))
+        self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
+
+    def job_arrived(self, job: JobState, now: float) -> None:
+        self._enqueue(job)
+
+    job_requeued = job_arrived
+
+    def schedule(self, view: ClusterView) -> Plan:
+        free_total = view.free.total
+        if not self.queue or free_total < min(self.sizes):
+            return _NO_PLAN
+        scratch = view.free.copy()
+        plan = Plan()
+        started: list[int] = []
+        for i, entry in enumerate(self.queue):
+            job: JobState = entry[-1]
+            need = job.num_gpus
+            gpus = self.place(scratch, need, job.spec.gpu_types) if need <= scratch.total else None
+            if gpus is None:
+                if not self.backfill:
+                    break
+                continue
+            scratch.take(gpus)
+            plan.start.append((job, gpus))
+            started.append(i)
+            if scratch.total < min(self.sizes):
+                break
+        if started:
+            self._dequeue(started)
+        return plan
+
+    def _dequeue(self, indexes: list[int]) -> None:
+        for i in indexes:
+            need = self.queue[i][-1].num_gpus
+            left = self.sizes[need] - 1
+            if left:
+                self.sizes[need] = left
+            else:
+                del self.sizes[need]
+        if indexes[-1] == len(indexes) - 1:       # a prefix: the strict case
+            del self.queue[:len(indexes)]
+        else:
+            gone = set(indexes)
+            self.queue = [e for i, e in enumerate(self.queue) if i not in gone]

@@ -1,0 +1,97 @@
+"""Tiresias (Gu et al., NSDI'19): discretized two-dimensional least-attained-service.
+
+A job's attained service is the GPU-seconds it has held (GPUs x time). Queue k holds jobs whose
+attained service since their last promotion lies between thresholds k-1 and k; lower queues
+run first, FIFO by submit time within a queue. A running job that crosses a threshold drops a
+queue, and may then be preempted by a pending job of a higher queue. A preempted job that has
+waited ``starvation_factor`` times the length of its last run is promoted back to the top queue.
+
+The thresholds and the starvation factor are not published for the Philly setting; the
+defaults below are documented choices (one GPU-hour; a job is promoted once it has waited twice
+as long as it last ran) and are parameters (``--policy-param``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ..jobs import JobState, Status
+from .base import ClusterView, register
+from .preemptive import PreemptivePolicy
+
+DEFAULT_THRESHOLDS_GPU_S = (3600.0,)   # chosen: two queues split at one GPU-hour
+DEFAULT_STARVATION_FACTOR = 2.0        # chosen: promote after waiting 2x the last run
+
+
+@register
+class Tiresias(PreemptivePolicy):
+    name = "tiresias"
+    description = "discretized 2D least-attained-service queues with starvation promotion; preemptive"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+                 starvation_factor: float = DEFAULT_STARVATION_FACTOR) -> None:
+        super().__init__(placement, backfill)
+        if isinstance(thresholds_gpu_s, str):
+            thresholds_gpu_s = [float(x) for x in thresholds_gpu_s.split(",") if x]
+        self.thresholds = tuple(float(t) for t in thresholds_gpu_s)
+        if any(t <= 0 for t in self.thresholds) or list(self.thresholds) != sorted(set(self.thresholds)):
+            raise ValueError("thresholds_gpu_s must be increasing positive numbers")
+        if starvation_factor <= 0:
+            raise ValueError("starvation_factor must be > 0")
+        self.starvation_factor = float(starvation_factor)
+        self.level: dict[str, int] = {}           # job id -> queue index
+        self.offset: dict[str, float] = {}        # attained service at its last promotion
+        self.timers: list[tuple[float, int, str, JobState, float]] = []
+        self._timer_seq = 0
+
+    def params(self) -> dict:
+        return {**super().params(), "thresholds_gpu_s": list(self.thresholds),
+                "starvation_factor": self.starvation_factor}
+
+    def rank(self, job: JobState, now: float) -> tuple:
+        return (self.level.get(job.job_id, 0), job.spec.submit_time_s, job.seq)
+
+    def worst_first(self, job: JobState) -> tuple:
+        return (-self.level.get(job.job_id, 0), -job.spec.submit_time_s, -job.seq)
+
+    def _timer(self, at: float, kind: str, job: JobState, tag: float) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
+
+    def started(self, job: JobState, now: float) -> None:
+        self._arm_demotion(job, now, job.attained_gpu_s, run_start=now)
+
+    def _arm_demotion(self, job: JobState, now: float, attained: float, run_start: float) -> None:
+        """Wake up when the job's attained service crosses its queue's threshold."""
+        level = self.level.get(job.job_id, 0)
+        if level < len(self.thresholds):
+            left = self.thresholds[level] - (attained - self.offset.get(job.job_id, 0.0))
+            self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
+
+    def stopped(self, job: JobState, now: float) -> None:
+        if job.status is Status.DONE:
+            self.level.pop(job.job_id, None)
+            self.offset.pop(job.job_id, None)
+            return
+        run = now - job.segment_start
+        self._timer(now + self.starvation_factor * run, "promote", job, now)
+
+    def on_timers(self, view: ClusterView) -> None:
+        now = view.now
+        while self.timers and self.timers[0][0] <= now:
+            _, _, kind, job, tag = heapq.heappop(self.timers)
+            jid = job.job_id
+            if kind == "demote":
+                if jid in self._stamp and job.segment_start == tag:   # still in that run
+                    self.level[jid] = self.level.get(jid, 0) + 1
+                    self._rekey_running(job)
+                    self._arm_demotion(job, now, job.attained_at(now), run_start=tag)
+            elif (job.status is Status.PENDING and job.pending_since == tag
+                  and self.level.get(jid, 0) > 0):
+                self.level[jid] = 0
+                self.offset[jid] = job.attained_gpu_s
+                self._requeue_pending(job, now)
+
+    def next_timer(self) -> float | None:
+        return self.timers[0][0] if self.timers else None

@@ -1,0 +1,319 @@
+"""Discrete-event simulation with exact time.
+
+Events are arrivals (a cursor over jobs sorted by submit time), completions (a heap with lazy
+invalidation: an entry is stale when the job's ``version`` moved on), resource changes (node
+down / up) and policy wake-ups. After each batch of events at one instant the policy is asked
+for a plan, which is applied at once. A running job's completion time follows from its rate and
+is recomputed only when the rate changes; the clock is never quantized.
+
+Costs charged (documented, overridable defaults in :class:`SimConfig`): a restart pause after
+every preemption, an optional start-up pause, and the work done since the last checkpoint when
+checkpoints are periodic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from ..cluster import Cluster
+from ..errors import PlanError, SpecError
+from ..jobs import JobSpec, JobState, Status
+from ..policies.base import Plan, Policy
+from ..policies.placement import FreeGpus
+
+INF = math.inf
+
+# Pollux's simulator charges a 30 s restart penalty per re-allocation (petuum/adaptdl,
+# simulator/; Qiao et al., OSDI'21): our default pause before a preempted job makes progress again.
+POLLUX_RESTART_PENALTY_S = 30.0
+
+
+@dataclass(slots=True)
+class SimConfig:
+    restart_overhead_s: float = POLLUX_RESTART_PENALTY_S
+    startup_overhead_s: float = 0.0
+    # None: a job checkpoints when it is preempted and loses no work. A number: it checkpoints
+    # every that many seconds of progress and loses what it did since the last one.
+    checkpoint_interval_s: float | None = None
+    # Scheduling points happen at every event; set this to also decide every N seconds.
+    schedule_interval_s: float | None = None
+    # Resource changes: (time_s, "down" | "up", node_id).
+    node_events: Sequence[tuple[float, str, int]] = ()
+    timeseries: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("restart_overhead_s", "startup_overhead_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise SpecError(name, f"must be a finite number >= 0, got {v!r}")
+        for name in ("checkpoint_interval_s", "schedule_interval_s"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise SpecError(name, f"must be a number > 0 when given, got {v!r}")
+        for t, kind, nid in self.node_events:
+            if kind not in ("down", "up"):
+                raise SpecError("node_events", f"kind must be 'down' or 'up', got {kind!r}")
+
+
+SpeedModel = Callable[[JobState, tuple[int, ...]], float]
+
+
+def solo_speed(job: JobState, gpus: tuple[int, ...]) -> float:
+    """Without a performance model every job runs at its trace speed."""
+    return 1.0
+
+
+@dataclass(slots=True)
+class SimResult:
+    jobs: list[JobState]
+    cluster: Cluster
+    policy: Policy
+    config: SimConfig
+    events: int
+    schedule_calls: int
+    gpu_busy_s: float            # integral of allocated GPUs over time
+    gpu_capacity_s: float        # integral of usable GPUs over the same window
+    start_s: float
+    end_s: float
+    # step changes of the state: time, queue length, GPUs allocated, GPUs usable
+    ts_time: array = field(default_factory=lambda: array("d"))
+    ts_queue: array = field(default_factory=lambda: array("l"))
+    ts_used: array = field(default_factory=lambda: array("l"))
+    ts_usable: array = field(default_factory=lambda: array("l"))
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+class Simulator:
+    """Also the :class:`~dlsched.policies.base.ClusterView` policies read."""
+
+    def __init__(self, cluster: Cluster, jobs: Iterable[JobSpec], policy: Policy,
+                 config: SimConfig | None = None, speed: SpeedModel = solo_speed,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.config = config or SimConfig()
+        self.speed = speed
+        self.progress = progress
+        self.free = FreeGpus(cluster)
+        specs = sorted(jobs, key=lambda s: s.submit_time_s)   # stable: ties keep input order
+        seen: set[str] = set()
+        usable = self.free.total
+        for s in specs:
+            if s.job_id in seen:
+                raise SpecError("job_id", f"duplicate job id '{s.job_id}'")
+            seen.add(s.job_id)
+            if s.num_gpus > usable:
+                raise SpecError("num_gpus", f"job '{s.job_id}' asks for {s.num_gpus} GPUs; "
+                                f"the cluster has {usable}")
+        self.states = [JobState(spec=s, seq=i) for i, s in enumerate(specs)]
+        self.now = specs[0].submit_time_s if specs else 0.0
+        self.pending: dict[str, JobState] = {}
+        self.running: dict[str, JobState] = {}
+        self._completions: list[tuple[float, int, int, JobState]] = []
+        self._node_events = sorted(self.config.node_events)
+        self._down: set[int] = set()
+
+    # -- applying decisions ----------------------------------------------------------------
+    def _advance(self, job: JobState) -> None:
+        since = job.progress_at if job.progress_at > job.resume_at else job.resume_at
+        if self.now > since:
+            job.done_s += job.rate * (self.now - since)
+        job.progress_at = self.now
+
+    def _schedule_completion(self, job: JobState) -> None:
+        job.version += 1
+        begin = job.resume_at if job.resume_at > self.now else self.now
+        job.finish_time = begin + max(0.0, job.spec.duration_s - job.done_s) / job.rate
+        heapq.heappush(self._completions, (job.finish_time, job.seq, job.version, job))
+
+    def set_rate(self, job: JobState, rate: float) -> None:
+        """Change a running job's speed (a partner joined or left, it was resized...)."""
+        if not rate > 0:
+            raise PlanError(f"job {job.job_id}: speed must be > 0, got {rate}")
+        self._advance(job)
+        job.rate = rate
+        self._schedule_completion(job)
+
+    def _start(self, job: JobState, gpus: tuple[int, ...]) -> None:
+        if job.status is not Status.PENDING:
+            raise PlanError(f"policy {self.policy.name} started job {job.job_id}, which is {job.status.value}")
+        if len(gpus) != job.num_gpus:
+            raise PlanError(f"policy {self.policy.name} gave job {job.job_id} {len(gpus)} GPUs; "
+                            f"it needs {job.num_gpus} (gang)")
+        try:
+            self.free.take(gpus)
+        except ValueError as e:
+            raise PlanError(f"policy {self.policy.name}, job {job.job_id}: {e}") from None
+        now = self.now
+        pause = self.config.startup_overhead_s if job.first_start is None else self.config.restart_overhead_s
+        if job.first_start is None:
+            job.first_start = now
+        job.status = Status.RUNNING
+        job.gpus = tuple(gpus)
+        job.segment_start = now
+        job.progress_at = now
+        job.resume_at = now + pause
+        job.rate = self.speed(job, job.gpus)
+        del self.pending[job.job_id]
+        self.running[job.job_id] = job
+        self._schedule_completion(job)
+
+    def _stop(self, job: JobState) -> None:
+        """Take a running job off its GPUs and put it back in the queue."""
+        if job.status is not Status.RUNNING:
+            raise PlanError(f"policy {self.policy.name} preempted job {job.job_id}, which is {job.status.value}")
+        now = self.now
+        self._advance(job)
+        interval = self.config.checkpoint_interval_s
+        if interval is not None and now > job.resume_at:
+            lost_wall = (now - job.resume_at) % interval
+            job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
+        job.attained_gpu_s += len(job.gpus) * (now - job.segment_start)
+        job.last_run_s = now - job.segment_start
+        self.free.release(job.gpus)
+        job.gpus = ()
+        job.status = Status.PENDING
+        job.rate = 0.0
+        job.finish_time = INF
+        job.version += 1
+        job.preemptions += 1
+        job.pending_since = now
+        del self.running[job.job_id]
+        self.pending[job.job_id] = job
+
+    def _finish(self, job: JobState) -> None:
+        now = self.now
+        job.done_s = job.spec.duration_s
+        job.progress_at = now
+        job.attained_gpu_s += len(job.gpus) * (now - job.segment_start)
+        job.last_run_s = now - job.segment_start
+        self.free.release(job.gpus)
+        job.status = Status.DONE
+        job.finish = now
+        job.finish_time = now
+        del self.running[job.job_id]
+        self.policy.job_finished(job, now)
+
+    def apply(self, plan: Plan) -> None:
+        for job in plan.preempt:
+            self._stop(job)
+        for job, gpus in plan.start:
+            self._start(job, gpus)
+
+    # -- resource changes ------------------------------------------------------------------
+    def _node_event(self, kind: str, nid: int) -> None:
+        if not 0 <= nid < len(self.cluster.nodes):
+            raise SpecError("node_events", f"no node {nid}")
+        if kind == "down":
+            if nid in self._down:
+                return
+            gpu_node = self.cluster.gpu_node
+            victims = [j for j in self.running.values() if any(gpu_node[g] == nid for g in j.gpus)]
+            for job in victims:
+                self._stop(job)
+                self.policy.job_requeued(job, self.now)
+            if nid in self.free.usable:
+                self.free.remove_node(nid)
+            self._down.add(nid)
+        elif nid in self._down:
+            self._down.discard(nid)
+            self.free.add_node(nid)
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        states, n = self.states, len(self.states)
+        policy, completions, node_events = self.policy, self._completions, self._node_events
+        cfg = self.config
+        pending, running, free = self.pending, self.running, self.free
+        record = cfg.timeseries
+        res = SimResult(jobs=states, cluster=self.cluster, policy=policy, config=cfg, events=0,
+                        schedule_calls=0, gpu_busy_s=0.0, gpu_capacity_s=0.0,
+                        start_s=self.now, end_s=self.now)
+        usable_total = free.total
+        i = ei = 0
+        done = 0
+        wakeup = INF
+        interval = cfg.schedule_interval_s
+        tick = self.now + interval if interval else INF
+        last_t = self.now
+        last_rec = (-1, -1, -1)
+        busy_area = cap_area = 0.0
+        while True:
+            while completions and completions[0][3].version != completions[0][2]:
+                heapq.heappop(completions)
+            t = completions[0][0] if completions else INF
+            if i < n and states[i].spec.submit_time_s < t:
+                t = states[i].spec.submit_time_s
+            if ei < len(node_events) and node_events[ei][0] < t:
+                t = node_events[ei][0]
+            if not (i < n or pending or running):
+                break                        # nothing left to do: later events do not count
+            if wakeup < t:
+                t = wakeup
+            if tick < t:
+                t = tick
+            if t == INF:
+                break                        # what is still pending can never run
+            dt = t - last_t
+            if dt > 0:
+                used = usable_total - free.total
+                busy_area += used * dt
+                cap_area += usable_total * dt
+            last_t = t
+            self.now = t
+            # completions free GPUs before anything else at the same instant
+            while completions and completions[0][0] <= t:
+                _, _, version, job = heapq.heappop(completions)
+                if version == job.version and job.status is Status.RUNNING:
+                    self._finish(job)
+                    res.events += 1
+                    done += 1
+                    if self.progress is not None and done % 1000 == 0:
+                        self.progress(1000)
+            while ei < len(node_events) and node_events[ei][0] <= t:
+                _, kind, nid = node_events[ei]
+                self._node_event(kind, nid)
+                usable_total = free.total + sum(len(j.gpus) for j in running.values())
+                ei += 1
+                res.events += 1
+            while i < n and states[i].spec.submit_time_s <= t:
+                job = states[i]
+                job.pending_since = t
+                pending[job.job_id] = job
+                policy.job_arrived(job, t)
+                i += 1
+                res.events += 1
+            if wakeup <= t:
+                wakeup = INF
+            if tick <= t:
+                tick = t + interval
+            plan = policy.schedule(self)
+            res.schedule_calls += 1
+            if plan:
+                self.apply(plan)
+            if plan.wakeup_at is not None and plan.wakeup_at > t:
+                wakeup = plan.wakeup_at
+            if record:
+                rec = (len(pending), usable_total - free.total, usable_total)
+                if rec != last_rec:
+                    res.ts_time.append(t)
+                    res.ts_queue.append(rec[0])
+                    res.ts_used.append(rec[1])
+                    res.ts_usable.append(rec[2])
+                    last_rec = rec
+        if self.progress is not None and done % 1000:
+            self.progress(done % 1000)
+        finishes = [j.finish for j in states if j.finish is not None]
+        res.end_s = max(finishes) if finishes else res.start_s
+        res.gpu_busy_s = busy_area
+        res.gpu_capacity_s = cap_area
+        return res
+
+
+def simulate(cluster: Cluster, jobs: Iterable[JobSpec], policy: Policy,
+             config: SimConfig | None = None, **kwargs) -> SimResult:
+    return Simulator(cluster, jobs, policy, config, **kwargs).run()

@@ -13,7 +13,7 @@ worst first and stays valid while a job runs unless the subclass calls :meth:`_r
 from __future__ import annotations
 
 import heapq
-from bisect import insort
+from bisect import bisect_left, insort
 
 from ..jobs import JobState, Status
 from .base import ClusterView, Plan, Policy
@@ -26,6 +26,7 @@ class PreemptivePolicy(Policy):
         super().__init__(placement, backfill)
         self.queue: list[tuple] = []          # (rank..., seq, job), best first
         self.running: list[tuple] = []        # heap of (worst_first..., stamp, job)
+        self._entry: dict[str, tuple] = {}    # job id -> its entry in queue
         self._stamp: dict[str, int] = {}      # job id -> stamp of its valid running entry
         self._next_stamp = 0
 
@@ -35,6 +36,15 @@ class PreemptivePolicy(Policy):
 
     def worst_first(self, job: JobState) -> tuple:
         raise NotImplementedError
+
+    def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
+        """May ``job`` preempt ``victim``? By default when its rank is strictly better."""
+        return self.rank(victim, now) > self.rank(job, now)
+
+    def preemptible_gpus(self, job: JobState) -> float:
+        """An upper bound on the GPUs that preempting could free for ``job``; lets a pass skip
+        a futile search. By default no bound."""
+        return float("inf")
 
     def on_timers(self, view: ClusterView) -> None:
         """Hook: apply rank changes that are due at ``view.now``."""
@@ -50,7 +60,9 @@ class PreemptivePolicy(Policy):
 
     # -- indexes ---------------------------------------------------------------------------
     def _enqueue(self, job: JobState, now: float) -> None:
-        insort(self.queue, (*self.rank(job, now), job.seq, job))
+        entry = (*self.rank(job, now), job.seq, job)
+        self._entry[job.job_id] = entry
+        insort(self.queue, entry)
 
     def _push_running(self, job: JobState) -> None:
         self._next_stamp += 1
@@ -62,10 +74,8 @@ class PreemptivePolicy(Policy):
 
     def _requeue_pending(self, job: JobState, now: float) -> None:
         """Re-rank a pending job (its rank changed)."""
-        for i, entry in enumerate(self.queue):
-            if entry[-1] is job:
-                del self.queue[i]
-                break
+        i = bisect_left(self.queue, self._entry.pop(job.job_id))
+        del self.queue[i]
         self._enqueue(job, now)
 
     def _pop_worst(self) -> JobState | None:
@@ -116,14 +126,13 @@ class PreemptivePolicy(Policy):
                 blocked = True
                 i += 1
                 continue
-            if scratch is None:
-                if view.free.total == 0 and (blocked or not self._can_preempt_for(job, now)):
-                    break
-                scratch = view.free.copy()
+            free = view.free if scratch is None else scratch
             gpus = None
-            if job.num_gpus <= scratch.total:
-                gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
-            if gpus is None and not blocked:
+            if job.num_gpus <= free.total:
+                gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
+            if gpus is None and not blocked and self._can_preempt_for(job, now, free.total):
+                if scratch is None:
+                    scratch = free = view.free.copy()
                 gpus = self._make_room(job, now, scratch, plan, victims_now)
             if gpus is None:
                 if not self.backfill:
@@ -131,29 +140,33 @@ class PreemptivePolicy(Policy):
                 blocked = True
                 i += 1
                 continue
+            if scratch is None:
+                scratch = view.free.copy()
             scratch.take(gpus)
             plan.start.append((job, gpus))
             del self.queue[i]
+            del self._entry[job.job_id]
             self.started(job, now)
             self._push_running(job)
         plan.wakeup_at = self.next_timer()
         return plan
 
-    def _can_preempt_for(self, job: JobState, now: float) -> bool:
+    def _can_preempt_for(self, job: JobState, now: float, free_total: int) -> bool:
+        if free_total + self.preemptible_gpus(job) < job.num_gpus:
+            return False
         worst = self._peek_worst()
-        return worst is not None and self.rank(worst, now) > self.rank(job, now)
+        return worst is not None and self.outranks(job, worst, now)
 
     def _make_room(self, job: JobState, now: float, scratch, plan: Plan,
                    victims_now: set[str]) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed.
         Leaves everything as it was if that is impossible."""
-        job_rank = self.rank(job, now)
         trial = scratch.copy()
         popped: list[JobState] = []
         gpus = None
         while gpus is None:
             worst = self._peek_worst()
-            if worst is None or not self.rank(worst, now) > job_rank:
+            if worst is None or not self.outranks(job, worst, now):
                 break
             popped.append(self._pop_worst())
             trial.release(worst.gpus)

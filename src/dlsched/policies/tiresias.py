@@ -6,9 +6,10 @@ run first, FIFO by submit time within a queue. A running job that crosses a thre
 queue, and may then be preempted by a pending job of a higher queue. A preempted job that has
 waited ``starvation_factor`` times the length of its last run is promoted back to the top queue.
 
-The thresholds and the starvation factor are not published for the Philly setting; the
-defaults below are documented choices (one GPU-hour; a job is promoted once it has waited twice
-as long as it last ran) and are parameters (``--policy-param``).
+Only a job of a higher queue preempts. The thresholds and the starvation factor are not
+published for the Philly setting; the defaults are documented choices and are parameters
+(``--param thresholds_gpu_s=...``): one threshold of 3.2 GPU-hours (48 min x 4 GPUs, the default
+of a public LAS simulator), and promotion once a job has waited twice as long as it last ran.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..jobs import JobState, Status
 from .base import ClusterView, register
 from .preemptive import PreemptivePolicy
 
-DEFAULT_THRESHOLDS_GPU_S = (3600.0,)   # chosen: two queues split at one GPU-hour
+DEFAULT_THRESHOLDS_GPU_S = (11520.0,)  # chosen: two queues split at 3.2 GPU-hours
 DEFAULT_STARVATION_FACTOR = 2.0        # chosen: promote after waiting 2x the last run
 
 
@@ -42,6 +43,7 @@ class Tiresias(PreemptivePolicy):
         self.starvation_factor = float(starvation_factor)
         self.level: dict[str, int] = {}           # job id -> queue index
         self.offset: dict[str, float] = {}        # attained service at its last promotion
+        self.level_gpus: list[int] = [0] * (len(self.thresholds) + 1)  # running GPUs per queue
         self.timers: list[tuple[float, int, str, JobState, float]] = []
         self._timer_seq = 0
 
@@ -52,6 +54,11 @@ class Tiresias(PreemptivePolicy):
     def rank(self, job: JobState, now: float) -> tuple:
         return (self.level.get(job.job_id, 0), job.spec.submit_time_s, job.seq)
 
+    def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
+        # Only a higher queue preempts: within a queue, order decides who starts next, but a
+        # running job is never stopped for a peer (that would thrash at every promotion).
+        return self.level.get(victim.job_id, 0) > self.level.get(job.job_id, 0)
+
     def worst_first(self, job: JobState) -> tuple:
         return (-self.level.get(job.job_id, 0), -job.spec.submit_time_s, -job.seq)
 
@@ -59,7 +66,11 @@ class Tiresias(PreemptivePolicy):
         self._timer_seq += 1
         heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
 
+    def preemptible_gpus(self, job: JobState) -> float:
+        return sum(self.level_gpus[self.level.get(job.job_id, 0) + 1:])
+
     def started(self, job: JobState, now: float) -> None:
+        self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
         self._arm_demotion(job, now, job.attained_gpu_s, run_start=now)
 
     def _arm_demotion(self, job: JobState, now: float, attained: float, run_start: float) -> None:
@@ -70,6 +81,7 @@ class Tiresias(PreemptivePolicy):
             self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
 
     def stopped(self, job: JobState, now: float) -> None:
+        self.level_gpus[self.level.get(job.job_id, 0)] -= job.num_gpus
         if job.status is Status.DONE:
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)
@@ -84,7 +96,10 @@ class Tiresias(PreemptivePolicy):
             jid = job.job_id
             if kind == "demote":
                 if jid in self._stamp and job.segment_start == tag:   # still in that run
-                    self.level[jid] = self.level.get(jid, 0) + 1
+                    level = self.level.get(jid, 0)
+                    self.level[jid] = level + 1
+                    self.level_gpus[level] -= job.num_gpus
+                    self.level_gpus[level + 1] += job.num_gpus
                     self._rekey_running(job)
                     self._arm_demotion(job, now, job.attained_at(now), run_start=tag)
             elif (job.status is Status.PENDING and job.pending_since == tag

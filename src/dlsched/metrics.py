@@ -1,0 +1,143 @@
+"""Per-job records, summaries (overall and per tenant) and the time series of a simulation."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from .jobs import JobState
+
+JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
+               "jct_s", "queue_s", "run_s", "preemptions", "gpu_time_s", "duration_s")
+
+
+def job_rows(jobs: list[JobState]) -> list[dict]:
+    rows = []
+    for j in jobs:
+        s = j.spec
+        done = j.finish is not None
+        jct = j.finish - s.submit_time_s if done else None
+        rows.append({
+            "job_id": s.job_id, "tenant": s.tenant, "num_gpus": s.num_gpus, "model": s.model or "",
+            "submit_s": s.submit_time_s, "first_start_s": j.first_start, "finish_s": j.finish,
+            "jct_s": jct,
+            # queuing delay: time not running between submission and finish (all waits,
+            # including after preemptions)
+            "queue_s": jct - j.attained_gpu_s / s.num_gpus if done else None,
+            "run_s": j.attained_gpu_s / s.num_gpus,
+            "preemptions": j.preemptions, "gpu_time_s": j.attained_gpu_s, "duration_s": s.duration_s,
+        })
+    return rows
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of an already sorted list."""
+    if not sorted_values:
+        return math.nan
+    k = (len(sorted_values) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def _stats(rows: list[dict]) -> dict:
+    done = [r for r in rows if r["jct_s"] is not None]
+    jcts = sorted(r["jct_s"] for r in done)
+    n = len(done)
+    return {
+        "jobs": len(rows),
+        "jobs_completed": n,
+        "mean_jct_s": sum(jcts) / n if n else math.nan,
+        "median_jct_s": percentile(jcts, 50),
+        "p95_jct_s": percentile(jcts, 95),
+        "p99_jct_s": percentile(jcts, 99),
+        "mean_queue_s": sum(r["queue_s"] for r in done) / n if n else math.nan,
+        "preemptions": sum(r["preemptions"] for r in rows),
+        "gpu_time_s": sum(r["gpu_time_s"] for r in rows),
+    }
+
+
+def summarize(result, rows: list[dict] | None = None) -> dict:
+    """The summary of a :class:`~dlsched.sim.engine.SimResult`."""
+    rows = rows if rows is not None else job_rows(result.jobs)
+    summary = _stats(rows)
+    summary["makespan_s"] = result.end_s - result.start_s
+    summary["gpu_utilization"] = (result.gpu_busy_s / result.gpu_capacity_s
+                                  if result.gpu_capacity_s else 0.0)
+    summary["events"] = result.events
+    tenants: dict[str, list[dict]] = {}
+    for r in rows:
+        tenants.setdefault(r["tenant"], []).append(r)
+    summary["tenants"] = {t: _stats(rs) for t, rs in sorted(tenants.items())}
+    return summary
+
+
+def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
+    """Time-weighted means of queue length and utilization in equal bins (at most max_bins),
+    plus each bin's peak queue: the step series can hold hundreds of thousands of points."""
+    t, q, used, usable = result.ts_time, result.ts_queue, result.ts_used, result.ts_usable
+    if not t:
+        return []
+    start, end = result.start_s, max(result.end_s, t[-1])
+    span = end - start
+    if span <= 0:
+        return [{"time_s": start, "queue_mean": q[0], "queue_max": q[0],
+                 "utilization": used[0] / usable[0] if usable[0] else 0.0}]
+    bins = max(1, min(max_bins, len(t)))
+    width = span / bins
+    q_area = [0.0] * bins
+    q_max = [0] * bins
+    u_area = [0.0] * bins
+    for k in range(len(t)):
+        seg_start = t[k]
+        seg_end = t[k + 1] if k + 1 < len(t) else end
+        util = used[k] / usable[k] if usable[k] else 0.0
+        b = min(bins - 1, int((seg_start - start) / width))
+        while seg_start < seg_end:
+            bin_end = start + (b + 1) * width
+            piece = min(seg_end, bin_end) - seg_start
+            q_area[b] += q[k] * piece
+            u_area[b] += util * piece
+            q_max[b] = max(q_max[b], q[k])
+            seg_start += piece
+            if seg_start >= bin_end and b < bins - 1:
+                b += 1
+            elif piece <= 0:
+                break
+        if seg_end == seg_start:
+            q_max[b] = max(q_max[b], q[k])
+    return [{"time_s": start + (b + 0.5) * width, "queue_mean": q_area[b] / width,
+             "queue_max": q_max[b], "utilization": u_area[b] / width} for b in range(bins)]
+
+
+def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dict:
+    """Write summary.json, jobs.csv and timeseries.csv; return the summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = job_rows(result.jobs)
+    summary = summarize(result, rows)
+    if extra:
+        summary.update(extra)
+    _write_csv(out / "jobs.csv", JOB_COLUMNS, rows)
+    series = binned_timeseries(result)
+    _write_csv(out / "timeseries.csv", ("time_s", "queue_mean", "queue_max", "utilization"), series)
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    tmp.replace(out / "summary.json")
+    return summary
+
+
+def _json_default(o):
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    return str(o)
+
+
+def _write_csv(path: Path, columns, rows) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)

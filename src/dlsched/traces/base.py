@@ -1,0 +1,118 @@
+"""Shared machinery for trace adapters: reading rows, validating them, and accounting for
+every row that was dropped (and why)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from ..errors import SpecError
+from ..jobs import JobSpec
+
+MAX_EXAMPLES = 5
+
+
+@dataclass(slots=True)
+class Trace:
+    """Jobs read from a trace, with what was left out."""
+
+    name: str
+    jobs: list[JobSpec]
+    dropped: dict[str, int] = field(default_factory=dict)   # reason -> rows
+    examples: list[str] = field(default_factory=list)       # the first few drop messages
+    rows: int = 0                                            # data rows read
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    def drop(self, reason: str, message: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(message)
+
+    def summary(self) -> dict:
+        return {"trace": self.name, "rows": self.rows, "jobs": len(self.jobs),
+                "dropped": dict(self.dropped), "dropped_examples": list(self.examples)}
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError("trace", f"no such file: {path}")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", newline="")
+    return open(path, newline="")
+
+
+def read_rows(path: str | Path, required: Iterable[str], source: str,
+              delimiter: str = ",") -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (data row number, row) after checking the header names every required column."""
+    with open_text(path) as f:
+        reader = csv.DictReader(f, delimiter=delimiter)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise SpecError(missing[0], f"column missing from the header ({', '.join(header) or 'empty file'})",
+                            source=source)
+        for number, row in enumerate(reader, start=1):
+            yield number, row
+
+
+def collect(trace: Trace, rows: Iterable[tuple[int, dict[str, str]]],
+            convert: Callable[[int, dict[str, str]], JobSpec | None], skip_invalid: bool) -> Trace:
+    """Convert rows to specs. A row whose conversion raises SpecError stops the load (the error
+    names the row and field) unless ``skip_invalid``, in which case it is counted by field.
+    ``convert`` returning None drops a row the adapter deliberately leaves out; it has called
+    ``trace.drop`` itself."""
+    for number, row in rows:
+        trace.rows += 1
+        try:
+            spec = convert(number, row)
+        except SpecError as e:
+            err = e.at(row=number, source=trace.name)
+            if not skip_invalid:
+                raise err from None
+            trace.drop(f"invalid {e.field}", str(err))
+            continue
+        if spec is not None:
+            trace.jobs.append(spec)
+    return trace
+
+
+def number(row: dict[str, str], column: str, field_name: str | None = None, *,
+           integer: bool = False, scale: float = 1.0) -> float:
+    """A numeric cell, or SpecError naming the column."""
+    raw = (row.get(column) or "").strip()
+    name = field_name or column
+    if raw == "":
+        raise SpecError(name, f"empty value in column '{column}'")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SpecError(name, f"'{raw}' in column '{column}' is not a number") from None
+    if not math.isfinite(value):
+        raise SpecError(name, f"'{raw}' in column '{column}' is not finite")
+    if integer:
+        if value != int(value):
+            raise SpecError(name, f"'{raw}' in column '{column}' is not a whole number")
+        return int(value)
+    return value * scale
+
+
+
+def earliest(rows: list[tuple[int, dict[str, str]]], parse: Callable[[dict[str, str]], float]) -> float:
+    """The earliest parseable time in ``rows``: absolute dates become seconds after it.
+    Unparseable rows are left for the row-by-row conversion to report."""
+    t0 = math.inf
+    for _, row in rows:
+        try:
+            t0 = min(t0, parse(row))
+        except SpecError:
+            pass
+    return 0.0 if t0 == math.inf else t0

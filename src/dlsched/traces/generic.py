@@ -1,0 +1,86 @@
+"""Any CSV trace, with the columns mapped by the user.
+
+A mapping is ``FIELD=COLUMN[:UNIT]`` pairs separated by commas, e.g.
+``submit=start_ts:datetime,duration=runtime:min,gpus=n_gpu,tenant=user``. Fields: submit and
+duration and gpus (required), id, tenant, model, batch, priority, deadline. Units for times:
+s (default), ms, us, min, h; ``datetime`` for ISO dates (submit only; made relative to the
+first submission).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from ..errors import SpecError
+from ..jobs import JobSpec
+from .base import Trace, collect, earliest, number, read_rows
+
+FIELDS = {"submit": "submit_time_s", "duration": "duration_s", "gpus": "num_gpus", "id": "job_id",
+          "tenant": "tenant", "model": "model", "batch": "batch_size", "priority": "priority",
+          "deadline": "deadline_s"}
+REQUIRED = ("submit", "duration", "gpus")
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
+TIME_FIELDS = ("submit", "duration", "deadline")
+
+
+def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
+    """``FIELD=COLUMN[:UNIT],...`` -> {field: (column, unit)}; SpecError on anything unknown."""
+    mapping: dict[str, tuple[str, str | None]] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if "=" not in part:
+            raise SpecError("mapping", f"'{part}' is not FIELD=COLUMN[:UNIT]")
+        key, target = (s.strip() for s in part.split("=", 1))
+        if key not in FIELDS:
+            raise SpecError("mapping", f"unknown field '{key}': use {', '.join(FIELDS)}")
+        column, _, unit = target.partition(":")
+        if not column:
+            raise SpecError("mapping", f"field '{key}' maps to an empty column name")
+        unit = unit or None
+        if unit is not None:
+            allowed = list(TIME_UNITS) + (["datetime"] if key == "submit" else [])
+            if key not in TIME_FIELDS or unit not in allowed:
+                raise SpecError("mapping", f"unit '{unit}' does not apply to field '{key}'"
+                                + (f" (use {', '.join(allowed)})" if key in TIME_FIELDS else ""))
+        mapping[key] = (column, unit)
+    missing = [f for f in REQUIRED if f not in mapping]
+    if missing:
+        raise SpecError("mapping", f"required field(s) not mapped: {', '.join(missing)}")
+    return mapping
+
+
+def load_generic(path, mapping: str | dict, name: str = "csv", skip_invalid: bool = False,
+                 delimiter: str = ",") -> Trace:
+    m = parse_mapping(mapping) if isinstance(mapping, str) else mapping
+    rows = list(read_rows(path, [c for c, _ in m.values()], name, delimiter))
+    t0 = 0.0
+
+    def time_value(row: dict[str, str], key: str) -> float:
+        column, unit = m[key]
+        if unit == "datetime":
+            raw = (row[column] or "").strip()
+            try:
+                return datetime.fromisoformat(raw).replace(tzinfo=timezone.utc).timestamp() - t0
+            except ValueError:
+                raise SpecError(FIELDS[key], f"'{raw}' in column '{column}' is not a date and time") from None
+        return number(row, column, FIELDS[key], scale=TIME_UNITS[unit or "s"])
+
+    def text(row: dict[str, str], key: str) -> str | None:
+        return (row[m[key][0]] or "").strip() or None if key in m else None
+
+    def convert(row_number: int, row: dict[str, str]) -> JobSpec:
+        kwargs = {}
+        if "batch" in m:
+            kwargs["batch_size"] = number(row, m["batch"][0], "batch_size", integer=True)
+        if "priority" in m:
+            kwargs["priority"] = number(row, m["priority"][0], "priority", integer=True)
+        if "deadline" in m:
+            kwargs["deadline_s"] = time_value(row, "deadline")
+        return JobSpec(job_id=text(row, "id") or f"{name}-{row_number}",
+                       submit_time_s=time_value(row, "submit"),
+                       duration_s=time_value(row, "duration"),
+                       num_gpus=number(row, m["gpus"][0], "num_gpus", integer=True),
+                       tenant=text(row, "tenant") or "default", model=text(row, "model"), **kwargs)
+
+    if m["submit"][1] == "datetime":
+        t0 = earliest(rows, lambda row: time_value(row, "submit"))
+    return collect(Trace(name, []), rows, convert, skip_invalid)

@@ -8,7 +8,7 @@ size; the performance model changes it when a job is spread, shares or is resize
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from .errors import SpecError
@@ -99,6 +99,7 @@ class JobState:
 
     spec: JobSpec
     seq: int                        # arrival order, a stable tie-breaker
+    job_id: str = field(init=False)
     status: Status = Status.PENDING
     gpus: tuple[int, ...] = ()      # global GPU ids while running
     done_s: float = 0.0             # solo seconds of work completed (as of progress_at)
@@ -115,9 +116,8 @@ class JobState:
     pending_since: float = 0.0      # when it last entered the queue
     last_run_s: float = 0.0         # length of its most recent run
 
-    @property
-    def job_id(self) -> str:
-        return self.spec.job_id
+    def __post_init__(self) -> None:
+        self.job_id = self.spec.job_id
 
     @property
     def num_gpus(self) -> int:

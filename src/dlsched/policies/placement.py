@@ -57,29 +57,34 @@ class FreeGpus:
 
     # -- taking and releasing --------------------------------------------------------------
     def take(self, gpus: Iterable[int]) -> None:
-        gpu_node = self.cluster.gpu_node
+        gpu_node, free, buckets, usable = self.cluster.gpu_node, self.free, self.buckets, self.usable
+        taken = 0
         for g in gpus:
             nid = gpu_node[g]
-            f = self.free[nid]
-            if nid not in self.usable or g not in f:
+            f = free[nid]
+            if nid not in usable or g not in f:
+                self.total -= taken
                 raise ValueError(f"GPU {g} is not free")
-            self.buckets[len(f)].discard(nid)
+            n = len(f)
             f.remove(g)
-            self.buckets[len(f)].add(nid)
-            self.total -= 1
+            buckets[n].discard(nid)
+            buckets[n - 1].add(nid)
+            taken += 1
+        self.total -= taken
 
     def release(self, gpus: Iterable[int]) -> None:
-        gpu_node = self.cluster.gpu_node
+        gpu_node, free, buckets, usable = self.cluster.gpu_node, self.free, self.buckets, self.usable
         for g in gpus:
             nid = gpu_node[g]
-            f = self.free[nid]
+            if nid not in usable:
+                continue  # the node left while the job ran; nothing to give back
+            f = free[nid]
             if g in f:
                 raise ValueError(f"GPU {g} is already free")
-            if nid not in self.usable:
-                continue  # the node left while the job ran; nothing to give back
-            self.buckets[len(f)].discard(nid)
+            n = len(f)
             f.append(g)
-            self.buckets[len(f)].add(nid)
+            buckets[n].discard(nid)
+            buckets[n + 1].add(nid)
             self.total += 1
 
     def is_free(self, g: int) -> bool:

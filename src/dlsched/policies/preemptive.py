@@ -161,7 +161,6 @@ class PreemptivePolicy(Policy):
                    victims_now: set[str]) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed.
         Leaves everything as it was if that is impossible."""
-        trial = scratch.copy()
         popped: list[JobState] = []
         gpus = None
         while gpus is None:
@@ -169,15 +168,15 @@ class PreemptivePolicy(Policy):
             if worst is None or not self.outranks(job, worst, now):
                 break
             popped.append(self._pop_worst())
-            trial.release(worst.gpus)
-            if job.num_gpus <= trial.total:
-                gpus = self.place(trial, job.num_gpus, job.spec.gpu_types)
+            scratch.release(worst.gpus)
+            if job.num_gpus <= scratch.total:
+                gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
         if gpus is None:
             for victim in popped:
+                scratch.take(victim.gpus)
                 self._push_running(victim)
             return None
         for victim in popped:
-            scratch.release(victim.gpus)
             plan.preempt.append(victim)
             victims_now.add(victim.job_id)
             self.stopped(victim, now)

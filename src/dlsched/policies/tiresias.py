@@ -9,7 +9,9 @@ waited ``starvation_factor`` times the length of its last run is promoted back t
 Only a job of a higher queue preempts. The thresholds and the starvation factor are not
 published for the Philly setting; the defaults are documented choices and are parameters
 (``--param thresholds_gpu_s=...``): one threshold of 3.2 GPU-hours (48 min x 4 GPUs, the default
-of a public LAS simulator), and promotion once a job has waited twice as long as it last ran.
+of a public LAS simulator) and no promotion, as there: promotion with a small factor makes long
+jobs cycle between the queues, each cycle costing a preemption (on the Muri traces, dozens per
+job). ``starvation_factor=F`` turns it on.
 """
 
 from __future__ import annotations
@@ -21,26 +23,26 @@ from .base import ClusterView, register
 from .preemptive import PreemptivePolicy
 
 DEFAULT_THRESHOLDS_GPU_S = (11520.0,)  # chosen: two queues split at 3.2 GPU-hours
-DEFAULT_STARVATION_FACTOR = 2.0        # chosen: promote after waiting 2x the last run
+DEFAULT_STARVATION_FACTOR = None       # chosen: no promotion, as the public LAS simulator
 
 
 @register
 class Tiresias(PreemptivePolicy):
     name = "tiresias"
-    description = "discretized 2D least-attained-service queues with starvation promotion; preemptive"
+    description = "discretized 2D least-attained-service queues (optional starvation promotion); preemptive"
 
     def __init__(self, placement: str = "best-fit", backfill: bool = False,
                  thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
-                 starvation_factor: float = DEFAULT_STARVATION_FACTOR) -> None:
+                 starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
         super().__init__(placement, backfill)
         if isinstance(thresholds_gpu_s, str):
             thresholds_gpu_s = [float(x) for x in thresholds_gpu_s.split(",") if x]
         self.thresholds = tuple(float(t) for t in thresholds_gpu_s)
         if any(t <= 0 for t in self.thresholds) or list(self.thresholds) != sorted(set(self.thresholds)):
             raise ValueError("thresholds_gpu_s must be increasing positive numbers")
-        if starvation_factor <= 0:
-            raise ValueError("starvation_factor must be > 0")
-        self.starvation_factor = float(starvation_factor)
+        if starvation_factor is not None and not float(starvation_factor) > 0:
+            raise ValueError("starvation_factor must be > 0 (or unset for no promotion)")
+        self.starvation_factor = None if starvation_factor is None else float(starvation_factor)
         self.level: dict[str, int] = {}           # job id -> queue index
         self.offset: dict[str, float] = {}        # attained service at its last promotion
         self.level_gpus: list[int] = [0] * (len(self.thresholds) + 1)  # running GPUs per queue
@@ -86,8 +88,9 @@ class Tiresias(PreemptivePolicy):
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)
             return
-        run = now - job.segment_start
-        self._timer(now + self.starvation_factor * run, "promote", job, now)
+        if self.starvation_factor is not None:
+            run = now - job.segment_start
+            self._timer(now + self.starvation_factor * run, "promote", job, now)
 
     def on_timers(self, view: ClusterView) -> None:
         now = view.now

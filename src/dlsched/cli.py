@@ -1,0 +1,225 @@
+"""The command-line front end: ``dlsched simulate | compare | report | traces | policies``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .cluster import load_cluster
+from .errors import PlanError, SpecError
+from .metrics import write_outputs
+from .policies.base import available_policies, make_policy
+from .report import render_report
+from .sim import SimConfig, Simulator
+from .sim.engine import POLLUX_RESTART_PENALTY_S
+from .traces import BUNDLED, load_trace
+
+
+def _parse_value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _key_values(items: list[str] | None, what: str) -> dict:
+    out = {}
+    for item in items or []:
+        for part in item.split(";"):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise SpecError(what, f"'{part}' is not KEY=VALUE")
+            key, value = part.split("=", 1)
+            out[key.strip()] = _parse_value(value.strip())
+    return out
+
+
+def _add_workload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", required=True,
+                   help="a bundled trace (see 'dlsched traces'), 'synthetic', or a CSV file path")
+    p.add_argument("--format", choices=["philly", "muri", "pollux", "openb", "generic"],
+                   help="the file's format (default: detected from its header)")
+    p.add_argument("--map", dest="mapping",
+                   help="generic CSV column mapping, e.g. 'submit=ts:datetime,duration=secs,gpus=n'")
+    p.add_argument("--trace-param", action="append", metavar="KEY=VALUE",
+                   help="synthetic generator parameters (num_jobs, load, tenants, median_duration_s...)")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="skip malformed rows (counted in the summary) instead of stopping")
+    p.add_argument("--limit", type=int, help="use only the first N jobs by submit time")
+    p.add_argument("--cluster", default="64x8:V100",
+                   help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100)")
+    p.add_argument("--placement", default="best-fit", choices=["best-fit", "consolidated", "spread"])
+    p.add_argument("--backfill", action="store_true", help="let later jobs use GPUs blocked jobs cannot")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="policy parameter, e.g. thresholds_gpu_s=3600,36000 (repeatable)")
+    p.add_argument("--restart-overhead-s", type=float, default=POLLUX_RESTART_PENALTY_S,
+                   help="pause before a preempted job progresses again (default %(default)s, Pollux's)")
+    p.add_argument("--startup-overhead-s", type=float, default=0.0,
+                   help="pause at a job's first start (default %(default)s)")
+    p.add_argument("--checkpoint-interval-s", type=float,
+                   help="checkpoint period; a preempted job loses the work since its last one "
+                        "(default: it checkpoints when preempted and loses nothing)")
+    p.add_argument("--schedule-interval-s", type=float,
+                   help="also decide every N seconds (default: only at events)")
+    p.add_argument("--seed", type=int, default=0, help="seed for synthetic workloads (default 0)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _load_workload(args):
+    params = _key_values(args.trace_param, "trace-param")
+    if args.trace == "synthetic":
+        params.setdefault("seed", args.seed)
+    trace = load_trace(args.trace, fmt=args.format, skip_invalid=args.skip_invalid,
+                       mapping=args.mapping, **params)
+    cluster = load_cluster(args.cluster)
+    jobs = sorted(trace.jobs, key=lambda j: j.submit_time_s)
+    if args.limit is not None:
+        jobs = jobs[:args.limit]
+    too_big = [j for j in jobs if j.num_gpus > cluster.pool_gpus("training")]
+    if too_big:
+        if not args.skip_invalid:
+            j = too_big[0]
+            raise SpecError("num_gpus", f"job '{j.job_id}' asks for {j.num_gpus} GPUs; the cluster has "
+                            f"{cluster.pool_gpus('training')} ({len(too_big)} such jobs; "
+                            "--skip-invalid drops them)", source=trace.name)
+        trace.dropped["larger than the cluster"] = len(too_big)
+        jobs = [j for j in jobs if j.num_gpus <= cluster.pool_gpus("training")]
+    return trace, cluster, jobs
+
+
+def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
+    policy = make_policy(policy_name, placement=args.placement, backfill=args.backfill,
+                         **_key_values(args.param, "param"))
+    config = SimConfig(restart_overhead_s=args.restart_overhead_s,
+                       startup_overhead_s=args.startup_overhead_s,
+                       checkpoint_interval_s=args.checkpoint_interval_s,
+                       schedule_interval_s=args.schedule_interval_s)
+    bar = None
+    if not args.no_progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
+    started = time.perf_counter()
+    try:
+        result = Simulator(cluster, jobs, policy, config,
+                           progress=bar.update if bar else None).run()
+    finally:
+        if bar:
+            bar.close()
+    wall = time.perf_counter() - started
+    return write_outputs(result, out, extra={
+        "policy": policy_name, "params": policy.params(), "trace": trace.name,
+        "cluster": cluster.describe(), "dropped": trace.dropped, "wall_s": round(wall, 3),
+        "config": {"restart_overhead_s": config.restart_overhead_s,
+                   "startup_overhead_s": config.startup_overhead_s,
+                   "checkpoint_interval_s": config.checkpoint_interval_s,
+                   "schedule_interval_s": config.schedule_interval_s}})
+
+
+def _table(summaries: list[dict]) -> str:
+    from .report.html import COLUMNS, format_cell
+    cols = [c for c in COLUMNS if c[0] not in ("jobs",)]
+    header = ["policy"] + [label for _, label, _ in cols] + ["wall"]
+    rows = [[s["policy"]] + [format_cell(s.get(k), fmt) for k, _, fmt in cols] + [f"{s['wall_s']:.1f} s"]
+            for s in summaries]
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def cmd_simulate(args) -> int:
+    trace, cluster, jobs = _load_workload(args)
+    summary = _run_one(args.policy, args, trace, cluster, jobs, Path(args.out))
+    print(_table([summary]))
+    print(f"wrote {args.out}/summary.json, jobs.csv, timeseries.csv")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    trace, cluster, jobs = _load_workload(args)
+    out = Path(args.out)
+    names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for name in names:
+        make_policy(name)  # fail fast on a typo, before any simulation
+    summaries = [_run_one(name, args, trace, cluster, jobs, out / name) for name in names]
+    (out / "comparison.json").write_text(json.dumps(
+        [{k: v for k, v in s.items() if k != "tenants"} for s in summaries], indent=2, default=str) + "\n")
+    report = render_report([out / n for n in names], out / "report.html",
+                           title=f"{trace.name} on {cluster.describe()}")
+    print(f"{trace.name}: {len(jobs):,} jobs on {cluster.describe()}"
+          + (f" ({sum(trace.dropped.values()):,} rows dropped: {trace.dropped})" if trace.dropped else ""))
+    print(_table(summaries))
+    print(f"report: {report}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    root = Path(args.dir)
+    dirs = [root] if (root / "summary.json").is_file() else sorted(
+        d for d in root.iterdir() if (d / "summary.json").is_file())
+    if not dirs:
+        raise SpecError("dir", f"{root} holds no simulation output (summary.json)")
+    out = render_report(dirs, Path(args.out) if args.out else root / "report.html")
+    print(f"report: {out}")
+    return 0
+
+
+def cmd_traces(args) -> int:
+    print(f"{'name':<10} {'jobs':>7}  description")
+    for name, b in BUNDLED.items():
+        trace = load_trace(name, skip_invalid=True)
+        dropped = f" ({trace.dropped_total:,} rows dropped)" if trace.dropped_total else ""
+        print(f"{name:<10} {len(trace.jobs):>7,}  {b.description}{dropped}")
+    print(f"{'synthetic':<10} {'-':>7}  seeded Poisson arrivals with Philly's size and duration mix")
+    return 0
+
+
+def cmd_policies(args) -> int:
+    for name, cls in available_policies().items():
+        print(f"{name:<10} {cls.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dlsched", description="Schedule deep-learning jobs on "
+                                     "shared GPU clusters: simulate policies on real traces.")
+    parser.add_argument("--version", action="version", version=f"dlsched {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("simulate", help="replay one trace on one cluster with one policy")
+    _add_workload_args(p)
+    p.add_argument("--policy", default="fifo", help="policy name (see 'dlsched policies')")
+    p.set_defaults(func=cmd_simulate)
+    p = sub.add_parser("compare", help="several policies on the same workload: table and HTML report")
+    _add_workload_args(p)
+    p.add_argument("--policies", default="fifo,sjf,srtf,tiresias", help="comma-separated policy names")
+    p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("report", help="render the HTML report of a simulate or compare output folder")
+    p.add_argument("dir", help="a folder written by simulate or compare")
+    p.add_argument("--out", help="HTML file (default DIR/report.html)")
+    p.set_defaults(func=cmd_report)
+    sub.add_parser("traces", help="list the bundled traces with their job counts").set_defaults(func=cmd_traces)
+    sub.add_parser("policies", help="list the policies").set_defaults(func=cmd_policies)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SpecError, ValueError) as e:
+        print(f"dlsched: error: {e}", file=sys.stderr)
+        return 2
+    except PlanError as e:
+        print(f"dlsched: policy error: {e}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

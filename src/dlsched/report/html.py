@@ -1,0 +1,143 @@
+"""Render simulation outputs (one or more run folders) as one self-contained HTML page:
+a summary table, the JCT CDF per policy, utilization and queue length over time, and per-tenant
+bars. Plots are inline SVG from matplotlib, so the page has no other files."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
+           ("mean_jct_s", "mean JCT", "dur"), ("median_jct_s", "median JCT", "dur"),
+           ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
+           ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
+           ("gpu_utilization", "GPU util.", "{:.1%}"), ("preemptions", "preemptions", "{:,}"))
+
+
+def human_duration(seconds) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    s = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:.2f} {unit}"
+    return f"{s:.1f} s"
+
+
+def format_cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    return human_duration(value) if fmt == "dur" else fmt.format(value)
+
+
+def load_run(run_dir: Path) -> dict:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with (run_dir / "jobs.csv").open() as f:
+        jcts = sorted(float(r["jct_s"]) for r in csv.DictReader(f) if r["jct_s"])
+    with (run_dir / "timeseries.csv").open() as f:
+        series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "series": series}
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _cdf_plot(runs: list[dict]) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run in runs:
+        xs = run["jcts"]
+        if not xs:
+            continue
+        step = max(1, len(xs) // 2000)   # thin the curve; keep the last point
+        pts = xs[::step] + ([xs[-1]] if (len(xs) - 1) % step else [])
+        ys = [min(1.0, (i * step + 1) / len(xs)) for i in range(len(pts))]
+        ys[-1] = 1.0
+        ax.plot([max(p, 1.0) / 3600 for p in pts], ys, label=run["name"])
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("JCT distribution")
+    return _svg(fig)
+
+
+def _series_plot(runs: list[dict], key: str, label: str, title: str, percent: bool = False) -> str:
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for run in runs:
+        s = run["series"]
+        if s:
+            t0 = s[0]["time_s"]
+            ax.plot([(p["time_s"] - t0) / 86400 for p in s],
+                    [p[key] * (100 if percent else 1) for p in s], label=run["name"], linewidth=1)
+    ax.set_xlabel("days since the first submission")
+    ax.set_ylabel(label)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title)
+    return _svg(fig)
+
+
+def _tenant_plot(runs: list[dict]) -> str:
+    tenants = sorted({t for r in runs for t in r["summary"].get("tenants", {})})
+    if not tenants:
+        return ""
+    fig, ax = plt.subplots(figsize=(max(7, len(tenants) * 0.6), 3.5))
+    width = 0.8 / max(1, len(runs))
+    for k, run in enumerate(runs):
+        per = run["summary"].get("tenants", {})
+        vals = [(per.get(t, {}).get("mean_jct_s") or 0) / 3600 for t in tenants]
+        ax.bar([i + k * width for i in range(len(tenants))], vals, width, label=run["name"])
+    ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(tenants))])
+    ax.set_xticklabels(tenants, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("mean JCT (hours)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.set_title("Mean JCT per tenant")
+    return _svg(fig)
+
+
+def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched report") -> Path:
+    runs = [load_run(Path(d)) for d in run_dirs]
+    if not runs:
+        raise ValueError("no runs to report")
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in COLUMNS)
+    body = ""
+    for run in runs:
+        s = run["summary"]
+        cells = "".join(f"<td>{format_cell(s.get(k), fmt)}</td>" for k, _, fmt in COLUMNS)
+        body += f"<tr><th>{html.escape(run['name'])}</th>{cells}</tr>"
+    first = runs[0]["summary"]
+    context = {k: first.get(k) for k in ("trace", "cluster", "dropped") if k in first}
+    params = "".join(f"<li><b>{html.escape(r['name'])}</b>: {html.escape(json.dumps(r['summary'].get('params', {})))}</li>"
+                     for r in runs)
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
+tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>{html.escape(json.dumps(context))}</p>
+<table><tr><th>policy</th>{head}</tr>{body}</table>
+<div class="plots">{_cdf_plot(runs)}
+{_series_plot(runs, "utilization", "allocated GPUs (%)", "GPU utilization over time", percent=True)}
+{_series_plot(runs, "queue_mean", "jobs waiting", "Queue length over time")}
+{_tenant_plot(runs)}</div>
+<h2>Parameters</h2><ul>{params}</ul>
+</body></html>"""
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(page)
+    return out_file

@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SpecError, ValueError) as e:
+    except SpecError as e:
         print(f"dlsched: error: {e}", file=sys.stderr)
         return 2
     except PlanError as e:

@@ -22,8 +22,7 @@ POOLS = ("training", "inference")
 GPU_MEMORY_MIB = {
     "K80": 12 * 1024, "P100": 16 * 1024, "V100": 16 * 1024, "V100M16": 16 * 1024,
     "V100M32": 32 * 1024, "T4": 16 * 1024, "A10": 24 * 1024, "A100": 40 * 1024,
-    "A100-80G": 80 * 1024, "H100": 80 * 1024, "RTXA6000": 48 * 1024, "G2": 16 * 1024,
-    "G3": 24 * 1024,
+    "A100-80G": 80 * 1024, "H100": 80 * 1024, "RTXA6000": 48 * 1024,
 }
 DEFAULT_GPU_TYPE = "V100"
 DEFAULT_CPUS_PER_GPU = 8   # a typical 8-GPU server has 64 cores; overridable per node

@@ -110,9 +110,11 @@ class JobState:
     finish_time: float = math.inf   # projected, while running
     version: int = 0                # bumped whenever finish_time is recomputed
     attained_gpu_s: float = 0.0     # GPU-seconds held before the current run
+    executed_gpu_s: float = 0.0     # of which making progress (not paused to restart)
     first_start: float | None = None
     finish: float | None = None
-    preemptions: int = 0
+    preemptions: int = 0            # stopped by the policy
+    failures: int = 0               # stopped by a node failure or crash
     pending_since: float = 0.0      # when it last entered the queue
     last_run_s: float = 0.0         # length of its most recent run
 
@@ -135,6 +137,12 @@ class JobState:
             if now > since:
                 return self.remaining_s - self.rate * (now - since)
         return self.remaining_s
+
+    def executed_at(self, now: float) -> float:
+        """GPU-seconds spent making progress up to ``now`` (pauses to restart excluded)."""
+        if self.status is Status.RUNNING and now > self.resume_at:
+            return self.executed_gpu_s + len(self.gpus) * (now - self.resume_at)
+        return self.executed_gpu_s
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds held up to ``now`` (2-D attained service, as Tiresias counts it)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from .jobs import JobState
 
 JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
-               "jct_s", "queue_s", "run_s", "preemptions", "gpu_time_s", "duration_s")
+               "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s")
 
 
 def job_rows(jobs: list[JobState]) -> list[dict]:
@@ -27,7 +27,7 @@ def job_rows(jobs: list[JobState]) -> list[dict]:
             # including after preemptions)
             "queue_s": jct - j.attained_gpu_s / s.num_gpus if done else None,
             "run_s": j.attained_gpu_s / s.num_gpus,
-            "preemptions": j.preemptions, "gpu_time_s": j.attained_gpu_s, "duration_s": s.duration_s,
+            "preemptions": j.preemptions, "failures": j.failures, "gpu_time_s": j.attained_gpu_s, "duration_s": s.duration_s,
         })
     return rows
 
@@ -54,6 +54,7 @@ def _stats(rows: list[dict]) -> dict:
         "p99_jct_s": percentile(jcts, 99),
         "mean_queue_s": sum(r["queue_s"] for r in done) / n if n else math.nan,
         "preemptions": sum(r["preemptions"] for r in rows),
+        "failures": sum(r["failures"] for r in rows),
         "gpu_time_s": sum(r["gpu_time_s"] for r in rows),
     }
 

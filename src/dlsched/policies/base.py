@@ -9,10 +9,12 @@ touches backend internals.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Iterable, Mapping, Protocol
 
 from ..cluster import Cluster
+from ..errors import SpecError
 from ..jobs import JobState
 from .placement import PLACEMENTS, FreeGpus, Placement
 
@@ -46,7 +48,7 @@ class Policy:
 
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
         if placement not in PLACEMENTS:
-            raise ValueError(f"unknown placement '{placement}': choose from {', '.join(PLACEMENTS)}")
+            raise SpecError("placement", f"unknown placement '{placement}': choose from {', '.join(PLACEMENTS)}")
         self.placement_name = placement
         self.place: Placement = PLACEMENTS[placement]
         self.backfill = backfill
@@ -85,8 +87,14 @@ def make_policy(name: str, **params) -> Policy:
     from . import fifo, sjf, tiresias  # noqa: F401  (registers the built-in policies)
 
     if name not in POLICIES:
-        raise ValueError(f"unknown policy '{name}': choose from {', '.join(sorted(POLICIES))}")
-    return POLICIES[name](**params)
+        raise SpecError("policy", f"unknown policy '{name}': choose from {', '.join(sorted(POLICIES))}")
+    cls = POLICIES[name]
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise SpecError("param", f"policy '{name}' has no parameter '{unknown[0]}' "
+                                 f"(it takes {', '.join(sorted(accepted))})")
+    return cls(**params)
 
 
 def available_policies() -> dict[str, type[Policy]]:

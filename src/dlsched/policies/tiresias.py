@@ -1,6 +1,8 @@
 """Tiresias (Gu et al., NSDI'19): discretized two-dimensional least-attained-service.
 
-A job's attained service is the GPU-seconds it has held (GPUs x time). Queue k holds jobs whose
+A job's attained service is the GPU-seconds it has executed (GPUs x time making progress; a
+pause to restart does not count, or a job whose queue quantum is shorter than the pause would
+be demoted and preempted forever without progress). Queue k holds jobs whose
 attained service since their last promotion lies between thresholds k-1 and k; lower queues
 run first, FIFO by submit time within a queue. A running job that crosses a threshold drops a
 queue, and may then be preempted by a pending job of a higher queue. A preempted job that has
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 
+from ..errors import SpecError
 from ..jobs import JobState, Status
 from .base import ClusterView, register
 from .preemptive import PreemptivePolicy
@@ -36,12 +39,19 @@ class Tiresias(PreemptivePolicy):
                  starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
         super().__init__(placement, backfill)
         if isinstance(thresholds_gpu_s, str):
-            thresholds_gpu_s = [float(x) for x in thresholds_gpu_s.split(",") if x]
-        self.thresholds = tuple(float(t) for t in thresholds_gpu_s)
+            thresholds_gpu_s = thresholds_gpu_s.split(",")
+        elif isinstance(thresholds_gpu_s, (int, float)):
+            thresholds_gpu_s = [thresholds_gpu_s]
+        try:
+            self.thresholds = tuple(float(t) for t in thresholds_gpu_s)
+        except (TypeError, ValueError):
+            raise SpecError("thresholds_gpu_s", f"not a list of numbers: {thresholds_gpu_s!r}") from None
         if any(t <= 0 for t in self.thresholds) or list(self.thresholds) != sorted(set(self.thresholds)):
-            raise ValueError("thresholds_gpu_s must be increasing positive numbers")
-        if starvation_factor is not None and not float(starvation_factor) > 0:
-            raise ValueError("starvation_factor must be > 0 (or unset for no promotion)")
+            raise SpecError("thresholds_gpu_s", f"must be increasing positive numbers, got {thresholds_gpu_s!r}")
+        if starvation_factor is not None and not (isinstance(starvation_factor, (int, float))
+                                                  and starvation_factor > 0):
+            raise SpecError("starvation_factor", f"must be a number > 0 (or unset for no promotion), "
+                                                 f"got {starvation_factor!r}")
         self.starvation_factor = None if starvation_factor is None else float(starvation_factor)
         self.level: dict[str, int] = {}           # job id -> queue index
         self.offset: dict[str, float] = {}        # attained service at its last promotion
@@ -73,13 +83,14 @@ class Tiresias(PreemptivePolicy):
 
     def started(self, job: JobState, now: float) -> None:
         self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
-        self._arm_demotion(job, now, job.attained_gpu_s, run_start=now)
+        self._arm_demotion(job, now, job.executed_gpu_s, run_start=now)
 
-    def _arm_demotion(self, job: JobState, now: float, attained: float, run_start: float) -> None:
-        """Wake up when the job's attained service crosses its queue's threshold."""
+    def _arm_demotion(self, job: JobState, now: float, executed: float, run_start: float) -> None:
+        """Wake up when the job's executed service may cross its queue's threshold (at the
+        earliest: a restart pause only delays it, which the timer then finds out)."""
         level = self.level.get(job.job_id, 0)
         if level < len(self.thresholds):
-            left = self.thresholds[level] - (attained - self.offset.get(job.job_id, 0.0))
+            left = self.thresholds[level] - (executed - self.offset.get(job.job_id, 0.0))
             self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
 
     def stopped(self, job: JobState, now: float) -> None:
@@ -100,15 +111,19 @@ class Tiresias(PreemptivePolicy):
             if kind == "demote":
                 if jid in self._stamp and job.segment_start == tag:   # still in that run
                     level = self.level.get(jid, 0)
+                    executed = job.executed_at(now) - self.offset.get(jid, 0.0)
+                    if executed < self.thresholds[level] * (1 - 1e-9):     # paused meanwhile
+                        self._arm_demotion(job, now, job.executed_at(now), run_start=tag)
+                        continue
                     self.level[jid] = level + 1
                     self.level_gpus[level] -= job.num_gpus
                     self.level_gpus[level + 1] += job.num_gpus
                     self._rekey_running(job)
-                    self._arm_demotion(job, now, job.attained_at(now), run_start=tag)
+                    self._arm_demotion(job, now, job.executed_at(now), run_start=tag)
             elif (job.status is Status.PENDING and job.pending_since == tag
                   and self.level.get(jid, 0) > 0):
                 self.level[jid] = 0
-                self.offset[jid] = job.attained_gpu_s
+                self.offset[jid] = job.executed_gpu_s
                 self._requeue_pending(job, now)
 
     def next_timer(self) -> float | None:

@@ -27,6 +27,10 @@ from ..policies.placement import FreeGpus
 
 INF = math.inf
 
+
+class SimulationStalled(PlanError):
+    """The simulation stopped making progress."""
+
 # Pollux's simulator charges a 30 s restart penalty per re-allocation (petuum/adaptdl,
 # simulator/; Qiao et al., OSDI'21): our default pause before a preempted job makes progress again.
 POLLUX_RESTART_PENALTY_S = 30.0
@@ -36,9 +40,16 @@ POLLUX_RESTART_PENALTY_S = 30.0
 class SimConfig:
     restart_overhead_s: float = POLLUX_RESTART_PENALTY_S
     startup_overhead_s: float = 0.0
-    # None: a job checkpoints when it is preempted and loses no work. A number: it checkpoints
-    # every that many seconds of progress and loses what it did since the last one.
+    # Periodic checkpoints, every that many seconds of progress: a job stopped by a failure
+    # loses what it did since the last one. None: no work is ever lost.
     checkpoint_interval_s: float | None = None
+    # A policy's preemption checkpoints first and loses nothing (as Tiresias and Gandiva do);
+    # False: it loses the work since the last periodic checkpoint, like a failure.
+    checkpoint_on_preempt: bool = True
+    # Stop with an error when this many scheduling passes in a row see no arrival and no
+    # completion: the policy is cycling without progress (e.g. a quantum shorter than the
+    # work lost per preemption).
+    stall_limit: int = 100_000
     # Scheduling points happen at every event; set this to also decide every N seconds.
     schedule_interval_s: float | None = None
     # Resource changes: (time_s, "down" | "up", node_id).
@@ -162,35 +173,46 @@ class Simulator:
         self.running[job.job_id] = job
         self._schedule_completion(job)
 
-    def _stop(self, job: JobState) -> None:
-        """Take a running job off its GPUs and put it back in the queue."""
+    def _stop(self, job: JobState, by_policy: bool) -> None:
+        """Take a running job off its GPUs and put it back in the queue: a policy's preemption
+        (which checkpoints first when ``checkpoint_on_preempt``) or a failure."""
         if job.status is not Status.RUNNING:
             raise PlanError(f"policy {self.policy.name} preempted job {job.job_id}, which is {job.status.value}")
         now = self.now
         self._advance(job)
         interval = self.config.checkpoint_interval_s
-        if interval is not None and now > job.resume_at:
+        graceful = by_policy and self.config.checkpoint_on_preempt
+        if not graceful and interval is not None and now > job.resume_at:
             lost_wall = (now - job.resume_at) % interval
             job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
-        job.attained_gpu_s += len(job.gpus) * (now - job.segment_start)
-        job.last_run_s = now - job.segment_start
+        self._account_run(job)
         self.free.release(job.gpus)
         job.gpus = ()
         job.status = Status.PENDING
         job.rate = 0.0
         job.finish_time = INF
         job.version += 1
-        job.preemptions += 1
+        if by_policy:
+            job.preemptions += 1
+        else:
+            job.failures += 1
         job.pending_since = now
         del self.running[job.job_id]
         self.pending[job.job_id] = job
+
+    def _account_run(self, job: JobState) -> None:
+        """Add the run that ends now to the job's GPU-time totals."""
+        now = self.now
+        job.attained_gpu_s += len(job.gpus) * (now - job.segment_start)
+        if now > job.resume_at:
+            job.executed_gpu_s += len(job.gpus) * (now - job.resume_at)
+        job.last_run_s = now - job.segment_start
 
     def _finish(self, job: JobState) -> None:
         now = self.now
         job.done_s = job.spec.duration_s
         job.progress_at = now
-        job.attained_gpu_s += len(job.gpus) * (now - job.segment_start)
-        job.last_run_s = now - job.segment_start
+        self._account_run(job)
         self.free.release(job.gpus)
         job.status = Status.DONE
         job.finish = now
@@ -200,7 +222,7 @@ class Simulator:
 
     def apply(self, plan: Plan) -> None:
         for job in plan.preempt:
-            self._stop(job)
+            self._stop(job, by_policy=True)
         for job, gpus in plan.start:
             self._start(job, gpus)
 
@@ -214,7 +236,7 @@ class Simulator:
             gpu_node = self.cluster.gpu_node
             victims = [j for j in self.running.values() if any(gpu_node[g] == nid for g in j.gpus)]
             for job in victims:
-                self._stop(job)
+                self._stop(job, by_policy=False)
                 self.policy.job_requeued(job, self.now)
             if nid in self.free.usable:
                 self.free.remove_node(nid)
@@ -242,6 +264,8 @@ class Simulator:
         last_t = self.now
         last_rec = (-1, -1, -1)
         busy_area = cap_area = 0.0
+        done_before = arrived_before = idle_passes = 0
+        stall_limit = cfg.stall_limit
         while True:
             while completions and completions[0][3].version != completions[0][2]:
                 heapq.heappop(completions)
@@ -293,6 +317,15 @@ class Simulator:
                 tick = t + interval
             plan = policy.schedule(self)
             res.schedule_calls += 1
+            if done_before != done or arrived_before != i:
+                done_before, arrived_before, idle_passes = done, i, 0
+            else:
+                idle_passes += 1
+                if idle_passes > stall_limit:
+                    raise SimulationStalled(
+                        f"{stall_limit:,} scheduling passes without an arrival or a completion at "
+                        f"t={t:.0f}s ({len(running)} running, {len(pending)} pending): policy "
+                        f"{policy.name} is cycling without progress")
             if plan:
                 self.apply(plan)
             if plan.wakeup_at is not None and plan.wakeup_at > t:

@@ -48,7 +48,9 @@ BUNDLED: dict[str, Bundled] = {
                               f"Pollux evaluation workload {k} (durations from Pollux's measurements)")
        for k in range(1, 9)},
     "openb": Bundled("traces/alibaba_openb/openb_pod_list_default.csv", "openb",
-                     "Alibaba GPU pods 2023 (FGD): fractional GPUs and GPU-type constraints"),
+                     "Alibaba GPU pods 2023 (FGD): fractional GPU requests"),
+    "openb-gpuspec": Bundled("traces/alibaba_openb/openb_pod_list_gpuspec33.csv", "openb",
+                             "the same pods, a third with GPU-type constraints"),
 }
 
 

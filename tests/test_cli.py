@@ -1,0 +1,101 @@
+"""The command line, end to end, on small bundled or generated inputs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dlsched.cli import main
+
+SUMMARY_KEYS = {"jobs", "jobs_completed", "mean_jct_s", "p99_jct_s", "mean_queue_s", "makespan_s",
+                "gpu_utilization"}
+
+
+def test_simulate_writes_summary_jobs_and_timeseries(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", "--trace", "muri-3", "--cluster", "4x8:V100", "--policy", "tiresias",
+                 "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert SUMMARY_KEYS <= summary.keys()
+    assert summary["jobs"] == summary["jobs_completed"] == 992
+    assert 0 < summary["gpu_utilization"] <= 1
+    assert summary["tenants"]["default"]["jobs"] == 992
+    lines = (out / "jobs.csv").read_text().splitlines()
+    assert len(lines) == 993 and lines[0].startswith("job_id,tenant")
+    assert (out / "timeseries.csv").read_text().startswith("time_s,queue_mean")
+    assert "tiresias" in capsys.readouterr().out
+
+
+def test_simulate_is_deterministic_byte_for_byte(tmp_path):
+    args = ["simulate", "--trace", "synthetic", "--trace-param", "num_jobs=300;load=1.2",
+            "--cluster", "4x4", "--policy", "srtf", "--seed", "7", "--no-progress"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert main(args + ["--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "a" / "jobs.csv").read_bytes() == (tmp_path / "b" / "jobs.csv").read_bytes()
+    assert main(args[:-3] + ["--seed", "8", "--no-progress", "--out", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "a" / "jobs.csv").read_bytes() != (tmp_path / "c" / "jobs.csv").read_bytes()
+
+
+def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", "--trace", "pollux-1", "--cluster", "4x8", "--out", str(out),
+                 "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    for name in ("fifo", "sjf", "srtf", "tiresias"):
+        assert name in text
+        assert (out / name / "summary.json").is_file()
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 4 and "JCT distribution" in page
+    assert len(json.loads((out / "comparison.json").read_text())) == 4
+    # the report command renders the same folder again
+    assert main(["report", str(out), "--out", str(tmp_path / "again.html")]) == 0
+    assert (tmp_path / "again.html").read_text().count("<svg") == 4
+
+
+def test_job_larger_than_the_cluster_stops_before_simulating(tmp_path, capsys):
+    code = main(["simulate", "--trace", "philly", "--cluster", "2x8", "--out", str(tmp_path / "x"),
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "num_gpus" in err and "asks for" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_skip_invalid_counts_what_it_dropped(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,100,1,100,a\n"
+                     "2017-10-01 00:00:10,-1,1,100,a\n2017-10-01 00:00:20,50,64,100,b\n")
+    out = tmp_path / "o"
+    assert main(["simulate", "--trace", str(trace), "--cluster", "1x8", "--skip-invalid",
+                 "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs"] == 1
+    assert summary["dropped"] == {"invalid duration_s": 1, "larger than the cluster": 1}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--trace", "nope"], "neither a bundled trace"),
+    (["--trace", "muri-3", "--policy", "lottery"], "unknown policy 'lottery'"),
+    (["--trace", "muri-3", "--cluster", "8y8"], "cannot parse '8y8'"),
+    (["--trace", "muri-3", "--param", "thresholds_gpu_s=-4"], "field 'thresholds_gpu_s'"),
+    (["--trace", "muri-3", "--param", "colour=red"], "has no parameter 'colour'"),
+])
+def test_bad_arguments_get_a_clear_error(tmp_path, capsys, args, message):
+    policy = [] if "--policy" in args else ["--policy", "tiresias"]
+    assert main(["simulate", *args, *policy, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_traces_and_policies_listings(capsys):
+    assert main(["policies"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in ("fifo", "sjf", "srtf", "tiresias"))
+    assert main(["traces"]) == 0
+    listing = capsys.readouterr().out
+    assert "82,247" in listing and "muri-2" in listing and "1,494" in listing
+
+
+def test_console_script_help():
+    out = subprocess.run([sys.executable, "-m", "dlsched.cli", "simulate", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--trace" in out and "--restart-overhead-s" in out

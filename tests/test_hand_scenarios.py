@@ -1,0 +1,143 @@
+"""Small scenarios whose completion times are worked out by hand in each test."""
+
+import pytest
+
+from conftest import job, run
+from dlsched.sim import SimConfig
+
+
+def jct(states, jid):
+    s = states[jid]
+    return s.finish - s.spec.submit_time_s
+
+
+def test_fifo_strict_blocks_behind_a_large_job():
+    # 1 node x 2 GPUs. A runs 0-100 on one GPU. B needs both: waits for A, runs 100-150.
+    # Strict FIFO keeps C (1 GPU, submitted after B) behind B: 150-170.
+    jobs = [job("A", 0, 1, 100), job("B", 5, 2, 50), job("C", 10, 1, 20)]
+    s, _ = run("1x2", jobs, "fifo")
+    assert (jct(s, "A"), jct(s, "B"), jct(s, "C")) == (100, 145, 160)
+    assert s["B"].first_start == 100 and s["C"].first_start == 150
+
+
+def test_fifo_backfill_lets_small_jobs_use_idle_gpus():
+    # Same jobs: with backfill C takes the idle GPU at once (10-30); B still starts at 100.
+    jobs = [job("A", 0, 1, 100), job("B", 5, 2, 50), job("C", 10, 1, 20)]
+    s, _ = run("1x2", jobs, "fifo", backfill=True)
+    assert (jct(s, "A"), jct(s, "B"), jct(s, "C")) == (100, 145, 20)
+
+
+def test_sjf_picks_the_shortest_waiting_job_and_never_preempts():
+    # One GPU. A starts at 0 alone and runs to 100. Then C (10 s) before B (50 s).
+    jobs = [job("A", 0, 1, 100), job("B", 1, 1, 50), job("C", 2, 1, 10)]
+    s, r = run("1x1", jobs, "sjf")
+    assert (s["A"].finish, s["C"].finish, s["B"].finish) == (100, 110, 160)
+    assert (jct(s, "A"), jct(s, "C"), jct(s, "B")) == (100, 108, 159)
+    assert sum(j.preemptions for j in r.jobs) == 0
+
+
+def test_srtf_preempts_and_charges_the_restart_pause():
+    # One GPU, restart pause 30 s. At t=10 B (20 s) beats A's remaining 90 s: A is preempted.
+    # B runs 10-30. A restarts at 30, progresses from 60, has 90 s left: ends at 150.
+    jobs = [job("A", 0, 1, 100), job("B", 10, 1, 20)]
+    s, _ = run("1x1", jobs, "srtf", SimConfig(restart_overhead_s=30))
+    assert (jct(s, "A"), jct(s, "B")) == (150, 20)
+    assert s["A"].preemptions == 1 and s["B"].preemptions == 0
+    assert s["A"].attained_gpu_s == pytest.approx(10 + 120)  # GPU-time held, pause included
+
+
+def test_srtf_with_periodic_checkpoints_loses_work_since_the_last_one():
+    # Checkpoints every 25 s of progress: A's 10 s before the preemption are lost.
+    # A restarts at 30, progresses from 60 with all 100 s to do: ends at 160.
+    jobs = [job("A", 0, 1, 100), job("B", 10, 1, 20)]
+    s, _ = run("1x1", jobs, "srtf", SimConfig(restart_overhead_s=30, checkpoint_interval_s=25,
+                                              checkpoint_on_preempt=False))
+    assert s["A"].finish == 160
+    # checkpointing at the preemption instead loses nothing: 150 as above
+    s, _ = run("1x1", jobs, "srtf", SimConfig(restart_overhead_s=30, checkpoint_interval_s=25))
+    assert s["A"].finish == 150
+
+
+def test_srtf_gang_preemption_keeps_strict_order():
+    # 4 GPUs. b (4 GPUs, 50 s) runs first; a (2 GPUs, 100 s) waits. c (1 GPU, 10 s) arrives at
+    # 10 and preempts b (b's remaining 40 > 10). b is next in order but needs 4 GPUs: strict,
+    # so a does not jump ahead. c ends at 20; b restarts, pauses 30, runs 40: ends at 90.
+    # a starts at 90 and ends at 190.
+    jobs = [job("a", 0, 2, 100), job("b", 0, 4, 50), job("c", 10, 1, 10)]
+    s, _ = run("1x4", jobs, "srtf", SimConfig(restart_overhead_s=30))
+    assert (s["c"].finish, s["b"].finish, s["a"].finish) == (20, 90, 190)
+    assert s["a"].first_start == 90
+
+
+def test_tiresias_demotes_after_the_threshold_and_a_higher_queue_preempts():
+    # 2 GPUs, one threshold of 100 GPU-s. A (2 GPUs, 200 s) crosses it at t=50: queue 1.
+    # B (2 GPUs, 30 s, queue 0) arrives at 60 and preempts A. B runs 60-90. A restarts at 90,
+    # pauses 30, and has 200 - 60 = 140 s left: ends at 260.
+    jobs = [job("A", 0, 2, 200), job("B", 60, 2, 30)]
+    s, _ = run("1x2", jobs, "tiresias", SimConfig(restart_overhead_s=30), thresholds_gpu_s=[100])
+    assert (jct(s, "A"), jct(s, "B")) == (260, 30)
+    assert s["A"].preemptions == 1
+
+
+def test_tiresias_does_not_preempt_within_a_queue():
+    # C (queue 0) arrives at 20 while A is still in queue 0: it waits. At t=50 A drops to
+    # queue 1 and C preempts it (C runs 50-60). B arrives at 60, takes the GPUs C freed
+    # (60-90). A restarts at 90, pauses 30, has 150 s left: ends at 270.
+    jobs = [job("A", 0, 2, 200), job("C", 20, 2, 10), job("B", 60, 2, 30)]
+    s, _ = run("1x2", jobs, "tiresias", SimConfig(restart_overhead_s=30), thresholds_gpu_s=[100])
+    assert s["C"].first_start == 50
+    assert (jct(s, "A"), jct(s, "B"), jct(s, "C")) == (270, 30, 40)
+    assert s["A"].preemptions == 1
+
+
+def test_tiresias_starvation_promotion():
+    # 1 GPU, threshold 100 GPU-s, promotion after waiting 2x the last run.
+    # A runs 0-150 (queue 1 from t=100); B arrives at 150 in queue 0 and preempts it.
+    # A's last run was 150 s: it is promoted at 150 + 300 = 450. B dropped to queue 1 at 250,
+    # so A (queue 0) preempts B at 450; A pauses 30 and runs its last 150 s: ends at 630.
+    # B has done 300 of 1000 s; it restarts at 630, pauses 30: ends at 1360.
+    jobs = [job("A", 0, 1, 300), job("B", 150, 1, 1000)]
+    s, _ = run("1x1", jobs, "tiresias", SimConfig(restart_overhead_s=30),
+               thresholds_gpu_s=[100], starvation_factor=2)
+    assert s["A"].finish == 630 and s["B"].finish == 1360
+    assert (s["A"].preemptions, s["B"].preemptions) == (1, 1)
+
+
+def test_node_failure_loses_the_work_since_the_last_periodic_checkpoint():
+    # Checkpoints every 30 s: at the failure (t=40) A has done 40 s and keeps 30.
+    # It restarts at 40 on node 1, pauses 30, and has 70 s left: ends at 140.
+    jobs = [job("A", 0, 1, 100)]
+    s, _ = run("2x1", jobs, "fifo", SimConfig(restart_overhead_s=30, checkpoint_interval_s=30,
+                                              node_events=[(40, "down", 0)]))
+    assert s["A"].finish == 140
+
+
+def test_a_policy_cycling_without_progress_is_stopped_with_an_error():
+    # Quantum 10 GPU-s, periodic checkpoints every 40 s and preemptions that lose work, with
+    # promotion: the two jobs take turns forever, each losing what it did. The simulator says so.
+    from dlsched.sim.engine import SimulationStalled
+    jobs = [job("A", 0, 1, 100), job("B", 0, 1, 100)]
+    with pytest.raises(SimulationStalled, match="cycling without progress"):
+        run("1x1", jobs, "tiresias", SimConfig(checkpoint_interval_s=40, checkpoint_on_preempt=False,
+                                               stall_limit=1000),
+            thresholds_gpu_s=[10], starvation_factor=1)
+
+
+def test_node_failure_requeues_the_job_which_resumes_elsewhere():
+    # Two 1-GPU nodes. A runs on node 0 from 0; node 0 fails at 40. A restarts on node 1 at
+    # 40, pauses 30, and has 60 s left: ends at 130.
+    jobs = [job("A", 0, 1, 100)]
+    s, r = run("2x1", jobs, "fifo", SimConfig(restart_overhead_s=30, node_events=[(40, "down", 0)]))
+    assert s["A"].finish == 130
+    assert s["A"].gpus == (1,) and (s["A"].preemptions, s["A"].failures) == (0, 1)
+
+
+def test_utilization_and_makespan_by_hand():
+    # 2 GPUs; A holds 1 GPU 0-100 and B 1 GPU 0-50: 150 GPU-s of 200 available.
+    jobs = [job("A", 0, 1, 100), job("B", 0, 1, 50)]
+    from dlsched.metrics import summarize
+    _, r = run("1x2", jobs, "fifo")
+    summary = summarize(r)
+    assert summary["makespan_s"] == 100
+    assert summary["gpu_utilization"] == pytest.approx(0.75)
+    assert summary["mean_jct_s"] == 75 and summary["mean_queue_s"] == 0

@@ -1,0 +1,101 @@
+"""Cluster specs, job-spec validation and placement."""
+
+import pytest
+
+from dlsched.cluster import load_cluster, parse_cluster_spec
+from dlsched.errors import SpecError
+from dlsched.jobs import JobSpec
+from dlsched.policies.placement import FreeGpus, best_fit, consolidated, spread
+
+
+def test_cluster_spec_with_pools_types_and_memory():
+    c = parse_cluster_spec("2x8:V100,3x4:T4@inference,1x2:X1/20000")
+    assert c.num_gpus == 16 + 12 + 2
+    assert c.pool_gpus("training") == 18 and c.pool_gpus("inference") == 12
+    assert c.nodes[2].gpu_type == "T4" and c.nodes[2].gpu_mem_mib == 16 * 1024
+    assert c.nodes[5].gpu_mem_mib == 20000
+    assert list(c.nodes[1].gpu_ids) == list(range(8, 16))
+    assert c.gpu_node[17] == 2
+
+
+def test_cluster_yaml(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("groups:\n  - {count: 2, gpus_per_node: 4, gpu_type: A100, nodes_per_rack: 1}\n"
+                 "  - {count: 1, gpus_per_node: 8, gpu_type: T4, pool: inference}\n")
+    c = load_cluster(str(f))
+    assert [n.rack for n in c.nodes] == [0, 1, 2]
+    assert c.nodes[2].pool == "inference"
+
+
+@pytest.mark.parametrize("spec, field", [
+    ("64x8:V100@nowhere", "groups[0].pool"), ("0x8", "groups[0].count"), ("abc", "cluster"),
+    ("2x4:Unknown", "groups[0].gpu_mem_mib"),
+])
+def test_bad_cluster_specs_name_the_field(spec, field):
+    with pytest.raises(SpecError) as e:
+        parse_cluster_spec(spec)
+    assert e.value.field == field
+
+
+def test_bad_cluster_yaml_names_the_field(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("groups:\n  - {count: 2, gpus_per_node: -1}\n")
+    with pytest.raises(SpecError, match=r"groups\[0\].gpus_per_node"):
+        load_cluster(str(f))
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"job_id": ""}, "job_id"), ({"submit_time_s": -1.0}, "submit_time_s"),
+    ({"num_gpus": 0}, "num_gpus"), ({"num_gpus": 1.5}, "num_gpus"),
+    ({"duration_s": -5.0}, "duration_s"), ({"duration_s": float("nan")}, "duration_s"),
+    ({"batch_size": 0}, "batch_size"), ({"min_gpus": 8}, "min_gpus"), ({"max_gpus": 1}, "max_gpus"),
+    ({"deadline_s": 5.0}, "deadline_s"), ({"gpu_milli": 1500}, "gpu_milli"),
+    ({"tenant": ""}, "tenant"), ({"gpu_types": ()}, "gpu_types"),
+])
+def test_job_spec_validation_names_the_field(kwargs, field):
+    base = {"job_id": "j", "submit_time_s": 10.0, "num_gpus": 4, "duration_s": 100.0}
+    with pytest.raises(SpecError) as e:
+        JobSpec(**{**base, **kwargs})
+    assert e.value.field == field
+
+
+def test_best_fit_prefers_the_fullest_node_that_fits():
+    c = parse_cluster_spec("3x4")
+    free = FreeGpus(c)
+    free.take([0, 1, 2])      # node 0 has 1 free
+    free.take([4, 5])         # node 1 has 2 free
+    assert best_fit(free, 1) == (3,)
+    assert best_fit(free, 2) == (6, 7)
+    assert best_fit(free, 4) == (8, 9, 10, 11)
+    # 6 GPUs do not fit on one node: the emptiest nodes first
+    assert sorted(best_fit(free, 6)) == [6, 7, 8, 9, 10, 11]
+    assert best_fit(free, 8) is None
+
+
+def test_consolidated_refuses_to_spread_and_spread_spreads():
+    c = parse_cluster_spec("2x4")
+    free = FreeGpus(c)
+    free.take([0, 1])
+    free.take([4, 5])
+    assert consolidated(free, 3) is None           # 2 + 2 free, but not on one node
+    assert sorted(best_fit(free, 3)) in ([2, 3, 6], [2, 3, 7], [2, 6, 7], [3, 6, 7])
+    assert sorted(spread(free, 2)) == [2, 6]
+    assert consolidated(free, 2) == (2, 3)
+
+
+def test_gpu_type_constraints():
+    c = parse_cluster_spec("1x2:V100,1x2:T4")
+    free = FreeGpus(c)
+    assert best_fit(free, 2, ("T4",)) == (2, 3)
+    free.take([2])
+    assert best_fit(free, 2, ("T4",)) is None
+
+
+def test_free_index_rejects_double_take_and_release():
+    free = FreeGpus(parse_cluster_spec("1x2"))
+    free.take([0])
+    with pytest.raises(ValueError):
+        free.take([0])
+    with pytest.raises(ValueError):
+        free.release([1])
+    assert free.total == 1

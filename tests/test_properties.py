@@ -1,0 +1,84 @@
+"""Invariants every policy must keep, on random workloads and clusters."""
+
+from hypothesis import given, settings, strategies as st
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.jobs import JobSpec, Status
+from dlsched.policies.base import make_policy
+from dlsched.sim import SimConfig
+from dlsched.sim.engine import Simulator
+
+POLICIES = ["fifo", "sjf", "srtf", "tiresias"]
+
+
+class CheckedSimulator(Simulator):
+    """Checks after every applied plan that no GPU is held twice and that the free index
+    agrees with the running jobs."""
+
+    def apply(self, plan):
+        super().apply(plan)
+        held = [g for j in self.running.values() for g in j.gpus]
+        assert len(held) == len(set(held)), "a GPU is double-booked"
+        for j in self.running.values():
+            assert len(j.gpus) == j.num_gpus, "gang violated"
+            assert all(not self.free.is_free(g) for g in j.gpus)
+        usable = sum(self.cluster.nodes[n].num_gpus for n in self.free.usable)
+        assert self.free.total + len(held) == usable
+        assert all(self.cluster.gpu_node[g] in self.free.usable for g in held)
+
+
+@st.composite
+def workloads(draw):
+    nodes = draw(st.integers(1, 3))
+    per_node = draw(st.sampled_from([1, 2, 4]))
+    total = nodes * per_node
+    n = draw(st.integers(1, 12))
+    jobs = []
+    for k in range(n):
+        jobs.append(JobSpec(job_id=f"j{k}", submit_time_s=float(draw(st.integers(0, 200))),
+                            num_gpus=draw(st.integers(1, total)),
+                            duration_s=float(draw(st.integers(1, 300))),
+                            tenant=draw(st.sampled_from(["a", "b"]))))
+    return f"{nodes}x{per_node}", jobs
+
+
+config_strategy = st.builds(
+    SimConfig, restart_overhead_s=st.sampled_from([0.0, 30.0]),
+    checkpoint_interval_s=st.sampled_from([None, 40.0]),
+    node_events=st.sampled_from([(), ((50.0, "down", 0), (120.0, "up", 0))]))
+
+
+def simulate_checked(cluster, jobs, policy, config, **params):
+    return CheckedSimulator(parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config).run()
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads(), st.sampled_from(POLICIES), st.booleans(), config_strategy,
+       st.sampled_from(["best-fit", "consolidated", "spread"]))
+def test_invariants(workload, policy, backfill, config, placement):
+    cluster, jobs = workload
+    params = {"thresholds_gpu_s": [50, 400], "starvation_factor": 1.5} if policy == "tiresias" else {}
+    result = simulate_checked(cluster, jobs, policy, config, backfill=backfill, placement=placement,
+                              **params)
+    # every job finishes exactly once
+    assert sorted(j.job_id for j in result.jobs) == sorted(s.job_id for s in jobs)
+    for j in result.jobs:
+        assert j.status is Status.DONE and j.finish is not None
+        # JCT is never below the job's run time
+        assert j.finish - j.spec.submit_time_s >= j.spec.duration_s - 1e-6
+        assert j.first_start >= j.spec.submit_time_s
+        if policy in ("fifo", "sjf"):
+            assert j.preemptions == 0
+    assert 0 <= result.gpu_busy_s <= result.gpu_capacity_s + 1e-6
+
+
+@settings(max_examples=20, deadline=None)
+@given(workloads(), st.sampled_from(POLICIES))
+def test_same_inputs_give_identical_results(workload, policy):
+    cluster, jobs = workload
+
+    def outcome():
+        r = simulate_checked(cluster, jobs, policy, SimConfig())
+        return [(j.job_id, j.first_start, j.finish, j.gpus, j.preemptions) for j in r.jobs]
+
+    assert outcome() == outcome()

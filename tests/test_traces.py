@@ -1,0 +1,129 @@
+"""Trace adapters: bundled traces, malformed rows, the generic mapping, the generator."""
+
+import pytest
+
+from dlsched.errors import SpecError
+from dlsched.traces import BUNDLED, load_trace, synthetic
+from dlsched.traces.generic import parse_mapping
+
+
+def test_bundled_philly_has_every_job():
+    t = load_trace("philly")
+    assert len(t.jobs) == 82247 and t.dropped_total == 0
+    assert min(j.submit_time_s for j in t.jobs) == 0
+    assert max(j.num_gpus for j in t.jobs) == 128
+    assert len({j.tenant for j in t.jobs}) == 15
+
+
+@pytest.mark.parametrize("name, count", [("muri-1", 1494), ("muri-2", 5755), ("muri-3", 992),
+                                         ("muri-4", 2638), ("pollux-1", 160)])
+def test_bundled_traces_with_models(name, count):
+    t = load_trace(name)
+    assert len(t.jobs) == count
+    assert all(j.model and j.batch_size for j in t.jobs)
+
+
+def test_muri_units_are_milliseconds():
+    first = min(load_trace("muri-1").jobs, key=lambda j: j.submit_time_s)
+    # row 0 of trace1.csv: submit 0 ms, duration 2868294000 ms, dqn, batch 128
+    assert (first.submit_time_s, first.duration_s, first.model, first.batch_size) == (0, 2868294.0, "dqn", 128)
+
+
+def test_pollux_durations_come_from_measured_steps_and_step_times():
+    from dlsched.traces.pollux import measured_iteration_s, measured_steps
+    job = next(j for j in load_trace("pollux-1").jobs if j.job_id == "pollux-1-cifar10-0")
+    steps = measured_steps("cifar10", 2048)
+    assert job.duration_s == pytest.approx(steps * measured_iteration_s("cifar10", 6, 2048))
+    assert job.num_gpus == 6 and job.iterations == int(steps)
+
+
+def test_openb_counts_what_it_drops():
+    t = load_trace("openb")
+    assert t.rows == 8152
+    assert t.dropped == {"no GPU requested": 1088, "never scheduled": 861}
+    assert len(t.jobs) == 8152 - 1088 - 861
+    assert any(j.gpu_milli < 1000 for j in t.jobs)
+    constrained = [j for j in load_trace("openb-gpuspec").jobs if j.gpu_types]
+    assert constrained and all(set(j.gpu_types) <= {"P100", "T4", "V100M16", "V100M32", "A10", "G2", "G3"}
+                               for j in constrained)
+
+
+def _write(tmp_path, text, name="t.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def test_malformed_row_stops_the_load_naming_row_and_field(tmp_path):
+    path = _write(tmp_path, PHILLY_HEADER + "2017-10-01 00:00:00,100,1,100,vc1\n"
+                  "2017-10-01 00:01:00,abc,1,100,vc1\n")
+    with pytest.raises(SpecError) as e:
+        load_trace(path)
+    assert e.value.row == 2 and e.value.field == "duration_s"
+    assert "row 2" in str(e.value) and "abc" in str(e.value)
+
+
+def test_negative_duration_is_rejected_or_skipped_with_a_count(tmp_path):
+    path = _write(tmp_path, PHILLY_HEADER + "2017-10-01 00:00:00,100,1,100,vc1\n"
+                  "2017-10-01 00:01:00,-5,1,100,vc1\n2017-10-01 00:02:00,50,2,100,vc2\n"
+                  "not-a-date,50,2,100,vc2\n")
+    with pytest.raises(SpecError, match="duration_s"):
+        load_trace(path)
+    t = load_trace(path, skip_invalid=True)
+    assert [j.duration_s for j in t.jobs] == [100, 50]
+    assert t.dropped == {"invalid duration_s": 1, "invalid submit_time_s": 1}
+    assert t.rows == 4 and len(t.examples) == 2
+
+
+def test_missing_column_is_named(tmp_path):
+    path = _write(tmp_path, "timestamp,duration,cluster\n2017-10-01 00:00:00,100,vc1\n")
+    with pytest.raises(SpecError) as e:
+        load_trace(path, fmt="philly")
+    assert e.value.field == "num_gpus"
+
+
+def test_generic_mapping_with_units(tmp_path):
+    path = _write(tmp_path, "id;start;mins;n;user\nx;2024-01-01T00:00:00;2;1;alice\n"
+                  "y;2024-01-01T00:10:00;1.5;2;bob\n", "g.csv")
+    from dlsched.traces.generic import load_generic
+    t = load_generic(path, "id=id,submit=start:datetime,duration=mins:min,gpus=n,tenant=user",
+                     delimiter=";")
+    assert [(j.job_id, j.submit_time_s, j.duration_s, j.num_gpus, j.tenant) for j in t.jobs] == [
+        ("x", 0.0, 120.0, 1, "alice"), ("y", 600.0, 90.0, 2, "bob")]
+
+
+@pytest.mark.parametrize("mapping, message", [
+    ("submit=a,duration=b", "gpus"), ("submit=a,duration=b,gpus=c,colour=d", "unknown field 'colour'"),
+    ("submit=a:fortnights,duration=b,gpus=c", "unit 'fortnights'"), ("submit", "FIELD=COLUMN"),
+])
+def test_bad_mappings_are_explained(mapping, message):
+    with pytest.raises(SpecError, match=message):
+        parse_mapping(mapping)
+
+
+def test_generic_mapping_to_a_missing_column(tmp_path):
+    path = _write(tmp_path, "a,b,c\n1,2,3\n")
+    with pytest.raises(SpecError, match="column missing"):
+        load_trace(path, mapping="submit=a,duration=b,gpus=nope")
+
+
+def test_unknown_file_format_asks_for_a_mapping(tmp_path):
+    path = _write(tmp_path, "a,b,c\n1,2,3\n")
+    with pytest.raises(SpecError, match="--map"):
+        load_trace(path)
+
+
+def test_synthetic_is_seeded_and_follows_the_load():
+    a, b, c = synthetic(500, 64, 0.8, seed=1), synthetic(500, 64, 0.8, seed=1), synthetic(500, 64, 0.8, seed=2)
+    assert a.jobs == b.jobs and a.jobs != c.jobs
+    assert all(j.num_gpus <= 64 for j in a.jobs)
+    busier = synthetic(500, 64, 1.6, seed=1)
+    assert busier.jobs[-1].submit_time_s < a.jobs[-1].submit_time_s
+
+
+def test_every_bundled_trace_is_listed_and_loads():
+    for name in BUNDLED:
+        assert load_trace(name, skip_invalid=True).jobs

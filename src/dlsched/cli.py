@@ -172,12 +172,12 @@ def cmd_report(args) -> int:
 
 
 def cmd_traces(args) -> int:
-    print(f"{'name':<10} {'jobs':>7}  description")
+    print(f"{'name':<14} {'jobs':>7}  description")
     for name, b in BUNDLED.items():
         trace = load_trace(name, skip_invalid=True)
         dropped = f" ({trace.dropped_total:,} rows dropped)" if trace.dropped_total else ""
-        print(f"{name:<10} {len(trace.jobs):>7,}  {b.description}{dropped}")
-    print(f"{'synthetic':<10} {'-':>7}  seeded Poisson arrivals with Philly's size and duration mix")
+        print(f"{name:<14} {len(trace.jobs):>7,}  {b.description}{dropped}")
+    print(f"{'synthetic':<14} {'-':>7}  seeded Poisson arrivals with Philly's size and duration mix")
     return 0
 
 

@@ -141,3 +141,13 @@ def test_utilization_and_makespan_by_hand():
     assert summary["makespan_s"] == 100
     assert summary["gpu_utilization"] == pytest.approx(0.75)
     assert summary["mean_jct_s"] == 75 and summary["mean_queue_s"] == 0
+
+
+def test_gpu_type_constraint_waits_for_the_right_type():
+    # V100 node (GPU 0) and T4 node (GPU 1). A holds the T4 0-100. B may only use a T4: it waits
+    # for A although the V100 is idle, then runs 100-150. C (any type) takes the V100 at once.
+    jobs = [job("A", 0, 1, 100, gpu_types=("T4",)), job("B", 1, 1, 50, gpu_types=("T4",)),
+            job("C", 2, 1, 10)]
+    s, _ = run("1x1:V100,1x1:T4", jobs, "fifo", backfill=True)
+    assert (s["A"].gpus, s["B"].gpus, s["C"].gpus) == ((1,), (1,), (0,))
+    assert (s["B"].first_start, s["C"].first_start) == (100, 2)

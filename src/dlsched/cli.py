@@ -15,7 +15,7 @@ from .metrics import write_outputs
 from .policies.base import available_policies, make_policy
 from .report import render_report
 from .sim import SimConfig, Simulator
-from .sim.engine import POLLUX_RESTART_PENALTY_S
+from .sim.engine import POLLUX_RESTART_PENALTY_S, unplaceable
 from .traces import BUNDLED, load_trace
 
 
@@ -83,15 +83,14 @@ def _load_workload(args):
     jobs = sorted(trace.jobs, key=lambda j: j.submit_time_s)
     if args.limit is not None:
         jobs = jobs[:args.limit]
-    too_big = [j for j in jobs if j.num_gpus > cluster.pool_gpus("training")]
+    problems = [(j, unplaceable(j, cluster)) for j in jobs]
+    too_big = [(j, why) for j, why in problems if why]
     if too_big:
         if not args.skip_invalid:
-            j = too_big[0]
-            raise SpecError("num_gpus", f"job '{j.job_id}' asks for {j.num_gpus} GPUs; the cluster has "
-                            f"{cluster.pool_gpus('training')} ({len(too_big)} such jobs; "
+            raise SpecError("num_gpus", f"{too_big[0][1]} ({len(too_big)} such jobs; "
                             "--skip-invalid drops them)", source=trace.name)
         trace.dropped["larger than the cluster"] = len(too_big)
-        jobs = [j for j in jobs if j.num_gpus <= cluster.pool_gpus("training")]
+        jobs = [j for j, why in problems if not why]
     return trace, cluster, jobs
 
 

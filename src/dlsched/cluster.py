@@ -99,6 +99,11 @@ class Cluster:
     def pool_gpus(self, pool: str) -> int:
         return sum(n.num_gpus for n in self.nodes if n.pool == pool)
 
+    def capacity_for(self, gpu_types: tuple[str, ...] | None, pool: str = "training") -> int:
+        """GPUs of the pool a job restricted to ``gpu_types`` (None: any) could ever use."""
+        return sum(n.num_gpus for n in self.nodes
+                   if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
+
     @property
     def gpu_types(self) -> list[str]:
         return sorted({n.gpu_type for n in self.nodes})

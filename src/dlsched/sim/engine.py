@@ -70,6 +70,15 @@ class SimConfig:
                 raise SpecError("node_events", f"kind must be 'down' or 'up', got {kind!r}")
 
 
+def unplaceable(spec: JobSpec, cluster: Cluster) -> str | None:
+    """Why ``spec`` could never run on ``cluster``'s training pool, or None."""
+    capacity = cluster.capacity_for(spec.gpu_types)
+    if spec.num_gpus <= capacity:
+        return None
+    kind = f" of type {'|'.join(spec.gpu_types)}" if spec.gpu_types else ""
+    return f"job '{spec.job_id}' asks for {spec.num_gpus} GPUs{kind}; the cluster has {capacity}"
+
+
 SpeedModel = Callable[[JobState, tuple[int, ...]], float]
 
 
@@ -112,14 +121,13 @@ class Simulator:
         self.free = FreeGpus(cluster)
         specs = sorted(jobs, key=lambda s: s.submit_time_s)   # stable: ties keep input order
         seen: set[str] = set()
-        usable = self.free.total
         for s in specs:
             if s.job_id in seen:
                 raise SpecError("job_id", f"duplicate job id '{s.job_id}'")
             seen.add(s.job_id)
-            if s.num_gpus > usable:
-                raise SpecError("num_gpus", f"job '{s.job_id}' asks for {s.num_gpus} GPUs; "
-                                f"the cluster has {usable}")
+            problem = unplaceable(s, cluster)
+            if problem:
+                raise SpecError("num_gpus", problem)
         self.states = [JobState(spec=s, seq=i) for i, s in enumerate(specs)]
         self.now = specs[0].submit_time_s if specs else 0.0
         self.pending: dict[str, JobState] = {}

@@ -151,3 +151,15 @@ def test_gpu_type_constraint_waits_for_the_right_type():
     s, _ = run("1x1:V100,1x1:T4", jobs, "fifo", backfill=True)
     assert (s["A"].gpus, s["B"].gpus, s["C"].gpus) == ((1,), (1,), (0,))
     assert (s["B"].first_start, s["C"].first_start) == (100, 2)
+
+
+def test_binned_timeseries_by_hand():
+    # 2 GPUs. A holds 1 GPU 0-100, B 1 GPU 0-50; C (2 GPUs) waits 0-100 then runs 100-200.
+    # Over 0-200: utilization 1.0 for 0-50, 0.5 for 50-100, 1.0 for 100-200; queue 1 until 100.
+    from dlsched.metrics import binned_timeseries, summarize
+    jobs = [job("A", 0, 1, 100), job("B", 0, 1, 50), job("C", 0, 2, 100)]
+    _, r = run("1x2", jobs, "fifo")
+    bins = binned_timeseries(r, max_bins=4)
+    assert [b["utilization"] for b in bins] == pytest.approx([1.0, 0.5, 1.0, 1.0])
+    assert [b["queue_mean"] for b in bins] == pytest.approx([1, 1, 0, 0])
+    assert sum(b["utilization"] for b in bins) / 4 == pytest.approx(summarize(r)["gpu_utilization"])

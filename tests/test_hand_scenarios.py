@@ -36,6 +36,18 @@ def test_sjf_picks_the_shortest_waiting_job_and_never_preempts():
     assert sum(j.preemptions for j in r.jobs) == 0
 
 
+def test_sjf_on_two_gpus_with_a_two_gpu_job():
+    # 2 GPUs. A (1 GPU, 60 s) and B (1 GPU, 100 s) start at 0. At 10, C (2 GPUs, 20 s) and
+    # D (1 GPU, 30 s) wait; C is shorter, so strict SJF holds D behind C. A ends at 60: one GPU
+    # is free but C needs two, so it waits for B (100). C runs 100-120, then D 120-150.
+    jobs = [job("A", 0, 1, 60), job("B", 0, 1, 100), job("C", 10, 2, 20), job("D", 10, 1, 30)]
+    s, _ = run("1x2", jobs, "sjf")
+    assert [s[x].finish for x in "ABCD"] == [60, 100, 120, 150]
+    # with backfill D uses the GPU A leaves (60-90) and C still starts at 100
+    s, _ = run("1x2", jobs, "sjf", backfill=True)
+    assert [s[x].finish for x in "ABCD"] == [60, 100, 120, 90]
+
+
 def test_srtf_preempts_and_charges_the_restart_pause():
     # One GPU, restart pause 30 s. At t=10 B (20 s) beats A's remaining 90 s: A is preempted.
     # B runs 10-30. A restarts at 30, progresses from 60, has 90 s left: ends at 150.

@@ -30,9 +30,10 @@ def test_muri_units_are_milliseconds():
 
 
 def test_pollux_durations_come_from_measured_steps_and_step_times():
-    from dlsched.traces.pollux import measured_iteration_s, measured_steps
+    from dlsched.perf.measurements import pollux_training_steps
+    from dlsched.traces.pollux import measured_iteration_s
     job = next(j for j in load_trace("pollux-1").jobs if j.job_id == "pollux-1-cifar10-0")
-    steps = measured_steps("cifar10", 2048)
+    steps = pollux_training_steps("cifar10", 2048)
     assert job.duration_s == pytest.approx(steps * measured_iteration_s("cifar10", 6, 2048))
     assert job.num_gpus == 6 and job.iterations == int(steps)
 

@@ -180,6 +180,52 @@ def cmd_traces(args) -> int:
     return 0
 
 
+def cmd_perf_validate(args) -> int:
+    import statistics
+
+    from .perf.measurements import pollux_apps, pollux_points
+    from .perf.scaling import fit_scaling, holdout_split, relative_errors, scaling_model
+
+    apps = [args.model] if args.model else pollux_apps()
+    print(f"{'model':<12} {'points':>6} {'median err':>10} {'worst err':>9} "
+          f"{'held-out median':>15} {'held-out worst':>14}")
+    for app in apps:
+        points = pollux_points(app)
+        fit = scaling_model(app)
+        errors = relative_errors(fit, points)
+        train, test = holdout_split(points)
+        held = relative_errors(fit_scaling(app, train), test)
+        if args.points:
+            for p, e in zip(points, errors):
+                print(f"  {app} nodes={p.nodes} gpus={p.gpus} batch={p.local_batch:g}: measured "
+                      f"{p.step_s:.4f} s, model {fit.iteration_s(p.local_batch, p.gpus, p.nodes):.4f} s, "
+                      f"error {e:.1%}")
+        print(f"{app:<12} {len(points):>6} {statistics.median(errors):>10.1%} {max(errors):>9.1%} "
+              f"{statistics.median(held):>15.1%} {max(held):>14.1%}")
+    print("held-out: fitted on two thirds of the points, errors on the other third")
+    return 0
+
+
+def cmd_perf_show(args) -> int:
+    from .perf.scaling import COEFFICIENTS, scaling_model
+
+    fit = scaling_model(args.model)
+    print(f"{fit.app}: fitted to {fit.points} measured points ({fit.source})")
+    print("  " + ", ".join(f"{c}={getattr(fit, c):.5g}" for c in COEFFICIENTS))
+    batch = args.batch
+    print(f"per-GPU batch {batch:g}; iteration time and throughput by GPUs (one node up to "
+          f"{args.gpus_per_node} GPUs, then spread over full nodes)")
+    print(f"{'gpus':>5} {'nodes':>5} {'iter s':>9} {'samples/s':>10} {'speedup':>8}")
+    base = fit.throughput(batch)
+    gpus = 1
+    while gpus <= args.max_gpus:
+        nodes = -(-gpus // args.gpus_per_node)
+        t = fit.iteration_s(batch, gpus, nodes)
+        print(f"{gpus:>5} {nodes:>5} {t:>9.4f} {gpus * batch / t:>10.1f} {gpus * batch / t / base:>8.2f}")
+        gpus *= 2
+    return 0
+
+
 def cmd_policies(args) -> int:
     for name, cls in available_policies().items():
         print(f"{name:<10} {cls.description}")
@@ -205,6 +251,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
     sub.add_parser("traces", help="list the bundled traces with their job counts").set_defaults(func=cmd_traces)
     sub.add_parser("policies", help="list the policies").set_defaults(func=cmd_policies)
+    perf = sub.add_parser("perf", help="the performance model: its curves and its fit to measurements")
+    perf_sub = perf.add_subparsers(dest="perf_command", required=True)
+    p = perf_sub.add_parser("validate", help="the model's error on every measured point, per model")
+    p.add_argument("--model", help="one model only (default: all)")
+    p.add_argument("--points", action="store_true", help="print every point, not only the summary")
+    p.set_defaults(func=cmd_perf_validate)
+    p = perf_sub.add_parser("show", help="a model's iteration time and throughput by GPU count")
+    p.add_argument("model")
+    p.add_argument("--batch", type=float, default=32, help="per-GPU batch (default %(default)s)")
+    p.add_argument("--max-gpus", type=int, default=64)
+    p.add_argument("--gpus-per-node", type=int, default=4,
+                   help="GPUs per node of the measured cluster (Pollux's testbed had 4)")
+    p.set_defaults(func=cmd_perf_show)
     return parser
 
 

@@ -12,60 +12,27 @@ that.
 
 from __future__ import annotations
 
-import csv
 import math
-from functools import lru_cache
-from importlib import resources
 
 from ..errors import SpecError
 from ..jobs import JobSpec
+from ..perf.measurements import pollux_points, pollux_training_steps
 from .base import Trace, collect, number, read_rows
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 
 
-def _profile_dir(app: str):
-    root = resources.files("dlsched") / "data" / "profiles" / "pollux"
-    d = root / app
-    if not d.is_dir():
-        known = sorted(p.name for p in root.iterdir() if p.is_dir())
-        raise SpecError("application", f"no Pollux profile for '{app}' (have {', '.join(known)})")
-    return d
-
-
-@lru_cache(maxsize=None)
-def measured_steps(app: str, batch_size: int) -> float:
-    path = _profile_dir(app) / f"validation-{batch_size}.csv"
-    if not path.is_file():
-        raise SpecError("batch_size", f"Pollux measured no training run of '{app}' at batch {batch_size}")
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    return float(rows[-1]["progress"])
-
-
-@lru_cache(maxsize=None)
-def measured_points(app: str) -> tuple[tuple[int, int, float, float], ...]:
-    """(nodes, replicas, local batch, step time s) of every measured placement."""
-    d = _profile_dir(app)
-    points = []
-    with (d / "scalability.csv").open() as f:
-        for r in csv.DictReader(f):
-            points.append((int(r["num_nodes"]), int(r["num_replicas"]), float(r["local_bsz"]), float(r["step_time"])))
-    with (d / "placements.csv").open() as f:
-        for r in csv.DictReader(f):
-            digits = [int(c) for c in r["placement"]]
-            points.append((len(digits), sum(digits), float(r["local_bsz"]), float(r["step_time"])))
-    return tuple(points)
-
-
 def measured_iteration_s(app: str, replicas: int, batch_size: int) -> float:
-    points = measured_points(app)
-    same = [p for p in points if p[1] == replicas] or \
-        [p for p in points if p[1] == min({q[1] for q in points}, key=lambda r: abs(r - replicas))]
-    fewest_nodes = min(p[0] for p in same)
+    """The measured iteration time nearest to (replicas, global batch): same GPU count (else
+    the nearest measured one), fewest nodes, nearest per-GPU batch on a log scale."""
+    points = pollux_points(app)
+    counts = {p.gpus for p in points}
+    gpus = replicas if replicas in counts else min(counts, key=lambda c: abs(c - replicas))
+    same = [p for p in points if p.gpus == gpus]
+    fewest_nodes = min(p.nodes for p in same)
     local = batch_size / replicas
-    best = min((p for p in same if p[0] == fewest_nodes), key=lambda p: abs(math.log(p[2] / local)))
-    return best[3]
+    best = min((p for p in same if p.nodes == fewest_nodes), key=lambda p: abs(math.log(p.local_batch / local)))
+    return best.step_s
 
 
 def load_pollux(path, name: str = "pollux", skip_invalid: bool = False) -> Trace:
@@ -75,7 +42,7 @@ def load_pollux(path, name: str = "pollux", skip_invalid: bool = False) -> Trace
         batch = number(row, "batch_size", integer=True)
         if replicas < 1 or batch < 1:
             raise SpecError("num_gpus" if replicas < 1 else "batch_size", "must be >= 1")
-        steps = measured_steps(app, batch)
+        steps = pollux_training_steps(app, batch)
         return JobSpec(job_id=f"{name}-{(row['name'] or '').strip() or row_number}",
                        submit_time_s=number(row, "time", "submit_time_s"), num_gpus=replicas,
                        duration_s=steps * measured_iteration_s(app, replicas, batch),

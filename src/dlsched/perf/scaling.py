@@ -1,0 +1,107 @@
+"""Iteration time as a function of per-GPU batch, GPU count and node count.
+
+    t_iter(b, n, m) = c0 + c1 * b + t_sync(n, m)
+    t_sync(1, 1) = 0
+    t_sync(n, 1) = s0 + s1 * (n - 2)      n > 1 GPUs on one node
+    t_sync(n, m) = r0 + r1 * (n - 2)      spread over m > 1 nodes
+
+Compute time linear in the per-GPU batch; synchronization, the form Pollux uses (Qiao et al.,
+OSDI'21, section 4.1: a constant plus a term linear in the replicas, fitted separately for one
+node and several). The six coefficients are fitted per application by least squares on the
+measured iteration times (``dlsched.perf.measurements``), weighted by 1/t so that the relative
+error is minimized; a coefficient that would come out negative is dropped (held at 0) and the
+rest refitted, so time never falls as batch or GPUs grow. With gradient accumulation over k
+sub-batches an optimizer step costs k compute passes at the sub-batch and one synchronization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import SpecError
+from .measurements import Point, pollux_points
+
+COEFFICIENTS = ("c0", "c1", "s0", "s1", "r0", "r1")
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingFit:
+    app: str
+    c0: float  # s: fixed compute per iteration
+    c1: float  # s per sample of per-GPU batch
+    s0: float  # s: synchronization on one node, 2 GPUs
+    s1: float  # s per GPU beyond 2, on one node
+    r0: float  # s: synchronization across nodes, 2 GPUs
+    r1: float  # s per GPU beyond 2, across nodes
+    points: int
+    source: str
+
+    def compute_s(self, local_batch: float) -> float:
+        return self.c0 + self.c1 * local_batch
+
+    def sync_s(self, gpus: int, nodes: int = 1) -> float:
+        if gpus <= 1:
+            return 0.0
+        if nodes <= 1:
+            return self.s0 + self.s1 * (gpus - 2)
+        return self.r0 + self.r1 * (gpus - 2)
+
+    def iteration_s(self, local_batch: float, gpus: int = 1, nodes: int = 1, accumulation: int = 1) -> float:
+        """Time of one optimizer step: ``accumulation`` passes at ``local_batch`` each, then
+        one synchronization."""
+        if gpus < 1 or nodes < 1 or nodes > gpus or accumulation < 1 or local_batch <= 0:
+            raise SpecError("placement", f"invalid gpus={gpus}, nodes={nodes}, "
+                                         f"accumulation={accumulation}, local_batch={local_batch}")
+        return accumulation * self.compute_s(local_batch) + self.sync_s(gpus, nodes)
+
+    def throughput(self, local_batch: float, gpus: int = 1, nodes: int = 1) -> float:
+        """Samples per second."""
+        return gpus * local_batch / self.iteration_s(local_batch, gpus, nodes)
+
+
+def _features(points: Sequence[Point]) -> np.ndarray:
+    rows = []
+    for p in points:
+        local = 1.0 if p.gpus > 1 and p.nodes == 1 else 0.0
+        remote = 1.0 if p.nodes > 1 else 0.0
+        rows.append((1.0, p.local_batch, local, local * (p.gpus - 2), remote, remote * (p.gpus - 2)))
+    return np.array(rows)
+
+
+def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
+    if len(points) < len(COEFFICIENTS):
+        raise SpecError("points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients")
+    a = _features(points)
+    y = np.array([p.step_s for p in points])
+    w = 1.0 / y
+    active = list(range(len(COEFFICIENTS)))
+    while True:
+        coef, *_ = np.linalg.lstsq(a[:, active] * w[:, None], y * w, rcond=None)
+        negative = [active[i] for i, c in enumerate(coef) if c < 0]
+        if not negative:
+            break
+        active.remove(negative[0])
+    full = dict.fromkeys(COEFFICIENTS, 0.0)
+    full.update({COEFFICIENTS[i]: float(c) for i, c in zip(active, coef)})
+    sources = sorted({p.source for p in points})
+    return ScalingFit(app=app, points=len(points), source=", ".join(sources), **full)
+
+
+@lru_cache(maxsize=None)
+def scaling_model(app: str) -> ScalingFit:
+    """The fit to every measured point of ``app``."""
+    return fit_scaling(app, pollux_points(app))
+
+
+def relative_errors(fit: ScalingFit, points: Sequence[Point]) -> list[float]:
+    return [abs(fit.iteration_s(p.local_batch, p.gpus, p.nodes) - p.step_s) / p.step_s for p in points]
+
+
+def holdout_split(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
+    """Every third measured point is held out of the fit (a fixed, documented split)."""
+    return ([p for i, p in enumerate(points) if i % 3],
+            [p for i, p in enumerate(points) if i % 3 == 0])

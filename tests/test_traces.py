@@ -25,8 +25,10 @@ def test_bundled_traces_with_models(name, count):
 
 def test_muri_units_are_milliseconds():
     first = min(load_trace("muri-1").jobs, key=lambda j: j.submit_time_s)
-    # row 0 of trace1.csv: submit 0 ms, duration 2868294000 ms, dqn, batch 128
+    # row 0 of trace1.csv: submit 0 ms, duration 2868294000 ms, dqn, 1 GPU, batch 128 per GPU
     assert (first.submit_time_s, first.duration_s, first.model, first.batch_size) == (0, 2868294.0, "dqn", 128)
+    eight = next(j for j in load_trace("muri-1").jobs if j.job_id == "muri-1-1")
+    assert (eight.num_gpus, eight.batch_size) == (8, 8 * 128)   # row 1: dqn on 8 GPUs
 
 
 def test_pollux_durations_come_from_measured_steps_and_step_times():

@@ -15,7 +15,10 @@ from .metrics import write_outputs
 from .policies.base import available_policies, make_policy
 from .report import render_report
 from .sim import SimConfig, Simulator
-from .sim.engine import POLLUX_RESTART_PENALTY_S, unplaceable
+from .perf.assign import assign_models
+from .perf.model import PerfModel
+from .perf.speed import PerfSpeed
+from .sim.engine import POLLUX_RESTART_PENALTY_S, solo_speed, unplaceable
 from .traces import BUNDLED, load_trace
 
 
@@ -68,7 +71,10 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                         "(default: it checkpoints when preempted and loses nothing)")
     p.add_argument("--schedule-interval-s", type=float,
                    help="also decide every N seconds (default: only at events)")
-    p.add_argument("--seed", type=int, default=0, help="seed for synthetic workloads (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for synthetic workloads and for the model given to jobs without one (default 0)")
+    p.add_argument("--no-perf", action="store_true",
+                   help="run every job at its trace speed instead of the performance model's")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -81,6 +87,8 @@ def _load_workload(args):
                        mapping=args.mapping, **params)
     cluster = load_cluster(args.cluster)
     jobs = sorted(trace.jobs, key=lambda j: j.submit_time_s)
+    if not args.no_perf:
+        jobs = assign_models(jobs, PerfModel(), max(n.num_gpus for n in cluster.nodes), seed=args.seed)
     if args.limit is not None:
         jobs = jobs[:args.limit]
     problems = [(j, unplaceable(j, cluster)) for j in jobs]
@@ -107,7 +115,8 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
         bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
     started = time.perf_counter()
     try:
-        result = Simulator(cluster, jobs, policy, config,
+        speed = solo_speed if args.no_perf else PerfSpeed(PerfModel(), cluster)
+        result = Simulator(cluster, jobs, policy, config, speed=speed,
                            progress=bar.update if bar else None).run()
     finally:
         if bar:
@@ -116,6 +125,7 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
     return write_outputs(result, out, extra={
         "policy": policy_name, "params": policy.params(), "trace": trace.name,
         "cluster": cluster.describe(), "dropped": trace.dropped, "wall_s": round(wall, 3),
+        "performance_model": not args.no_perf,
         "config": {"restart_overhead_s": config.restart_overhead_s,
                    "startup_overhead_s": config.startup_overhead_s,
                    "checkpoint_interval_s": config.checkpoint_interval_s,

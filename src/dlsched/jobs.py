@@ -22,7 +22,7 @@ class JobSpec:
     duration_s: float            # solo run time at num_gpus
     tenant: str = "default"
     model: str | None = None
-    batch_size: int | None = None
+    batch_size: int | None = None    # global batch (all GPUs together)
     iterations: int | None = None
     priority: int = 0
     min_gpus: int | None = None  # elastic jobs only

@@ -66,3 +66,65 @@ def pollux_training_steps(app: str, batch_size: int) -> float:
     with path.open() as f:
         rows = list(csv.DictReader(f))
     return float(rows[-1]["progress"])
+
+
+# -- Gavel (stanford-futuredata/gavel c4fa400, scheduler/simulation_throughputs.json, MIT;
+#    Narayanan et al., OSDI'20): steps/s per job type and GPU type, alone (key "null") and
+#    co-located on one GPU with another job type ([own, partner] steps/s; [0, 0] = did not fit).
+
+GAVEL_GPU_TYPES = {"V100": "v100", "P100": "p100", "K80": "k80"}
+
+
+@lru_cache(maxsize=None)
+def gavel_throughputs() -> dict:
+    import gzip
+    import json
+
+    path = resources.files("dlsched") / "data" / "profiles" / "gavel_simulation_throughputs.json.gz"
+    with path.open("rb") as raw, gzip.open(raw, "rt") as f:
+        return json.load(f)
+
+
+def gavel_key(job_type: str) -> str:
+    return str((job_type, 1))
+
+
+def gavel_solo(job_type: str, gpu_type: str = "V100") -> float:
+    """Measured steps/s of ``job_type`` alone on one GPU of ``gpu_type``."""
+    table = gavel_throughputs()[GAVEL_GPU_TYPES[gpu_type]]
+    return table[gavel_key(job_type)]["null"]
+
+
+def gavel_pair(a: str, b: str) -> tuple[float, float] | None:
+    """Measured steps/s of a and b sharing one V100, or None when the pair did not fit."""
+    entry = gavel_throughputs()["v100"][gavel_key(a)].get(gavel_key(b))
+    if entry is None or entry[0] <= 0 or entry[1] <= 0:
+        return None
+    return entry[0], entry[1]
+
+
+def gavel_job_types() -> list[str]:
+    return sorted(eval_key(k)[0] for k in gavel_throughputs()["v100"] if eval_key(k)[1] == 1)
+
+
+def eval_key(key: str) -> tuple[str, int]:
+    name, _, scale = key.strip("()").rpartition(", ")
+    return name.strip("'\""), int(scale)
+
+
+# -- Blox (msr-fiddle/blox cc1f862, blox_exp/colocate_info/norm_speed.csv, MIT; Agarwal et al.,
+#    EuroSys'24): normalized speed of each job of a pair sharing GPUs (1.0 = alone).
+
+@lru_cache(maxsize=None)
+def blox_pairs() -> dict[tuple[str, str, str, str], tuple[float, float]]:
+    """{(model1, batch1, model2, batch2): (speed1, speed2)} for single-GPU, non-pipelined pairs."""
+    path = resources.files("dlsched") / "data" / "profiles" / "blox_colocate_norm_speed.csv"
+    out = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            if r["model2"] == "Empty" or r["pipeline_strategy"] != "NA":
+                continue
+            if r["gpu_num1"] != "1" or r["gpu_num2"] != "1":
+                continue
+            out[(r["model1"], r["batch_size1"], r["model2"], r["batch_size2"])] = (float(r["speed1"]), float(r["speed2"]))
+    return out

@@ -1,6 +1,8 @@
 """The Muri / Tiresias trace schema (Rivendile/Muri ``simulator/trace-data``), also read by the
 SJF-BSBF authors' testbed: ``job_id,num_gpu,submit_time,iterations,model_name,batch_size,
-duration,...,priority`` with times in milliseconds. ``duration`` is the solo run time."""
+duration,...,priority`` with times in milliseconds. ``duration`` is the solo run time.
+``batch_size`` is per GPU (the SJF-BSBF testbed lists the same per-GPU batches with their
+memory); the job spec's batch is global, so it is multiplied by the GPU count."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def load_muri(path, name: str = "muri", skip_invalid: bool = False) -> Trace:
                        duration_s=number(row, "duration", "duration_s", scale=MS),
                        iterations=number(row, "iterations", integer=True),
                        model=(row["model_name"] or "").strip() or None,
-                       batch_size=number(row, "batch_size", integer=True),
+                       batch_size=number(row, "batch_size", integer=True) * number(row, "num_gpu", integer=True),
                        priority=number(row, "priority", integer=True) if priority not in (None, "") else 0)
 
     return collect(Trace(name, []), read_rows(path, COLUMNS, name), convert, skip_invalid)

@@ -3,7 +3,9 @@ each baseline policy and print wall seconds, jobs per second and events per seco
 
     make bench                      # or: .venv/bin/python benchmarks/sim_speed.py [--policies a,b]
 
-Loading the trace is timed apart: it is the same for every policy.
+Loading the trace (and giving each job a model) is timed apart: it is the same for every
+policy. Job speeds come from the performance model, as in ``dlsched simulate``; ``--no-perf``
+runs every job at its trace speed.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ import argparse
 import time
 
 from dlsched.cluster import parse_cluster_spec
+from dlsched.perf.assign import assign_models
+from dlsched.perf.model import PerfModel
+from dlsched.perf.speed import PerfSpeed
 from dlsched.policies.base import make_policy
 from dlsched.sim import SimConfig, simulate
+from dlsched.sim.engine import solo_speed
 from dlsched.traces import load_trace
 
 
@@ -23,21 +29,27 @@ def main() -> None:
     parser.add_argument("--cluster", default="64x8:V100")
     parser.add_argument("--policies", default="fifo,sjf,srtf,tiresias")
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy; the best is shown")
+    parser.add_argument("--no-perf", action="store_true", help="trace speeds, no performance model")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
     trace = load_trace(args.trace)
-    load_s = time.perf_counter() - t0
     cluster = parse_cluster_spec(args.cluster)
-    print(f"trace {args.trace}: {len(trace.jobs):,} jobs loaded in {load_s:.2f} s; "
-          f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs)")
+    jobs = trace.jobs
+    if not args.no_perf:
+        jobs = assign_models(jobs, PerfModel(), max(n.num_gpus for n in cluster.nodes))
+    load_s = time.perf_counter() - t0
+    print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
+          f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
+          f"{'trace speeds' if args.no_perf else 'performance model'}")
     print(f"{'policy':<10} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'mean JCT h':>11}")
     for name in args.policies.split(","):
         best = None
         for _ in range(args.repeat):
             policy = make_policy(name)
             t0 = time.perf_counter()
-            result = simulate(cluster, trace.jobs, policy, SimConfig())
+            speed = solo_speed if args.no_perf else PerfSpeed(PerfModel(), cluster)
+            result = simulate(cluster, jobs, policy, SimConfig(), speed=speed)
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:
                 best = (wall, result)

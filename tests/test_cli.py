@@ -46,11 +46,11 @@ def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
         assert name in text
         assert (out / name / "summary.json").is_file()
     page = (out / "report.html").read_text()
-    assert page.count("<svg") == 4 and "JCT distribution" in page
+    assert page.count("<svg") == 5 and "JCT distribution" in page and "Performance model" in page
     assert len(json.loads((out / "comparison.json").read_text())) == 4
     # the report command renders the same folder again
     assert main(["report", str(out), "--out", str(tmp_path / "again.html")]) == 0
-    assert (tmp_path / "again.html").read_text().count("<svg") == 4
+    assert (tmp_path / "again.html").read_text().count("<svg") == 5
 
 
 def test_job_larger_than_the_cluster_stops_before_simulating(tmp_path, capsys):
@@ -110,3 +110,31 @@ def test_gpu_type_constraints_are_honoured_end_to_end(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dropped"]["larger than the cluster"] > 0
     assert summary["jobs_completed"] == summary["jobs"]
+
+
+def test_perf_show_prints_the_curve_memory_and_gpu_types(capsys):
+    assert main(["perf", "show", "resnet18"]) == 0
+    out = capsys.readouterr().out
+    assert "samples/s" in out and "speed-up" in out
+    assert "MiB per sample" in out and "b128: 6432" in out     # the measured footprint
+    assert "K80" in out
+    assert main(["perf", "show", "alexnet"]) == 2
+    assert "no performance profile for 'alexnet'" in capsys.readouterr().err
+
+
+def test_perf_validate_prints_errors_per_model_and_point(capsys):
+    assert main(["perf", "validate", "--model", "bert", "--points"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("bert nodes=") == 720
+    assert "held-out" in out and "External check" in out
+
+
+def test_no_perf_runs_jobs_at_trace_speed(tmp_path):
+    base = ["simulate", "--trace", "muri-3", "--cluster", "4x8", "--policy", "fifo", "--no-progress"]
+    assert main(base + ["--out", str(tmp_path / "a")]) == 0
+    assert main(base + ["--no-perf", "--out", str(tmp_path / "b")]) == 0
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert a["performance_model"] and not b["performance_model"]
+    # spread multi-GPU jobs run slower under the model: more GPU time for the same work
+    assert a["gpu_time_s"] > b["gpu_time_s"]

@@ -72,3 +72,101 @@ def test_bad_inputs():
         scaling_model("alexnet")
     with pytest.raises(SpecError):
         scaling_model("bert").iteration_s(8, gpus=2, nodes=3)
+
+
+# -- the zoo: GPU types, co-location, memory, and the simulator's speed ------------------------
+
+from dlsched.perf.measurements import gavel_pair, gavel_solo  # noqa: E402
+from dlsched.perf.model import PerfModel  # noqa: E402
+from dlsched.perf.zoo import ZOO  # noqa: E402
+
+TRACE_MODELS = ["resnet18", "shufflenet_v2_x1_0", "vgg16", "vgg19", "dqn", "a2c", "bert", "gpt2",
+                "cifar10", "imagenet", "bert", "deepspeech2", "yolov3", "ncf"]
+
+
+def test_every_model_the_traces_name_has_a_profile():
+    from dlsched.traces import load_trace
+    named = {j.model for name in ("muri-1", "muri-2", "muri-3", "muri-4", "pollux-1")
+             for j in load_trace(name).jobs}
+    assert named <= set(ZOO) and set(TRACE_MODELS) <= set(ZOO)
+    perf = PerfModel()
+    for model in set(TRACE_MODELS):
+        assert perf.iteration_s(model, 1) > 0
+
+
+def test_gpu_type_speed_is_gavels_measured_ratio():
+    perf = PerfModel()
+    expected = gavel_solo("ResNet-18 (batch size 128)", "K80") / gavel_solo("ResNet-18 (batch size 128)", "V100")
+    assert perf.type_speed("resnet18", "K80") == pytest.approx(expected)
+    assert perf.iteration_s("resnet18", 1, gpu_type="K80") == pytest.approx(perf.iteration_s("resnet18", 1) / expected)
+    assert perf.type_speed("resnet18", "V100") == 1.0
+    assert PerfModel({"T4": 0.5}).type_speed("bert", "T4") == 0.5
+
+
+def test_colocation_slowdowns_are_asymmetric_measurements():
+    perf = PerfModel()
+    xi_a, xi_b = perf.colocation("resnet18", "bert")
+    shared = gavel_pair("ResNet-18 (batch size 128)", "Transformer (batch size 16)")
+    assert xi_b == pytest.approx(gavel_solo("Transformer (batch size 16)") / shared[1])
+    assert xi_a >= 1 and xi_b >= 1 and xi_a != xi_b
+    # both VGGs have Blox measurements: vgg19 b32 next to vgg19 b32 ran at 0.43 of its speed
+    assert perf.colocation("vgg16", "vgg19") == pytest.approx((1 / 0.43, 1 / 0.43))
+
+
+@pytest.mark.parametrize("model", [m for m, p in ZOO.items() if p.footprint_mib])
+def test_memory_reproduces_the_footprint_and_grows_with_batch(model):
+    p = ZOO[model]
+    assert p.memory_mib(p.footprint_batch) == pytest.approx(p.footprint_mib)
+    assert p.memory_mib(1) < p.memory_mib(p.footprint_batch / 2) < p.memory_mib(p.footprint_batch)
+    assert p.memory_mib(1) > p.fixed_mib > 0
+
+
+def test_memory_is_unknown_where_nothing_was_measured():
+    assert PerfModel().memory_mib("imagenet") is None
+
+
+def test_a_job_alone_at_its_requested_size_takes_exactly_its_trace_duration():
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.jobs import JobSpec
+    from dlsched.perf.assign import assign_models
+    from dlsched.perf.speed import PerfSpeed
+    from dlsched.policies.base import make_policy
+    from dlsched.sim import simulate
+
+    cluster = parse_cluster_spec("4x8:V100")
+    perf = PerfModel()
+    jobs = [JobSpec("muri", 0, 4, 1234.5, model="vgg16", batch_size=64),
+            JobSpec("philly-like", 0, 16, 98765.0)]
+    jobs = assign_models(jobs, perf, 8, seed=3)
+    assert jobs[1].model == "imagenet" and jobs[1].iterations > 0    # 439 GPU-hours: XL class
+    for spec in jobs:
+        r = simulate(cluster, [spec], make_policy("fifo"), speed=PerfSpeed(perf, cluster))
+        assert r.jobs[0].finish == spec.duration_s
+
+
+def test_spread_or_slower_placements_run_slower():
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.jobs import JobSpec, JobState
+    from dlsched.perf.speed import PerfSpeed
+
+    cluster = parse_cluster_spec("2x4:V100,1x4:K80")
+    speed = PerfSpeed(PerfModel(), cluster)
+    job = JobState(JobSpec("j", 0, 4, 100.0, model="bert", batch_size=16), 0)
+    assert speed(job, (0, 1, 2, 3)) == 1.0
+    assert speed(job, (0, 1, 4, 5)) < 1.0           # two nodes: cross-node synchronization
+    assert speed(job, (8, 9, 10, 11)) < 1.0         # K80s
+    assert speed(job, (0, 1)) < 1.0                 # half the GPUs, same global batch
+
+
+def test_model_assignment_is_seeded_and_follows_size_classes():
+    from dlsched.perf.assign import assign_models
+    from dlsched.traces import load_trace
+    jobs = load_trace("philly").jobs[:3000]
+    a = assign_models(jobs, PerfModel(), 8, seed=1)
+    assert a == assign_models(jobs, PerfModel(), 8, seed=1)
+    assert a != assign_models(jobs, PerfModel(), 8, seed=2)
+    for spec in a:
+        hours = spec.num_gpus * spec.duration_s / 3600
+        allowed = {"cifar10", "ncf"} if hours < 1 else {"deepspeech2", "bert"} if hours < 10 else \
+            {"yolov3"} if hours < 100 else {"imagenet"}
+        assert spec.model in allowed and spec.iterations >= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -191,48 +192,67 @@ def cmd_traces(args) -> int:
 
 
 def cmd_perf_validate(args) -> int:
-    import statistics
-
     from .perf.measurements import pollux_apps, pollux_points
-    from .perf.scaling import fit_scaling, holdout_split, relative_errors, scaling_model
+    from .perf.scaling import scaling_model
+    from .perf.validation import gavel_scaling_check, pollux_errors
 
     apps = [args.model] if args.model else pollux_apps()
+    if args.points:
+        for app in apps:
+            fit = scaling_model(app)
+            for p in pollux_points(app):
+                model = fit.iteration_s(p.local_batch, p.gpus, p.nodes)
+                print(f"{app} nodes={p.nodes} gpus={p.gpus} batch={p.local_batch:g}: measured "
+                      f"{p.step_s:.4f} s, model {model:.4f} s, error {abs(model - p.step_s) / p.step_s:.1%}")
+    print("Iteration time fitted to Pollux's measurements (held-out: fitted on two thirds of the "
+          "points, errors on the other third)")
     print(f"{'model':<12} {'points':>6} {'median err':>10} {'worst err':>9} "
           f"{'held-out median':>15} {'held-out worst':>14}")
     for app in apps:
-        points = pollux_points(app)
-        fit = scaling_model(app)
-        errors = relative_errors(fit, points)
-        train, test = holdout_split(points)
-        held = relative_errors(fit_scaling(app, train), test)
-        if args.points:
-            for p, e in zip(points, errors):
-                print(f"  {app} nodes={p.nodes} gpus={p.gpus} batch={p.local_batch:g}: measured "
-                      f"{p.step_s:.4f} s, model {fit.iteration_s(p.local_batch, p.gpus, p.nodes):.4f} s, "
-                      f"error {e:.1%}")
-        print(f"{app:<12} {len(points):>6} {statistics.median(errors):>10.1%} {max(errors):>9.1%} "
-              f"{statistics.median(held):>15.1%} {max(held):>14.1%}")
-    print("held-out: fitted on two thirds of the points, errors on the other third")
+        e = pollux_errors(app)
+        print(f"{app:<12} {e.points:>6} {e.median:>10.1%} {e.worst:>9.1%} "
+              f"{e.held_out_median:>15.1%} {e.held_out_worst:>14.1%}")
+    rows = gavel_scaling_check()
+    errors = [abs(m - g) / g for *_, g, m in rows]
+    print(f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job types "
+          f"({len(rows)} points), median error {statistics.median(errors):.1%}")
+    for model, job_type, gpus, measured, modelled in rows:
+        print(f"  {model:<18} {job_type:<28} {gpus} GPUs: measured x{measured:.2f}, model x{modelled:.2f}")
+    print("\nGPU-type speeds and co-location slowdowns are Gavel's and Blox's measurements, used as "
+          "they are (see 'dlsched perf show').")
     return 0
 
 
 def cmd_perf_show(args) -> int:
+    from .perf.measurements import GAVEL_GPU_TYPES
+    from .perf.model import PerfModel, default_local_batch
     from .perf.scaling import COEFFICIENTS, scaling_model
 
-    fit = scaling_model(args.model)
-    print(f"{fit.app}: fitted to {fit.points} measured points ({fit.source})")
-    print("  " + ", ".join(f"{c}={getattr(fit, c):.5g}" for c in COEFFICIENTS))
-    batch = args.batch
-    print(f"per-GPU batch {batch:g}; iteration time and throughput by GPUs (one node up to "
-          f"{args.gpus_per_node} GPUs, then spread over full nodes)")
-    print(f"{'gpus':>5} {'nodes':>5} {'iter s':>9} {'samples/s':>10} {'speedup':>8}")
-    base = fit.throughput(batch)
+    perf = PerfModel()
+    prof = perf.profile(args.model)
+    fit = scaling_model(prof.scaling_app)
+    batch = args.batch or default_local_batch(args.model)
+    print(f"{prof.name}: scaling of Pollux's '{prof.scaling_app}' ({fit.points} measured points), "
+          f"GPU types and co-location of Gavel's '{prof.gavel_type}'"
+          + (f", co-location of Blox's {prof.blox[0]} batch {prof.blox[1]}" if prof.blox else ""))
+    print("  fit: " + ", ".join(f"{c}={getattr(fit, c):.5g}" for c in COEFFICIENTS))
+    print(f"\nper-GPU batch {batch:g}; one node up to {args.gpus_per_node} GPUs, then full nodes")
+    print(f"{'gpus':>5} {'nodes':>5} {'iter s':>9} {'samples/s':>10} {'speed-up':>8}")
+    base = perf.iteration_s(args.model, 1, batch)
     gpus = 1
     while gpus <= args.max_gpus:
         nodes = -(-gpus // args.gpus_per_node)
-        t = fit.iteration_s(batch, gpus, nodes)
-        print(f"{gpus:>5} {nodes:>5} {t:>9.4f} {gpus * batch / t:>10.1f} {gpus * batch / t / base:>8.2f}")
+        t = perf.iteration_s(args.model, gpus, batch, nodes)
+        print(f"{gpus:>5} {nodes:>5} {t:>9.4f} {gpus * batch / t:>10.1f} {gpus * base / t:>8.2f}")
         gpus *= 2
+    print("\nspeed vs a V100: " + ", ".join(f"{t} {perf.type_speed(args.model, t):.2f}" for t in GAVEL_GPU_TYPES)
+          + " (other types: 1.00, unmeasured)")
+    if prof.fixed_mib is None:
+        print("memory: no measured footprint for this model")
+    else:
+        print(f"memory: {prof.fixed_mib:.0f} MiB fixed + {prof.per_sample_mib:.1f} MiB per sample "
+              f"(measured {prof.footprint_mib:.0f} MiB at batch {prof.footprint_batch})")
+        print("  " + ", ".join(f"b{b}: {prof.memory_mib(b):.0f}" for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)))
     return 0
 
 
@@ -269,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_perf_validate)
     p = perf_sub.add_parser("show", help="a model's iteration time and throughput by GPU count")
     p.add_argument("model")
-    p.add_argument("--batch", type=float, default=32, help="per-GPU batch (default %(default)s)")
+    p.add_argument("--batch", type=float, help="per-GPU batch (default: the model's)")
     p.add_argument("--max-gpus", type=int, default=64)
     p.add_argument("--gpus-per-node", type=int, default=4,
                    help="GPUs per node of the measured cluster (Pollux's testbed had 4)")

@@ -1,8 +1,9 @@
 """A model per job for traces that carry none (Philly, Alibaba, generic CSV, synthetic).
 
 Seeded rule, after Pollux's workload construction (Qiao et al., OSDI'21, Table 1): a job's size
-class by GPU-hours (its GPUs x trace duration) picks the applications of that class, and the
-seeded generator picks one of them: small (< 1 GPU-hour) cifar10 or ncf, medium (1-10)
+class by GPU-hours (its GPUs x trace duration) picks the applications of that class, and a hash
+of the seed and the job id picks one of them (so a job's model does not depend on which other
+jobs are loaded, or in which order): small (< 1 GPU-hour) cifar10 or ncf, medium (1-10)
 deepspeech2 or bert, large (10-100) yolov3, extra-large (>= 100) imagenet. The job gets that
 model's default per-GPU batch and the iteration count that makes its run alone at its requested
 size on V100s last exactly its trace duration.
@@ -10,7 +11,7 @@ size on V100s last exactly its trace duration.
 
 from __future__ import annotations
 
-import random
+import zlib
 from dataclasses import replace
 
 from ..jobs import JobSpec
@@ -20,22 +21,21 @@ SIZE_CLASSES = ((1.0, ("cifar10", "ncf")), (10.0, ("deepspeech2", "bert")),
                 (100.0, ("yolov3",)), (float("inf"), ("imagenet",)))
 
 
-def model_for(gpu_hours: float, rng: random.Random) -> str:
+def model_for(gpu_hours: float, job_id: str, seed: int) -> str:
     for limit, models in SIZE_CLASSES:
         if gpu_hours < limit:
-            return models[0] if len(models) == 1 else rng.choice(models)
+            return models[zlib.crc32(f"{seed}:{job_id}".encode()) % len(models)]
     raise AssertionError("unreachable: the last class has no limit")
 
 
 def assign_models(jobs: list[JobSpec], perf: PerfModel, largest_node: int, seed: int = 0) -> list[JobSpec]:
     """Give every job without a model one (jobs with a model are returned unchanged)."""
-    rng = random.Random(seed)
     out = []
     for spec in jobs:
         if spec.model is not None:
             out.append(spec)
             continue
-        model = model_for(spec.num_gpus * spec.duration_s / 3600, rng)
+        model = model_for(spec.num_gpus * spec.duration_s / 3600, spec.job_id, seed)
         local = default_local_batch(model)
         step = perf.iteration_s(model, spec.num_gpus, local, -(-spec.num_gpus // largest_node),
                                 gpu_type=REFERENCE_GPU)

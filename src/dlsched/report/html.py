@@ -48,7 +48,7 @@ def load_run(run_dir: Path) -> dict:
     return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "series": series}
 
 
-def _svg(fig) -> str:
+def svg_of(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
@@ -73,7 +73,7 @@ def _cdf_plot(runs: list[dict]) -> str:
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title("JCT distribution")
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def _series_plot(runs: list[dict], key: str, label: str, title: str, percent: bool = False) -> str:
@@ -89,7 +89,7 @@ def _series_plot(runs: list[dict], key: str, label: str, title: str, percent: bo
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(title)
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def _tenant_plot(runs: list[dict]) -> str:
@@ -108,7 +108,15 @@ def _tenant_plot(runs: list[dict]) -> str:
     ax.set_yscale("log")
     ax.legend(fontsize=8)
     ax.set_title("Mean JCT per tenant")
-    return _svg(fig)
+    return svg_of(fig)
+
+
+def _perf_section(runs: list[dict]) -> str:
+    if not any(r["summary"].get("performance_model") for r in runs):
+        return ""
+    from ..perf.validation import scaling_figure_svg
+    return ("<h2>Performance model</h2><p>Job speeds came from the performance model; "
+            "its fit to the measurements (<code>dlsched perf validate</code>):</p>" + scaling_figure_svg())
 
 
 def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched report") -> Path:
@@ -135,7 +143,8 @@ tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</s
 <div class="plots">{_cdf_plot(runs)}
 {_series_plot(runs, "utilization", "allocated GPUs (%)", "GPU utilization over time", percent=True)}
 {_series_plot(runs, "queue_mean", "jobs waiting", "Queue length over time")}
-{_tenant_plot(runs)}</div>
+{_tenant_plot(runs)}
+{_perf_section(runs)}</div>
 <h2>Parameters</h2><ul>{params}</ul>
 </body></html>"""
     out_file.parent.mkdir(parents=True, exist_ok=True)

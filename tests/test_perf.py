@@ -170,3 +170,14 @@ def test_model_assignment_is_seeded_and_follows_size_classes():
         allowed = {"cifar10", "ncf"} if hours < 1 else {"deepspeech2", "bert"} if hours < 10 else \
             {"yolov3"} if hours < 100 else {"imagenet"}
         assert spec.model in allowed and spec.iterations >= 1
+
+
+def test_scaling_curve_for_the_report_is_measured_data():
+    from dlsched.perf.validation import consolidated_curve, scaling_figure_svg
+    batch, curve = consolidated_curve("cifar10")
+    assert curve[0][0] == 1 and curve[0][1] == 1
+    measured = {(p.gpus, p.nodes): p.step_s for p in pollux_points("cifar10") if p.local_batch == batch}
+    for gpus, nodes, throughput in curve:
+        assert throughput == pytest.approx(gpus * batch / measured[(gpus, nodes)])
+        assert nodes == min(n for g, n in measured if g == gpus)
+    assert scaling_figure_svg().startswith("<svg")

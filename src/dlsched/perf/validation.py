@@ -55,9 +55,9 @@ def gavel_scaling_check() -> list[tuple[str, str, int, float, float]]:
     return rows
 
 
-def consolidated_curve(app: str) -> tuple[float, list[tuple[int, float]]]:
-    """The most measured per-GPU batch of ``app`` and its measured (GPUs, samples/s) on the
-    fewest nodes measured for each GPU count."""
+def consolidated_curve(app: str) -> tuple[float, list[tuple[int, int, float]]]:
+    """The most measured per-GPU batch of ``app`` and its measured (GPUs, nodes, samples/s) on
+    the fewest nodes measured for each GPU count."""
     points = pollux_points(app)
     counts: dict[float, int] = {}
     for p in points:
@@ -67,7 +67,7 @@ def consolidated_curve(app: str) -> tuple[float, list[tuple[int, float]]]:
     for p in points:
         if p.local_batch == batch and (p.gpus not in best or p.nodes < best[p.gpus].nodes):
             best[p.gpus] = p
-    return batch, [(g, g * batch / best[g].step_s) for g in sorted(best)]
+    return batch, [(g, best[g].nodes, g * batch / best[g].step_s) for g in sorted(best)]
 
 
 def scaling_figure_svg() -> str:
@@ -79,11 +79,9 @@ def scaling_figure_svg() -> str:
     for ax, app in zip(axes.flat, apps):
         fit = scaling_model(app)
         batch, measured = consolidated_curve(app)
-        nodes_of = {p.gpus: p.nodes for p in pollux_points(app) if p.local_batch == batch}
-        gpus = [g for g, _ in measured]
-        ax.plot(gpus, [t for _, t in measured], "o", markersize=3, label="measured")
-        ax.plot(gpus, [fit.throughput(batch, g, min(n for n in [nodes_of[g]])) for g in gpus], "-",
-                label="model")
+        gpus = [g for g, _, _ in measured]
+        ax.plot(gpus, [t for _, _, t in measured], "o", markersize=3, label="measured")
+        ax.plot(gpus, [fit.throughput(batch, g, nodes) for g, nodes, _ in measured], "-", label="model")
         ax.set_title(f"{app} (per-GPU batch {batch:g})", fontsize=9)
         ax.set_xlabel("GPUs", fontsize=8)
         ax.set_ylabel("samples/s", fontsize=8)

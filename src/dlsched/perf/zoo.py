@@ -32,9 +32,6 @@ from dataclasses import dataclass
 
 from ..errors import SpecError
 
-MB = 1.0  # the SJF-BSBF table gives MB; we treat them as MiB (their tool reports MiB)
-
-
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
     name: str
@@ -43,7 +40,8 @@ class ModelProfile:
     default_batch: int | None          # per-GPU batch when a trace gives none (None: the median
                                        # per-GPU batch of the Pollux app's measured points)
     blox: tuple[str, str] | None = None          # (model, batch) in Blox's co-location data
-    footprint_mib: float | None = None           # measured memory at footprint_batch
+    footprint_mib: float | None = None           # measured memory at footprint_batch (the
+                                                 # SJF-BSBF table's MB, read as MiB)
     footprint_batch: int | None = None
     params_m: float | None = None                # parameters, millions
     optimizer_states: int = 1
@@ -69,21 +67,21 @@ class ModelProfile:
 
 ZOO: dict[str, ModelProfile] = {p.name: p for p in (
     ModelProfile("resnet18", "cifar10", "ResNet-18 (batch size 128)", 128,
-                 footprint_mib=6432 * MB, footprint_batch=128, params_m=11.69),
+                 footprint_mib=6432, footprint_batch=128, params_m=11.69),
     ModelProfile("shufflenet_v2_x1_0", "cifar10", "ResNet-18 (batch size 128)", 128,
-                 footprint_mib=5252 * MB, footprint_batch=128, params_m=2.28),
+                 footprint_mib=5252, footprint_batch=128, params_m=2.28),
     ModelProfile("vgg16", "imagenet", "ResNet-50 (batch size 16)", 16, blox=("vgg19", "32"),
-                 footprint_mib=4224 * MB, footprint_batch=16, params_m=138.36),
+                 footprint_mib=4224, footprint_batch=16, params_m=138.36),
     ModelProfile("vgg19", "imagenet", "ResNet-50 (batch size 16)", 16, blox=("vgg19", "32"),
-                 footprint_mib=4304 * MB, footprint_batch=16, params_m=143.67),
-    ModelProfile("dqn", "ncf", "A3C", 128, footprint_mib=2230 * MB, footprint_batch=128, params_m=1.69),
-    ModelProfile("a2c", "ncf", "A3C", 64, footprint_mib=2094 * MB, footprint_batch=64, params_m=1.69),
+                 footprint_mib=4304, footprint_batch=16, params_m=143.67),
+    ModelProfile("dqn", "ncf", "A3C", 128, footprint_mib=2230, footprint_batch=128, params_m=1.69),
+    ModelProfile("a2c", "ncf", "A3C", 64, footprint_mib=2094, footprint_batch=64, params_m=1.69),
     ModelProfile("bert", "bert", "Transformer (batch size 16)", 4,
-                 footprint_mib=8058 * MB, footprint_batch=4, params_m=110.0, optimizer_states=2),
+                 footprint_mib=8058, footprint_batch=4, params_m=110.0, optimizer_states=2),
     ModelProfile("gpt2", "bert", "LM (batch size 5)", 4,
-                 footprint_mib=10532 * MB, footprint_batch=4, params_m=124.0, optimizer_states=2),
+                 footprint_mib=10532, footprint_batch=4, params_m=124.0, optimizer_states=2),
     ModelProfile("cifar10", "cifar10", "ResNet-18 (batch size 128)", 128,
-                 footprint_mib=6432 * MB, footprint_batch=128, params_m=11.69),
+                 footprint_mib=6432, footprint_batch=128, params_m=11.69),
     ModelProfile("imagenet", "imagenet", "ResNet-50 (batch size 64)", None, blox=("resnet50", "64")),
     ModelProfile("deepspeech2", "deepspeech2", "LM (batch size 20)", None),
     ModelProfile("yolov3", "yolov3", "ResNet-50 (batch size 16)", None),

@@ -104,10 +104,6 @@ class Cluster:
         return sum(n.num_gpus for n in self.nodes
                    if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
 
-    @property
-    def gpu_types(self) -> list[str]:
-        return sorted({n.gpu_type for n in self.nodes})
-
     def describe(self) -> str:
         groups: dict[tuple, int] = {}
         for n in self.nodes:

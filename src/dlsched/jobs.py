@@ -143,9 +143,3 @@ class JobState:
         if self.status is Status.RUNNING and now > self.resume_at:
             return self.executed_gpu_s + len(self.gpus) * (now - self.resume_at)
         return self.executed_gpu_s
-
-    def attained_at(self, now: float) -> float:
-        """GPU-seconds held up to ``now`` (2-D attained service, as Tiresias counts it)."""
-        if self.status is Status.RUNNING:
-            return self.attained_gpu_s + len(self.gpus) * (now - self.segment_start)
-        return self.attained_gpu_s

@@ -93,12 +93,6 @@ class FreeGpus:
     def free_on(self, nid: int) -> int:
         return len(self.free[nid])
 
-    def max_free_on_a_node(self) -> int:
-        for c in range(len(self.buckets) - 1, 0, -1):
-            if self.buckets[c]:
-                return c
-        return 0
-
     def nodes_with_at_least(self, need: int, types: tuple[str, ...] | None = None) -> list[int]:
         """Usable nodes with >= need free GPUs (of an allowed type), fewest free first."""
         out: list[int] = []

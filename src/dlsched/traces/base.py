@@ -36,10 +36,6 @@ class Trace:
         if len(self.examples) < MAX_EXAMPLES:
             self.examples.append(message)
 
-    def summary(self) -> dict:
-        return {"trace": self.name, "rows": self.rows, "jobs": len(self.jobs),
-                "dropped": dict(self.dropped), "dropped_examples": list(self.examples)}
-
 
 def open_text(path: str | Path) -> io.TextIOBase:
     path = Path(path)

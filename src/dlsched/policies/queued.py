@@ -36,21 +36,23 @@ class QueuedPolicy(Policy):
         free_total = view.free.total
         if not self.queue or free_total < min(self.sizes):
             return _NO_PLAN
-        scratch = view.free.copy()
+        free = view.free          # copied only once something starts
         plan = Plan()
         started: list[int] = []
         for i, entry in enumerate(self.queue):
             job: JobState = entry[-1]
             need = job.num_gpus
-            gpus = self.place(scratch, need, job.spec.gpu_types) if need <= scratch.total else None
+            gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
             if gpus is None:
                 if not self.backfill:
                     break
                 continue
-            scratch.take(gpus)
+            if free is view.free:
+                free = view.free.copy()
+            free.take(gpus)
             plan.start.append((job, gpus))
             started.append(i)
-            if scratch.total < min(self.sizes):
+            if free.total < min(self.sizes):
                 break
         if started:
             self._dequeue(started)

@@ -19,7 +19,7 @@ from dlsched.perf.model import PerfModel
 from dlsched.perf.speed import PerfSpeed
 from dlsched.policies.base import make_policy
 from dlsched.sim import SimConfig, simulate
-from dlsched.sim.engine import solo_speed
+from dlsched.sim.engine import TRACE_SPEED
 from dlsched.traces import load_trace
 
 
@@ -48,7 +48,7 @@ def main() -> None:
         for _ in range(args.repeat):
             policy = make_policy(name)
             t0 = time.perf_counter()
-            speed = solo_speed if args.no_perf else PerfSpeed(PerfModel(), cluster)
+            speed = TRACE_SPEED if args.no_perf else PerfSpeed(PerfModel(), cluster)
             result = simulate(cluster, jobs, policy, SimConfig(), speed=speed)
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:

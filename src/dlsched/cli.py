@@ -19,7 +19,7 @@ from .sim import SimConfig, Simulator
 from .perf.assign import assign_models
 from .perf.model import PerfModel
 from .perf.speed import PerfSpeed
-from .sim.engine import POLLUX_RESTART_PENALTY_S, solo_speed, unplaceable
+from .sim.engine import POLLUX_RESTART_PENALTY_S, TRACE_SPEED, unplaceable
 from .traces import BUNDLED, load_trace
 
 
@@ -116,7 +116,7 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
         bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
     started = time.perf_counter()
     try:
-        speed = solo_speed if args.no_perf else PerfSpeed(PerfModel(), cluster)
+        speed = TRACE_SPEED if args.no_perf else PerfSpeed(PerfModel(), cluster)
         result = Simulator(cluster, jobs, policy, config, speed=speed,
                            progress=bar.update if bar else None).run()
     finally:

@@ -117,6 +117,15 @@ class JobState:
     failures: int = 0               # stopped by a node failure or crash
     pending_since: float = 0.0      # when it last entered the queue
     last_run_s: float = 0.0         # length of its most recent run
+    # GPU sharing: gradient accumulation over k sub-batches, memory per GPU, and the slowdown
+    # from its partners (1.0 alone) with the time it has spent sharing
+    accumulation: int = 1
+    memory_mib: float | None = None
+    sharing: bool = False
+    slowdown: float = 1.0
+    slowdown_since: float = 0.0
+    shared_s: float = 0.0
+    shared_slowdown_s: float = 0.0  # integral of the slowdown over the time spent sharing
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id

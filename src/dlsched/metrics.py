@@ -10,7 +10,8 @@ from pathlib import Path
 from .jobs import JobState
 
 JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
-               "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s")
+               "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s",
+               "shared_s", "sharing_slowdown")
 
 
 def job_rows(jobs: list[JobState]) -> list[dict]:
@@ -28,6 +29,9 @@ def job_rows(jobs: list[JobState]) -> list[dict]:
             "queue_s": jct - j.attained_gpu_s / s.num_gpus if done else None,
             "run_s": j.attained_gpu_s / s.num_gpus,
             "preemptions": j.preemptions, "failures": j.failures, "gpu_time_s": j.attained_gpu_s, "duration_s": s.duration_s,
+            # time spent sharing a GPU, and the mean slowdown over that time
+            "shared_s": j.shared_s,
+            "sharing_slowdown": j.shared_slowdown_s / j.shared_s if j.shared_s else None,
         })
     return rows
 
@@ -55,6 +59,9 @@ def _stats(rows: list[dict]) -> dict:
         "mean_queue_s": sum(r["queue_s"] for r in done) / n if n else math.nan,
         "preemptions": sum(r["preemptions"] for r in rows),
         "failures": sum(r["failures"] for r in rows),
+        "jobs_shared": sum(1 for r in rows if r["shared_s"]),
+        "mean_sharing_slowdown": (sum(r["sharing_slowdown"] * r["shared_s"] for r in rows if r["shared_s"])
+                                  / shared if (shared := sum(r["shared_s"] for r in rows)) else None),
         "gpu_time_s": sum(r["gpu_time_s"] for r in rows),
     }
 
@@ -66,6 +73,8 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     summary["makespan_s"] = result.end_s - result.start_s
     summary["gpu_utilization"] = (result.gpu_busy_s / result.gpu_capacity_s
                                   if result.gpu_capacity_s else 0.0)
+    summary["shared_gpu_time_share"] = (result.gpu_shared_s / result.gpu_busy_s
+                                        if result.gpu_busy_s else 0.0)
     summary["events"] = result.events
     tenants: dict[str, list[dict]] = {}
     for r in rows:

@@ -3,13 +3,15 @@
 A job's trace duration is its run time at its requested size on the fewest nodes that hold it,
 on V100s: there its speed is exactly 1. Elsewhere its speed is the ratio of iteration times,
 reference over actual, with the global batch kept (per-GPU batch = global / GPUs) and the pace
-of the slowest GPU type it holds. Jobs without a model keep speed 1.
+of the slowest GPU type it holds, with gradient accumulation when it runs at a sub-batch.
+Jobs without a model keep speed 1. It also answers, for GPU sharing, a job's memory per GPU and
+its slowdown next to a partner.
 """
 
 from __future__ import annotations
 
 from ..cluster import Cluster
-from ..jobs import JobState
+from ..jobs import JobSpec, JobState
 from .model import REFERENCE_GPU, PerfModel, default_local_batch
 
 
@@ -31,19 +33,50 @@ class PerfSpeed:
         node_ids = {nodes_of[g] for g in gpus}
         nodes = self.cluster.nodes
         gpu_types = tuple(sorted({nodes[n].gpu_type for n in node_ids}))
-        key = (spec.model, spec.num_gpus, spec.batch_size, len(gpus), len(node_ids), gpu_types)
+        key = (spec.model, spec.num_gpus, spec.batch_size, len(gpus), len(node_ids), gpu_types,
+               job.accumulation)
         speed = self._cache.get(key)
         if speed is None:
-            speed = self._speed(spec.model, spec.num_gpus, spec.batch_size, len(gpus), len(node_ids), gpu_types)
+            speed = self._speed(spec, len(gpus), len(node_ids), gpu_types, job.accumulation)
             self._cache[key] = speed
         return speed
 
-    def _speed(self, model, requested, global_batch, gpus, node_count, gpu_types) -> float:
-        perf = self.perf
-        if global_batch is None:
-            global_batch = default_local_batch(model) * requested
-        ref = perf.iteration_s(model, requested, global_batch / requested,
+    @staticmethod
+    def global_batch(spec: JobSpec) -> float:
+        if spec.batch_size is not None:
+            return spec.batch_size
+        return default_local_batch(spec.model) * spec.num_gpus
+
+    def _speed(self, spec: JobSpec, gpus: int, node_count: int, gpu_types, accumulation: int) -> float:
+        perf, model, requested = self.perf, spec.model, spec.num_gpus
+        batch = self.global_batch(spec)
+        ref = perf.iteration_s(model, requested, batch / requested,
                                self.reference_nodes(requested), gpu_type=REFERENCE_GPU)
-        actual = max(perf.iteration_s(model, gpus, global_batch / gpus, node_count, gpu_type=t)
-                     for t in gpu_types)
+        actual = max(perf.iteration_s(model, gpus, batch / gpus / accumulation, node_count,
+                                      accumulation=accumulation, gpu_type=t) for t in gpu_types)
         return ref / actual
+
+    def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
+        """How much longer an optimizer step takes at its requested size with gradient
+        accumulation over ``accumulation`` sub-batches (1.0 for none)."""
+        if spec.model is None or accumulation == 1:
+            return 1.0
+        batch = self.global_batch(spec) / spec.num_gpus
+        nodes = self.reference_nodes(spec.num_gpus)
+        one = self.perf.iteration_s(spec.model, spec.num_gpus, batch, nodes)
+        return self.perf.iteration_s(spec.model, spec.num_gpus, batch / accumulation, nodes,
+                                     accumulation=accumulation) / one
+
+    def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
+        """Memory per GPU at the sub-batch (global batch / GPUs / accumulation); None when
+        the job has no model or its model no measured footprint."""
+        if spec.model is None:
+            return None
+        return self.perf.memory_mib(spec.model, self.global_batch(spec) / gpus / accumulation)
+
+    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+        """The job's slowdown next to ``partner`` on one GPU, or None if not measured."""
+        if job.spec.model is None or partner.spec.model is None:
+            return None
+        pair = self.perf.colocation(job.spec.model, partner.spec.model)
+        return None if pair is None else pair[0]

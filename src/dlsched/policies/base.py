@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, ClassVar, Mapping, Protocol
 
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobState
 from .placement import PLACEMENTS, FreeGpus, Placement
+
+if TYPE_CHECKING:
+    from ..sim.engine import TraceSpeed
+    from ..sim.occupancy import GpuOccupancy
 
 
 @dataclass(slots=True)
@@ -24,6 +28,7 @@ class Plan:
     start: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)
     preempt: list[JobState] = field(default_factory=list)
     wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
+    accumulation: dict[str, int] = field(default_factory=dict)  # job id -> k sub-batches (sharing)
 
     def __bool__(self) -> bool:
         return bool(self.start or self.preempt)
@@ -37,6 +42,8 @@ class ClusterView(Protocol):
     free: FreeGpus                       # never mutate: ``copy()`` it to plan placements
     pending: Mapping[str, JobState]      # in arrival order
     running: Mapping[str, JobState]
+    occupancy: "GpuOccupancy"            # which jobs hold each GPU, and their memory
+    speed: "TraceSpeed"                  # the workload model: speed, memory, co-location
 
 
 class Policy:
@@ -84,7 +91,7 @@ def register(cls: type[Policy]) -> type[Policy]:
 
 
 def make_policy(name: str, **params) -> Policy:
-    from . import fifo, sjf, tiresias  # noqa: F401  (registers the built-in policies)
+    from . import fifo, sharing, sjf, tiresias  # noqa: F401  (registers the built-in policies)
 
     if name not in POLICIES:
         raise SpecError("policy", f"unknown policy '{name}': choose from {', '.join(sorted(POLICIES))}")
@@ -98,6 +105,6 @@ def make_policy(name: str, **params) -> Policy:
 
 
 def available_policies() -> dict[str, type[Policy]]:
-    from . import fifo, sjf, tiresias  # noqa: F401
+    from . import fifo, sharing, sjf, tiresias  # noqa: F401
 
     return dict(sorted(POLICIES.items()))

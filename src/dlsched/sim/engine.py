@@ -24,6 +24,7 @@ from ..errors import PlanError, SpecError
 from ..jobs import JobSpec, JobState, Status
 from ..policies.base import Plan, Policy
 from ..policies.placement import FreeGpus
+from .occupancy import GpuOccupancy
 
 INF = math.inf
 
@@ -55,6 +56,10 @@ class SimConfig:
     # Resource changes: (time_s, "down" | "up", node_id).
     node_events: Sequence[tuple[float, str, int]] = ()
     timeseries: bool = True
+    # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares any
+    # GPU goes back to its full batch (no gradient accumulation).
+    max_jobs_per_gpu: int = 2
+    restore_full_batch: bool = True
 
     def __post_init__(self) -> None:
         for name in ("restart_overhead_s", "startup_overhead_s"):
@@ -79,12 +84,24 @@ def unplaceable(spec: JobSpec, cluster: Cluster) -> str | None:
     return f"job '{spec.job_id}' asks for {spec.num_gpus} GPUs{kind}; the cluster has {capacity}"
 
 
-SpeedModel = Callable[[JobState, tuple[int, ...]], float]
+class TraceSpeed:
+    """Without a performance model: every job runs at its trace speed, and since no job's
+    memory or co-location slowdown is known, none may share a GPU."""
+
+    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+        return 1.0
+
+    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+        return None
+
+    def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
+        return None
+
+    def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
+        return 1.0
 
 
-def solo_speed(job: JobState, gpus: tuple[int, ...]) -> float:
-    """Without a performance model every job runs at its trace speed."""
-    return 1.0
+TRACE_SPEED = TraceSpeed()
 
 
 @dataclass(slots=True)
@@ -96,6 +113,7 @@ class SimResult:
     events: int
     schedule_calls: int
     gpu_busy_s: float            # integral of allocated GPUs over time
+    gpu_shared_s: float          # integral of GPUs holding more than one job
     gpu_capacity_s: float        # integral of usable GPUs over the same window
     start_s: float
     end_s: float
@@ -111,7 +129,7 @@ class Simulator:
     """Also the :class:`~dlsched.policies.base.ClusterView` policies read."""
 
     def __init__(self, cluster: Cluster, jobs: Iterable[JobSpec], policy: Policy,
-                 config: SimConfig | None = None, speed: SpeedModel = solo_speed,
+                 config: SimConfig | None = None, speed: TraceSpeed = TRACE_SPEED,
                  progress: Callable[[int], None] | None = None) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -119,6 +137,7 @@ class Simulator:
         self.speed = speed
         self.progress = progress
         self.free = FreeGpus(cluster)
+        self.occupancy = GpuOccupancy(cluster, self.config.max_jobs_per_gpu)
         specs = sorted(jobs, key=lambda s: s.submit_time_s)   # stable: ties keep input order
         seen: set[str] = set()
         for s in specs:
@@ -157,14 +176,22 @@ class Simulator:
         job.rate = rate
         self._schedule_completion(job)
 
-    def _start(self, job: JobState, gpus: tuple[int, ...]) -> None:
+    def _start(self, job: JobState, gpus: tuple[int, ...], accumulation: int = 1) -> None:
         if job.status is not Status.PENDING:
             raise PlanError(f"policy {self.policy.name} started job {job.job_id}, which is {job.status.value}")
-        if len(gpus) != job.num_gpus:
-            raise PlanError(f"policy {self.policy.name} gave job {job.job_id} {len(gpus)} GPUs; "
+        if len(gpus) != job.num_gpus or len(set(gpus)) != len(gpus):
+            raise PlanError(f"policy {self.policy.name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
                             f"it needs {job.num_gpus} (gang)")
+        memory = self.speed.memory_mib(job.spec, len(gpus), accumulation)
+        joined = [g for g in gpus if not self.free.is_free(g)]
+        for g in joined:
+            why = self.occupancy.why_not_join(g, memory)
+            if why is None and any(self.speed.slowdown(job, other) is None for other in self.occupancy.jobs[g]):
+                why = f"GPU {g}: no co-location measurement for this pair"
+            if why:
+                raise PlanError(f"policy {self.policy.name}, job {job.job_id}: {why}")
         try:
-            self.free.take(gpus)
+            self.free.take([g for g in gpus if g not in joined] if joined else gpus)
         except ValueError as e:
             raise PlanError(f"policy {self.policy.name}, job {job.job_id}: {e}") from None
         now = self.now
@@ -173,13 +200,49 @@ class Simulator:
             job.first_start = now
         job.status = Status.RUNNING
         job.gpus = tuple(gpus)
+        job.accumulation = accumulation
+        job.memory_mib = memory
         job.segment_start = now
         job.progress_at = now
         job.resume_at = now + pause
-        job.rate = self.speed(job, job.gpus)
+        partners = self.occupancy.attach(job, memory)
+        job.sharing, job.slowdown, job.slowdown_since = False, 1.0, now
+        job.rate = self._rate(job)
         del self.pending[job.job_id]
         self.running[job.job_id] = job
         self._schedule_completion(job)
+        for partner in partners:
+            self._refresh(partner)
+
+    def _rate(self, job: JobState) -> float:
+        """Solo speed at its placement and sub-batch, divided by the worst slowdown any of its
+        partners causes (a multi-GPU job runs at the pace of its slowest worker)."""
+        partners = self.occupancy.partners(job)
+        slowdown = 1.0
+        for partner in partners:
+            xi = self.speed.slowdown(job, partner)
+            if xi is None:
+                raise PlanError(f"jobs {job.job_id} and {partner.job_id} share a GPU without a "
+                                "co-location measurement")
+            slowdown = max(slowdown, xi)
+        self._note_sharing(job, bool(partners), slowdown)
+        return self.speed(job, job.gpus) / slowdown
+
+    def _note_sharing(self, job: JobState, sharing: bool, slowdown: float) -> None:
+        """Add the interval since the job's last change to its sharing totals, then record
+        its new state."""
+        now = self.now
+        if job.sharing and now > job.slowdown_since:
+            job.shared_s += now - job.slowdown_since
+            job.shared_slowdown_s += job.slowdown * (now - job.slowdown_since)
+        job.sharing, job.slowdown, job.slowdown_since = sharing, slowdown, now
+
+    def _refresh(self, job: JobState) -> None:
+        """Recompute a running job's speed after its partners changed."""
+        if self.config.restore_full_batch and job.accumulation > 1 and not self.occupancy.partners(job):
+            job.accumulation = 1
+            job.memory_mib = self.speed.memory_mib(job.spec, len(job.gpus), 1)
+        self.set_rate(job, self._rate(job))
 
     def _stop(self, job: JobState, by_policy: bool) -> None:
         """Take a running job off its GPUs and put it back in the queue: a policy's preemption
@@ -194,7 +257,7 @@ class Simulator:
             lost_wall = (now - job.resume_at) % interval
             job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
         self._account_run(job)
-        self.free.release(job.gpus)
+        partners = self._vacate(job)
         job.gpus = ()
         job.status = Status.PENDING
         job.rate = 0.0
@@ -207,6 +270,8 @@ class Simulator:
         job.pending_since = now
         del self.running[job.job_id]
         self.pending[job.job_id] = job
+        for partner in partners:
+            self._refresh(partner)
 
     def _account_run(self, job: JobState) -> None:
         """Add the run that ends now to the job's GPU-time totals."""
@@ -216,23 +281,32 @@ class Simulator:
             job.executed_gpu_s += len(job.gpus) * (now - job.resume_at)
         job.last_run_s = now - job.segment_start
 
+    def _vacate(self, job: JobState) -> set[JobState]:
+        """Take the job off its GPUs; free those nobody else holds; return its partners."""
+        partners, idle = self.occupancy.detach(job, job.memory_mib)
+        self.free.release(idle)
+        self._note_sharing(job, False, 1.0)
+        return partners
+
     def _finish(self, job: JobState) -> None:
         now = self.now
         job.done_s = job.spec.duration_s
         job.progress_at = now
         self._account_run(job)
-        self.free.release(job.gpus)
+        partners = self._vacate(job)
         job.status = Status.DONE
         job.finish = now
         job.finish_time = now
         del self.running[job.job_id]
+        for partner in partners:
+            self._refresh(partner)
         self.policy.job_finished(job, now)
 
     def apply(self, plan: Plan) -> None:
         for job in plan.preempt:
             self._stop(job, by_policy=True)
         for job, gpus in plan.start:
-            self._start(job, gpus)
+            self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
 
     # -- resource changes ------------------------------------------------------------------
     def _node_event(self, kind: str, nid: int) -> None:
@@ -241,8 +315,8 @@ class Simulator:
         if kind == "down":
             if nid in self._down:
                 return
-            gpu_node = self.cluster.gpu_node
-            victims = [j for j in self.running.values() if any(gpu_node[g] == nid for g in j.gpus)]
+            victims = list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids
+                                         for j in self.occupancy.jobs[g]))
             for job in victims:
                 self._stop(job, by_policy=False)
                 self.policy.job_requeued(job, self.now)
@@ -261,7 +335,7 @@ class Simulator:
         pending, running, free = self.pending, self.running, self.free
         record = cfg.timeseries
         res = SimResult(jobs=states, cluster=self.cluster, policy=policy, config=cfg, events=0,
-                        schedule_calls=0, gpu_busy_s=0.0, gpu_capacity_s=0.0,
+                        schedule_calls=0, gpu_busy_s=0.0, gpu_shared_s=0.0, gpu_capacity_s=0.0,
                         start_s=self.now, end_s=self.now)
         usable_total = free.total
         i = ei = 0
@@ -271,7 +345,8 @@ class Simulator:
         tick = self.now + interval if interval else INF
         last_t = self.now
         last_rec = (-1, -1, -1)
-        busy_area = cap_area = 0.0
+        busy_area = cap_area = shared_area = 0.0
+        occupancy = self.occupancy
         done_before = arrived_before = idle_passes = 0
         stall_limit = cfg.stall_limit
         while True:
@@ -295,6 +370,7 @@ class Simulator:
                 used = usable_total - free.total
                 busy_area += used * dt
                 cap_area += usable_total * dt
+                shared_area += occupancy.shared_gpus * dt
             last_t = t
             self.now = t
             # completions free GPUs before anything else at the same instant
@@ -351,6 +427,7 @@ class Simulator:
         finishes = [j.finish for j in states if j.finish is not None]
         res.end_s = max(finishes) if finishes else res.start_s
         res.gpu_busy_s = busy_area
+        res.gpu_shared_s = shared_area
         res.gpu_capacity_s = cap_area
         return res
 

@@ -1,0 +1,287 @@
+"""GPU sharing with gradient accumulation: SJF-BSBF and its aggressive baseline SJF-FFS
+(Luo, Wang, Shi et al., arXiv 2407.13088; PAPERS.md section 1). Both are non-preemptive and
+take pending jobs in shortest-job-first order (oracle duration), strict unless ``backfill``.
+
+A pending job takes idle GPUs when enough are free. Otherwise it may share GPUs with running
+jobs that are alone on theirs (at most two jobs per GPU), if its memory at some sub-batch fits
+beside each partner's and the pair's co-location slowdowns were measured:
+
+- ``sjf-ffs`` shares whenever that fits (first fit: partners in GPU order), at the smallest
+  sub-batch split that fits memory.
+- ``sjf-bsbf`` shares only with partners that pass the pairwise benefit test t_con < t_seq, and
+  picks them best benefit first (smallest t_con). For pending a and running b with solo
+  remaining times T_a, T_b and slowdowns xi_a, xi_b:
+      b ends first (xi_a T_a >= xi_b T_b): t_con = T_a / 2 + (1 - 1 / (2 xi_a)) xi_b T_b
+      a ends first:                        t_con = T_b / 2 + (1 - 1 / (2 xi_b)) xi_a T_a
+      t_seq = T_b + T_a / 2
+  Reconstructed choices (documented parameters where they are choices):
+  * sharing time point: with fixed slowdowns the pair's total completion time is linear in the
+    start of sharing, so the best point is now or when b ends; that is the pairwise test itself,
+    re-checked at every scheduling event;
+  * sub-batch: k in 1, 2, 4, ... dividing the per-GPU batch, the smallest whose memory fits
+    beside the partner. A step at k sub-batches is never faster than at 1 (each pass pays the
+    fixed compute cost), so T_a and hence t_con grow with k: the smallest fitting k minimizes
+    t_con;
+  * a job with several partners runs at the pace of its slowest worker (xi_a = the largest).
+
+The consolidated variants (``sjf-ffs-consolidated``, ``sjf-bsbf-consolidated``) place a job,
+idle and shared GPUs together, on as few nodes as its size allows, or not at all.
+
+Candidates are grouped by (model, memory per GPU): within a group t_con and t_seq depend on T_b
+alone and t_con grows with it, so each group's best partner is found by bisection over its
+jobs sorted by finish time. Jobs with a GPU-type constraint or unknown memory never share.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from ..jobs import JobState
+from .base import ClusterView, Plan, register
+from .queued import QueuedPolicy
+
+_NO_PLAN = Plan()
+MAX_ACCUMULATION = 16   # chosen: sub-batches of at least 1/16 of the batch
+
+
+def t_con(t_a: float, t_b: float, xi_a: float, xi_b: float) -> float:
+    """Mean completion time of the pair from now if they share now."""
+    if xi_a * t_a >= xi_b * t_b:
+        return t_a / 2 + (1 - 1 / (2 * xi_a)) * xi_b * t_b
+    return t_b / 2 + (1 - 1 / (2 * xi_b)) * xi_a * t_a
+
+
+def t_seq(t_a: float, t_b: float) -> float:
+    """Mean completion time of the pair if a waits for b."""
+    return t_b + t_a / 2
+
+
+@dataclass(slots=True)
+class _Group:
+    """Running jobs alone on their GPUs with the same model and memory per GPU."""
+    model: str
+    memory_mib: float
+    capacity_mib: int            # the smallest GPU memory under its members
+    finish: list[float]          # sorted
+    jobs: list[JobState]         # in finish order
+    by_gpu: list[JobState]       # in GPU order
+
+
+@dataclass(slots=True, frozen=True)
+class _Pairing:
+    accumulation: int
+    xi_a: float
+    xi_b: float
+    t_a_factor: float            # T_a(k) / T_a(1)
+
+
+class SjfSharing(QueuedPolicy):
+    benefit_test = True
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 max_accumulation: int = MAX_ACCUMULATION) -> None:
+        super().__init__(placement, backfill)
+        if not (isinstance(max_accumulation, int) and max_accumulation >= 1):
+            raise ValueError("max_accumulation must be an integer >= 1")
+        self.max_accumulation = max_accumulation
+
+    def params(self) -> dict:
+        return {**super().params(), "max_accumulation": self.max_accumulation}
+
+    def key(self, job: JobState) -> tuple:
+        return (job.spec.duration_s, job.spec.submit_time_s)
+
+    # -- the pass --------------------------------------------------------------------------
+    def schedule(self, view: ClusterView) -> Plan:
+        if not self.queue:
+            return _NO_PLAN
+        now = view.now
+        free = view.free
+        plan = Plan()
+        started: list[int] = []
+        claimed: set[int] = set()       # seq of running jobs given a partner in this pass
+        groups: list[_Group] | None = None
+        pairing_cache: dict[tuple, _Pairing | None] = {}
+        for i, entry in enumerate(self.queue):
+            job: JobState = entry[-1]
+            need = job.num_gpus
+            gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
+            k = 1
+            if gpus is None and job.spec.gpu_types is None:
+                if groups is None:
+                    groups = self._groups(view)
+                chosen = self._share(job, view, free, groups, claimed, pairing_cache, now)
+                if chosen is not None:
+                    gpus, k, partners = chosen
+                    claimed.update(p.seq for p in partners)
+            if gpus is None:
+                if not self.backfill:
+                    break
+                continue
+            idle = [g for g in gpus if free.is_free(g)]
+            if idle:
+                if free is view.free:
+                    free = view.free.copy()
+                free.take(idle)
+            plan.start.append((job, gpus))
+            if k > 1:
+                plan.accumulation[job.job_id] = k
+            started.append(i)
+        if started:
+            self._dequeue(started)
+        return plan
+
+    def _groups(self, view: ClusterView) -> list[_Group]:
+        """Running jobs that could take a partner, grouped and sorted by finish time."""
+        occupancy, cluster = view.occupancy, view.cluster
+        by_key: dict[tuple, list[JobState]] = {}
+        for job in view.running.values():
+            if job.memory_mib is None or job.spec.model is None:
+                continue
+            if any(len(occupancy.jobs[g]) != 1 for g in job.gpus):
+                continue
+            capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
+            by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)
+        groups = []
+        for (model, memory, capacity), jobs in by_key.items():
+            jobs.sort(key=lambda j: (j.finish_time, j.seq))
+            groups.append(_Group(model, memory, capacity, [j.finish_time for j in jobs], jobs,
+                                 sorted(jobs, key=lambda j: j.gpus[0])))
+        return groups
+
+    def _pairing(self, job: JobState, group: _Group, view: ClusterView, cache: dict) -> _Pairing | None:
+        """Sub-batch and slowdowns for ``job`` beside a member of ``group``, or None."""
+        key = (job.spec.model, job.spec.batch_size, job.num_gpus, group.model, group.memory_mib,
+               group.capacity_mib)
+        if key in cache:
+            return cache[key]
+        result = None
+        speed = view.speed
+        partner = group.jobs[0]
+        xi_a, xi_b = speed.slowdown(job, partner), speed.slowdown(partner, job)
+        if xi_a is not None and xi_b is not None:
+            capacity = group.capacity_mib
+            k = 1
+            while k <= self.max_accumulation:
+                memory = speed.memory_mib(job.spec, job.num_gpus, k)
+                if memory is None:
+                    break
+                if memory + group.memory_mib <= capacity:
+                    result = _Pairing(k, xi_a, xi_b, speed.accumulation_cost(job.spec, k))
+                    break
+                k *= 2
+        cache[key] = result
+        return result
+
+    def _share(self, job, view, free, groups, claimed, cache, now):
+        """GPUs for ``job``: idle ones first, then partners' (best first); None if not enough."""
+        t_a1 = job.remaining_s
+        offers: list[tuple[float, JobState, _Pairing]] = []
+        for group in groups:
+            pairing = self._pairing(job, group, view, cache)
+            if pairing is None:
+                continue
+            offers.extend(self._candidates(job, group, pairing, t_a1, claimed, now))
+        if not offers:
+            return None
+        offers.sort(key=lambda o: (o[0], o[1].seq))
+        need = job.num_gpus
+        gpus = self._idle(free)[:need]
+        partners: list[JobState] = []
+        k = 1
+        for _, partner, pairing in offers:
+            if len(gpus) >= need:
+                break
+            take = partner.gpus[:need - len(gpus)]
+            gpus.extend(take)
+            partners.append(partner)
+            k = max(k, pairing.accumulation)
+        if len(gpus) < need:
+            return None
+        if self.placement_name == "consolidated":
+            nodes = {view.cluster.gpu_node[g] for g in gpus}
+            if len(nodes) > -(-need // max(n.num_gpus for n in view.cluster.nodes)):
+                return None
+        return tuple(gpus), k, partners
+
+    @staticmethod
+    def _idle(free) -> list[int]:
+        return sorted(g for nid in free.usable for g in free.free[nid])
+
+    def _candidates(self, job, group: _Group, pairing: _Pairing, t_a1: float, claimed: set[int], now: float):
+        """This group's partners for ``job`` with their t_con (sort key), best first."""
+        raise NotImplementedError
+
+
+@register
+class SjfBsbf(SjfSharing):
+    name = "sjf-bsbf"
+    description = "SJF order; shares a GPU pair only when the benefit test passes, best benefit first"
+
+    def _candidates(self, job, group, pairing, t_a1, claimed, now):
+        t_a = t_a1 * pairing.t_a_factor
+        xi_a, xi_b = pairing.xi_a, pairing.xi_b
+        # t_con < t_seq holds for T_b <= xi_a T_a / xi_b iff (1 - 1/(2 xi_a)) xi_b < 1, and for
+        # larger T_b iff T_b > T_a (2 (1 - 1/(2 xi_b)) xi_a - 1): the passing T_b form at most
+        # two intervals, and t_con grows with T_b, so the best is the first passing job.
+        split = xi_a * t_a / xi_b
+        lower_ok = (1 - 1 / (2 * xi_a)) * xi_b < 1
+        above = max(split, t_a * (2 * (1 - 1 / (2 * xi_b)) * xi_a - 1))
+        start = 0 if lower_ok else bisect_right(group.finish, now + above)
+        out = []
+        need = job.num_gpus
+        got = 0
+        for idx in range(start, len(group.jobs)):
+            partner = group.jobs[idx]
+            if partner.seq in claimed:
+                continue
+            t_b = partner.finish_time - now
+            if not lower_ok and t_b <= above:
+                continue
+            tc = t_con(t_a, t_b, xi_a, xi_b)
+            if not tc < t_seq(t_a, t_b):
+                continue
+            out.append((tc, partner, pairing))
+            got += partner.num_gpus
+            if got >= need:
+                break
+        return out
+
+
+@register
+class SjfFfs(SjfSharing):
+    name = "sjf-ffs"
+    description = "SJF order; shares a GPU whenever memory fits (first fit), no benefit test"
+
+    def _candidates(self, job, group, pairing, t_a1, claimed, now):
+        out = []
+        got = 0
+        for partner in group.by_gpu:
+            if partner.seq in claimed:
+                continue
+            out.append((partner.gpus[0], partner, pairing))   # first fit: GPU order
+            got += partner.num_gpus
+            if got >= job.num_gpus:
+                break
+        return out
+
+
+@register
+class SjfBsbfConsolidated(SjfBsbf):
+    name = "sjf-bsbf-consolidated"
+    description = "sjf-bsbf, each job on as few nodes as its size allows"
+
+    def __init__(self, placement: str = "consolidated", backfill: bool = False,
+                 max_accumulation: int = MAX_ACCUMULATION) -> None:
+        super().__init__(placement, backfill, max_accumulation)
+
+
+@register
+class SjfFfsConsolidated(SjfFfs):
+    name = "sjf-ffs-consolidated"
+    description = "sjf-ffs, each job on as few nodes as its size allows"
+
+    def __init__(self, placement: str = "consolidated", backfill: bool = False,
+                 max_accumulation: int = MAX_ACCUMULATION) -> None:
+        super().__init__(placement, backfill, max_accumulation)

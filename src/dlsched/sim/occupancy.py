@@ -1,0 +1,85 @@
+"""Which running jobs hold each GPU, and the memory they use there.
+
+A GPU holds one job, or up to ``max_jobs_per_gpu`` when jobs share it. Memory is tracked per
+GPU so that sharing never over-commits it; a job whose memory is unknown (no measured
+footprint) may run alone but nobody may join it.
+"""
+
+from __future__ import annotations
+
+from ..cluster import Cluster
+from ..jobs import JobState
+
+
+class GpuOccupancy:
+    __slots__ = ("cluster", "max_jobs_per_gpu", "jobs", "memory", "shared_gpus")
+
+    def __init__(self, cluster: Cluster, max_jobs_per_gpu: int = 2) -> None:
+        self.cluster = cluster
+        self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.jobs: list[list[JobState]] = [[] for _ in range(cluster.num_gpus)]
+        self.memory: list[float | None] = [0.0] * cluster.num_gpus   # None: unknown
+        self.shared_gpus = 0                                          # GPUs holding > 1 job
+
+    def why_not_join(self, g: int, memory_mib: float | None) -> str | None:
+        """Why a job needing ``memory_mib`` per GPU cannot join GPU ``g`` (None: it can)."""
+        holders = self.jobs[g]
+        if len(holders) >= self.max_jobs_per_gpu:
+            return f"GPU {g} already holds {len(holders)} jobs (at most {self.max_jobs_per_gpu})"
+        if holders:
+            used = self.memory[g]
+            if used is None or memory_mib is None:
+                return f"GPU {g}: memory of a job there is unknown, so it cannot be shared"
+            capacity = self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib
+            if used + memory_mib > capacity:
+                return f"GPU {g}: {used:.0f} + {memory_mib:.0f} MiB exceeds its {capacity} MiB"
+        return None
+
+    def attach(self, job: JobState, memory_mib: float | None) -> set[JobState]:
+        """Put ``job`` on its GPUs; return the jobs it now shares with."""
+        partners: set[JobState] = set()
+        for g in job.gpus:
+            holders = self.jobs[g]
+            if holders:
+                partners.update(holders)
+                if len(holders) == 1:
+                    self.shared_gpus += 1
+                used = self.memory[g]
+                self.memory[g] = None if used is None or memory_mib is None else used + memory_mib
+            else:
+                self.memory[g] = memory_mib
+            holders.append(job)
+        return partners
+
+    def detach(self, job: JobState, memory_mib: float | None) -> tuple[set[JobState], list[int]]:
+        """Take ``job`` off its GPUs; return its former partners and the GPUs now idle."""
+        partners: set[JobState] = set()
+        idle: list[int] = []
+        for g in job.gpus:
+            holders = self.jobs[g]
+            holders.remove(job)
+            if not holders:
+                idle.append(g)
+                self.memory[g] = 0.0
+                continue
+            partners.update(holders)
+            if len(holders) == 1:
+                self.shared_gpus -= 1
+            self.memory[g] = self._recount(g)
+        return partners, idle
+
+    def _recount(self, g: int) -> float | None:
+        total = 0.0
+        for other in self.jobs[g]:
+            if other.memory_mib is None:
+                return None
+            total += other.memory_mib
+        return total
+
+    def partners(self, job: JobState) -> set[JobState]:
+        out: set[JobState] = set()
+        for g in job.gpus:
+            holders = self.jobs[g]
+            if len(holders) > 1:
+                out.update(h for h in holders if h is not job)
+        return out

@@ -1,0 +1,133 @@
+"""GPU sharing: hand-computed pairs, the benefit test, memory, accumulation."""
+
+import pytest
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.jobs import JobSpec
+from dlsched.policies.base import make_policy
+from dlsched.policies.sharing import t_con, t_seq
+from dlsched.sim import SimConfig
+from dlsched.sim.engine import Simulator
+
+
+class TableSpeed:
+    """A workload model given by tables, so the tests control every number."""
+
+    def __init__(self, xi, memory, accumulation_cost=None):
+        self.xi = xi                      # (model, partner model) -> slowdown
+        self.memory = memory              # model -> MiB per GPU at k = 1 (halved per doubling)
+        self.cost = accumulation_cost or {}
+
+    def __call__(self, job, gpus):
+        return 1.0 / self.cost.get(job.accumulation, 1.0)
+
+    def slowdown(self, job, partner):
+        return self.xi.get((job.spec.model, partner.spec.model))
+
+    def memory_mib(self, spec, gpus, accumulation=1):
+        m = self.memory.get(spec.model)
+        return None if m is None else m / accumulation
+
+    def accumulation_cost(self, spec, accumulation):
+        return self.cost.get(accumulation, 1.0)
+
+
+def run(policy, jobs, speed, cluster="1x1:V100"):
+    sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy), SimConfig(), speed=speed)
+    result = sim.run()
+    return {j.job_id: j for j in result.jobs}, result
+
+
+B = JobSpec("b", 0.0, 1, 100.0, model="mb", batch_size=64)
+A = JobSpec("a", 10.0, 1, 60.0, model="ma", batch_size=64)
+
+
+def test_a_pair_finishes_when_the_pairwise_formula_says():
+    # At t=10: T_b = 90, T_a = 60, xi_a = 1.5, xi_b = 1.2. xi_a T_a = 90 < xi_b T_b = 108, so a
+    # ends first: t_con = 90/2 + (1 - 1/2.4) * 1.5 * 60 = 97.5 < t_seq = 90 + 30 = 120: share.
+    # a runs at 1/1.5 and ends at 10 + 90 = 100; b does 75 of its 90 s by then and ends at 115.
+    speed = TableSpeed({("ma", "mb"): 1.5, ("mb", "ma"): 1.2}, {"ma": 6000, "mb": 6000})
+    s, r = run("sjf-bsbf", [B, A], speed)
+    assert s["a"].finish == pytest.approx(100) and s["b"].finish == pytest.approx(115)
+    mean_from_now = ((s["a"].finish - 10) + (s["b"].finish - 10)) / 2
+    assert mean_from_now == pytest.approx(t_con(60, 90, 1.5, 1.2)) == pytest.approx(97.5)
+    assert s["a"].shared_s == pytest.approx(90) and s["b"].shared_s == pytest.approx(90)
+    assert s["a"].shared_slowdown_s / s["a"].shared_s == pytest.approx(1.5)
+    assert r.gpu_shared_s == pytest.approx(90)
+
+
+def test_the_benefit_test_decides_and_ffs_shares_anyway():
+    # xi = 2 both ways: t_con = 45 + (1 - 1/4) * 2 * 60 = 135 > t_seq = 120: BSBF waits, a
+    # runs 100-160. FFS shares: a ends at 10 + 120 = 130; b has 30 s left then, ends at 160.
+    speed = TableSpeed({("ma", "mb"): 2.0, ("mb", "ma"): 2.0}, {"ma": 6000, "mb": 6000})
+    assert not t_con(60, 90, 2, 2) < t_seq(60, 90)
+    s, _ = run("sjf-bsbf", [B, A], speed)
+    assert (s["a"].first_start, s["a"].finish, s["b"].finish) == (100, 160, 100)
+    s, _ = run("sjf-ffs", [B, A], speed)
+    assert s["a"].finish == pytest.approx(130) and s["b"].finish == pytest.approx(160)
+
+
+@pytest.mark.parametrize("policy", ["sjf-bsbf", "sjf-ffs"])
+def test_memory_that_does_not_fit_forbids_sharing(policy):
+    # 16 GiB V100 (16,384 MiB); b uses 12,000, leaving 4,384. a needs 70,000 / k MiB: only
+    # k = 16 (4,375) would fit, and max_accumulation = 8 (8,750 MiB) forbids it: a waits.
+    speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 70000, "mb": 12000})
+    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy(policy, max_accumulation=8),
+                    SimConfig(), speed=speed)
+    s = {j.job_id: j for j in sim.run().jobs}
+    assert s["a"].first_start == 100 and s["a"].shared_s == 0
+
+
+def test_unknown_memory_or_unmeasured_pair_never_shares():
+    for speed in (TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 100}),   # b unknown
+                  TableSpeed({}, {"ma": 100, "mb": 100})):                               # no xi
+        s, _ = run("sjf-ffs", [B, A], speed)
+        assert s["a"].first_start == 100
+
+
+def test_accumulation_keeps_the_optimizer_steps_and_goes_back_to_full_batch():
+    # a needs 12,000 MiB: beside b's 6,000 on 16,384 only at k = 2 (6,000). Each step then takes
+    # 1.25 x as long (the table's cost), and sharing slows it 1.1 x: its 60 s of work take
+    # 82.5 s, ending at 92.5. b runs at 1 / 1.1 meanwhile: 75 of its 90 s done, 15 s left.
+    speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 12000, "mb": 6000}, {2: 1.25})
+    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy("sjf-ffs"), SimConfig(), speed=speed)
+    plans = []
+    original = sim.apply
+    sim.apply = lambda plan: (plans.append(dict(plan.accumulation)), original(plan))
+    s = {j.job_id: j for j in sim.run().jobs}
+    assert {"a": 2} in plans
+    assert s["a"].finish == pytest.approx(10 + 60 * 1.25 * 1.1)
+    # the work done (its solo seconds, i.e. its optimizer steps) is all of it, not more
+    assert s["a"].done_s == pytest.approx(60)
+    # b, alone again after a leaves, runs at full speed: 90 - 82.5 / 1.1 = 15 s left at 92.5
+    assert s["b"].finish == pytest.approx(92.5 + 15)
+
+
+def test_restore_full_batch_when_the_partner_leaves():
+    # b ends first this time (a has 600 s), and a goes back to k = 1 and full speed.
+    long_a = JobSpec("a", 10.0, 1, 600.0, model="ma", batch_size=64)
+    speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 12000, "mb": 6000}, {2: 1.25})
+    s, _ = run("sjf-ffs", [B, long_a], speed)
+    # b: 90 s left at t=10, speed 1/1.1 -> ends at 109. a by then: 99 / 1.375 = 72 s done.
+    assert s["b"].finish == pytest.approx(109)
+    assert s["a"].finish == pytest.approx(109 + (600 - 72))
+    assert s["a"].accumulation == 1
+
+
+def test_at_most_two_jobs_per_gpu_and_memory_never_overcommitted():
+    speed = TableSpeed({(x, y): 1.2 for x in ("ma", "mb") for y in ("ma", "mb")},
+                       {"ma": 5000, "mb": 5000})
+    jobs = [JobSpec(f"j{i}", float(i), 1, 100.0 + i, model="ma" if i % 2 else "mb", batch_size=64)
+            for i in range(8)]
+    sim = Simulator(parse_cluster_spec("1x2:V100"), jobs, make_policy("sjf-ffs"), SimConfig(), speed=speed)
+    original = sim.apply
+
+    def checked(plan):
+        original(plan)
+        for g, holders in enumerate(sim.occupancy.jobs):
+            assert len(holders) <= 2
+            assert sum(h.memory_mib for h in holders) <= 16384
+    sim.apply = checked
+    result = sim.run()
+    assert all(j.finish is not None for j in result.jobs)
+    assert result.gpu_shared_s > 0

@@ -27,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="philly")
     parser.add_argument("--cluster", default="64x8:V100")
-    parser.add_argument("--policies", default="fifo,sjf,srtf,tiresias")
+    parser.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf")
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy; the best is shown")
     parser.add_argument("--no-perf", action="store_true", help="trace speeds, no performance model")
     args = parser.parse_args()

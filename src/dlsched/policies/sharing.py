@@ -66,6 +66,15 @@ class _Group:
     finish: list[float]          # sorted
     jobs: list[JobState]         # in finish order
     by_gpu: list[JobState]       # in GPU order
+    first: int = 0               # jobs[:first] are all claimed in this pass
+    first_by_gpu: int = 0        # likewise for by_gpu
+
+    def skip_claimed(self, claimed: set[int]) -> None:
+        jobs, by_gpu = self.jobs, self.by_gpu
+        while self.first < len(jobs) and jobs[self.first].seq in claimed:
+            self.first += 1
+        while self.first_by_gpu < len(by_gpu) and by_gpu[self.first_by_gpu].seq in claimed:
+            self.first_by_gpu += 1
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,7 +111,7 @@ class SjfSharing(QueuedPolicy):
         started: list[int] = []
         claimed: set[int] = set()       # seq of running jobs given a partner in this pass
         groups: list[_Group] | None = None
-        pairing_cache: dict[tuple, _Pairing | None] = {}
+        feasible: dict[tuple, list] = {}   # job signature -> [(group, pairing)]
         for i, entry in enumerate(self.queue):
             job: JobState = entry[-1]
             need = job.num_gpus
@@ -111,7 +120,7 @@ class SjfSharing(QueuedPolicy):
             if gpus is None and job.spec.gpu_types is None:
                 if groups is None:
                     groups = self._groups(view)
-                chosen = self._share(job, view, free, groups, claimed, pairing_cache, now)
+                chosen = self._share(job, view, free, groups, claimed, feasible, now)
                 if chosen is not None:
                     gpus, k, partners = chosen
                     claimed.update(p.seq for p in partners)
@@ -150,44 +159,39 @@ class SjfSharing(QueuedPolicy):
                                  sorted(jobs, key=lambda j: j.gpus[0])))
         return groups
 
-    def _pairing(self, job: JobState, group: _Group, view: ClusterView, cache: dict) -> _Pairing | None:
+    def _pairing(self, job: JobState, group: _Group, view: ClusterView) -> _Pairing | None:
         """Sub-batch and slowdowns for ``job`` beside a member of ``group``, or None."""
-        key = (job.spec.model, job.spec.batch_size, job.num_gpus, group.model, group.memory_mib,
-               group.capacity_mib)
-        if key in cache:
-            return cache[key]
-        result = None
         speed = view.speed
         partner = group.jobs[0]
         xi_a, xi_b = speed.slowdown(job, partner), speed.slowdown(partner, job)
-        if xi_a is not None and xi_b is not None:
-            capacity = group.capacity_mib
-            k = 1
-            while k <= self.max_accumulation:
-                memory = speed.memory_mib(job.spec, job.num_gpus, k)
-                if memory is None:
-                    break
-                if memory + group.memory_mib <= capacity:
-                    result = _Pairing(k, xi_a, xi_b, speed.accumulation_cost(job.spec, k))
-                    break
-                k *= 2
-        cache[key] = result
-        return result
+        if xi_a is None or xi_b is None:
+            return None
+        k = 1
+        while k <= self.max_accumulation:
+            memory = speed.memory_mib(job.spec, job.num_gpus, k)
+            if memory is None:
+                return None
+            if memory + group.memory_mib <= group.capacity_mib:
+                return _Pairing(k, xi_a, xi_b, speed.accumulation_cost(job.spec, k))
+            k *= 2
+        return None
 
     def _share(self, job, view, free, groups, claimed, cache, now):
         """GPUs for ``job``: idle ones first, then partners' (best first); None if not enough."""
         t_a1 = job.remaining_s
+        signature = (job.spec.model, job.spec.batch_size, job.spec.num_gpus)
+        feasible = cache.get(signature)
+        if feasible is None:   # the groups this kind of job may join, with how
+            feasible = cache[signature] = [(g, p) for g in groups
+                                           if (p := self._pairing(job, g, view)) is not None]
         offers: list[tuple[float, JobState, _Pairing]] = []
-        for group in groups:
-            pairing = self._pairing(job, group, view, cache)
-            if pairing is None:
-                continue
+        for group, pairing in feasible:
             offers.extend(self._candidates(job, group, pairing, t_a1, claimed, now))
         if not offers:
             return None
         offers.sort(key=lambda o: (o[0], o[1].seq))
         need = job.num_gpus
-        gpus = self._idle(free)[:need]
+        gpus = self._idle(free)[:need] if free.total else []
         partners: list[JobState] = []
         k = 1
         for _, partner, pairing in offers:
@@ -228,24 +232,25 @@ class SjfBsbf(SjfSharing):
         split = xi_a * t_a / xi_b
         lower_ok = (1 - 1 / (2 * xi_a)) * xi_b < 1
         above = max(split, t_a * (2 * (1 - 1 / (2 * xi_b)) * xi_a - 1))
-        start = 0 if lower_ok else bisect_right(group.finish, now + above)
+        group.skip_claimed(claimed)
+        jobs = group.jobs
+        start = group.first if lower_ok else max(group.first, bisect_right(group.finish, now + above))
         out = []
-        need = job.num_gpus
+        need = job.spec.num_gpus
         got = 0
-        for idx in range(start, len(group.jobs)):
-            partner = group.jobs[idx]
+        for idx in range(start, len(jobs)):
+            partner = jobs[idx]
             if partner.seq in claimed:
                 continue
             t_b = partner.finish_time - now
             if not lower_ok and t_b <= above:
                 continue
             tc = t_con(t_a, t_b, xi_a, xi_b)
-            if not tc < t_seq(t_a, t_b):
-                continue
-            out.append((tc, partner, pairing))
-            got += partner.num_gpus
-            if got >= need:
-                break
+            if tc < t_b + t_a / 2:          # t_seq
+                out.append((tc, partner, pairing))
+                got += partner.spec.num_gpus
+                if got >= need:
+                    break
         return out
 
 
@@ -257,7 +262,8 @@ class SjfFfs(SjfSharing):
     def _candidates(self, job, group, pairing, t_a1, claimed, now):
         out = []
         got = 0
-        for partner in group.by_gpu:
+        group.skip_claimed(claimed)
+        for partner in group.by_gpu[group.first_by_gpu:]:
             if partner.seq in claimed:
                 continue
             out.append((partner.gpus[0], partner, pairing))   # first fit: GPU order

@@ -1,6 +1,6 @@
 """Reproduction experiment for SJF-BSBF (docs/experiments/sjf-bsbf.md).
 
-    .venv/bin/python experiments/sjf_bsbf.py [--out out/sjf-bsbf] [--load 1.0]
+    .venv/bin/python experiments/sjf_bsbf.py [--out out/sjf-bsbf] [--load 1.0] [--backfill]
 
 Runs SJF-BSBF, SJF-FFS, Tiresias, SJF and FIFO (the `dlsched compare` command, one per
 workload) on (a) the four Muri traces, each on a cluster of 8-GPU RTX A6000 nodes (the SJF-BSBF
@@ -35,6 +35,8 @@ def main() -> None:
                         help="offered load the Muri clusters are sized for (default 1.0: as many "
                              "GPUs as the trace's average demand)")
     parser.add_argument("--skip-philly", action="store_true")
+    parser.add_argument("--backfill", action="store_true",
+                        help="run every policy with backfill (later jobs may use GPUs blocked ones cannot)")
     args = parser.parse_args()
     out = Path(args.out)
     workloads = []
@@ -48,7 +50,7 @@ def main() -> None:
     for trace, cluster in workloads:
         folder = out / trace
         code = dlsched(["compare", "--trace", trace, "--cluster", cluster, "--policies", ",".join(POLICIES),
-                        "--out", str(folder), "--no-progress"])
+                        "--out", str(folder), "--no-progress"] + (["--backfill"] if args.backfill else []))
         if code:
             raise SystemExit(code)
         for s in json.loads((folder / "comparison.json").read_text()):

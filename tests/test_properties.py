@@ -82,3 +82,41 @@ def test_same_inputs_give_identical_results(workload, policy):
         return [(j.job_id, j.first_start, j.finish, j.gpus, j.preemptions) for j in r.jobs]
 
     assert outcome() == outcome()
+
+
+SHARING_MODELS = ["resnet18", "shufflenet_v2_x1_0", "vgg16", "dqn", "bert", "gpt2"]
+
+
+@st.composite
+def model_workloads(draw):
+    cluster, jobs = draw(workloads())
+    from dataclasses import replace
+    return cluster, [replace(j, model=draw(st.sampled_from(SHARING_MODELS))) for j in jobs]
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_workloads(), st.sampled_from(["sjf-ffs", "sjf-bsbf", "sjf-bsbf-consolidated"]),
+       st.booleans(), st.sampled_from(["V100", "RTXA6000"]))
+def test_sharing_invariants(workload, policy, backfill, gpu_type):
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+
+    cluster_spec, jobs = workload
+    cluster = parse_cluster_spec(f"{cluster_spec}:{gpu_type}")
+
+    class SharingChecked(Simulator):
+        def apply(self, plan):
+            super().apply(plan)
+            for g, holders in enumerate(self.occupancy.jobs):
+                assert len(holders) <= 2, "more than two jobs on a GPU"
+                if len(holders) == 2:
+                    cap = self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib
+                    assert sum(h.memory_mib for h in holders) <= cap + 1e-6, "memory over-committed"
+                assert (len(holders) == 0) == self.free.is_free(g)
+
+    result = SharingChecked(cluster, jobs, make_policy(policy, backfill=backfill), SimConfig(),
+                            speed=PerfSpeed(PerfModel(), cluster)).run()
+    for j in result.jobs:
+        assert j.status is Status.DONE
+        assert j.finish - j.spec.submit_time_s >= j.spec.duration_s - 1e-6
+        assert j.preemptions == 0

@@ -20,7 +20,8 @@ COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
            ("mean_jct_s", "mean JCT", "dur"), ("median_jct_s", "median JCT", "dur"),
            ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
            ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
-           ("gpu_utilization", "GPU util.", "{:.1%}"), ("preemptions", "preemptions", "{:,}"))
+           ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
+           ("preemptions", "preemptions", "{:,}"))
 
 
 def human_duration(seconds) -> str:

@@ -50,6 +50,7 @@ class Node:
 class Cluster:
     nodes: list[Node]
     gpu_node: list[int] = field(init=False)  # global GPU id -> node id
+    _capacity: dict = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -101,8 +102,11 @@ class Cluster:
 
     def capacity_for(self, gpu_types: tuple[str, ...] | None, pool: str = "training") -> int:
         """GPUs of the pool a job restricted to ``gpu_types`` (None: any) could ever use."""
-        return sum(n.num_gpus for n in self.nodes
-                   if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
+        key = (gpu_types, pool)
+        if key not in self._capacity:   # memoized: asked once per job of a trace
+            self._capacity[key] = sum(n.num_gpus for n in self.nodes
+                                      if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
+        return self._capacity[key]
 
     def describe(self) -> str:
         groups: dict[tuple, int] = {}

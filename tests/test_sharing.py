@@ -131,3 +131,40 @@ def test_at_most_two_jobs_per_gpu_and_memory_never_overcommitted():
     result = sim.run()
     assert all(j.finish is not None for j in result.jobs)
     assert result.gpu_shared_s > 0
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1.0, 3.0), st.floats(1.0, 3.0), st.integers(20, 400), st.integers(20, 400))
+def test_bsbf_shares_exactly_when_t_con_is_below_t_seq(xi_a, xi_b, dur_a, dur_b):
+    b = JobSpec("b", 0.0, 1, float(dur_b) + 10, model="mb", batch_size=64)
+    a = JobSpec("a", 10.0, 1, float(dur_a), model="ma", batch_size=64)
+    speed = TableSpeed({("ma", "mb"): xi_a, ("mb", "ma"): xi_b}, {"ma": 6000, "mb": 6000})
+    s, _ = run("sjf-bsbf", [b, a], speed)
+    shares = t_con(dur_a, dur_b, xi_a, xi_b) < t_seq(dur_a, dur_b)
+    assert (s["a"].first_start == 10) == shares
+
+
+def test_accumulation_keeps_optimizer_steps_with_the_performance_model():
+    # resnet18 at batch 128 (6,432 MiB) beside bert (8,058 MiB at batch 4) on a GPU of 12 GiB:
+    # 14,490 MiB does not fit, so resnet18 runs 2 sub-batches of 64 (3,283 MiB). Its optimizer steps stay
+    # `iterations`; each takes t_iter(k=2) and the slowdown next to bert.
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+
+    perf = PerfModel()
+    step1 = perf.iteration_s("resnet18", 1, 128)
+    iterations = 10_000
+    b = JobSpec("b", 0.0, 1, 1e7, model="bert", batch_size=4)
+    a = JobSpec("a", 10.0, 1, iterations * step1, model="resnet18", batch_size=128, iterations=iterations)
+    cluster = parse_cluster_spec("1x1:V100/12288")
+    sim = Simulator(cluster, [b, a], make_policy("sjf-ffs"), SimConfig(), speed=PerfSpeed(perf, cluster))
+    s = {j.job_id: j for j in sim.run().jobs}
+    xi_a = perf.colocation("resnet18", "bert")[0]
+    step2 = perf.iteration_s("resnet18", 1, 64, accumulation=2)
+    assert s["a"].spec.iterations == iterations and s["a"].shared_s > 0
+    # every one of its `iterations` steps took t_iter(k = 2), slowed by bert beside it
+    assert s["a"].finish - 10 == pytest.approx(iterations * step2 * xi_a)
+    assert step2 > step1

@@ -273,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
     p = sub.add_parser("compare", help="several policies on the same workload: table and HTML report")
     _add_workload_args(p)
-    p.add_argument("--policies", default="fifo,sjf,srtf,tiresias", help="comma-separated policy names")
+    p.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf",
+                   help="comma-separated policy names (default %(default)s)")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("report", help="render the HTML report of a simulate or compare output folder")
     p.add_argument("dir", help="a folder written by simulate or compare")

@@ -205,7 +205,7 @@ class Simulator:
         job.segment_start = now
         job.progress_at = now
         job.resume_at = now + pause
-        partners = self.occupancy.attach(job, memory)
+        partners = self.occupancy.attach(job)
         job.sharing, job.slowdown, job.slowdown_since = False, 1.0, now
         job.rate = self._rate(job)
         del self.pending[job.job_id]
@@ -242,6 +242,7 @@ class Simulator:
         if self.config.restore_full_batch and job.accumulation > 1 and not self.occupancy.partners(job):
             job.accumulation = 1
             job.memory_mib = self.speed.memory_mib(job.spec, len(job.gpus), 1)
+            self.occupancy.recount(job)
         self.set_rate(job, self._rate(job))
 
     def _stop(self, job: JobState, by_policy: bool) -> None:
@@ -283,7 +284,7 @@ class Simulator:
 
     def _vacate(self, job: JobState) -> set[JobState]:
         """Take the job off its GPUs; free those nobody else holds; return its partners."""
-        partners, idle = self.occupancy.detach(job, job.memory_mib)
+        partners, idle = self.occupancy.detach(job)
         self.free.release(idle)
         self._note_sharing(job, False, 1.0)
         return partners

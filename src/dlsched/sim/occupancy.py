@@ -35,8 +35,10 @@ class GpuOccupancy:
                 return f"GPU {g}: {used:.0f} + {memory_mib:.0f} MiB exceeds its {capacity} MiB"
         return None
 
-    def attach(self, job: JobState, memory_mib: float | None) -> set[JobState]:
-        """Put ``job`` on its GPUs; return the jobs it now shares with."""
+    def attach(self, job: JobState) -> set[JobState]:
+        """Put ``job`` on its GPUs (using ``job.memory_mib`` per GPU); return the jobs it now
+        shares with."""
+        memory_mib = job.memory_mib
         partners: set[JobState] = set()
         for g in job.gpus:
             holders = self.jobs[g]
@@ -51,7 +53,7 @@ class GpuOccupancy:
             holders.append(job)
         return partners
 
-    def detach(self, job: JobState, memory_mib: float | None) -> tuple[set[JobState], list[int]]:
+    def detach(self, job: JobState) -> tuple[set[JobState], list[int]]:
         """Take ``job`` off its GPUs; return its former partners and the GPUs now idle."""
         partners: set[JobState] = set()
         idle: list[int] = []
@@ -67,6 +69,11 @@ class GpuOccupancy:
                 self.shared_gpus -= 1
             self.memory[g] = self._recount(g)
         return partners, idle
+
+    def recount(self, job: JobState) -> None:
+        """Bring the memory of the job's GPUs up to date after its own memory changed."""
+        for g in job.gpus:
+            self.memory[g] = self._recount(g)
 
     def _recount(self, g: int) -> float | None:
         total = 0.0

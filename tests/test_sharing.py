@@ -115,18 +115,22 @@ def test_restore_full_batch_when_the_partner_leaves():
 
 
 def test_a_job_back_at_full_batch_counts_its_full_memory():
-    # a joins b at k = 2 (6,000 MiB); b leaves and a returns to 12,000 MiB. When c (6,000 MiB at
-    # k = 1) arrives, 18,000 would exceed 16,384, so c may only join at k = 2 (3,000 MiB). Had
-    # the GPU's memory not been recounted, it would have joined at full batch.
-    long_a = JobSpec("a", 10.0, 1, 600.0, model="ma", batch_size=64)
-    c = JobSpec("c", 200.0, 1, 50.0, model="mb", batch_size=64)
+    # a joins b at k = 2 (6,000 MiB); b ends and a returns to 12,000 MiB. A plan that puts c
+    # (6,000 MiB) beside a at full batch would need 18,000 of 16,384: the engine refuses it.
+    from dlsched.errors import PlanError
+    from dlsched.policies.base import Plan
+
+    c = JobSpec("c", 0.0, 1, 50.0, model="mb", batch_size=64)
     speed = TableSpeed({(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")},
                        {"ma": 12000, "mb": 6000}, {2: 1.25})
-    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, long_a, c], make_policy("sjf-ffs"),
-                    SimConfig(), speed=speed)
-    plans = []
-    original = sim.apply
-    sim.apply = lambda plan: (plans.append(({j.job_id for j, _ in plan.start}, dict(plan.accumulation))),
-                              original(plan))
-    sim.run()
-    assert ({"c"}, {"c": 2}) in plans
+    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A, c], make_policy("fifo"), SimConfig(), speed=speed)
+    states = {s.job_id: s for s in sim.states}
+    sim.pending.update(states)
+    sim.apply(Plan(start=[(states["b"], (0,))]))
+    sim.apply(Plan(start=[(states["a"], (0,))], accumulation={"a": 2}))
+    assert sim.occupancy.memory[0] == 12000
+    sim._finish(states["b"])
+    assert states["a"].accumulation == 1 and sim.occupancy.memory[0] == 12000
+    with pytest.raises(PlanError, match="exceeds"):
+        sim.apply(Plan(start=[(states["c"], (0,))]))
+    sim.apply(Plan(start=[(states["c"], (0,))], accumulation={"c": 2}))   # 3,000 MiB fits

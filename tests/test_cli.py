@@ -42,12 +42,12 @@ def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
     assert main(["compare", "--trace", "pollux-1", "--cluster", "4x8", "--out", str(out),
                  "--no-progress"]) == 0
     text = capsys.readouterr().out
-    for name in ("fifo", "sjf", "srtf", "tiresias"):
+    for name in ("fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"):
         assert name in text
         assert (out / name / "summary.json").is_file()
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 5 and "JCT distribution" in page and "Performance model" in page
-    assert len(json.loads((out / "comparison.json").read_text())) == 4
+    assert len(json.loads((out / "comparison.json").read_text())) == 6
     # the report command renders the same folder again
     assert main(["report", str(out), "--out", str(tmp_path / "again.html")]) == 0
     assert (tmp_path / "again.html").read_text().count("<svg") == 5

@@ -134,3 +134,16 @@ def test_a_job_back_at_full_batch_counts_its_full_memory():
     with pytest.raises(PlanError, match="exceeds"):
         sim.apply(Plan(start=[(states["c"], (0,))]))
     sim.apply(Plan(start=[(states["c"], (0,))], accumulation={"c": 2}))   # 3,000 MiB fits
+
+
+def test_a_plan_cannot_put_a_job_on_a_gpu_of_a_failed_node():
+    from dlsched.errors import PlanError
+    from dlsched.policies.base import Plan
+
+    speed = TableSpeed({}, {"ma": 100, "mb": 100})
+    sim = Simulator(parse_cluster_spec("2x1:V100"), [B, A], make_policy("fifo"),
+                    SimConfig(node_events=[(0.0, "down", 0)]), speed=speed)
+    sim._node_event("down", 0)
+    sim.pending.update({s.job_id: s for s in sim.states})
+    with pytest.raises(PlanError, match="not usable"):
+        sim.apply(Plan(start=[(sim.states[0], (0,))]))

@@ -22,17 +22,19 @@ class GpuOccupancy:
         self.shared_gpus = 0                                          # GPUs holding > 1 job
 
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None:
-        """Why a job needing ``memory_mib`` per GPU cannot join GPU ``g`` (None: it can)."""
+        """Why a job needing ``memory_mib`` per GPU cannot join the jobs on GPU ``g``, which is
+        not free (None: it can)."""
         holders = self.jobs[g]
+        if not holders:
+            return f"GPU {g} is neither free nor held: its node is not usable"
         if len(holders) >= self.max_jobs_per_gpu:
             return f"GPU {g} already holds {len(holders)} jobs (at most {self.max_jobs_per_gpu})"
-        if holders:
-            used = self.memory[g]
-            if used is None or memory_mib is None:
-                return f"GPU {g}: memory of a job there is unknown, so it cannot be shared"
-            capacity = self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib
-            if used + memory_mib > capacity:
-                return f"GPU {g}: {used:.0f} + {memory_mib:.0f} MiB exceeds its {capacity} MiB"
+        used = self.memory[g]
+        if used is None or memory_mib is None:
+            return f"GPU {g}: memory of a job there is unknown, so it cannot be shared"
+        capacity = self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib
+        if used + memory_mib > capacity:
+            return f"GPU {g}: {used:.0f} + {memory_mib:.0f} MiB exceeds its {capacity} MiB"
         return None
 
     def attach(self, job: JobState) -> set[JobState]:

@@ -19,13 +19,20 @@ class QueuedPolicy(Policy):
         super().__init__(placement, backfill)
         self.queue: list[tuple] = []       # (key..., seq, job) sorted, best first
         self.sizes: dict[int, int] = {}    # GPUs requested -> pending jobs of that size
+        self.kinds: dict[tuple, int] = {}  # kind (see kind()) -> pending jobs of that kind
 
     def key(self, job: JobState) -> tuple:
         raise NotImplementedError
 
+    def kind(self, job: JobState) -> tuple:
+        """What a pass needs to know of a job to tell whether it can start (its size here)."""
+        return (job.num_gpus,)
+
     def _enqueue(self, job: JobState) -> None:
         insort(self.queue, (*self.key(job), job.seq, job))
         self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
+        kind = self.kind(job)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
     def job_arrived(self, job: JobState, now: float) -> None:
         self._enqueue(job)
@@ -60,12 +67,13 @@ class QueuedPolicy(Policy):
 
     def _dequeue(self, indexes: list[int]) -> None:
         for i in indexes:
-            need = self.queue[i][-1].num_gpus
-            left = self.sizes[need] - 1
-            if left:
-                self.sizes[need] = left
-            else:
-                del self.sizes[need]
+            job = self.queue[i][-1]
+            for counts, key in ((self.sizes, job.num_gpus), (self.kinds, self.kind(job))):
+                left = counts[key] - 1
+                if left:
+                    counts[key] = left
+                else:
+                    del counts[key]
         if indexes[-1] == len(indexes) - 1:       # a prefix: the strict case
             del self.queue[:len(indexes)]
         else:

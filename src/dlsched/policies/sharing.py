@@ -101,6 +101,10 @@ class SjfSharing(QueuedPolicy):
     def key(self, job: JobState) -> tuple:
         return (job.spec.duration_s, job.spec.submit_time_s)
 
+    def kind(self, job: JobState) -> tuple:
+        spec = job.spec
+        return (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_types)
+
     # -- the pass --------------------------------------------------------------------------
     def schedule(self, view: ClusterView) -> Plan:
         if not self.queue:
@@ -112,8 +116,16 @@ class SjfSharing(QueuedPolicy):
         claimed: set[int] = set()       # seq of running jobs given a partner in this pass
         groups: list[_Group] | None = None
         feasible: dict[tuple, list] = {}   # job signature -> [(group, pairing)]
+        # A kind of job that could not start cannot start later in the pass: idle GPUs only
+        # shrink, claimed partners only grow, and in SJF order T_a only grows (the benefit test
+        # only gets harder). Once every kind in the queue has failed, the pass is over.
+        failed: set[tuple] = set()
+        kind_of = self.kind
         for i, entry in enumerate(self.queue):
             job: JobState = entry[-1]
+            kind = kind_of(job)
+            if kind in failed:
+                continue
             need = job.num_gpus
             gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
             k = 1
@@ -126,6 +138,9 @@ class SjfSharing(QueuedPolicy):
                     claimed.update(p.seq for p in partners)
             if gpus is None:
                 if not self.backfill:
+                    break
+                failed.add(kind)
+                if len(failed) == len(self.kinds):
                     break
                 continue
             idle = [g for g in gpus if free.is_free(g)]

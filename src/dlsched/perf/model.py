@@ -29,6 +29,7 @@ class PerfModel:
 
     def __init__(self, type_speeds: dict[str, float] | None = None) -> None:
         self.type_speeds = dict(type_speeds or {})
+        self._colocation: dict[tuple[str, str], tuple[float, float] | None] = {}
         for t, v in self.type_speeds.items():
             if not (isinstance(v, (int, float)) and v > 0):
                 raise SpecError("type_speeds", f"speed of {t} must be > 0, got {v!r}")
@@ -61,6 +62,11 @@ class PerfModel:
         """Slowdowns (xi_a, xi_b) >= 1 when a and b share one GPU: solo speed / shared speed.
         Blox's measurement when both models have one, else Gavel's for their job types. None
         when the pair was measured not to fit on one GPU. A measured speed-up is taken as 1."""
+        if (a, b) not in self._colocation:
+            self._colocation[(a, b)] = self._measured_colocation(a, b)
+        return self._colocation[(a, b)]
+
+    def _measured_colocation(self, a: str, b: str) -> tuple[float, float] | None:
         pa, pb = profile(a), profile(b)
         if pa.blox and pb.blox:
             speeds = blox_pairs().get((*pa.blox, *pb.blox))

@@ -17,7 +17,7 @@ _NO_PLAN = Plan()
 class QueuedPolicy(Policy):
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
         super().__init__(placement, backfill)
-        self.queue: list[tuple] = []       # (key..., seq, job) sorted, best first
+        self.queue: list[tuple] = []       # (key..., seq, kind, job) sorted, best first
         self.sizes: dict[int, int] = {}    # GPUs requested -> pending jobs of that size
         self.kinds: dict[tuple, int] = {}  # kind (see kind()) -> pending jobs of that kind
 
@@ -29,9 +29,9 @@ class QueuedPolicy(Policy):
         return (job.num_gpus,)
 
     def _enqueue(self, job: JobState) -> None:
-        insort(self.queue, (*self.key(job), job.seq, job))
-        self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
         kind = self.kind(job)
+        insort(self.queue, (*self.key(job), job.seq, kind, job))   # seq is unique: sorting stops there
+        self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
     def job_arrived(self, job: JobState, now: float) -> None:
@@ -67,8 +67,8 @@ class QueuedPolicy(Policy):
 
     def _dequeue(self, indexes: list[int]) -> None:
         for i in indexes:
-            job = self.queue[i][-1]
-            for counts, key in ((self.sizes, job.num_gpus), (self.kinds, self.kind(job))):
+            *_, kind, job = self.queue[i]
+            for counts, key in ((self.sizes, job.num_gpus), (self.kinds, kind)):
                 left = counts[key] - 1
                 if left:
                     counts[key] = left

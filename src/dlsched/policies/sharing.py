@@ -120,10 +120,8 @@ class SjfSharing(QueuedPolicy):
         # shrink, claimed partners only grow, and in SJF order T_a only grows (the benefit test
         # only gets harder). Once every kind in the queue has failed, the pass is over.
         failed: set[tuple] = set()
-        kind_of = self.kind
         for i, entry in enumerate(self.queue):
-            job: JobState = entry[-1]
-            kind = kind_of(job)
+            kind, job = entry[-2], entry[-1]
             if kind in failed:
                 continue
             need = job.num_gpus

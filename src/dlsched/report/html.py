@@ -131,7 +131,13 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
         cells = "".join(f"<td>{format_cell(s.get(k), fmt)}</td>" for k, _, fmt in COLUMNS)
         body += f"<tr><th>{html.escape(run['name'])}</th>{cells}</tr>"
     first = runs[0]["summary"]
-    context = {k: first.get(k) for k in ("trace", "cluster", "dropped") if k in first}
+    dropped = first.get("dropped") or {}
+    context = (f"Trace <b>{html.escape(str(first.get('trace', '?')))}</b> on "
+               f"<b>{html.escape(str(first.get('cluster', '?')))}</b>; {first.get('jobs', 0):,} jobs"
+               + (f"; rows left out: {html.escape(', '.join(f'{n:,} {why}' for why, n in dropped.items()))}"
+                  if dropped else "")
+               + ("; job speeds from the performance model" if first.get("performance_model") else
+                  "; every job at its trace speed"))
     params = "".join(f"<li><b>{html.escape(r['name'])}</b>: {html.escape(json.dumps(r['summary'].get('params', {})))}</li>"
                      for r in runs)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -139,7 +145,7 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
 tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>{html.escape(json.dumps(context))}</p>
+<p>{context}</p>
 <table><tr><th>policy</th>{head}</tr>{body}</table>
 <div class="plots">{_cdf_plot(runs)}
 {_series_plot(runs, "utilization", "allocated GPUs (%)", "GPU utilization over time", percent=True)}

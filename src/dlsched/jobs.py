@@ -107,6 +107,7 @@ class JobState:
     progress_at: float = 0.0        # wall time done_s was last brought up to date
     resume_at: float = 0.0          # progress starts here (after a start-up / restart pause)
     segment_start: float = 0.0      # wall time the current run began
+    gpus_since: float = 0.0         # wall time its current set of GPUs began (resizes move it)
     finish_time: float = math.inf   # projected, while running
     version: int = 0                # bumped whenever finish_time is recomputed
     attained_gpu_s: float = 0.0     # GPU-seconds held before the current run
@@ -117,6 +118,7 @@ class JobState:
     failures: int = 0               # stopped by a node failure or crash
     pending_since: float = 0.0      # when it last entered the queue
     last_run_s: float = 0.0         # length of its most recent run
+    run_time_s: float = 0.0         # wall time it has held GPUs, all runs together
     # GPU sharing: gradient accumulation over k sub-batches, memory per GPU, and the slowdown
     # from its partners (1.0 alone) with the time it has spent sharing
     accumulation: int = 1
@@ -126,6 +128,10 @@ class JobState:
     slowdown_since: float = 0.0
     shared_s: float = 0.0
     shared_slowdown_s: float = 0.0  # integral of the slowdown over the time spent sharing
+    # elastic resizing: how many, the GPU-time they cost, and a background scale-out's switch
+    resizes: int = 0
+    resize_lost_gpu_s: float = 0.0
+    switch_at: float | None = None  # when a background scale-out's new workers take over
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
@@ -149,6 +155,7 @@ class JobState:
 
     def executed_at(self, now: float) -> float:
         """GPU-seconds spent making progress up to ``now`` (pauses to restart excluded)."""
-        if self.status is Status.RUNNING and now > self.resume_at:
-            return self.executed_gpu_s + len(self.gpus) * (now - self.resume_at)
+        since = max(self.resume_at, self.gpus_since)
+        if self.status is Status.RUNNING and now > since:
+            return self.executed_gpu_s + len(self.gpus) * (now - since)
         return self.executed_gpu_s

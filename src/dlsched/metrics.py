@@ -11,7 +11,7 @@ from .jobs import JobState
 
 JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
                "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s",
-               "shared_s", "sharing_slowdown")
+               "shared_s", "sharing_slowdown", "mean_gpus", "resizes", "resize_lost_gpu_s")
 
 
 def job_rows(jobs: list[JobState]) -> list[dict]:
@@ -26,8 +26,10 @@ def job_rows(jobs: list[JobState]) -> list[dict]:
             "jct_s": jct,
             # queuing delay: time not running between submission and finish (all waits,
             # including after preemptions)
-            "queue_s": jct - j.attained_gpu_s / s.num_gpus if done else None,
-            "run_s": j.attained_gpu_s / s.num_gpus,
+            "queue_s": jct - j.run_time_s if done else None,
+            "run_s": j.run_time_s,
+            "mean_gpus": j.attained_gpu_s / j.run_time_s if j.run_time_s else None,
+            "resizes": j.resizes, "resize_lost_gpu_s": j.resize_lost_gpu_s,
             "preemptions": j.preemptions, "failures": j.failures, "gpu_time_s": j.attained_gpu_s, "duration_s": s.duration_s,
             # time spent sharing a GPU, and the mean slowdown over that time
             "shared_s": j.shared_s,
@@ -59,6 +61,11 @@ def _stats(rows: list[dict]) -> dict:
         "mean_queue_s": sum(r["queue_s"] for r in done) / n if n else math.nan,
         "preemptions": sum(r["preemptions"] for r in rows),
         "failures": sum(r["failures"] for r in rows),
+        "resizes": sum(r["resizes"] for r in rows),
+        "resize_lost_gpu_s": sum(r["resize_lost_gpu_s"] for r in rows),
+        # GPUs held on average, time-weighted, over what the jobs asked for
+        "mean_size_vs_requested": (sum(r["gpu_time_s"] for r in rows) / requested
+                                   if (requested := sum(r["num_gpus"] * r["run_s"] for r in rows)) else None),
         "jobs_shared": sum(1 for r in rows if r["shared_s"]),
         "mean_sharing_slowdown": (sum(r["sharing_slowdown"] * r["shared_s"] for r in rows if r["shared_s"])
                                   / shared if (shared := sum(r["shared_s"] for r in rows)) else None),

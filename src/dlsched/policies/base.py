@@ -2,7 +2,7 @@
 
 A policy sees a read-only :class:`ClusterView` and returns a :class:`Plan`. The backend tells the
 policy about what happens outside its control (arrivals, completions, involuntary requeues) and
-applies every plan it gets, in full: preemptions first, then starts. A policy may keep its own
+applies every plan it gets, in full: preemptions first, then resizes, then starts. A policy may keep its own
 indexes (heaps, queues) updated from those notifications and from the plans it returns; it never
 touches backend internals.
 """
@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 class Plan:
     start: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)
     preempt: list[JobState] = field(default_factory=list)
+    resize: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)  # elastic jobs' new GPUs
     wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
     accumulation: dict[str, int] = field(default_factory=dict)  # job id -> k sub-batches (sharing)
 
     def __bool__(self) -> bool:
-        return bool(self.start or self.preempt)
+        return bool(self.start or self.preempt or self.resize)
 
 
 class ClusterView(Protocol):

@@ -60,6 +60,15 @@ class SimConfig:
     # GPU goes back to its full batch (no gradient accumulation).
     max_jobs_per_gpu: int = 2
     restore_full_batch: bool = True
+    # Elastic resizing (a plan's ``resize``). "stop-resume": checkpoint, stop, restart at the new
+    # size and reload: every worker pauses ``stop_resume_s``. "background" (Amoeba/EDL): new
+    # workers prepare for ``stop_resume_s`` on their GPUs while the old ones keep training, then
+    # all switch at a mini-batch boundary, pausing ``background_switch_fraction`` of it; leaving
+    # workers exit at a boundary and the staying ones do not pause. Defaults: Pollux's 30 s
+    # restart, and the ~95% saving Amoeba reports for background scaling.
+    resize_mechanism: str = "background"
+    stop_resume_s: float = POLLUX_RESTART_PENALTY_S
+    background_switch_fraction: float = 0.05
 
     def __post_init__(self) -> None:
         for name in ("restart_overhead_s", "startup_overhead_s"):
@@ -73,6 +82,12 @@ class SimConfig:
         for t, kind, nid in self.node_events:
             if kind not in ("down", "up"):
                 raise SpecError("node_events", f"kind must be 'down' or 'up', got {kind!r}")
+        if self.resize_mechanism not in ("background", "stop-resume"):
+            raise SpecError("resize_mechanism", f"must be 'background' or 'stop-resume', got {self.resize_mechanism!r}")
+        if not (isinstance(self.stop_resume_s, (int, float)) and self.stop_resume_s >= 0):
+            raise SpecError("stop_resume_s", f"must be a number >= 0, got {self.stop_resume_s!r}")
+        if not 0 <= self.background_switch_fraction <= 1:
+            raise SpecError("background_switch_fraction", "must be between 0 and 1")
 
 
 def unplaceable(spec: JobSpec, cluster: Cluster) -> str | None:
@@ -152,6 +167,7 @@ class Simulator:
         self.pending: dict[str, JobState] = {}
         self.running: dict[str, JobState] = {}
         self._completions: list[tuple[float, int, int, JobState]] = []
+        self._switches: list[tuple[float, int, int, JobState]] = []   # background scale-outs
         self._node_events = sorted(self.config.node_events)
         self._down: set[int] = set()
 
@@ -202,7 +218,7 @@ class Simulator:
         job.gpus = tuple(gpus)
         job.accumulation = accumulation
         job.memory_mib = memory
-        job.segment_start = now
+        job.segment_start = job.gpus_since = now
         job.progress_at = now
         job.resume_at = now + pause
         partners = self.occupancy.attach(job)
@@ -245,6 +261,58 @@ class Simulator:
             self.occupancy.recount(job)
         self.set_rate(job, self._rate(job))
 
+    def _resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
+        """Change a running elastic job's GPUs, charging the configured mechanism."""
+        spec, cfg, now = job.spec, self.config, self.now
+        low, high = spec.min_gpus or spec.num_gpus, spec.max_gpus or spec.num_gpus
+        problem = None
+        if job.status is not Status.RUNNING:
+            problem = f"it is {job.status.value}"
+        elif not low <= len(set(gpus)) == len(gpus) <= high:
+            problem = f"{len(set(gpus))} distinct GPUs is outside its {low}..{high}"
+        elif job.switch_at is not None:
+            problem = "its previous resize is still under way"
+        elif self.occupancy.partners(job):
+            problem = "it shares a GPU"
+        if problem:
+            raise PlanError(f"policy {self.policy.name} resized job {job.job_id}: {problem}")
+        old = set(job.gpus)
+        added = [g for g in gpus if g not in old]
+        removed = [g for g in job.gpus if g not in set(gpus)]
+        try:
+            self.free.take(added)
+        except ValueError as e:
+            raise PlanError(f"policy {self.policy.name}, resize of job {job.job_id}: {e}") from None
+        self._advance(job)
+        self._account(job)
+        self._vacate(job)
+        self.free.take([g for g in gpus if g in old])   # _vacate freed all its GPUs
+        job.gpus = tuple(gpus)
+        job.memory_mib = self.speed.memory_mib(spec, len(gpus), job.accumulation)
+        self.occupancy.attach(job)
+        job.resizes += 1
+        if cfg.resize_mechanism == "stop-resume":
+            job.resume_at = max(job.resume_at, now) + cfg.stop_resume_s
+            job.resize_lost_gpu_s += cfg.stop_resume_s * len(gpus)
+        elif added:            # background scale-out: the old workers go on meanwhile
+            job.switch_at = now + cfg.stop_resume_s
+            heapq.heappush(self._switches, (job.switch_at, job.seq, job.version, job))
+            job.resize_lost_gpu_s += (cfg.stop_resume_s * len(added)
+                                      + cfg.background_switch_fraction * cfg.stop_resume_s * len(gpus))
+            self._schedule_completion(job)    # at the old speed, until the switch
+            return
+        job.rate = self._rate(job)           # background scale-in: no pause for the stayers
+        self._schedule_completion(job)
+
+    def _switch(self, job: JobState) -> None:
+        """A background scale-out's new workers are ready: everyone switches to the new group."""
+        cfg = self.config
+        self._advance(job)
+        job.switch_at = None
+        job.resume_at = max(job.resume_at, self.now) + cfg.background_switch_fraction * cfg.stop_resume_s
+        job.rate = self._rate(job)
+        self._schedule_completion(job)
+
     def _stop(self, job: JobState, by_policy: bool) -> None:
         """Take a running job off its GPUs and put it back in the queue: a policy's preemption
         (which checkpoints first when ``checkpoint_on_preempt``) or a failure."""
@@ -259,6 +327,7 @@ class Simulator:
             job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
         self._account_run(job)
         partners = self._vacate(job)
+        job.switch_at = None
         job.gpus = ()
         job.status = Status.PENDING
         job.rate = 0.0
@@ -274,13 +343,20 @@ class Simulator:
         for partner in partners:
             self._refresh(partner)
 
+    def _account(self, job: JobState) -> None:
+        """Add the GPU-time since the job's GPUs last changed to its totals."""
+        now = self.now
+        job.attained_gpu_s += len(job.gpus) * (now - job.gpus_since)
+        since = max(job.resume_at, job.gpus_since)
+        if now > since:
+            job.executed_gpu_s += len(job.gpus) * (now - since)
+        job.gpus_since = now
+
     def _account_run(self, job: JobState) -> None:
         """Add the run that ends now to the job's GPU-time totals."""
-        now = self.now
-        job.attained_gpu_s += len(job.gpus) * (now - job.segment_start)
-        if now > job.resume_at:
-            job.executed_gpu_s += len(job.gpus) * (now - job.resume_at)
-        job.last_run_s = now - job.segment_start
+        self._account(job)
+        job.last_run_s = self.now - job.segment_start
+        job.run_time_s += job.last_run_s
 
     def _vacate(self, job: JobState) -> set[JobState]:
         """Take the job off its GPUs; free those nobody else holds; return its partners."""
@@ -295,6 +371,7 @@ class Simulator:
         job.progress_at = now
         self._account_run(job)
         partners = self._vacate(job)
+        job.switch_at = None
         job.status = Status.DONE
         job.finish = now
         job.finish_time = now
@@ -306,6 +383,8 @@ class Simulator:
     def apply(self, plan: Plan) -> None:
         for job in plan.preempt:
             self._stop(job, by_policy=True)
+        for job, gpus in plan.resize:
+            self._resize(job, tuple(gpus))
         for job, gpus in plan.start:
             self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
 
@@ -332,6 +411,7 @@ class Simulator:
     def run(self) -> SimResult:
         states, n = self.states, len(self.states)
         policy, completions, node_events = self.policy, self._completions, self._node_events
+        switches = self._switches
         cfg = self.config
         pending, running, free = self.pending, self.running, self.free
         record = cfg.timeseries
@@ -354,6 +434,8 @@ class Simulator:
             while completions and completions[0][3].version != completions[0][2]:
                 heapq.heappop(completions)
             t = completions[0][0] if completions else INF
+            if switches and switches[0][0] < t:
+                t = switches[0][0]
             if i < n and states[i].spec.submit_time_s < t:
                 t = states[i].spec.submit_time_s
             if ei < len(node_events) and node_events[ei][0] < t:
@@ -383,10 +465,15 @@ class Simulator:
                     done += 1
                     if self.progress is not None and done % 1000 == 0:
                         self.progress(1000)
+            while switches and switches[0][0] <= t:
+                at, _, _, job = heapq.heappop(switches)
+                if job.switch_at == at and job.status is Status.RUNNING:
+                    self._switch(job)
+                    res.events += 1
             while ei < len(node_events) and node_events[ei][0] <= t:
                 _, kind, nid = node_events[ei]
                 self._node_event(kind, nid)
-                usable_total = free.total + sum(len(j.gpus) for j in running.values())
+                usable_total = sum(self.cluster.nodes[u].num_gpus for u in free.usable)
                 ei += 1
                 res.events += 1
             while i < n and states[i].spec.submit_time_s <= t:

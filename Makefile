@@ -23,6 +23,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_speed.py
+	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
 
 clean:
 	rm -rf $(VENV) out build src/*.egg-info

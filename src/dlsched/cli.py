@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .cluster import load_cluster
+from .elastic import make_elastic
 from .errors import PlanError, SpecError
 from .metrics import write_outputs
 from .policies.base import available_policies, make_policy
@@ -74,6 +75,11 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="also decide every N seconds (default: only at events)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed for synthetic workloads and for the model given to jobs without one (default 0)")
+    p.add_argument("--elastic-fraction", type=float, default=0.0,
+                   help="share of jobs made elastic by the seeded rule (min = half, max = twice the "
+                        "request; docs/policies.md); default 0")
+    p.add_argument("--resize-mechanism", choices=["background", "stop-resume"], default="background",
+                   help="how elastic resizes are charged (default %(default)s)")
     p.add_argument("--no-perf", action="store_true",
                    help="run every job at its trace speed instead of the performance model's")
     p.add_argument("--out", required=True, help="output folder")
@@ -90,6 +96,8 @@ def _load_workload(args):
     jobs = sorted(trace.jobs, key=lambda j: j.submit_time_s)
     if not args.no_perf:
         jobs = assign_models(jobs, PerfModel(), max(n.num_gpus for n in cluster.nodes), seed=args.seed)
+    if args.elastic_fraction:
+        jobs = make_elastic(jobs, args.elastic_fraction, cluster.pool_gpus("training"), seed=args.seed)
     if args.limit is not None:
         jobs = jobs[:args.limit]
     problems = [(j, unplaceable(j, cluster)) for j in jobs]
@@ -109,7 +117,8 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
     config = SimConfig(restart_overhead_s=args.restart_overhead_s,
                        startup_overhead_s=args.startup_overhead_s,
                        checkpoint_interval_s=args.checkpoint_interval_s,
-                       schedule_interval_s=args.schedule_interval_s)
+                       schedule_interval_s=args.schedule_interval_s,
+                       resize_mechanism=args.resize_mechanism)
     bar = None
     if not args.no_progress:
         from tqdm import tqdm
@@ -127,7 +136,9 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
         "policy": policy_name, "params": policy.params(), "trace": trace.name,
         "cluster": cluster.describe(), "dropped": trace.dropped, "wall_s": round(wall, 3),
         "performance_model": not args.no_perf,
+        "elastic_fraction": args.elastic_fraction,
         "config": {"restart_overhead_s": config.restart_overhead_s,
+                   "resize_mechanism": config.resize_mechanism,
                    "startup_overhead_s": config.startup_overhead_s,
                    "checkpoint_interval_s": config.checkpoint_interval_s,
                    "schedule_interval_s": config.schedule_interval_s}})

@@ -56,6 +56,17 @@ class PerfSpeed:
                                       accumulation=accumulation, gpu_type=t) for t in gpu_types)
         return ref / actual
 
+    def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        """Speed on ``gpus`` V100s on the fewest nodes, global batch kept (1.0 at the request);
+        None without a model."""
+        if spec.model is None:
+            return None
+        key = ("size", spec.model, spec.num_gpus, spec.batch_size, gpus)
+        speed = self._cache.get(key)
+        if speed is None:
+            speed = self._cache[key] = self._speed(spec, gpus, self.reference_nodes(gpus), (REFERENCE_GPU,), 1)
+        return speed
+
     def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
         """How much longer an optimizer step takes at its requested size with gradient
         accumulation over ``accumulation`` sub-batches (1.0 for none)."""

@@ -92,7 +92,7 @@ def register(cls: type[Policy]) -> type[Policy]:
 
 
 def make_policy(name: str, **params) -> Policy:
-    from . import fifo, sharing, sjf, tiresias  # noqa: F401  (registers the built-in policies)
+    from . import elastic, fifo, sharing, sjf, tiresias  # noqa: F401  (registers the built-in policies)
 
     if name not in POLICIES:
         raise SpecError("policy", f"unknown policy '{name}': choose from {', '.join(sorted(POLICIES))}")
@@ -106,6 +106,6 @@ def make_policy(name: str, **params) -> Policy:
 
 
 def available_policies() -> dict[str, type[Policy]]:
-    from . import fifo, sharing, sjf, tiresias  # noqa: F401
+    from . import elastic, fifo, sharing, sjf, tiresias  # noqa: F401
 
     return dict(sorted(POLICIES.items()))

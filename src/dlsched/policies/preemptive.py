@@ -21,6 +21,7 @@ from .base import ClusterView, Plan, Policy
 
 class PreemptivePolicy(Policy):
     preemptive = True
+    uses_pass_hooks = False   # subclasses with before_pass / after_pass set it
 
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
         super().__init__(placement, backfill)
@@ -48,6 +49,21 @@ class PreemptivePolicy(Policy):
 
     def on_timers(self, view: ClusterView) -> None:
         """Hook: apply rank changes that are due at ``view.now``."""
+
+    def before_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
+        """Hook: add to the plan (e.g. resizes) before jobs are started; ``scratch`` is a copy
+        of the free-GPU index to keep in step."""
+
+    def after_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
+        """Hook: use what the pass left free."""
+
+    def planned_gpus(self, job: JobState) -> tuple[int, ...]:
+        """The GPUs a running job holds once this pass's plan is applied (its current ones
+        unless a hook resized it)."""
+        return job.gpus
+
+    def victim_preempted(self, victim: JobState, plan: Plan) -> None:
+        """Hook: ``victim`` is preempted by this pass's plan."""
 
     def next_timer(self) -> float | None:
         return None
@@ -115,6 +131,9 @@ class PreemptivePolicy(Policy):
         self.on_timers(view)
         plan = Plan()
         scratch = None
+        if self.uses_pass_hooks:
+            scratch = view.free.copy()
+            self.before_pass(view, plan, scratch)
         blocked = False
         victims_now: set[str] = set()
         i = 0
@@ -148,6 +167,8 @@ class PreemptivePolicy(Policy):
             del self._entry[job.job_id]
             self.started(job, now)
             self._push_running(job)
+        if self.uses_pass_hooks:
+            self.after_pass(view, plan, scratch if scratch is not None else view.free.copy())
         plan.wakeup_at = self.next_timer()
         return plan
 
@@ -168,15 +189,16 @@ class PreemptivePolicy(Policy):
             if worst is None or not self.outranks(job, worst, now):
                 break
             popped.append(self._pop_worst())
-            scratch.release(worst.gpus)
+            scratch.release(self.planned_gpus(worst))
             if job.num_gpus <= scratch.total:
                 gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
         if gpus is None:
             for victim in popped:
-                scratch.take(victim.gpus)
+                scratch.take(self.planned_gpus(victim))
                 self._push_running(victim)
             return None
         for victim in popped:
+            self.victim_preempted(victim, plan)
             plan.preempt.append(victim)
             victims_now.add(victim.job_id)
             self.stopped(victim, now)

@@ -115,6 +115,9 @@ class TraceSpeed:
     def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
         return 1.0
 
+    def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        return None
+
 
 TRACE_SPEED = TraceSpeed()
 
@@ -195,9 +198,12 @@ class Simulator:
     def _start(self, job: JobState, gpus: tuple[int, ...], accumulation: int = 1) -> None:
         if job.status is not Status.PENDING:
             raise PlanError(f"policy {self.policy.name} started job {job.job_id}, which is {job.status.value}")
-        if len(gpus) != job.num_gpus or len(set(gpus)) != len(gpus):
+        spec = job.spec
+        low, high = (spec.min_gpus or spec.num_gpus, spec.max_gpus or spec.num_gpus) if spec.elastic \
+            else (spec.num_gpus, spec.num_gpus)
+        if not low <= len(set(gpus)) == len(gpus) <= high:
             raise PlanError(f"policy {self.policy.name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
-                            f"it needs {job.num_gpus} (gang)")
+                            f"it needs {low if low == high else f'{low}..{high}'} (gang)")
         memory = self.speed.memory_mib(job.spec, len(gpus), accumulation)
         joined = [g for g in gpus if not self.free.is_free(g)]
         for g in joined:

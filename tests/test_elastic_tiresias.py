@@ -1,0 +1,98 @@
+"""Elastic Tiresias: grows into idle GPUs by marginal speedup, gives GPUs back when jobs wait."""
+
+import pytest
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.jobs import JobSpec
+from dlsched.policies.base import make_policy
+from dlsched.sim import SimConfig
+from dlsched.sim.engine import Simulator, TraceSpeed
+
+
+class SizeTable(TraceSpeed):
+    """Speed by (model, GPUs), relative to the job's speed at its request."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def __call__(self, job, gpus):
+        return self.table[job.spec.model][len(gpus)] / self.table[job.spec.model][job.num_gpus]
+
+    def speed_at_size(self, spec, gpus):
+        t = self.table[spec.model]
+        return t[gpus] / t[spec.num_gpus] if gpus in t else None
+
+
+LINEARISH = {"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6}, "flat": {1: 1.0, 2: 1.05, 3: 1.08, 4: 1.1}}
+
+
+def run(jobs, cluster="1x4", **cfg):
+    sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy("elastic-tiresias"),
+                    SimConfig(**cfg), speed=SizeTable(LINEARISH))
+    result = sim.run()
+    return {j.job_id: j for j in result.jobs}, result
+
+
+def test_an_elastic_job_alone_starts_at_its_maximum():
+    # Nothing waits, 4 GPUs idle: E (asks 2, may use 1..4) starts on 4 at speed 1.6: 100/1.6.
+    s, _ = run([JobSpec("e", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=4)])
+    assert s["e"].finish == pytest.approx(100 / 1.6) and s["e"].resizes == 0
+
+
+def test_grows_when_gpus_free_up_and_gives_them_back_when_a_job_arrives():
+    # A (2 GPUs, 50 s, not elastic) and E (2 of 1..4, 200 s) start at 0. At 50 A ends: E grows
+    # to 4 in the background (old speed until 80, then 1.5 s switch): done 80 by 80, the rest
+    # at 1.6 from 81.5. B (2 GPUs) arrives at 100: E gives its 2 extra GPUs back (scale-in, no
+    # pause) and B starts at once. E: done 80 + 1.6 * 18.5 = 109.6 at 100, then 90.4 s at 1.0.
+    jobs = [JobSpec("a", 0.0, 2, 50.0, model="m"),
+            JobSpec("e", 0.0, 2, 200.0, model="m", min_gpus=1, max_gpus=4),
+            JobSpec("b", 100.0, 2, 30.0, model="m")]
+    s, r = run(jobs)
+    assert s["b"].first_start == 100 and s["b"].finish == pytest.approx(130)
+    assert s["e"].resizes >= 2
+    # after b leaves at 130, e grows again: 30 more s done at 1.0 by 130 (139.6 total), then the
+    # background switch at 160 (old speed until then: 169.6 done), 1.5 s pause, 30.4 s at 1.6
+    assert s["e"].finish == pytest.approx(161.5 + 30.4 / 1.6)
+    assert s["e"].resizes == 3
+
+
+def test_leftover_gpus_go_to_the_largest_marginal_speedup():
+    # Two elastic jobs asking 1 GPU each on 4 GPUs. Relative to its request, "m" gains 0.67
+    # then 0.5 per extra GPU, "flat" 0.05: both spare GPUs go to x, which starts on 3 and ends
+    # at 100 / 2.17 = 46.2; only then does y grow (one resize).
+    jobs = [JobSpec("x", 0.0, 1, 100.0, model="m", min_gpus=1, max_gpus=3),
+            JobSpec("y", 0.0, 1, 100.0, model="flat", min_gpus=1, max_gpus=3)]
+    s, _ = run(jobs)
+    assert len(s["x"].gpus) == 3 and s["x"].resizes == 0
+    assert s["x"].finish == pytest.approx(100 / (1.3 / 0.6))
+    assert s["y"].resizes == 1
+
+
+def test_sizes_stay_within_min_and_max():
+    import random
+    rng = random.Random(3)
+    jobs = []
+    for i in range(30):
+        n = rng.choice([1, 2, 4])
+        elastic = rng.random() < 0.6
+        jobs.append(JobSpec(f"j{i}", float(rng.randint(0, 500)), n, float(rng.randint(20, 400)),
+                            model="m" if n <= 2 else "flat",
+                            min_gpus=max(1, n // 2) if elastic else None,
+                            max_gpus=min(4, 2 * n) if elastic else None))
+    sim = Simulator(parse_cluster_spec("2x4"), jobs,
+                    make_policy("elastic-tiresias", shrink_when_waiting=2, thresholds_gpu_s=[100]),
+                    SimConfig(), speed=SizeTable({"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6},
+                                                  "flat": {2: 0.6, 3: 0.8, 4: 1.0}}))
+    sizes = []
+    original = sim.apply
+
+    def checked(plan):
+        original(plan)
+        for job in sim.running.values():
+            low, high = job.spec.min_gpus or job.num_gpus, job.spec.max_gpus or job.num_gpus
+            assert low <= len(job.gpus) <= high
+            sizes.append(len(job.gpus) - job.num_gpus)
+    sim.apply = checked
+    result = sim.run()
+    assert all(j.finish is not None for j in result.jobs)
+    assert any(d > 0 for d in sizes) and any(d < 0 for d in sizes)   # it both grew and shrank

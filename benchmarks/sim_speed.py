@@ -37,7 +37,7 @@ def main() -> None:
     cluster = parse_cluster_spec(args.cluster)
     jobs = trace.jobs
     if not args.no_perf:
-        jobs = assign_models(jobs, PerfModel(), max(n.num_gpus for n in cluster.nodes))
+        jobs = assign_models(jobs, PerfModel(), cluster)
     load_s = time.perf_counter() - t0
     print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
           f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "

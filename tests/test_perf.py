@@ -5,6 +5,7 @@ import statistics
 import pytest
 
 from dlsched.errors import SpecError
+from dlsched.cluster import parse_cluster_spec
 from dlsched.perf.measurements import pollux_apps, pollux_points
 from dlsched.perf.scaling import fit_scaling, holdout_split, relative_errors, scaling_model
 
@@ -137,7 +138,7 @@ def test_a_job_alone_at_its_requested_size_takes_exactly_its_trace_duration():
     perf = PerfModel()
     jobs = [JobSpec("muri", 0, 4, 1234.5, model="vgg16", batch_size=64),
             JobSpec("philly-like", 0, 16, 98765.0)]
-    jobs = assign_models(jobs, perf, 8, seed=3)
+    jobs = assign_models(jobs, perf, cluster, seed=3)
     assert jobs[1].model == "imagenet" and jobs[1].iterations > 0    # 439 GPU-hours: XL class
     for spec in jobs:
         r = simulate(cluster, [spec], make_policy("fifo"), speed=PerfSpeed(perf, cluster))
@@ -162,9 +163,10 @@ def test_model_assignment_is_seeded_and_follows_size_classes():
     from dlsched.perf.assign import assign_models
     from dlsched.traces import load_trace
     jobs = load_trace("philly").jobs[:3000]
-    a = assign_models(jobs, PerfModel(), 8, seed=1)
-    assert a == assign_models(jobs, PerfModel(), 8, seed=1)
-    assert a != assign_models(jobs, PerfModel(), 8, seed=2)
+    cluster = parse_cluster_spec("64x8")
+    a = assign_models(jobs, PerfModel(), cluster, seed=1)
+    assert a == assign_models(jobs, PerfModel(), cluster, seed=1)
+    assert a != assign_models(jobs, PerfModel(), cluster, seed=2)
     for spec in a:
         hours = spec.num_gpus * spec.duration_s / 3600
         allowed = {"cifar10", "ncf"} if hours < 1 else {"deepspeech2", "bert"} if hours < 10 else \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -95,7 +96,7 @@ def _load_workload(args):
     cluster = load_cluster(args.cluster)
     jobs = sorted(trace.jobs, key=lambda j: j.submit_time_s)
     if not args.no_perf:
-        jobs = assign_models(jobs, PerfModel(), max(n.num_gpus for n in cluster.nodes), seed=args.seed)
+        jobs = assign_models(jobs, PerfModel(), cluster, seed=args.seed)
     if args.elastic_fraction:
         jobs = make_elastic(jobs, args.elastic_fraction, cluster.pool_gpus("training"), seed=args.seed)
     if args.limit is not None:
@@ -137,11 +138,7 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
         "cluster": cluster.describe(), "dropped": trace.dropped, "wall_s": round(wall, 3),
         "performance_model": not args.no_perf,
         "elastic_fraction": args.elastic_fraction,
-        "config": {"restart_overhead_s": config.restart_overhead_s,
-                   "resize_mechanism": config.resize_mechanism,
-                   "startup_overhead_s": config.startup_overhead_s,
-                   "checkpoint_interval_s": config.checkpoint_interval_s,
-                   "schedule_interval_s": config.schedule_interval_s}})
+        "config": dataclasses.asdict(config)})
 
 
 def _table(summaries: list[dict]) -> str:

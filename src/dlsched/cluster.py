@@ -100,6 +100,14 @@ class Cluster:
     def pool_gpus(self, pool: str) -> int:
         return sum(n.num_gpus for n in self.nodes if n.pool == pool)
 
+    @property
+    def largest_node_gpus(self) -> int:
+        return max(n.num_gpus for n in self.nodes)
+
+    def min_nodes_for(self, gpus: int) -> int:
+        """The fewest nodes that can hold ``gpus`` GPUs (filling the largest nodes)."""
+        return -(-gpus // self.largest_node_gpus)
+
     def capacity_for(self, gpu_types: tuple[str, ...] | None, pool: str = "training") -> int:
         """GPUs of the pool a job restricted to ``gpu_types`` (None: any) could ever use."""
         key = (gpu_types, pool)

@@ -38,6 +38,11 @@ class JobSpec:
     def elastic(self) -> bool:
         return self.min_gpus is not None or self.max_gpus is not None
 
+    @property
+    def gpu_range(self) -> tuple[int, int]:
+        """The GPU counts it may run on: min..max for an elastic job, else its request."""
+        return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
+
 
 def _finite_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -19,11 +19,10 @@ class PerfSpeed:
     def __init__(self, perf: PerfModel, cluster: Cluster) -> None:
         self.perf = perf
         self.cluster = cluster
-        self.largest_node = max(n.num_gpus for n in cluster.nodes)
         self._cache: dict[tuple, float] = {}
 
     def reference_nodes(self, gpus: int) -> int:
-        return -(-gpus // self.largest_node)
+        return self.cluster.min_nodes_for(gpus)
 
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
         spec = job.spec

@@ -52,7 +52,6 @@ class Policy:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    preemptive: ClassVar[bool] = False
 
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
         if placement not in PLACEMENTS:

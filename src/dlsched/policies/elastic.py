@@ -103,7 +103,7 @@ class ElasticTiresias(Tiresias):
                 missing -= len(job.gpus) - job.num_gpus
         if len(self.queue) > self.shrink_when_waiting:
             for job in by_priority:
-                low = job.spec.min_gpus or job.num_gpus
+                low = job.spec.gpu_range[0]
                 if self.level.get(job.job_id, 0) > 0 and len(job.gpus) > low and self._resizable(job, view):
                     self._shrink(job, low, view, plan, scratch)
 
@@ -118,7 +118,7 @@ class ElasticTiresias(Tiresias):
         heap: list[tuple[float, int, str]] = []
 
         def offer(job: JobState, gpus: list[int]) -> None:
-            high = job.spec.max_gpus or job.num_gpus
+            high = job.spec.gpu_range[1]
             if len(gpus) >= high:
                 return
             now_speed, next_speed = speed_at(job.spec, len(gpus)), speed_at(job.spec, len(gpus) + 1)

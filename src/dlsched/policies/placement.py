@@ -142,7 +142,7 @@ def consolidated(free: FreeGpus, need: int, types: tuple[str, ...] | None = None
     if gpus is None:
         return None
     used_nodes = len({free.cluster.gpu_node[g] for g in gpus})
-    return gpus if used_nodes <= -(-need // largest) else None
+    return gpus if used_nodes <= free.cluster.min_nodes_for(need) else None
 
 
 def spread(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> tuple[int, ...] | None:

@@ -20,7 +20,6 @@ from .base import ClusterView, Plan, Policy
 
 
 class PreemptivePolicy(Policy):
-    preemptive = True
     uses_pass_hooks = False   # subclasses with before_pass / after_pass set it
 
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:

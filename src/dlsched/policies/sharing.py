@@ -86,8 +86,6 @@ class _Pairing:
 
 
 class SjfSharing(QueuedPolicy):
-    benefit_test = True
-
     def __init__(self, placement: str = "best-fit", backfill: bool = False,
                  max_accumulation: int = MAX_ACCUMULATION) -> None:
         super().__init__(placement, backfill)
@@ -218,7 +216,7 @@ class SjfSharing(QueuedPolicy):
             return None
         if self.placement_name == "consolidated":
             nodes = {view.cluster.gpu_node[g] for g in gpus}
-            if len(nodes) > -(-need // max(n.num_gpus for n in view.cluster.nodes)):
+            if len(nodes) > view.cluster.min_nodes_for(need):
                 return None
         return tuple(gpus), k, partners
 
@@ -227,7 +225,22 @@ class SjfSharing(QueuedPolicy):
         return sorted(g for nid in free.usable for g in free.free[nid])
 
     def _candidates(self, job, group: _Group, pairing: _Pairing, t_a1: float, claimed: set[int], now: float):
-        """This group's partners for ``job`` with their t_con (sort key), best first."""
+        """This group's partners for ``job``, best first, with their sort keys: unclaimed ones
+        until they hold enough GPUs."""
+        group.skip_claimed(claimed)
+        out = []
+        need, got = job.spec.num_gpus, 0
+        for key, partner in self._partners(job, group, pairing, t_a1 * pairing.t_a_factor, now):
+            if partner.seq in claimed:
+                continue
+            out.append((key, partner, pairing))
+            got += partner.spec.num_gpus
+            if got >= need:
+                break
+        return out
+
+    def _partners(self, job, group: _Group, pairing: _Pairing, t_a: float, now: float):
+        """(sort key, partner) of this group's acceptable partners, best first."""
         raise NotImplementedError
 
 
@@ -236,35 +249,23 @@ class SjfBsbf(SjfSharing):
     name = "sjf-bsbf"
     description = "SJF order; shares a GPU pair only when the benefit test passes, best benefit first"
 
-    def _candidates(self, job, group, pairing, t_a1, claimed, now):
-        t_a = t_a1 * pairing.t_a_factor
+    def _partners(self, job, group, pairing, t_a, now):
         xi_a, xi_b = pairing.xi_a, pairing.xi_b
         # t_con < t_seq holds for T_b <= xi_a T_a / xi_b iff (1 - 1/(2 xi_a)) xi_b < 1, and for
         # larger T_b iff T_b > T_a (2 (1 - 1/(2 xi_b)) xi_a - 1): the passing T_b form at most
-        # two intervals, and t_con grows with T_b, so the best is the first passing job.
-        split = xi_a * t_a / xi_b
+        # two intervals, and t_con grows with T_b, so the first passing jobs are the best.
         lower_ok = (1 - 1 / (2 * xi_a)) * xi_b < 1
-        above = max(split, t_a * (2 * (1 - 1 / (2 * xi_b)) * xi_a - 1))
-        group.skip_claimed(claimed)
+        above = max(xi_a * t_a / xi_b, t_a * (2 * (1 - 1 / (2 * xi_b)) * xi_a - 1))
         jobs = group.jobs
         start = group.first if lower_ok else max(group.first, bisect_right(group.finish, now + above))
-        out = []
-        need = job.spec.num_gpus
-        got = 0
         for idx in range(start, len(jobs)):
             partner = jobs[idx]
-            if partner.seq in claimed:
-                continue
             t_b = partner.finish_time - now
             if not lower_ok and t_b <= above:
                 continue
             tc = t_con(t_a, t_b, xi_a, xi_b)
-            if tc < t_b + t_a / 2:          # t_seq
-                out.append((tc, partner, pairing))
-                got += partner.spec.num_gpus
-                if got >= need:
-                    break
-        return out
+            if tc < t_seq(t_a, t_b):
+                yield tc, partner
 
 
 @register
@@ -272,18 +273,9 @@ class SjfFfs(SjfSharing):
     name = "sjf-ffs"
     description = "SJF order; shares a GPU whenever memory fits (first fit), no benefit test"
 
-    def _candidates(self, job, group, pairing, t_a1, claimed, now):
-        out = []
-        got = 0
-        group.skip_claimed(claimed)
+    def _partners(self, job, group, pairing, t_a, now):
         for partner in group.by_gpu[group.first_by_gpu:]:
-            if partner.seq in claimed:
-                continue
-            out.append((partner.gpus[0], partner, pairing))   # first fit: GPU order
-            got += partner.num_gpus
-            if got >= job.num_gpus:
-                break
-        return out
+            yield partner.gpus[0], partner          # first fit: GPU order
 
 
 @register

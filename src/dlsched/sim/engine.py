@@ -7,8 +7,9 @@ for a plan, which is applied at once. A running job's completion time follows fr
 is recomputed only when the rate changes; the clock is never quantized.
 
 Costs charged (documented, overridable defaults in :class:`SimConfig`): a restart pause after
-every preemption, an optional start-up pause, and the work done since the last checkpoint when
-checkpoints are periodic.
+every preemption, an optional start-up pause, the work done since the last checkpoint when
+checkpoints are periodic, and each resize of an elastic job (stop-resume or background).
+Jobs may share GPUs (:mod:`.occupancy`), each slowed by its partner.
 """
 
 from __future__ import annotations
@@ -140,7 +141,6 @@ class SimResult:
     ts_queue: array = field(default_factory=lambda: array("l"))
     ts_used: array = field(default_factory=lambda: array("l"))
     ts_usable: array = field(default_factory=lambda: array("l"))
-    dropped: dict[str, int] = field(default_factory=dict)
 
 
 class Simulator:
@@ -198,9 +198,7 @@ class Simulator:
     def _start(self, job: JobState, gpus: tuple[int, ...], accumulation: int = 1) -> None:
         if job.status is not Status.PENDING:
             raise PlanError(f"policy {self.policy.name} started job {job.job_id}, which is {job.status.value}")
-        spec = job.spec
-        low, high = (spec.min_gpus or spec.num_gpus, spec.max_gpus or spec.num_gpus) if spec.elastic \
-            else (spec.num_gpus, spec.num_gpus)
+        low, high = job.spec.gpu_range
         if not low <= len(set(gpus)) == len(gpus) <= high:
             raise PlanError(f"policy {self.policy.name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
                             f"it needs {low if low == high else f'{low}..{high}'} (gang)")
@@ -270,7 +268,7 @@ class Simulator:
     def _resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
         """Change a running elastic job's GPUs, charging the configured mechanism."""
         spec, cfg, now = job.spec, self.config, self.now
-        low, high = spec.min_gpus or spec.num_gpus, spec.max_gpus or spec.num_gpus
+        low, high = spec.gpu_range
         problem = None
         if job.status is not Status.RUNNING:
             problem = f"it is {job.status.value}"
@@ -284,7 +282,6 @@ class Simulator:
             raise PlanError(f"policy {self.policy.name} resized job {job.job_id}: {problem}")
         old = set(job.gpus)
         added = [g for g in gpus if g not in old]
-        removed = [g for g in job.gpus if g not in set(gpus)]
         try:
             self.free.take(added)
         except ValueError as e:

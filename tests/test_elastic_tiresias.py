@@ -95,3 +95,29 @@ def test_sizes_stay_within_min_and_max():
     result = sim.run()
     assert all(j.finish is not None for j in result.jobs)
     assert any(d > 0 for d in sizes) and any(d < 0 for d in sizes)   # it both grew and shrank
+
+
+def test_a_job_shrunk_for_waiting_jobs_is_not_grown_back_while_they_wait():
+    # elastic-fifo, shrink when more than 0 wait. A (2 GPUs of 1..2, 100 s) runs alone from 0.
+    # B (4 GPUs) arrives at 10 and waits for A: A shrinks to 1 (scale-in, no pause) and, since
+    # B still waits, is not grown back into the 3 idle GPUs (that would repeat at every event).
+    # A: 10 s done by 10, then 90 s at speed 0.6 -> 160; B runs 160..170.
+    jobs = [JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
+            JobSpec("b", 10.0, 4, 10.0, model="m")]
+    sim = Simulator(parse_cluster_spec("1x4"), jobs, make_policy("elastic-fifo", shrink_when_waiting=0),
+                    SimConfig(), speed=SizeTable(LINEARISH))
+    s = {j.job_id: j for j in sim.run().jobs}
+    assert s["a"].resizes == 1 and s["a"].finish == pytest.approx(160)
+    assert s["b"].first_start == pytest.approx(160) and s["b"].finish == pytest.approx(170)
+
+
+def test_elastic_fifo_without_elastic_jobs_is_fifo():
+    import random
+    rng = random.Random(5)
+    jobs = [JobSpec(f"j{i}", float(rng.randint(0, 2000)), rng.choice([1, 1, 2, 4, 8]),
+                    float(rng.randint(10, 900))) for i in range(200)]
+    finishes = {}
+    for name in ("fifo", "elastic-fifo"):
+        result = Simulator(parse_cluster_spec("2x8"), jobs, make_policy(name), SimConfig()).run()
+        finishes[name] = {j.job_id: j.finish for j in result.jobs}
+    assert finishes["fifo"] == finishes["elastic-fifo"]

@@ -108,3 +108,18 @@ def test_a_job_that_is_not_elastic_cannot_be_resized():
                     SimConfig(), speed=RateBySize())
     with pytest.raises(PlanError, match="outside its 2..2"):
         sim.run()
+
+
+class WithCheckpoint(RateBySize):
+    def checkpoint_mib(self, spec):
+        return 2048.0    # 2 GiB of weights and optimizer state
+
+
+def test_the_stop_resume_pause_grows_with_the_checkpoint():
+    # 30 s restart + writing and reading 2 GiB at 1 GiB/s = 34 s. Resized to 4 GPUs at 20:
+    # 20 s done, paused until 54, the other 80 s at 1.6 -> 104; 34 s x 4 GPUs lost.
+    sim = Simulator(parse_cluster_spec("1x4"), [E], Script(20.0, (0, 1, 2, 3)),
+                    SimConfig(resize_mechanism="stop-resume", stop_resume_s=30, checkpoint_mib_s=1024),
+                    speed=WithCheckpoint())
+    job = sim.run().jobs[0]
+    assert job.finish == pytest.approx(104.0) and job.resize_lost_gpu_s == pytest.approx(136.0)

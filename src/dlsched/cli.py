@@ -81,6 +81,11 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                         "request; docs/policies.md); default 0")
     p.add_argument("--resize-mechanism", choices=["background", "stop-resume"], default="background",
                    help="how elastic resizes are charged (default %(default)s)")
+    p.add_argument("--stop-resume-s", type=float, default=POLLUX_RESTART_PENALTY_S,
+                   help="restart part of a resize's stop-resume pause (default %(default)s, Pollux's)")
+    p.add_argument("--checkpoint-mib-s", type=float, default=1024.0,
+                   help="checkpoint write/read bandwidth; a resize's pause adds saving and loading "
+                        "the model's weights and optimizer state (default %(default)s MiB/s, chosen)")
     p.add_argument("--no-perf", action="store_true",
                    help="run every job at its trace speed instead of the performance model's")
     p.add_argument("--out", required=True, help="output folder")
@@ -119,7 +124,8 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
                        startup_overhead_s=args.startup_overhead_s,
                        checkpoint_interval_s=args.checkpoint_interval_s,
                        schedule_interval_s=args.schedule_interval_s,
-                       resize_mechanism=args.resize_mechanism)
+                       resize_mechanism=args.resize_mechanism, stop_resume_s=args.stop_resume_s,
+                       checkpoint_mib_s=args.checkpoint_mib_s)
     bar = None
     if not args.no_progress:
         from tqdm import tqdm

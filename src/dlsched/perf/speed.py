@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..cluster import Cluster
 from ..jobs import JobSpec, JobState
 from .model import REFERENCE_GPU, PerfModel, default_local_batch
+from .zoo import profile
 
 
 class PerfSpeed:
@@ -83,6 +84,10 @@ class PerfSpeed:
         if spec.model is None:
             return None
         return self.perf.memory_mib(spec.model, self.global_batch(spec) / gpus / accumulation)
+
+    def checkpoint_mib(self, spec: JobSpec) -> float | None:
+        """Its checkpoint's size, or None when the model's parameter count is unknown."""
+        return None if spec.model is None else profile(spec.model).checkpoint_mib
 
     def slowdown(self, job: JobState, partner: JobState) -> float | None:
         """The job's slowdown next to ``partner`` on one GPU, or None if not measured."""

@@ -53,6 +53,13 @@ class ModelProfile:
         return self.params_m * 1e6 * 4 * (2 + self.optimizer_states) / 2**20
 
     @property
+    def checkpoint_mib(self) -> float | None:
+        """A checkpoint's size: fp32 weights and optimizer state (gradients are not saved)."""
+        if self.params_m is None:
+            return None
+        return self.params_m * 1e6 * 4 * (1 + self.optimizer_states) / 2**20
+
+    @property
     def per_sample_mib(self) -> float | None:
         if self.fixed_mib is None:
             return None
@@ -82,9 +89,11 @@ ZOO: dict[str, ModelProfile] = {p.name: p for p in (
                  footprint_mib=10532, footprint_batch=4, params_m=124.0, optimizer_states=2),
     ModelProfile("cifar10", "cifar10", "ResNet-18 (batch size 128)", 128,
                  footprint_mib=6432, footprint_batch=128, params_m=11.69),
-    ModelProfile("imagenet", "imagenet", "ResNet-50 (batch size 64)", None, blox=("resnet50", "64")),
+    ModelProfile("imagenet", "imagenet", "ResNet-50 (batch size 64)", None, blox=("resnet50", "64"),
+                 params_m=25.56),      # torchvision ResNet-50
+    # (no footprint measured: memory stays unknown; the parameter count only sizes checkpoints)
     ModelProfile("deepspeech2", "deepspeech2", "LM (batch size 20)", None),
-    ModelProfile("yolov3", "yolov3", "ResNet-50 (batch size 16)", None),
+    ModelProfile("yolov3", "yolov3", "ResNet-50 (batch size 16)", None, params_m=61.95),  # YOLOv3-416
     ModelProfile("ncf", "ncf", "Recommendation (batch size 8192)", None),
 )}
 

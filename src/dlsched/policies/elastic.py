@@ -1,20 +1,28 @@
-"""Elastic Tiresias: Tiresias that resizes elastic jobs (Amoeba/EDL, PAPERS.md section 2).
+"""Elastic scheduling (Amoeba/EDL, PAPERS.md section 2): phases around a preemptive policy's pass.
 
-Reconstructed from a third-party implementation; every choice below is a parameter or stated:
+Reconstructed from a third-party implementation of elastic Tiresias; every choice below is a
+parameter or stated:
 
-1. Jobs start and run in Tiresias order at their requested size (phase 1), preempting across
-   queues as Tiresias does.
+1. Jobs start in the base policy's order at their requested size (phase 1), preempting as the
+   base policy does.
 2. GPUs a job holds above its request are the first to go: before the pass, grown jobs give them
-   back (lowest priority first) when the waiting jobs at the head of the queue could then start.
-3. When more than ``shrink_when_waiting`` jobs wait (default 10), elastic jobs of the lower
-   queues (below the top one) shrink to their minimum, lowest priority first.
+   back (lowest priority first) when the jobs at the head of the queue could then start.
+3. When more than ``shrink_when_waiting`` jobs wait (default 10), elastic jobs of low priority
+   (Tiresias: below the top queue; FIFO: all) shrink to their minimum, lowest priority first.
 4. GPUs left after the pass go one at a time to the elastic job with the largest marginal
    speedup (its speed at n + 1 GPUs minus at n, relative to its speed at its request, from the
    performance model), up to its maximum (phase 2). A job started in this pass simply starts
    larger; a running one is resized.
 
-A job resized in a pass is not resized again in it, and a preempted job's resize is dropped.
-Without a performance model (``--no-perf``) speeds at other sizes are unknown, so nothing grows.
+Two guards keep the phases from undoing each other at every event (each resize is an event, so
+a cycle would never end): phase 2 leaves free the GPUs the head of the queue could use with the
+extras given back (rule 2 would take them back at once), and does not grow a job that rule 3
+would shrink. A job resized in a pass is not resized again in it, and a preempted job's resize
+is dropped. Without a performance model (``--no-perf``) speeds at other sizes are unknown, so
+nothing grows.
+
+The policy keeps the planned size of every running elastic job and three small indexes (grown,
+shrinkable by rule 3, growable), so a pass touches only the jobs it may resize.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import heapq
 from ..jobs import JobState
 from .base import ClusterView, Plan, register
 from .placement import best_fit
+from .preemptive import PreemptivePolicy
 from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, Tiresias
 
 DEFAULT_SHRINK_WHEN_WAITING = 10   # the third-party implementation's threshold
@@ -37,32 +46,70 @@ def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tup
     return tuple(sorted(gpus, key=lambda g: (-per_node[gpu_node[g]], gpu_node[g], g))[:k])
 
 
-@register
-class ElasticTiresias(Tiresias):
-    name = "elastic-tiresias"
-    description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
+class ElasticPhases(PreemptivePolicy):
+    """Rules 2-4 above for any :class:`PreemptivePolicy`; subclasses say which jobs are of low
+    priority (rule 3) and must be combined before the base policy in the class bases."""
+
     uses_pass_hooks = True
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
-                 thresholds_gpu_s=DEFAULT_THRESHOLDS_GPU_S, starvation_factor=DEFAULT_STARVATION_FACTOR,
-                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
-        super().__init__(placement, backfill, thresholds_gpu_s, starvation_factor)
+    def _init_elastic(self, shrink_when_waiting: int) -> None:
         self.shrink_when_waiting = int(shrink_when_waiting)
-        self.elastic_running: dict[str, JobState] = {}
+        self.size: dict[str, int] = {}            # running elastic job -> GPUs once planned
+        self.grown: dict[str, JobState] = {}      # holding more than requested
+        self.shrinkable: dict[str, JobState] = {}  # low priority, above its minimum
+        self.growable: dict[str, JobState] = {}   # below its maximum with a positive gain
+        self.extra_gpus = 0                       # GPUs held above requests, in total
         self._planned: dict[str, tuple[int, ...]] = {}   # this pass's resizes
+        self._speed_at = None
 
-    def params(self) -> dict:
-        return {**super().params(), "shrink_when_waiting": self.shrink_when_waiting}
+    def is_low_priority(self, job: JobState) -> bool:
+        raise NotImplementedError
 
-    # -- bookkeeping ------------------------------------------------------------------------
+    # -- indexes ----------------------------------------------------------------------------
+    def _track(self, job: JobState, size: int) -> None:
+        jid, (low, high) = job.job_id, job.spec.gpu_range
+        self._untrack(job)
+        self.size[jid] = size
+        if size > job.num_gpus:
+            self.grown[jid] = job
+            self.extra_gpus += size - job.num_gpus
+        if size > low and self.is_low_priority(job):
+            self.shrinkable[jid] = job
+        if size < high and self._gain(job, size) > 0:
+            self.growable[jid] = job
+
+    def _untrack(self, job: JobState) -> None:
+        jid = job.job_id
+        size = self.size.pop(jid, None)
+        if size is not None and size > job.num_gpus:
+            self.extra_gpus -= size - job.num_gpus
+        self.grown.pop(jid, None)
+        self.shrinkable.pop(jid, None)
+        self.growable.pop(jid, None)
+
+    def _gain(self, job: JobState, size: int) -> float:
+        """Speed gained by one more GPU, relative to the speed at the request (0 if unknown)."""
+        if self._speed_at is None:
+            return 0.0
+        now, more = self._speed_at(job.spec, size), self._speed_at(job.spec, size + 1)
+        return 0.0 if now is None or more is None else more - now
+
     def started(self, job: JobState, now: float) -> None:
         super().started(job, now)
         if job.spec.elastic:
-            self.elastic_running[job.job_id] = job
+            self._track(job, job.num_gpus)
 
     def stopped(self, job: JobState, now: float) -> None:
         super().stopped(job, now)
-        self.elastic_running.pop(job.job_id, None)
+        self._untrack(job)
+
+    def _rekey_running(self, job: JobState) -> None:
+        super()._rekey_running(job)          # its priority changed: so may its rule-3 status
+        if job.job_id in self.size:
+            self._track(job, self.size[job.job_id])
+
+    def preemptible_gpus(self, job: JobState) -> float:
+        return super().preemptible_gpus(job) + self.extra_gpus
 
     def planned_gpus(self, job: JobState) -> tuple[int, ...]:
         return self._planned.get(job.job_id, job.gpus)
@@ -79,80 +126,129 @@ class ElasticTiresias(Tiresias):
         scratch.release([g for g in job.gpus if g not in kept])
         plan.resize.append((job, kept))
         self._planned[job.job_id] = kept
+        self._track(job, size)
 
-    # -- before the pass: give back extras, shrink when many wait ----------------------------
+    def _head_need(self, free_total: int) -> int:
+        """GPUs the jobs at the head of the queue, in order, could use if the grown jobs gave
+        their extras back."""
+        budget, need = free_total + self.extra_gpus, 0
+        for entry in self.queue:
+            n = entry[-1].num_gpus
+            if need + n > budget:
+                break
+            need += n
+        return need
+
+    def _many_wait(self) -> bool:
+        return len(self.queue) > self.shrink_when_waiting
+
+    # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
     def before_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
         self._planned = {}
-        if not self.queue or not self.elastic_running:
+        self._speed_at = view.speed.speed_at_size
+        if not self.queue:
             return
-        by_priority = sorted(self.elastic_running.values(), key=lambda j: self.worst_first(j))  # worst first
-        grown = [j for j in by_priority if len(j.gpus) > j.num_gpus and self._resizable(j, view)]
-        if grown:
-            extras = sum(len(j.gpus) - j.num_gpus for j in grown)
-            need = 0
-            for entry in self.queue:           # what the head of the queue could use
-                n = entry[-1].num_gpus
-                if need + n > scratch.total + extras:
-                    break
-                need += n
-            missing = need - scratch.total
-            for job in grown:
-                if missing <= 0:
-                    break
-                self._shrink(job, job.num_gpus, view, plan, scratch)
-                missing -= len(job.gpus) - job.num_gpus
-        if len(self.queue) > self.shrink_when_waiting:
-            for job in by_priority:
-                low = job.spec.gpu_range[0]
-                if self.level.get(job.job_id, 0) > 0 and len(job.gpus) > low and self._resizable(job, view):
-                    self._shrink(job, low, view, plan, scratch)
+        if self.grown:
+            missing = self._head_need(scratch.total) - scratch.total
+            if missing > 0:
+                for job in sorted(self.grown.values(), key=self.worst_first):
+                    if missing <= 0:
+                        break
+                    if self._resizable(job, view):
+                        missing -= self.size[job.job_id] - job.num_gpus
+                        self._shrink(job, job.num_gpus, view, plan, scratch)
+        if self._many_wait() and self.shrinkable:
+            for job in sorted(self.shrinkable.values(), key=self.worst_first):
+                if self._resizable(job, view):
+                    self._shrink(job, job.spec.gpu_range[0], view, plan, scratch)
 
-    # -- after the pass: hand out what is left, largest marginal speedup first ----------------
+    # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
-        if scratch.total == 0:
+        spare = scratch.total - self._head_need(scratch.total) if self.queue else scratch.total
+        if spare <= 0 or not self.growable:
             return
-        speed_at = view.speed.speed_at_size
-        victims = {j.job_id for j in plan.preempt}
+        many_wait = self._many_wait()
+        starting = {job.job_id: index for index, (job, _) in enumerate(plan.start)}
         sizes: dict[str, list[int]] = {}         # job id -> its GPUs as planned, growing
-        owners: dict[str, tuple[JobState, int | None]] = {}   # job id -> (job, index in plan.start)
         heap: list[tuple[float, int, str]] = []
-
-        def offer(job: JobState, gpus: list[int]) -> None:
-            high = job.spec.gpu_range[1]
-            if len(gpus) >= high:
-                return
-            now_speed, next_speed = speed_at(job.spec, len(gpus)), speed_at(job.spec, len(gpus) + 1)
-            if now_speed is None or next_speed is None or next_speed <= now_speed:
-                return
-            heapq.heappush(heap, (now_speed - next_speed, job.seq, job.job_id))
-
-        for index, (job, gpus) in enumerate(plan.start):
-            if job.spec.elastic:
-                sizes[job.job_id] = list(gpus)
-                owners[job.job_id] = (job, index)
-                offer(job, sizes[job.job_id])
-        for job in self.elastic_running.values():
-            if job.job_id not in victims and job.job_id not in sizes and self._resizable(job, view):
-                sizes[job.job_id] = list(job.gpus)
-                owners[job.job_id] = (job, None)
-                offer(job, sizes[job.job_id])
-        grown: set[str] = set()
+        for jid, job in self.growable.items():
+            if (many_wait and self.is_low_priority(job)) or not (jid in starting or self._resizable(job, view)):
+                continue
+            sizes[jid] = list(plan.start[starting[jid]][1] if jid in starting else job.gpus)
+            heap.append((-self._gain(job, len(sizes[jid])), job.seq, jid))
+        heapq.heapify(heap)
+        grown: dict[str, JobState] = {}
         gpu_node = view.cluster.gpu_node
-        while heap and scratch.total > 0:
+        while heap and spare > 0:
             _, _, jid = heapq.heappop(heap)
-            job, gpus = owners[jid][0], sizes[jid]
+            job, gpus = self.growable[jid], sizes[jid]
             near = [g for nid in sorted({gpu_node[x] for x in gpus}) for g in sorted(scratch.free[nid])]
             pick = (near[0],) if near else best_fit(scratch, 1, job.spec.gpu_types)
             if not pick:
                 continue
             scratch.take(pick)
+            spare -= 1
             gpus.append(pick[0])
-            grown.add(jid)
-            offer(job, gpus)
-        for jid in grown:
-            job, index = owners[jid]
-            if index is None:
-                plan.resize.append((job, tuple(sizes[jid])))
-                self._planned[jid] = tuple(sizes[jid])
+            grown[jid] = job
+            if len(gpus) < job.spec.gpu_range[1]:
+                gain = self._gain(job, len(gpus))
+                if gain > 0:
+                    heapq.heappush(heap, (-gain, job.seq, jid))
+        for jid, job in grown.items():
+            gpus = tuple(sizes[jid])
+            if jid in starting:
+                plan.start[starting[jid]] = (job, gpus)
             else:
-                plan.start[index] = (job, tuple(sizes[jid]))
+                plan.resize.append((job, gpus))
+                self._planned[jid] = gpus
+            self._track(job, len(gpus))
+
+
+@register
+class ElasticTiresias(ElasticPhases, Tiresias):
+    name = "elastic-tiresias"
+    description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 thresholds_gpu_s=DEFAULT_THRESHOLDS_GPU_S, starvation_factor=DEFAULT_STARVATION_FACTOR,
+                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
+        super().__init__(placement, backfill, thresholds_gpu_s, starvation_factor)
+        self._init_elastic(shrink_when_waiting)
+
+    def params(self) -> dict:
+        return {**super().params(), "shrink_when_waiting": self.shrink_when_waiting}
+
+    def is_low_priority(self, job: JobState) -> bool:
+        return self.level.get(job.job_id, 0) > 0
+
+
+@register
+class ElasticFifo(ElasticPhases):
+    """FIFO by submit time that never preempts, with the elastic phases: the simplest elastic
+    baseline, where only elasticity changes who runs when."""
+
+    name = "elastic-fifo"
+    description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
+        super().__init__(placement, backfill)
+        self._init_elastic(shrink_when_waiting)
+
+    def params(self) -> dict:
+        return {**super().params(), "shrink_when_waiting": self.shrink_when_waiting}
+
+    def rank(self, job: JobState, now: float) -> tuple:
+        return (job.spec.submit_time_s, job.seq)
+
+    def worst_first(self, job: JobState) -> tuple:
+        return (-job.spec.submit_time_s, -job.seq)
+
+    def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
+        return False
+
+    def preemptible_gpus(self, job: JobState) -> float:
+        return 0.0
+
+    def is_low_priority(self, job: JobState) -> bool:
+        return True

@@ -65,10 +65,14 @@ class SimConfig:
     # size and reload: every worker pauses ``stop_resume_s``. "background" (Amoeba/EDL): new
     # workers prepare for ``stop_resume_s`` on their GPUs while the old ones keep training, then
     # all switch at a mini-batch boundary, pausing ``background_switch_fraction`` of it; leaving
-    # workers exit at a boundary and the staying ones do not pause. Defaults: Pollux's 30 s
-    # restart, and the ~95% saving Amoeba reports for background scaling.
+    # workers exit at a boundary and the staying ones do not pause. The pause grows with the
+    # model: ``stop_resume_s`` plus writing and reading its checkpoint (weights and optimizer
+    # state, from the performance model) at ``checkpoint_mib_s``. Defaults: Pollux's 30 s
+    # restart; 1 GiB/s, a chosen local-NVMe-class bandwidth (no public per-job measurement);
+    # the ~95% saving Amoeba reports for background scaling.
     resize_mechanism: str = "background"
     stop_resume_s: float = POLLUX_RESTART_PENALTY_S
+    checkpoint_mib_s: float = 1024.0
     background_switch_fraction: float = 0.05
 
     def __post_init__(self) -> None:
@@ -87,6 +91,8 @@ class SimConfig:
             raise SpecError("resize_mechanism", f"must be 'background' or 'stop-resume', got {self.resize_mechanism!r}")
         if not (isinstance(self.stop_resume_s, (int, float)) and self.stop_resume_s >= 0):
             raise SpecError("stop_resume_s", f"must be a number >= 0, got {self.stop_resume_s!r}")
+        if not (isinstance(self.checkpoint_mib_s, (int, float)) and self.checkpoint_mib_s > 0):
+            raise SpecError("checkpoint_mib_s", f"must be a number > 0, got {self.checkpoint_mib_s!r}")
         if not 0 <= self.background_switch_fraction <= 1:
             raise SpecError("background_switch_fraction", "must be between 0 and 1")
 
@@ -117,6 +123,9 @@ class TraceSpeed:
         return 1.0
 
     def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        return None
+
+    def checkpoint_mib(self, spec: JobSpec) -> float | None:
         return None
 
 
@@ -294,25 +303,31 @@ class Simulator:
         job.memory_mib = self.speed.memory_mib(spec, len(gpus), job.accumulation)
         self.occupancy.attach(job)
         job.resizes += 1
+        pause = self.resize_pause_s(spec)
         if cfg.resize_mechanism == "stop-resume":
-            job.resume_at = max(job.resume_at, now) + cfg.stop_resume_s
-            job.resize_lost_gpu_s += cfg.stop_resume_s * len(gpus)
+            job.resume_at = max(job.resume_at, now) + pause
+            job.resize_lost_gpu_s += pause * len(gpus)
         elif added:            # background scale-out: the old workers go on meanwhile
-            job.switch_at = now + cfg.stop_resume_s
+            job.switch_at = now + pause
             heapq.heappush(self._switches, (job.switch_at, job.seq, job.version, job))
-            job.resize_lost_gpu_s += (cfg.stop_resume_s * len(added)
-                                      + cfg.background_switch_fraction * cfg.stop_resume_s * len(gpus))
+            job.resize_lost_gpu_s += (pause * len(added)
+                                      + cfg.background_switch_fraction * pause * len(gpus))
             self._schedule_completion(job)    # at the old speed, until the switch
             return
         job.rate = self._rate(job)           # background scale-in: no pause for the stayers
         self._schedule_completion(job)
+
+    def resize_pause_s(self, spec: JobSpec) -> float:
+        """A stop-resume of ``spec``: the restart, plus saving and loading its checkpoint."""
+        state = self.speed.checkpoint_mib(spec)
+        return self.config.stop_resume_s + (0.0 if state is None else 2 * state / self.config.checkpoint_mib_s)
 
     def _switch(self, job: JobState) -> None:
         """A background scale-out's new workers are ready: everyone switches to the new group."""
         cfg = self.config
         self._advance(job)
         job.switch_at = None
-        job.resume_at = max(job.resume_at, self.now) + cfg.background_switch_fraction * cfg.stop_resume_s
+        job.resume_at = max(job.resume_at, self.now) + cfg.background_switch_fraction * self.resize_pause_s(job.spec)
         job.rate = self._rate(job)
         self._schedule_completion(job)
 

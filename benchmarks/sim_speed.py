@@ -2,6 +2,7 @@
 each baseline policy and print wall seconds, jobs per second and events per second.
 
     make bench                      # or: .venv/bin/python benchmarks/sim_speed.py [--policies a,b]
+    .venv/bin/python benchmarks/sim_speed.py --policies elastic-tiresias --elastic-fraction 0.5
 
 Loading the trace (and giving each job a model) is timed apart: it is the same for every
 policy. Job speeds come from the performance model, as in ``dlsched simulate``; ``--no-perf``
@@ -14,6 +15,7 @@ import argparse
 import time
 
 from dlsched.cluster import parse_cluster_spec
+from dlsched.elastic import make_elastic
 from dlsched.perf.assign import assign_models
 from dlsched.perf.model import PerfModel
 from dlsched.perf.speed import PerfSpeed
@@ -30,6 +32,9 @@ def main() -> None:
     parser.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf")
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy; the best is shown")
     parser.add_argument("--no-perf", action="store_true", help="trace speeds, no performance model")
+    parser.add_argument("--elastic-fraction", type=float, default=0.0,
+                        help="share of jobs made elastic by the seeded rule (default 0)")
+    parser.add_argument("--resize-mechanism", default="background", choices=["background", "stop-resume"])
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -38,26 +43,29 @@ def main() -> None:
     jobs = trace.jobs
     if not args.no_perf:
         jobs = assign_models(jobs, PerfModel(), cluster)
+    if args.elastic_fraction:
+        jobs = make_elastic(jobs, args.elastic_fraction, cluster.num_gpus)
     load_s = time.perf_counter() - t0
     print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
           f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
-          f"{'trace speeds' if args.no_perf else 'performance model'}")
-    print(f"{'policy':<10} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'mean JCT h':>11}")
+          f"{'trace speeds' if args.no_perf else 'performance model'}; elastic fraction {args.elastic_fraction}")
+    print(f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'resizes':>8} {'mean JCT h':>11}")
     for name in args.policies.split(","):
         best = None
         for _ in range(args.repeat):
             policy = make_policy(name)
             t0 = time.perf_counter()
             speed = TRACE_SPEED if args.no_perf else PerfSpeed(PerfModel(), cluster)
-            result = simulate(cluster, jobs, policy, SimConfig(), speed=speed)
+            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism), speed=speed)
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:
                 best = (wall, result)
         wall, result = best
         done = [j for j in result.jobs if j.finish is not None]
         mean_jct_h = sum(j.finish - j.spec.submit_time_s for j in done) / len(done) / 3600
-        print(f"{name:<10} {wall:8.2f} {len(result.jobs) / wall:10,.0f} {result.events / wall:10,.0f} "
-              f"{result.schedule_calls:9,} {mean_jct_h:11.2f}")
+        resizes = sum(j.resizes for j in result.jobs)
+        print(f"{name:<16} {wall:8.2f} {len(result.jobs) / wall:10,.0f} {result.events / wall:10,.0f} "
+              f"{result.schedule_calls:9,} {resizes:8,} {mean_jct_h:11.2f}")
 
 
 if __name__ == "__main__":

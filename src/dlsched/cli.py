@@ -278,7 +278,8 @@ def cmd_policies(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlsched", description="Schedule deep-learning jobs on "
-                                     "shared GPU clusters: simulate policies on real traces.")
+                                     "shared GPU clusters: simulate policies on real traces, or run "
+                                     "real training jobs on Ray with the same policies.")
     parser.add_argument("--version", action="version", version=f"dlsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("simulate", help="replay one trace on one cluster with one policy")
@@ -309,7 +310,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=int, default=4,
                    help="GPUs per node of the measured cluster (Pollux's testbed had 4)")
     p.set_defaults(func=cmd_perf_show)
+    from .runtime.client import add_client_parsers
+    from .runtime.server import add_server_parser
+    add_server_parser(sub).set_defaults(func=lambda args: _serve(args))
+    add_client_parsers(sub)
     return parser
+
+
+def _serve(args) -> int:
+    from .runtime.server import serve
+    return serve(args, _key_values(args.param, "param"))
+
+
+from .runtime.client import ApiError  # noqa: E402  (after the parser helpers it uses)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         print(f"dlsched: policy error: {e}", file=sys.stderr)
         return 3
+    except ApiError as e:
+        print(f"dlsched: {e}", file=sys.stderr)
+        return 4
 
 
 if __name__ == "__main__":

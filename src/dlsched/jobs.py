@@ -96,6 +96,7 @@ class Status(Enum):
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
+    CANCELLED = "cancelled"     # the runtime: a user cancelled it
 
 
 @dataclass(slots=True, eq=False)

@@ -71,6 +71,11 @@ class Policy:
         """A running job was stopped by something other than this policy's plan (node failure,
         a worker crash, a failed start) and is pending again."""
 
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        """A pending job left the queue for good (a user cancelled it; the runtime only). A
+        cancelled running job is reported as finished."""
+        raise NotImplementedError(f"policy {self.name} cannot drop a pending job")
+
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: ClusterView) -> Plan:
         raise NotImplementedError

@@ -119,6 +119,9 @@ class PreemptivePolicy(Policy):
         self._stamp.pop(job.job_id, None)
         self.stopped(job, now)
 
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        del self.queue[bisect_left(self.queue, self._entry.pop(job.job_id))]
+
     def job_requeued(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self.stopped(job, now)

@@ -39,6 +39,9 @@ class QueuedPolicy(Policy):
 
     job_requeued = job_arrived
 
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        self._dequeue([next(i for i, e in enumerate(self.queue) if e[-1] is job)])
+
     def schedule(self, view: ClusterView) -> Plan:
         free_total = view.free.total
         if not self.queue or free_total < min(self.sizes):

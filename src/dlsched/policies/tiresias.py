@@ -95,7 +95,7 @@ class Tiresias(PreemptivePolicy):
 
     def stopped(self, job: JobState, now: float) -> None:
         self.level_gpus[self.level.get(job.job_id, 0)] -= job.num_gpus
-        if job.status is Status.DONE:
+        if job.status in (Status.DONE, Status.CANCELLED):
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)
             return

@@ -406,6 +406,55 @@ class Simulator:
         for job, gpus in plan.start:
             self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
 
+    # -- driven by the wall clock: the runtime keeps its books with the same transitions ------
+    def advance_to(self, now: float) -> None:
+        self.now = max(self.now, now)
+
+    def submit(self, spec: JobSpec) -> JobState:
+        """A job arrives now."""
+        problem = unplaceable(spec, self.cluster)
+        if problem:
+            raise SpecError("num_gpus", problem)
+        job = JobState(spec=spec, seq=len(self.states))
+        self.states.append(job)
+        job.pending_since = self.now
+        self.pending[job.job_id] = job
+        self.policy.job_arrived(job, self.now)
+        return job
+
+    def complete(self, job: JobState) -> None:
+        """A running job ended by itself."""
+        self._finish(job)
+
+    def requeue(self, job: JobState) -> None:
+        """A running job failed (crash, lost worker, failed start): it waits again."""
+        self._stop(job, by_policy=False)
+        self.policy.job_requeued(job, self.now)
+
+    def cancel(self, job: JobState) -> None:
+        """A user cancelled the job: it leaves the queue, or its GPUs."""
+        if job.status is Status.RUNNING:
+            self._advance(job)
+            self._account_run(job)
+            self._vacate(job)
+            job.switch_at, job.gpus, job.status = None, (), Status.CANCELLED
+            del self.running[job.job_id]
+            self.policy.job_finished(job, self.now)
+        elif job.status is Status.PENDING:
+            del self.pending[job.job_id]
+            job.status = Status.CANCELLED
+            self.policy.job_cancelled(job, self.now)
+
+    @property
+    def down_nodes(self) -> set[int]:
+        return self._down
+
+    def node_down(self, nid: int) -> None:
+        self._node_event("down", nid)
+
+    def node_up(self, nid: int) -> None:
+        self._node_event("up", nid)
+
     # -- resource changes ------------------------------------------------------------------
     def _node_event(self, kind: str, nid: int) -> None:
         if not 0 <= nid < len(self.cluster.nodes):

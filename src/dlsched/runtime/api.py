@@ -1,0 +1,132 @@
+"""The REST API (FastAPI; the OpenAPI schema is at ``/openapi.json``, docs at ``/docs``).
+
+Every call but ``/metrics`` and ``/healthz`` needs ``Authorization: Bearer <token>``: the admin
+token, or a tenant's. Tokens are random (32 bytes) and stored only as SHA-256 hashes. A tenant
+sees and controls only its own jobs (another tenant's job is a 404, as if it did not exist);
+the admin sees all and creates tenants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel
+
+from ..errors import SpecError
+from .service import SchedulerService
+from .store import FINAL, Store
+
+ADMIN = "admin"
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TenantRequest(BaseModel):
+    name: str
+
+
+def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -> FastAPI:
+    app = FastAPI(title="dlsched", description="Deep-learning job scheduler: submit, watch and cancel "
+                  "training jobs; tenants and tokens; cluster status and metrics.")
+
+    def caller(request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        digest = hash_token(token.strip())
+        if hmac.compare_digest(digest, admin_token_hash):
+            return ADMIN
+        tenant = store.tenant_by_token_hash(digest)
+        if tenant is None:
+            raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
+        return tenant["id"]
+
+    def admin(who: str = Depends(caller)) -> str:
+        if who != ADMIN:
+            raise HTTPException(403, "admin token required")
+        return who
+
+    def own_job(job_id: str, who: str) -> dict:
+        job = store.job(job_id)
+        if job is None or (who != ADMIN and job["tenant_id"] != who):
+            raise HTTPException(404, f"no job '{job_id}'")
+        return job
+
+    @app.exception_handler(SpecError)
+    async def spec_error(request: Request, e: SpecError) -> JSONResponse:
+        return JSONResponse({"detail": {"field": e.field, "reason": e.reason, "message": str(e)}}, status_code=422)
+
+    @app.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @app.post("/v1/tenants", status_code=201)
+    def create_tenant(body: TenantRequest, _: str = Depends(admin)) -> dict:
+        name = body.name.strip()
+        if not name or not name.replace("-", "").replace("_", "").isalnum() or name == ADMIN:
+            raise SpecError("name", f"must be letters, digits, '-' or '_' (and not '{ADMIN}'), got {body.name!r}")
+        token = new_token()
+        try:
+            tenant = store.create_tenant(name, hash_token(token))
+        except sqlite3.IntegrityError:
+            raise HTTPException(409, f"tenant '{name}' exists") from None
+        return {"id": tenant["id"], "name": tenant["name"], "token": token}
+
+    @app.get("/v1/tenants")
+    def list_tenants(_: str = Depends(admin)) -> list[dict]:
+        return store.tenants()
+
+    @app.post("/v1/jobs", status_code=201)
+    def submit(spec: dict[str, Any], who: str = Depends(caller)) -> dict:
+        if who == ADMIN:
+            raise HTTPException(403, "jobs belong to tenants: submit with a tenant's token")
+        clean = service.validate(spec)           # SpecError -> 422 naming the field; nothing stored
+        job = store.add_job(who, clean)
+        service.wake()
+        return job
+
+    @app.get("/v1/jobs")
+    def list_jobs(who: str = Depends(caller)) -> list[dict]:
+        return store.jobs(None if who == ADMIN else who)
+
+    @app.get("/v1/jobs/{job_id}")
+    def job_status(job_id: str, who: str = Depends(caller)) -> dict:
+        return {**own_job(job_id, who), "events": store.events(job_id)}
+
+    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse)
+    def job_logs(job_id: str, who: str = Depends(caller)) -> str:
+        own_job(job_id, who)
+        _, path = service.executor.paths(job_id)
+        return path.read_text() if path.exists() else ""
+
+    @app.post("/v1/jobs/{job_id}/cancel")
+    def cancel(job_id: str, who: str = Depends(caller)) -> dict:
+        job = own_job(job_id, who)
+        if job["status"] in FINAL:
+            raise HTTPException(409, f"job '{job_id}' is already {job['status']}")
+        store.update_job(job_id, event="cancel requested", cancel_requested=1)
+        service.wake()
+        return {"id": job_id, "cancel_requested": True}
+
+    @app.get("/v1/cluster")
+    def cluster(_: str = Depends(caller)) -> dict:
+        return service.snapshot()
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return app

@@ -1,0 +1,133 @@
+"""The CLI's client side: ``dlsched submit | jobs | logs | cancel | status | tenant``.
+
+The server address comes from ``--server`` or ``$DLSCHED_SERVER`` (default
+http://127.0.0.1:8470), the token from ``--token`` or ``$DLSCHED_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+from ..errors import SpecError
+from .server import DEFAULT_PORT
+
+
+class ApiError(Exception):
+    pass
+
+
+def _client(args) -> httpx.Client:
+    token = args.token or os.environ.get("DLSCHED_TOKEN")
+    if not token:
+        raise SpecError("token", "give --token or set DLSCHED_TOKEN")
+    base = args.server or os.environ.get("DLSCHED_SERVER") or f"http://127.0.0.1:{DEFAULT_PORT}"
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def _call(args, method: str, path: str, **kwargs):
+    with _client(args) as c:
+        try:
+            r = c.request(method, path, **kwargs)
+        except httpx.HTTPError as e:
+            raise ApiError(f"cannot reach the server: {e}") from None
+    if r.status_code >= 400:
+        detail = r.json().get("detail") if r.headers.get("content-type", "").startswith("application/json") else r.text
+        if isinstance(detail, dict) and "message" in detail:
+            detail = detail["message"]
+        raise ApiError(f"{r.status_code}: {detail}")
+    return r
+
+
+def cmd_submit(args) -> int:
+    path = Path(args.spec)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecError("spec", f"cannot read {path}: {e}") from None
+    job = _call(args, "POST", "/v1/jobs", json=spec).json()
+    print(job["id"])
+    return 0
+
+
+def _ago(t: float | None) -> str:
+    return "-" if not t else f"{time.time() - t:,.0f} s ago"
+
+
+def cmd_jobs(args) -> int:
+    jobs = _call(args, "GET", "/v1/jobs").json()
+    print(f"{'id':<10} {'tenant':<10} {'status':<10} {'gpus':>4} {'progress':>12} {'ms/it':>7} "
+          f"{'preempt':>7} {'fails':>5} {'submitted':>14}")
+    for j in jobs:
+        spec = j["spec"]
+        ms = f"{j['iteration_s'] * 1000:.0f}" if j["iteration_s"] else "-"
+        print(f"{j['id']:<10} {j['tenant_id']:<10} {j['status']:<10} {spec['gpus']:>4} "
+              f"{j['iteration']:>5}/{spec['iterations']:<6} {ms:>7} {j['preemptions']:>7} {j['failures']:>5} "
+              f"{_ago(j['submitted']):>14}")
+    return 0
+
+
+def cmd_logs(args) -> int:
+    sys.stdout.write(_call(args, "GET", f"/v1/jobs/{args.id}/logs").text)
+    return 0
+
+
+def cmd_cancel(args) -> int:
+    _call(args, "POST", f"/v1/jobs/{args.id}/cancel")
+    print(f"cancel requested for {args.id}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    s = _call(args, "GET", "/v1/cluster").json()
+    print(f"policy {s['policy']}: {s['gpus_total'] - s['gpus_free']}/{s['gpus_total']} GPUs in use, "
+          f"{len(s['running'])} running, {len(s['queue'])} queued")
+    for n in s["nodes"]:
+        cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))
+        print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}")
+    if s["queue"]:
+        print("queue: " + " ".join(s["queue"]))
+        print("queued by tenant: " + ", ".join(f"{t} {c}" for t, c in s["queue_by_tenant"].items()))
+    return 0
+
+
+def cmd_tenant_create(args) -> int:
+    t = _call(args, "POST", "/v1/tenants", json={"name": args.name}).json()
+    print(json.dumps(t, indent=1))
+    return 0
+
+
+def cmd_tenant_list(args) -> int:
+    for t in _call(args, "GET", "/v1/tenants").json():
+        print(t["name"])
+    return 0
+
+
+def add_client_parsers(sub) -> None:
+    def common(p):
+        p.add_argument("--server", help="server URL (default $DLSCHED_SERVER or http://127.0.0.1:8470)")
+        p.add_argument("--token", help="your token (default $DLSCHED_TOKEN)")
+        return p
+    p = common(sub.add_parser("submit", help="submit a training job (YAML or JSON spec)"))
+    p.add_argument("spec", help="job spec file")
+    p.set_defaults(func=cmd_submit)
+    common(sub.add_parser("jobs", help="list your jobs (all jobs with the admin token)")).set_defaults(func=cmd_jobs)
+    p = common(sub.add_parser("logs", help="a job's log"))
+    p.add_argument("id")
+    p.set_defaults(func=cmd_logs)
+    p = common(sub.add_parser("cancel", help="cancel a queued or running job"))
+    p.add_argument("id")
+    p.set_defaults(func=cmd_cancel)
+    common(sub.add_parser("status", help="the cluster's GPUs, running jobs and queue")).set_defaults(func=cmd_status)
+    tenant = sub.add_parser("tenant", help="tenants (admin token)")
+    tsub = tenant.add_subparsers(dest="tenant_command", required=True)
+    p = common(tsub.add_parser("create", help="create a tenant and print its token"))
+    p.add_argument("name")
+    p.set_defaults(func=cmd_tenant_create)
+    common(tsub.add_parser("list", help="list tenants")).set_defaults(func=cmd_tenant_list)

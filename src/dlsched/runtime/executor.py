@@ -1,0 +1,285 @@
+"""Runs jobs' workers on a Ray cluster, each pinned to the GPU the policy chose.
+
+Every GPU is a Ray custom resource ``dlsched_gpu_<node>_<index>`` (1 unit) registered when its
+node starts; a worker asks for exactly that resource and gets ``CUDA_VISIBLE_DEVICES=<index>``,
+so it lands on that node and that device. :class:`LocalRayCluster` starts an embedded cluster of
+emulated nodes with such resources (GPUs are emulated: nothing checks a device exists); to use an
+existing cluster, start its nodes with them, e.g. ``ray start --num-gpus 4 --resources
+'{"dlsched_gpu_n0_0": 1, ..., "dlsched_gpu_n0_3": 1}'``.
+
+A job's workers start as a gang: all must be placed and set up within ``start_timeout_s`` or
+all are killed and the start fails. Each run has its own thread that waits on the workers, so
+the scheduling loop never blocks; results come back through :meth:`RayExecutor.poll`.
+Checkpoints and logs go to ``data_dir``, which every node must see (it is local here).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import ray  # noqa: E402
+
+NAMESPACE = "dlsched"
+RESOURCE = re.compile(r"^dlsched_gpu_(?P<node>[A-Za-z0-9-]+)_(?P<index>\d+)$")
+log = logging.getLogger("dlsched.executor")
+
+
+def gpu_resource(node: str, index: int) -> str:
+    return f"dlsched_gpu_{node}_{index}"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str                  # the node part of its GPUs' resource names
+    gpus: int
+    alive: bool
+
+
+@dataclass
+class Outcome:
+    job_id: str
+    attempt: int
+    kind: str                  # "done" | "stopped" | "failed"
+    iteration: int | None = None
+    detail: str = ""
+
+
+@dataclass
+class _Run:
+    job_id: str
+    attempt: int
+    placement: list[tuple[str, int]]
+    config: dict
+    actors: list = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    kill: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    progress: dict | None = None
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class TrainWorker:
+    """One rank of a job. ``run`` trains; ``progress`` and ``stop`` answer meanwhile."""
+
+    def __init__(self, config: dict, rank: int, world: int, log_path: str) -> None:
+        import torch
+        torch.set_num_threads(1)
+        from dlsched.runtime.train import Trainer
+        self.log_path = log_path
+        self.trainer = Trainer(config, rank, world, self._log)
+
+    def _log(self, line: str) -> None:
+        with open(self.log_path, "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+
+    def address(self) -> str:
+        import socket
+        host = ray.util.get_node_ip_address()
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return f"{host}:{s.getsockname()[1]}"
+
+    def setup(self, master: str | None) -> int:
+        return self.trainer.setup(master)
+
+    def run(self) -> dict:
+        try:
+            return self.trainer.run()
+        finally:
+            self.trainer.close()
+
+    def progress(self) -> dict:
+        return self.trainer.progress()
+
+    def stop(self) -> None:
+        self.trainer.request_stop()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class LocalRayCluster:
+    """An embedded Ray cluster on this machine: a head without GPUs and ``nodes`` emulated nodes
+    of ``gpus_per_node`` GPUs each (``n0``, ``n1``...)."""
+
+    def __init__(self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4) -> None:
+        from ray.cluster_utils import Cluster
+        self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
+        self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
+                                                                          "include_dashboard": False})
+        self.nodes: dict[str, object] = {}
+        for _ in range(nodes):
+            self.add_node()
+
+    @property
+    def address(self) -> str:
+        return self.cluster.address
+
+    def add_node(self) -> str:
+        name = f"n{len(self.nodes)}"
+        self.nodes[name] = self.cluster.add_node(
+            num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node,
+            resources={gpu_resource(name, i): 1 for i in range(self.gpus_per_node)})
+        return name
+
+    def remove_node(self, name: str) -> None:
+        self.cluster.remove_node(self.nodes.pop(name))
+
+    def shutdown(self) -> None:
+        self.cluster.shutdown()
+
+
+class RayExecutor:
+    def __init__(self, address: str, data_dir: str | Path, start_timeout_s: float = 120.0,
+                 stop_timeout_s: float = 60.0) -> None:
+        if not ray.is_initialized():
+            ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,
+                     log_to_driver=False)
+        self.data_dir = Path(data_dir)
+        self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
+        self._runs: dict[str, _Run] = {}
+        self._outcomes: list[Outcome] = []
+        self._lock = threading.Lock()
+        self._known: dict[str, NodeInfo] = {}
+
+    # -- the cluster -------------------------------------------------------------------------
+    def inventory(self) -> list[NodeInfo]:
+        """Nodes that carry dlsched GPU resources, sorted by name; a node seen once and gone
+        since stays listed as not alive."""
+        alive: dict[str, int] = {}
+        for node in ray.nodes():
+            if not node["Alive"]:
+                continue
+            for resource in node.get("Resources", {}):
+                m = RESOURCE.match(resource)
+                if m:
+                    alive[m["node"]] = max(alive.get(m["node"], 0), int(m["index"]) + 1)
+        for name, gpus in alive.items():
+            self._known[name] = NodeInfo(name, gpus, True)
+        for name, info in self._known.items():
+            if name not in alive and info.alive:
+                self._known[name] = NodeInfo(name, info.gpus, False)
+        return sorted(self._known.values(), key=lambda n: (len(n.name), n.name))
+
+    # -- runs --------------------------------------------------------------------------------
+    def paths(self, job_id: str) -> tuple[Path, Path]:
+        folder = self.data_dir / "jobs" / job_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / "checkpoint.pt", folder / "log.txt"
+
+    def start(self, job_id: str, attempt: int, placement: list[tuple[str, int]], config: dict) -> None:
+        checkpoint, _ = self.paths(job_id)
+        run = _Run(job_id, attempt, placement, {**config, "checkpoint_path": str(checkpoint)})
+        with self._lock:
+            previous = self._runs.get(job_id)
+            self._runs[job_id] = run
+        run.thread = threading.Thread(target=self._drive, args=(run, previous), daemon=True,
+                                      name=f"run-{job_id}-{attempt}")
+        run.thread.start()
+
+    def stop(self, job_id: str, graceful: bool = True) -> None:
+        """Ask a run to stop: gracefully (all workers stop after the same iteration and rank 0
+        checkpoints; killed after ``stop_timeout_s``) or at once (the work since the last
+        checkpoint is lost)."""
+        run = self._runs.get(job_id)
+        if run is not None:
+            (run.stop if graceful else run.kill).set()
+
+    def progress(self, job_id: str) -> dict | None:
+        run = self._runs.get(job_id)
+        return run.progress if run else None
+
+    def poll(self) -> list[Outcome]:
+        with self._lock:
+            out, self._outcomes = self._outcomes, []
+        return out
+
+    def active(self) -> list[str]:
+        return [jid for jid, r in self._runs.items() if r.thread and r.thread.is_alive()]
+
+    def worker_pids(self, job_id: str) -> list[int]:
+        run = self._runs.get(job_id)
+        return [ray.get(a.pid.remote(), timeout=10) for a in run.actors] if run else []
+
+    def shutdown(self) -> None:
+        for run in list(self._runs.values()):
+            run.kill.set()
+        for run in list(self._runs.values()):
+            if run.thread:
+                run.thread.join(timeout=30)
+
+    # -- one run, in its own thread ----------------------------------------------------------
+    def _finish(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:
+        for actor in run.actors:
+            try:
+                ray.kill(actor)
+            except Exception:       # already dead
+                pass
+        with self._lock:
+            self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail))
+            if self._runs.get(run.job_id) is run:
+                del self._runs[run.job_id]
+
+    def _drive(self, run: _Run, previous: _Run | None) -> None:
+        if previous is not None and previous.thread is not None:
+            previous.thread.join()     # its final checkpoint first
+        _, log_path = self.paths(run.job_id)
+        world = len(run.placement)
+        try:
+            for rank, (node, index) in enumerate(run.placement):
+                run.actors.append(TrainWorker.options(     # not detached: they go if the server goes
+                    name=f"{run.job_id}-a{run.attempt}-{rank}", namespace=NAMESPACE,
+                    resources={gpu_resource(node, index): 1},
+                    runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": str(index), "OMP_NUM_THREADS": "1"}},
+                ).remote(run.config, rank, world, str(log_path)))
+            master = None
+            if world > 1:
+                ready, _ = ray.wait([run.actors[0].address.remote()], timeout=self.start_timeout_s)
+                if not ready:
+                    return self._finish(run, "failed", detail=f"workers not placed within {self.start_timeout_s:.0f} s")
+                master = ray.get(ready[0])
+            setups = [a.setup.remote(master) for a in run.actors]
+            deadline = time.monotonic() + self.start_timeout_s
+            while True:
+                ready, waiting = ray.wait(setups, num_returns=len(setups), timeout=0.5)
+                if not waiting:
+                    break
+                if run.kill.is_set() or run.stop.is_set():
+                    return self._finish(run, "stopped", detail="stopped while starting")
+                if time.monotonic() > deadline:
+                    return self._finish(run, "failed", detail=f"gang not ready within {self.start_timeout_s:.0f} s")
+            ray.get(setups)
+            results = [a.run.remote() for a in run.actors]
+            stop_sent_at = None
+            while True:
+                ready, waiting = ray.wait(results, num_returns=len(results), timeout=0.5)
+                for ref in ready:
+                    ray.get(ref)       # raises if a worker died
+                if not waiting:
+                    break
+                try:
+                    run.progress = ray.get(run.actors[0].progress.remote(), timeout=5)
+                except ray.exceptions.GetTimeoutError:
+                    pass
+                if run.kill.is_set():
+                    return self._finish(run, "stopped", detail="killed")
+                if run.stop.is_set() and stop_sent_at is None:
+                    for a in run.actors:
+                        a.stop.remote()
+                    stop_sent_at = time.monotonic()
+                if stop_sent_at is not None and time.monotonic() - stop_sent_at > self.stop_timeout_s:
+                    return self._finish(run, "stopped", detail="did not stop in time: killed")
+            outcome = ray.get(results[0])
+            run.progress = {**(run.progress or {}), "iteration": outcome["iteration"]}
+            self._finish(run, outcome["status"], outcome["iteration"])
+        except Exception as e:     # a worker died or raised: the whole gang goes
+            self._finish(run, "failed", detail=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")

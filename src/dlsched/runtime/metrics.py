@@ -1,0 +1,42 @@
+"""Prometheus metrics of the scheduler service (served at ``/metrics``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+
+
+class RuntimeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.queue = Gauge("dlsched_queue_length", "Jobs waiting, by tenant", ["tenant"], registry=r)
+        self.running = Gauge("dlsched_running_jobs", "Jobs running", registry=r)
+        self.gpus_total = Gauge("dlsched_gpus_total", "GPUs of live nodes", registry=r)
+        self.gpus_allocated = Gauge("dlsched_gpus_allocated", "GPUs held by running jobs", registry=r)
+        self.transitions = PromCounter("dlsched_job_transitions_total", "Job state changes",
+                                       ["from_state", "to_state"], registry=r)
+        self.pass_seconds = Histogram("dlsched_schedule_pass_seconds", "Wall time of one policy pass",
+                                      registry=r, buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5))
+        self._tenants: set[str] = set()
+
+    def transition(self, old: str, new: str) -> None:
+        self.transitions.labels(old, new).inc()
+
+    def observe(self, service) -> None:
+        books = service.books
+        counts = Counter(j.spec.tenant for j in books.pending.values())
+        for tenant in self._tenants | set(counts):
+            self.queue.labels(tenant).set(counts.get(tenant, 0))
+        self._tenants |= set(counts)
+        self.running.set(len(books.running))
+        nodes = service.cluster.nodes
+        self.gpus_total.set(sum(nodes[n].num_gpus for n in books.free.usable))
+        self.gpus_allocated.set(sum(len(j.gpus) for j in books.running.values()))
+        if service.pass_s is not None:
+            self.pass_seconds.observe(service.pass_s)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,149 @@
+"""Where the service keeps tenants, jobs and their history: an interface, and SQLite behind it.
+
+Everything the service must not lose across a restart is here: a job is written before the
+submit call returns, and every state change before it is acted on.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+# job states as stored (a superset of the policy's view: starting and cancelling are the
+# executor's intermediate steps)
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+FINAL = (DONE, FAILED, CANCELLED)
+
+
+class Store:
+    """The interface the service uses; a server database would implement the same."""
+
+    def create_tenant(self, name: str, token_hash: str) -> dict: ...
+    def tenant_by_token_hash(self, token_hash: str) -> dict | None: ...
+    def tenants(self) -> list[dict]: ...
+    def add_job(self, tenant_id: str, spec: dict) -> dict: ...
+    def job(self, job_id: str) -> dict | None: ...
+    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None) -> list[dict]: ...
+    def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
+    def events(self, job_id: str) -> list[dict]: ...
+    def get_setting(self, key: str) -> str | None: ...
+    def set_setting(self, key: str, value: str) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (
+    id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, token_hash TEXT UNIQUE NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, tenant_id TEXT NOT NULL,
+    spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT NULL, started REAL, finished REAL,
+    gpus TEXT, attempt INTEGER NOT NULL DEFAULT 0, iteration INTEGER NOT NULL DEFAULT 0,
+    iteration_s REAL, preemptions INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0, message TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE TABLE IF NOT EXISTS events (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT NULL,
+    message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_JOB_FIELDS = {"status", "started", "finished", "gpus", "attempt", "iteration", "iteration_s",
+               "preemptions", "failures", "cancel_requested", "message"}
+
+
+class SQLiteStore(Store):
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[dict]:
+        with self._lock:
+            return [dict(r) for r in self._db.execute(sql, args).fetchall()]
+
+    # -- tenants -----------------------------------------------------------------------------
+    def create_tenant(self, name: str, token_hash: str) -> dict:
+        row = {"id": name, "name": name, "token_hash": token_hash, "created": time.time()}
+        with self._lock:
+            self._db.execute("INSERT INTO tenants VALUES (:id, :name, :token_hash, :created)", row)
+        return row
+
+    def tenant_by_token_hash(self, token_hash: str) -> dict | None:
+        rows = self._rows("SELECT * FROM tenants WHERE token_hash = ?", (token_hash,))
+        return rows[0] if rows else None
+
+    def tenants(self) -> list[dict]:
+        return self._rows("SELECT id, name, created FROM tenants ORDER BY created")
+
+    # -- jobs --------------------------------------------------------------------------------
+    def add_job(self, tenant_id: str, spec: dict) -> dict:
+        now = time.time()
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            cur = self._db.execute(
+                "INSERT INTO jobs (id, tenant_id, spec, status, submitted) VALUES ('', ?, ?, ?, ?)",
+                (tenant_id, json.dumps(spec), QUEUED, now))
+            job_id = f"job-{cur.lastrowid}"
+            self._db.execute("UPDATE jobs SET id = ? WHERE n = ?", (job_id, cur.lastrowid))
+            self._db.execute("INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
+                             (job_id, now, QUEUED, "submitted"))
+        return self.job(job_id)
+
+    @staticmethod
+    def _decode(row: dict) -> dict:
+        row["spec"] = json.loads(row["spec"])
+        row["gpus"] = json.loads(row["gpus"]) if row["gpus"] else None
+        row["cancel_requested"] = bool(row["cancel_requested"])
+        del row["n"]
+        return row
+
+    def job(self, job_id: str) -> dict | None:
+        rows = self._rows("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        return self._decode(rows[0]) if rows else None
+
+    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+        if tenant_id is not None:
+            sql += " AND tenant_id = ?"
+            args.append(tenant_id)
+        if statuses:
+            sql += f" AND status IN ({','.join('?' * len(statuses))})"
+            args.extend(statuses)
+        return [self._decode(r) for r in self._rows(sql + " ORDER BY n", tuple(args))]
+
+    def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None:
+        unknown = set(fields) - _JOB_FIELDS
+        if unknown:
+            raise KeyError(f"unknown job fields: {', '.join(sorted(unknown))}")
+        if "gpus" in fields and fields["gpus"] is not None:
+            fields["gpus"] = json.dumps(fields["gpus"])
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            if fields:
+                sets = ", ".join(f"{k} = :{k}" for k in fields)
+                self._db.execute(f"UPDATE jobs SET {sets} WHERE id = :id", {**fields, "id": job_id})
+            if event is not None:
+                status = fields.get("status") or self._db.execute(
+                    "SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+                self._db.execute("INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
+                                 (job_id, time.time(), status, event))
+
+    def events(self, job_id: str) -> list[dict]:
+        return self._rows("SELECT t, status, message FROM events WHERE job_id = ? ORDER BY n", (job_id,))
+
+    # -- settings ----------------------------------------------------------------------------
+    def get_setting(self, key: str) -> str | None:
+        rows = self._rows("SELECT value FROM settings WHERE key = ?", (key,))
+        return rows[0]["value"] if rows else None
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))

@@ -1,0 +1,203 @@
+"""The user API: what a training program hands dlsched, and the data-parallel loop it runs.
+
+A program is a module with a function ``build(args) -> Workload`` (its entrypoint is written
+``package.module:build`` or ``path/to/file.py:build``). dlsched's worker does the rest:
+data-parallel training over the job's GPUs (gloo on CPU, nccl on GPUs), a fixed data order
+(sample positions follow from the iteration number alone, so a resumed job continues where it
+stopped and sees every sample once per epoch), periodic checkpoints and one on preemption, resume
+from the last checkpoint, and progress reports.
+
+Every iteration processes the job's global batch: each of the W workers takes its share of the
+positions and scales its mean loss by (its samples x W / batch), so after DDP averages the
+gradients they are exactly the gradient of the global batch's mean loss, whatever W is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Workload:
+    model: nn.Module
+    optimizer: Callable[[Any], torch.optim.Optimizer]     # params -> optimizer
+    dataset: Any                                          # len() and [i] -> (inputs, target)
+    loss: Callable[[Any, Any], torch.Tensor] | None = None   # (outputs, targets) -> mean loss
+    step: Callable[[nn.Module, Any], torch.Tensor] | None = None  # or (model, batch) -> mean loss
+
+    def __post_init__(self) -> None:
+        if (self.loss is None) == (self.step is None):
+            raise ValueError("a Workload needs exactly one of loss or step")
+
+
+def load_entrypoint(entrypoint: str) -> Callable[[dict], Workload]:
+    """``module:function`` or ``file.py:function``."""
+    target, _, func = entrypoint.rpartition(":")
+    if not target or not func:
+        raise ValueError(f"entrypoint must be 'module:function' or 'file.py:function', got {entrypoint!r}")
+    if target.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"cannot load {target}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    return getattr(module, func)
+
+
+def sample_positions(iteration: int, batch: int, rank: int, world: int) -> range:
+    """The global sample positions worker ``rank`` of ``world`` takes at ``iteration``."""
+    start = iteration * batch
+    return range(start + rank * batch // world, start + (rank + 1) * batch // world)
+
+
+class EpochOrder:
+    """Position -> dataset index: a seeded permutation per epoch."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size, self.seed = size, seed
+        self._perms: dict[int, torch.Tensor] = {}
+
+    def __call__(self, position: int) -> int:
+        epoch, offset = divmod(position, self.size)
+        perm = self._perms.get(epoch)
+        if perm is None:
+            self._perms = {epoch: torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + epoch))}
+            perm = self._perms[epoch]
+        return int(perm[offset])
+
+
+def collate(items: list) -> Any:
+    first = items[0]
+    if isinstance(first, (tuple, list)):
+        return type(first)(collate([it[k] for it in items]) for k in range(len(first)))
+    if isinstance(first, torch.Tensor):
+        return torch.stack(items)
+    return torch.tensor(items)
+
+
+def save_checkpoint(path: Path, model: nn.Module, optimizer, iteration: int) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"iteration": iteration, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+    os.replace(tmp, path)          # a crash mid-write leaves the previous checkpoint
+
+
+def load_checkpoint(path: Path, model: nn.Module, optimizer) -> int:
+    if not path.exists():
+        return 0
+    state = torch.load(path, weights_only=False)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return int(state["iteration"])
+
+
+class Trainer:
+    """One worker of a job: rank ``rank`` of ``world``. ``run`` trains until the job's
+    iterations are done or ``request_stop`` is called (then every worker stops after the same
+    iteration and rank 0 checkpoints)."""
+
+    def __init__(self, config: dict, rank: int, world: int, log: Callable[[str], None]) -> None:
+        self.config, self.rank, self.world, self.log = config, rank, world, log
+        self.batch = int(config["batch_size"])
+        self.iterations = int(config["iterations"])
+        self.checkpoint_every = int(config.get("checkpoint_every") or 0)
+        self.checkpoint = Path(config["checkpoint_path"])
+        self.iteration = 0
+        self.iteration_s = None          # moving average of the last iterations' wall time
+        self.last_loss = None
+        self._stop = False
+
+    def setup(self, master: str | None = None) -> int:
+        torch.manual_seed(int(self.config.get("seed", 0)))
+        if self.world > 1:
+            import torch.distributed as dist
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend, init_method=f"tcp://{master}", rank=self.rank, world_size=self.world)
+        build = load_entrypoint(self.config["entrypoint"])
+        self.workload = build(dict(self.config.get("args") or {}))
+        self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        model = self.workload.model.to(self.device)
+        self.optimizer = self.workload.optimizer(model.parameters())
+        self.iteration = load_checkpoint(self.checkpoint, model, self.optimizer)
+        self.plain_model = model
+        if self.world > 1:
+            model = nn.parallel.DistributedDataParallel(model)
+        self.model = model
+        self.order = EpochOrder(len(self.workload.dataset), int(self.config.get("seed", 0)))
+        return self.iteration
+
+    def request_stop(self) -> None:
+        self._stop = True
+
+    def _should_stop(self) -> bool:
+        if self.world == 1:
+            return self._stop
+        import torch.distributed as dist
+        flag = torch.tensor([1 if self._stop else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)   # all workers stop after the same iteration
+        return bool(flag.item())
+
+    def _step(self) -> float:
+        positions = sample_positions(self.iteration, self.batch, self.rank, self.world)
+        data = self.workload.dataset
+        batch = collate([data[self.order(p)] for p in positions])
+        batch = _to(batch, self.device)
+        self.optimizer.zero_grad()
+        if self.workload.step is not None:
+            loss = self.workload.step(self.model, batch)
+        else:
+            inputs, targets = batch
+            loss = self.workload.loss(self.model(inputs), targets)
+        (loss * (len(positions) * self.world / self.batch)).backward()
+        self.optimizer.step()
+        return float(loss)
+
+    def run(self) -> dict:
+        log_every = max(1, int(self.config.get("log_every") or 10))
+        if self.rank == 0:
+            self.log(f"start at iteration {self.iteration} of {self.iterations} on {self.world} worker(s)")
+        while self.iteration < self.iterations:
+            if self._should_stop():
+                if self.rank == 0:
+                    save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
+                    self.log(f"stopped at iteration {self.iteration}; checkpoint saved")
+                return {"status": "stopped", "iteration": self.iteration}
+            t0 = time.perf_counter()
+            self.last_loss = self._step()
+            dt = time.perf_counter() - t0
+            self.iteration_s = dt if self.iteration_s is None else 0.8 * self.iteration_s + 0.2 * dt
+            self.iteration += 1
+            if self.rank == 0:
+                if self.checkpoint_every and self.iteration % self.checkpoint_every == 0:
+                    save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
+                if self.iteration % log_every == 0 or self.iteration == self.iterations:
+                    self.log(f"iteration {self.iteration} loss {self.last_loss:.4f} {self.iteration_s * 1000:.1f} ms/it")
+        if self.rank == 0:
+            save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
+            self.log(f"done: {self.iterations} iterations")
+        return {"status": "done", "iteration": self.iteration}
+
+    def progress(self) -> dict:
+        return {"iteration": self.iteration, "iteration_s": self.iteration_s, "loss": self.last_loss}
+
+    def close(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def _to(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    return type(batch)(_to(b, device) for b in batch)

@@ -125,7 +125,8 @@ class LocalRayCluster:
         return self.cluster.address
 
     def add_node(self) -> str:
-        name = f"n{len(self.nodes)}"
+        """Start one more emulated node, named by the smallest free ``n<i>``."""
+        name = next(f"n{i}" for i in range(len(self.nodes) + 1) if f"n{i}" not in self.nodes)
         self.nodes[name] = self.cluster.add_node(
             num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node,
             resources={gpu_resource(name, i): 1 for i in range(self.gpus_per_node)})

@@ -1,0 +1,62 @@
+"""Shared pieces of the runtime tests: an in-process service with its API client, waiting."""
+
+from __future__ import annotations
+
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.3, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+class Harness:
+    """A scheduler service over a Ray cluster, its loop running, and a TestClient on its API."""
+
+    def __init__(self, address: str, data_dir, policy: str = "fifo", params: dict | None = None) -> None:
+        from fastapi.testclient import TestClient
+
+        from dlsched.runtime.api import create_app, hash_token
+        from dlsched.runtime.executor import RayExecutor
+        from dlsched.runtime.service import SchedulerService
+        from dlsched.runtime.store import SQLiteStore
+
+        self.store = SQLiteStore(data_dir / "db.sqlite")
+        self.executor = RayExecutor(address, data_dir, start_timeout_s=60)
+        self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2)
+        self.service.start()
+        self.client = TestClient(create_app(self.service, self.store, hash_token("admin-secret")))
+        self.admin = {"Authorization": "Bearer admin-secret"}
+
+    def tenant(self, name: str) -> dict:
+        r = self.client.post("/v1/tenants", json={"name": name}, headers=self.admin)
+        assert r.status_code == 201, r.text
+        return {"Authorization": f"Bearer {r.json()['token']}"}
+
+    def submit(self, auth: dict, **spec) -> str:
+        r = self.client.post("/v1/jobs", json=spec, headers=auth)
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    def job(self, job_id: str) -> dict:
+        return self.client.get(f"/v1/jobs/{job_id}", headers=self.admin).json()
+
+    def wait_status(self, job_id: str, *statuses: str, timeout_s: float = 120.0) -> dict:
+        return wait_for(lambda: (j := self.job(job_id))["status"] in statuses and j, timeout_s,
+                        what=f"{job_id} to be {'/'.join(statuses)}")
+
+    def close(self) -> None:
+        self.service.stop()
+        self.executor.shutdown()
+
+
+LM = {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 256, "dim": 32, "layers": 1}}
+RESNET = {"entrypoint": "dlsched.workloads.resnet:build", "args": {"samples": 256, "width": 8}}

@@ -1,0 +1,144 @@
+"""The runtime end to end: real PyTorch jobs on an embedded Ray cluster of two emulated nodes of
+two GPUs each, scheduled by the simulator's policies through the service and its API."""
+
+import os
+import signal
+
+import pytest
+
+from runtime_helpers import LM, RESNET, Harness, wait_for
+
+pytestmark = pytest.mark.runtime
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    from dlsched.runtime.executor import LocalRayCluster
+    cluster = LocalRayCluster(nodes=2, gpus_per_node=2, cpus_per_node=4)
+    yield cluster
+    import ray
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture
+def harness(ray_cluster, tmp_path, request):
+    policy, params = getattr(request, "param", ("fifo", None))
+    h = Harness(ray_cluster.address, tmp_path, policy, params)
+    yield h
+    h.close()
+
+
+def log_of(h, job_id):
+    return h.client.get(f"/v1/jobs/{job_id}/logs", headers=h.admin).text
+
+
+def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    a1 = h.submit(alice, **RESNET, gpus=2, batch_size=16, iterations=40)
+    a2 = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=60)
+    b1 = h.submit(bob, **LM, gpus=2, batch_size=8, iterations=40, checkpoint_every=10)
+    for jid, iterations in ((a1, 40), (a2, 60), (b1, 40)):
+        job = h.wait_status(jid, "done", "failed")
+        assert job["status"] == "done" and job["iteration"] == iterations
+        assert f"done: {iterations} iterations" in log_of(h, jid)
+        assert job["gpus"] and len(job["gpus"]) == job["spec"]["gpus"]
+    # each tenant sees only its own jobs; the admin sees all
+    assert {j["id"] for j in h.client.get("/v1/jobs", headers=alice).json()} == {a1, a2}
+    assert {j["id"] for j in h.client.get("/v1/jobs", headers=bob).json()} == {b1}
+    assert len(h.client.get("/v1/jobs", headers=h.admin).json()) == 3
+    metrics = h.client.get("/metrics").text
+    assert 'dlsched_job_transitions_total{from_state="running",to_state="done"} 3.0' in metrics
+
+
+def test_access_control_and_bad_specs(harness):
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    a1 = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=5)
+    for path in (f"/v1/jobs/{a1}", f"/v1/jobs/{a1}/logs"):
+        assert h.client.get(path, headers=bob).status_code == 404
+    assert h.client.post(f"/v1/jobs/{a1}/cancel", headers=bob).status_code == 404
+    assert h.client.get("/v1/jobs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert h.client.get("/v1/jobs").status_code == 401
+    assert h.client.post("/v1/tenants", json={"name": "eve"}, headers=alice).status_code == 403
+    assert h.client.post("/v1/jobs", json={**LM, "gpus": 1, "batch_size": 8, "iterations": 5},
+                         headers=h.admin).status_code == 403
+    before = len(h.store.jobs())
+    for spec, field in (({**LM, "gpus": 5, "batch_size": 8, "iterations": 5}, "gpus"),
+                        ({**LM, "gpus": 1, "batch_size": 8}, "iterations"),
+                        ({"gpus": 1, "batch_size": 8, "iterations": 5}, "entrypoint"),
+                        ({**LM, "gpus": 1, "batch_size": 8, "iterations": 5, "epochs": 2}, "epochs"),
+                        ({**LM, "gpus": 2, "batch_size": 1, "iterations": 5}, "batch_size"),
+                        ({**LM, "gpus": 1, "batch_size": 8, "iterations": -3}, "iterations")):
+        r = h.client.post("/v1/jobs", json=spec, headers=alice)
+        assert r.status_code == 422 and r.json()["detail"]["field"] == field, r.text
+    assert len(h.store.jobs()) == before
+    assert h.wait_status(a1, "done")["iteration"] == 5
+
+
+@pytest.mark.parametrize("harness", [("tiresias", {"thresholds_gpu_s": 8.0})], indirect=True)
+def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness):
+    h = harness
+    alice = h.tenant("alice")
+    # L takes all 4 GPUs with no periodic checkpoint; after 8 GPU-seconds it drops to the lower
+    # queue, so S (a new job, top queue) preempts it. L checkpoints when stopped, and resumes.
+    long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=300, checkpoint_every=0)
+    wait_for(lambda: h.job(long_job)["iteration"] >= 20, 90, what="L to make progress")
+    short = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=30)
+    assert h.wait_status(short, "done")["iteration"] == 30
+    job = h.wait_status(long_job, "done", timeout_s=240)
+    assert job["iteration"] == 300 and job["preemptions"] >= 1
+    log = log_of(h, long_job)
+    stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
+    assert stopped_at >= 20 and f"start at iteration {stopped_at} of 300" in log
+    assert any("preempted by tiresias" in e["message"] for e in job["events"])
+
+
+def test_cancel_a_running_and_a_queued_job(harness):
+    h = harness
+    alice = h.tenant("alice")
+    running = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=100000)
+    queued = h.submit(alice, **LM, gpus=4, batch_size=8, iterations=10)   # FIFO: waits behind it
+    wait_for(lambda: h.job(running)["iteration"] > 0, 90, what="the first job to run")
+    assert h.job(queued)["status"] == "queued"
+    assert h.client.post(f"/v1/jobs/{queued}/cancel", headers=alice).status_code == 200
+    assert h.wait_status(queued, "cancelled")["started"] is None
+    assert h.client.post(f"/v1/jobs/{running}/cancel", headers=alice).status_code == 200
+    assert h.wait_status(running, "cancelled")["iteration"] < 100000
+    wait_for(lambda: h.client.get("/v1/cluster", headers=alice).json()["gpus_free"] == 4, 30, what="GPUs freed")
+    assert h.client.post(f"/v1/jobs/{running}/cancel", headers=alice).status_code == 409
+
+
+def test_a_killed_worker_requeues_its_job_which_resumes_from_its_checkpoint(harness):
+    h = harness
+    alice = h.tenant("alice")
+    jid = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=400, checkpoint_every=20)
+    wait_for(lambda: h.job(jid)["iteration"] >= 50, 90, what="progress past a checkpoint")
+    pids = h.executor.worker_pids(jid)
+    os.kill(pids[1], signal.SIGKILL)
+    job = h.wait_status(jid, "done", timeout_s=180)
+    assert job["iteration"] == 400 and job["failures"] == 1
+    resumed = [int(line.split("start at iteration ")[1].split()[0]) for line in log_of(h, jid).splitlines()
+               if "start at iteration" in line]
+    assert resumed[0] == 0 and len(resumed) == 2 and resumed[1] >= 40 and resumed[1] % 20 == 0
+
+
+def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_cluster):
+    h = harness
+    alice = h.tenant("alice")
+    jid = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=400, checkpoint_every=20)
+    wait_for(lambda: h.job(jid)["iteration"] >= 50, 90, what="progress past a checkpoint")
+    node = h.job(jid)["gpus"][0][0]
+    ray_cluster.remove_node(node)
+    job = h.wait_status(jid, "done", timeout_s=180)
+    assert job["iteration"] == 400 and job["failures"] >= 1
+    assert {g[0] for g in job["gpus"]} != {node}           # it finished on the other node
+    log = log_of(h, jid)
+    assert "start at iteration 0 of 400" in log and log.count("start at iteration") == 2
+    assert "start at iteration 0 of 400" not in log.split("start at iteration", 2)[2]   # not from scratch
+    status = h.client.get("/v1/cluster", headers=alice).json()
+    assert [n["alive"] for n in status["nodes"] if n["name"] == node] == [False]
+    assert ray_cluster.add_node() == node                  # it comes back under its name
+    wait_for(lambda: all(n["alive"] for n in h.client.get("/v1/cluster", headers=alice).json()["nodes"]),
+             60, what="the node to be back")

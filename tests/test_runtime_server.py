@@ -1,0 +1,121 @@
+"""The server as users run it (``dlsched server`` in its own process, the CLI as client), killed
+mid-run and restarted on the same database: no job is lost, the running one resumes from its
+checkpoint."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from runtime_helpers import LM, wait_for
+
+pytestmark = pytest.mark.runtime
+ADMIN = "admin-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir, port):
+        self.data_dir, self.port = data_dir, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = {**os.environ, "DLSCHED_ADMIN_TOKEN": ADMIN, "OMP_NUM_THREADS": "1", "DLSCHED_SERVER": self.url}
+        self.proc = None
+
+    def start(self):
+        log = open(self.data_dir / "server.log", "a")
+        # its own session: the Ray processes it starts share its process group, so that even
+        # after a crash everything it started can be stopped by that group alone
+        self.proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli", "server", "--data-dir", str(self.data_dir),
+                                      "--port", str(self.port), "--nodes", "2", "--gpus-per-node", "2",
+                                      "--interval-s", "0.2"],
+                                     env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: self._healthy(), 90, what="the server to answer")
+
+    def _healthy(self):
+        if self.proc.poll() is not None:
+            raise AssertionError((self.data_dir / "server.log").read_text()[-3000:])
+        try:
+            return httpx.get(self.url + "/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def crash(self):
+        self.proc.kill()
+        self.proc.wait()
+        self._kill_group()
+
+    def _kill_group(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if self.proc:
+            self._kill_group()
+
+    def cli(self, *args, token):
+        r = subprocess.run([sys.executable, "-m", "dlsched.cli", *args], env={**self.env, "DLSCHED_TOKEN": token},
+                           capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stdout, r.stderr
+
+    def job(self, jid):
+        return httpx.get(f"{self.url}/v1/jobs/{jid}", headers={"Authorization": f"Bearer {ADMIN}"}).json()
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = Server(tmp_path, free_port())
+    yield s
+    s.stop()
+
+
+def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
+    server.start()
+    code, out, err = server.cli("tenant", "create", "alice", token=ADMIN)
+    assert code == 0, err
+    token = json.loads(out)["token"]
+    spec = tmp_path / "job.yaml"
+    spec.write_text(json.dumps({**LM, "gpus": 2, "batch_size": 8, "iterations": 400, "checkpoint_every": 20}))
+    code, out, err = server.cli("submit", str(spec), token=token)
+    assert code == 0, err
+    running = out.strip()
+    queued_spec = tmp_path / "queued.yaml"
+    queued_spec.write_text(json.dumps({**LM, "gpus": 4, "batch_size": 8, "iterations": 20}))
+    queued = server.cli("submit", str(queued_spec), token=token)[1].strip()
+    wait_for(lambda: server.job(running)["iteration"] >= 50, 90, what="progress past a checkpoint")
+    code, out, _ = server.cli("jobs", token=token)
+    assert code == 0 and running in out and queued in out and "running" in out
+    code, out, _ = server.cli("status", token=token)
+    assert code == 0 and "2/4 GPUs in use" in out and queued in out
+
+    server.crash()
+    server.start()
+    job = wait_for(lambda: (j := server.job(running))["status"] == "done" and j, 180, what="the job to finish")
+    assert job["iteration"] == 400
+    assert any("server restarted" in e["message"] for e in job["events"])
+    code, log, _ = server.cli("logs", running, token=token)
+    starts = [int(line.split("start at iteration ")[1].split()[0]) for line in log.splitlines() if "start at" in line]
+    assert starts[0] == 0 and starts[-1] >= 40 and len(starts) == 2
+    assert wait_for(lambda: server.job(queued)["status"] == "done", 120, what="the queued job")   # not lost
+    code, _, err = server.cli("cancel", queued, token=token)
+    assert code == 4 and "409" in err                   # already done
+    code, _, err = server.cli("jobs", token="wrong")
+    assert code == 4 and "401" in err

@@ -1,7 +1,7 @@
 """Runs jobs' workers on a Ray cluster, each pinned to the GPU the policy chose.
 
 Every GPU is a Ray custom resource ``dlsched_gpu_<node>_<index>`` (1 unit) registered when its
-node starts; a worker asks for exactly that resource and gets ``CUDA_VISIBLE_DEVICES=<index>``,
+node starts; a worker asks for exactly that resource and sets ``CUDA_VISIBLE_DEVICES=<index>``,
 so it lands on that node and that device. :class:`LocalRayCluster` starts an embedded cluster of
 emulated nodes with such resources (GPUs are emulated: nothing checks a device exists); to use an
 existing cluster, start its nodes with them, e.g. ``ray start --num-gpus 4 --resources
@@ -70,7 +70,11 @@ class _Run:
 class TrainWorker:
     """One rank of a job. ``run`` trains; ``progress`` and ``stop`` answer meanwhile."""
 
-    def __init__(self, config: dict, rank: int, world: int, log_path: str) -> None:
+    def __init__(self, config: dict, rank: int, world: int, log_path: str, device: int) -> None:
+        # set here, not by a runtime_env, so that Ray may use an idle pooled worker process;
+        # torch must not be imported before
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+        os.environ["OMP_NUM_THREADS"] = "1"
         import torch
         torch.set_num_threads(1)
         from dlsched.runtime.train import Trainer
@@ -240,8 +244,7 @@ class RayExecutor:
                 run.actors.append(TrainWorker.options(     # not detached: they go if the server goes
                     name=f"{run.job_id}-a{run.attempt}-{rank}", namespace=NAMESPACE,
                     resources={gpu_resource(node, index): 1},
-                    runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": str(index), "OMP_NUM_THREADS": "1"}},
-                ).remote(run.config, rank, world, str(log_path)))
+                ).remote(run.config, rank, world, str(log_path), index))
             master = None
             if world > 1:
                 ready, _ = ray.wait([run.actors[0].address.remote()], timeout=self.start_timeout_s)

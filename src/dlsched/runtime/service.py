@@ -53,6 +53,7 @@ class SchedulerService:
         self.jobs: dict[str, JobState] = {}       # live jobs (queued or running) in the books
         self.attempt: dict[str, int] = {}
         self.pass_s: float | None = None          # the last scheduling pass's wall time
+        self._seen_seq = 0                        # the store's jobs up to here are in the books
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -135,16 +136,17 @@ class SchedulerService:
                 self.books.node_down(nid)        # requeues those jobs in the books
 
     def _take_requests(self) -> None:
-        for row in self.store.jobs(statuses=(QUEUED, RUNNING)):
+        for row in self.store.jobs(statuses=(QUEUED, RUNNING), cancel_requested=True):
+            job = self.jobs.pop(row["id"], None)
+            if job is not None:
+                if job.status is Status.RUNNING:
+                    self.executor.stop(row["id"], graceful=False)
+                self.books.cancel(job)
+            self._set_status(row, CANCELLED, "cancelled", finished=time.time())
+        for row in self.store.jobs(statuses=(QUEUED,), after_seq=self._seen_seq):
             jid = row["id"]
-            if row["cancel_requested"]:
-                job = self.jobs.pop(jid, None)
-                if job is not None:
-                    if job.status is Status.RUNNING:
-                        self.executor.stop(jid, graceful=False)
-                    self.books.cancel(job)
-                self._set_status(row, CANCELLED, "cancelled", finished=time.time())
-            elif jid not in self.jobs and row["status"] == QUEUED:
+            self._seen_seq = max(self._seen_seq, row["seq"])
+            if jid not in self.jobs:
                 spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"])
                 self.jobs[jid] = self.books.submit(spec)
                 self.attempt[jid] = row["attempt"]

@@ -27,7 +27,8 @@ class Store:
     def tenants(self) -> list[dict]: ...
     def add_job(self, tenant_id: str, spec: dict) -> dict: ...
     def job(self, job_id: str) -> dict | None: ...
-    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None) -> list[dict]: ...
+    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
+             after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]: ...
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
     def events(self, job_id: str) -> list[dict]: ...
     def get_setting(self, key: str) -> str | None: ...
@@ -102,15 +103,19 @@ class SQLiteStore(Store):
         row["spec"] = json.loads(row["spec"])
         row["gpus"] = json.loads(row["gpus"]) if row["gpus"] else None
         row["cancel_requested"] = bool(row["cancel_requested"])
-        del row["n"]
+        row["seq"] = row.pop("n")          # submission order
         return row
 
     def job(self, job_id: str) -> dict | None:
         rows = self._rows("SELECT * FROM jobs WHERE id = ?", (job_id,))
         return self._decode(rows[0]) if rows else None
 
-    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None) -> list[dict]:
-        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
+             after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM jobs WHERE n > ?", [after_seq]
+        if cancel_requested is not None:
+            sql += " AND cancel_requested = ?"
+            args.append(int(cancel_requested))
         if tenant_id is not None:
             sql += " AND tenant_id = ?"
             args.append(tenant_id)

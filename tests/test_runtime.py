@@ -38,8 +38,8 @@ def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
     alice, bob = h.tenant("alice"), h.tenant("bob")
     a1 = h.submit(alice, **RESNET, gpus=2, batch_size=16, iterations=40)
     a2 = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=60)
-    b1 = h.submit(bob, **LM, gpus=2, batch_size=8, iterations=40, checkpoint_every=10)
-    for jid, iterations in ((a1, 40), (a2, 60), (b1, 40)):
+    b1 = h.submit(bob, **LM, gpus=2, batch_size=8, epochs=1, checkpoint_every=10)   # 256 samples / 8
+    for jid, iterations in ((a1, 40), (a2, 60), (b1, 32)):
         job = h.wait_status(jid, "done", "failed")
         assert job["status"] == "done" and job["iteration"] == iterations
         assert f"done: {iterations} iterations" in log_of(h, jid)

@@ -68,7 +68,7 @@ def cmd_jobs(args) -> int:
         spec = j["spec"]
         ms = f"{j['iteration_s'] * 1000:.0f}" if j["iteration_s"] else "-"
         print(f"{j['id']:<10} {j['tenant_id']:<10} {j['status']:<10} {spec['gpus']:>4} "
-              f"{j['iteration']:>5}/{spec['iterations']:<6} {ms:>7} {j['preemptions']:>7} {j['failures']:>5} "
+              f"{j['iteration']:>5}/{spec.get('iterations') or str(spec['epochs']) + 'ep':<6} {ms:>7} {j['preemptions']:>7} {j['failures']:>5} "
               f"{_ago(j['submitted']):>14}")
     return 0
 

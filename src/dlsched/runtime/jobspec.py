@@ -4,7 +4,7 @@ takes to run the program. Given as a mapping (from YAML or JSON)::
     entrypoint: dlsched.workloads.resnet:build   # module:function or file.py:function (required)
     gpus: 2                                      # required
     batch_size: 64                               # global batch, all GPUs together (required)
-    iterations: 500                              # required
+    iterations: 500                              # or epochs: 3 (one of the two is required)
     args: {lr: 0.05}                             # passed to the entrypoint
     name: my-run
     duration_s: 120         # your estimate of its run time alone, for SJF/SRTF; default below
@@ -24,12 +24,13 @@ from typing import Any, Mapping
 from ..errors import SpecError
 from ..jobs import JobSpec
 
-# Chosen: a job's duration estimate when its user gives none, until its own iterations are
-# measured (the service then re-estimates from the measured iteration time).
+# Chosen: a job's duration estimate when its user gives none: iterations x this (an epochs job
+# counts 100 iterations per epoch, its data set's size being known only to its workers).
 DEFAULT_ITERATION_S = 0.1
+DEFAULT_ITERATIONS_PER_EPOCH = 100
 DEFAULT_CHECKPOINT_EVERY = 50
 
-_FIELDS = {"entrypoint", "gpus", "batch_size", "iterations", "args", "name", "duration_s", "min_gpus",
+_FIELDS = {"entrypoint", "gpus", "batch_size", "iterations", "epochs", "args", "name", "duration_s", "min_gpus",
            "max_gpus", "priority", "checkpoint_every", "log_every", "seed"}
 
 
@@ -55,8 +56,13 @@ def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
     if not isinstance(entrypoint, str) or ":" not in entrypoint.strip(":"):
         raise SpecError("entrypoint", f"must be 'module:function' or 'file.py:function', got {entrypoint!r}")
     out = {"entrypoint": entrypoint}
-    for name in ("gpus", "batch_size", "iterations"):
+    for name in ("gpus", "batch_size"):
         out[name] = _positive_int(spec, name)
+    if (spec.get("iterations") is None) == (spec.get("epochs") is None):
+        raise SpecError("iterations", "give either iterations or epochs")
+    for name in ("iterations", "epochs"):
+        if spec.get(name) is not None:
+            out[name] = _positive_int(spec, name)
     for name, minimum in (("min_gpus", 1), ("max_gpus", 1), ("log_every", 1), ("checkpoint_every", 0),
                           ("seed", 0)):
         value = _positive_int(spec, name, required=False, minimum=minimum)
@@ -88,9 +94,10 @@ def to_job_spec(spec: dict, job_id: str, tenant: str, submit_time_s: float,
                 iteration_s: float | None = None) -> JobSpec:
     """The policy's view of a run spec. The duration is the user's estimate, else iterations
     times the measured (or default) iteration time."""
+    iterations = spec.get("iterations") or spec["epochs"] * DEFAULT_ITERATIONS_PER_EPOCH
     duration = spec.get("duration_s")
     if duration is None:
-        duration = spec["iterations"] * (iteration_s or DEFAULT_ITERATION_S)
+        duration = iterations * (iteration_s or DEFAULT_ITERATION_S)
     return JobSpec(job_id=job_id, submit_time_s=submit_time_s, num_gpus=spec["gpus"], duration_s=duration,
-                   tenant=tenant, model=None, batch_size=spec["batch_size"], iterations=spec["iterations"],
+                   tenant=tenant, model=None, batch_size=spec["batch_size"], iterations=iterations,
                    priority=spec.get("priority", 0), min_gpus=spec.get("min_gpus"), max_gpus=spec.get("max_gpus"))

@@ -182,8 +182,8 @@ class SchedulerService:
             p = self.executor.progress(jid)
             if p and p.get("iteration") is not None:
                 self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"))
-                if job.spec.iterations:
-                    job.done_s = min(job.spec.duration_s, job.spec.duration_s * p["iteration"] / job.spec.iterations)
+                total = p.get("iterations") or job.spec.iterations
+                job.done_s = min(job.spec.duration_s, job.spec.duration_s * p["iteration"] / total)
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
         nodes = self.cluster.nodes

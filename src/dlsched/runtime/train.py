@@ -9,11 +9,16 @@ from the last checkpoint, and progress reports.
 
 Every iteration processes the job's global batch: each of the W workers takes its share of the
 positions and scales its mean loss by (its samples x W / batch), so after DDP averages the
-gradients they are exactly the gradient of the global batch's mean loss, whatever W is.
+gradients they are exactly the gradient of the global batch's mean loss, whatever W is. With
+``accumulation`` k (GPU sharing: a smaller sub-batch so that two jobs fit on one GPU), a worker
+runs its share as k sub-batches, each scaled the same way, and gradients add up before the one
+optimizer step: the step, and the global batch, are unchanged (exactly so for models whose
+layers treat samples independently; batch normalization sees smaller batches).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -109,9 +114,10 @@ class Trainer:
     def __init__(self, config: dict, rank: int, world: int, log: Callable[[str], None]) -> None:
         self.config, self.rank, self.world, self.log = config, rank, world, log
         self.batch = int(config["batch_size"])
-        self.iterations = int(config["iterations"])
+        self.iterations = config.get("iterations")   # an epochs job: known once its data is built
         self.checkpoint_every = int(config.get("checkpoint_every") or 0)
         self.checkpoint = Path(config["checkpoint_path"])
+        self.accumulation = int(config.get("accumulation") or 1)
         self.iteration = 0
         self.iteration_s = None          # moving average of the last iterations' wall time
         self.last_loss = None
@@ -134,6 +140,8 @@ class Trainer:
             model = nn.parallel.DistributedDataParallel(model)
         self.model = model
         self.order = EpochOrder(len(self.workload.dataset), int(self.config.get("seed", 0)))
+        if self.iterations is None:
+            self.iterations = -(-int(self.config["epochs"]) * len(self.workload.dataset) // self.batch)
         return self.iteration
 
     def request_stop(self) -> None:
@@ -150,17 +158,24 @@ class Trainer:
     def _step(self) -> float:
         positions = sample_positions(self.iteration, self.batch, self.rank, self.world)
         data = self.workload.dataset
-        batch = collate([data[self.order(p)] for p in positions])
-        batch = _to(batch, self.device)
+        k = max(1, min(self.accumulation, len(positions)))
         self.optimizer.zero_grad()
-        if self.workload.step is not None:
-            loss = self.workload.step(self.model, batch)
-        else:
-            inputs, targets = batch
-            loss = self.workload.loss(self.model(inputs), targets)
-        (loss * (len(positions) * self.world / self.batch)).backward()
+        total = 0.0
+        for part in range(k):
+            sub = positions[part * len(positions) // k:(part + 1) * len(positions) // k]
+            batch = _to(collate([data[self.order(p)] for p in sub]), self.device)
+            last = part == k - 1
+            sync = contextlib.nullcontext() if last or self.world == 1 else self.model.no_sync()
+            with sync:      # DDP all-reduces the summed gradients once, with the last sub-batch
+                if self.workload.step is not None:
+                    loss = self.workload.step(self.model, batch)
+                else:
+                    inputs, targets = batch
+                    loss = self.workload.loss(self.model(inputs), targets)
+                (loss * (len(sub) * self.world / self.batch)).backward()
+            total += float(loss.detach()) * len(sub)
         self.optimizer.step()
-        return float(loss)
+        return total / len(positions)
 
     def run(self) -> dict:
         log_every = max(1, int(self.config.get("log_every") or 10))
@@ -188,7 +203,8 @@ class Trainer:
         return {"status": "done", "iteration": self.iteration}
 
     def progress(self) -> dict:
-        return {"iteration": self.iteration, "iteration_s": self.iteration_s, "loss": self.last_loss}
+        return {"iteration": self.iteration, "iterations": self.iterations, "iteration_s": self.iteration_s,
+                "loss": self.last_loss}
 
     def close(self) -> None:
         if self.world > 1:

@@ -2,7 +2,7 @@
 so the next token is learnable).
 
 Args: ``samples`` (default 1024), ``seq_len`` (32), ``vocab`` (64), ``dim`` (64), ``layers`` (2),
-``lr`` (default 1e-3), ``seed``.
+``lr`` (default 1e-3), ``optimizer`` (``adam``, the default, or ``sgd``), ``seed``.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def build(args: dict) -> Workload:
     vocab, seq_len = int(args.get("vocab", 64)), int(args.get("seq_len", 32))
     lr = float(args.get("lr", 1e-3))
     model = TinyLM(vocab, int(args.get("dim", 64)), int(args.get("layers", 2)), seq_len)
-    return Workload(model=model, optimizer=lambda params: torch.optim.Adam(params, lr=lr),
+    make = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[args.get("optimizer", "adam")]
+    return Workload(model=model, optimizer=lambda params: make(params, lr=lr),
                     dataset=sequences(int(args.get("samples", 1024)), seq_len, vocab, seed),
                     loss=lambda out, target: nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1)))

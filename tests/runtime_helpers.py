@@ -21,7 +21,8 @@ def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.3, what: st
 class Harness:
     """A scheduler service over a Ray cluster, its loop running, and a TestClient on its API."""
 
-    def __init__(self, address: str, data_dir, policy: str = "fifo", params: dict | None = None) -> None:
+    def __init__(self, address: str, data_dir, policy: str = "fifo", params: dict | None = None,
+                 resize_mechanism: str = "background") -> None:
         from fastapi.testclient import TestClient
 
         from dlsched.runtime.api import create_app, hash_token
@@ -31,7 +32,8 @@ class Harness:
 
         self.store = SQLiteStore(data_dir / "db.sqlite")
         self.executor = RayExecutor(address, data_dir, start_timeout_s=60)
-        self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2)
+        self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2,
+                                        resize_mechanism=resize_mechanism)
         self.service.start()
         self.client = TestClient(create_app(self.service, self.store, hash_token("admin-secret")))
         self.admin = {"Authorization": "Bearer admin-secret"}

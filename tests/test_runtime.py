@@ -142,3 +142,48 @@ def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_clust
     assert ray_cluster.add_node() == node                  # it comes back under its name
     wait_for(lambda: all(n["alive"] for n in h.client.get("/v1/cluster", headers=alice).json()["nodes"]),
              60, what="the node to be back")
+
+
+def check_every_iteration_once(samples_path, iterations, batch, dataset_size):
+    """From the workers' record: each iteration ran once with the whole global batch, and each
+    epoch used every sample exactly once. Returns the worker counts seen."""
+    import json
+    by_iteration = {}
+    for line in samples_path.read_text().splitlines():
+        r = json.loads(line)
+        by_iteration.setdefault(r["iteration"], []).append(r)
+    assert sorted(by_iteration) == list(range(iterations))
+    worlds = set()
+    order = []
+    for i in range(iterations):
+        records = by_iteration[i]
+        world = records[0]["world"]
+        assert sorted(r["rank"] for r in records) == list(range(world))   # once per worker, no repeat
+        worlds.add(world)
+        order += [x for r in sorted(records, key=lambda r: r["rank"]) for x in r["indices"]]
+    assert len(order) == iterations * batch
+    for start in range(0, len(order) - dataset_size + 1, dataset_size):
+        assert sorted(order[start:start + dataset_size]) == list(range(dataset_size))
+    return worlds
+
+
+@pytest.mark.parametrize("harness", [("elastic-tiresias", None)], indirect=True)
+def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness):
+    h = harness
+    alice = h.tenant("alice")
+    fixed = h.submit(alice, **LM, gpus=2, batch_size=16, iterations=100)
+    h.wait_status(fixed, "running")
+    elastic = h.submit(alice, **LM, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=700,
+                       checkpoint_every=0, record_samples=True)
+    h.wait_status(fixed, "done")
+    # the fixed job's GPUs freed: the elastic one grows to 4 in the background
+    wait_for(lambda: any("background resize done" in e["message"] for e in h.job(elastic)["events"])
+             and len(h.job(elastic)["gpus"]) == 4, 120, what="the elastic job to grow")
+    newcomer = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=30)
+    assert h.wait_status(newcomer, "done")["iteration"] == 30       # it got GPUs back from the elastic job
+    job = h.wait_status(elastic, "done", timeout_s=240)
+    assert job["iteration"] == 700 and job["preemptions"] == 0 and job["failures"] == 0
+    resizes = [e["message"] for e in job["events"] if "background resize done" in e["message"]]
+    assert len(resizes) >= 2                                         # grew, shrank (and maybe grew again)
+    worlds = check_every_iteration_once(h.executor.samples_path(elastic), 700, 16, 256)
+    assert {2, 4} <= worlds

@@ -48,7 +48,7 @@ class NodeInfo:
 class Outcome:
     job_id: str
     attempt: int
-    kind: str                  # "done" | "stopped" | "failed"
+    kind: str                  # "done" | "stopped" | "failed" | "switched" (a background resize)
     iteration: int | None = None
     detail: str = ""
 
@@ -64,6 +64,12 @@ class _Run:
     kill: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     progress: dict | None = None
+    resize_to: list[tuple[str, int]] | None = None     # a background resize asked for
+
+
+def _stamp() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
@@ -83,7 +89,7 @@ class TrainWorker:
 
     def _log(self, line: str) -> None:
         with open(self.log_path, "a") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+            f.write(f"{_stamp()} {line}\n")
 
     def address(self) -> str:
         import socket
@@ -94,6 +100,15 @@ class TrainWorker:
 
     def setup(self, master: str | None) -> int:
         return self.trainer.setup(master)
+
+    def prepare(self) -> None:
+        self.trainer.prepare()
+
+    def switch(self) -> None:
+        self.trainer.request_switch()
+
+    def regroup(self, master: str | None, rank: int, world: int) -> int:
+        return self.trainer.regroup(master, rank, world)
 
     def run(self) -> dict:
         try:
@@ -181,9 +196,15 @@ class RayExecutor:
         folder.mkdir(parents=True, exist_ok=True)
         return folder / "checkpoint.pt", folder / "log.txt"
 
+    def samples_path(self, job_id: str) -> Path:
+        return self.data_dir / "jobs" / job_id / "samples.jsonl"
+
     def start(self, job_id: str, attempt: int, placement: list[tuple[str, int]], config: dict) -> None:
         checkpoint, _ = self.paths(job_id)
-        run = _Run(job_id, attempt, placement, {**config, "checkpoint_path": str(checkpoint)})
+        config = {**config, "checkpoint_path": str(checkpoint)}
+        if config.get("record_samples"):
+            config["samples_path"] = str(self.samples_path(job_id))
+        run = _Run(job_id, attempt, placement, config)
         with self._lock:
             previous = self._runs.get(job_id)
             self._runs[job_id] = run
@@ -198,6 +219,15 @@ class RayExecutor:
         run = self._runs.get(job_id)
         if run is not None:
             (run.stop if graceful else run.kill).set()
+
+    def resize(self, job_id: str, placement: list[tuple[str, int]]) -> None:
+        """Background scaling (Amoeba/EDL): workers for the added GPUs start and prepare while
+        the others keep training; then all switch to the new group after the same iteration
+        (rank 0 hands its state to the newcomers), and workers of removed GPUs exit. Reported
+        as a "switched" outcome with the preparation and pause times."""
+        run = self._runs.get(job_id)
+        if run is not None:
+            run.resize_to = list(placement)
 
     def progress(self, job_id: str) -> dict | None:
         run = self._runs.get(job_id)
@@ -223,28 +253,35 @@ class RayExecutor:
                 run.thread.join(timeout=30)
 
     # -- one run, in its own thread ----------------------------------------------------------
+    def _report(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:
+        with self._lock:
+            self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail))
+
+    def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
+        _, log_path = self.paths(run.job_id)
+        return TrainWorker.options(     # not detached: they go if the server goes
+            name=f"{run.job_id}-a{run.attempt}-{node}-{index}", namespace=NAMESPACE,
+            resources={gpu_resource(node, index): 1},
+        ).remote(run.config, rank, world, str(log_path), index)
+
     def _finish(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:
         for actor in run.actors:
             try:
                 ray.kill(actor)
             except Exception:       # already dead
                 pass
+        self._report(run, kind, iteration, detail)
         with self._lock:
-            self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail))
             if self._runs.get(run.job_id) is run:
                 del self._runs[run.job_id]
 
     def _drive(self, run: _Run, previous: _Run | None) -> None:
         if previous is not None and previous.thread is not None:
             previous.thread.join()     # its final checkpoint first
-        _, log_path = self.paths(run.job_id)
         world = len(run.placement)
         try:
             for rank, (node, index) in enumerate(run.placement):
-                run.actors.append(TrainWorker.options(     # not detached: they go if the server goes
-                    name=f"{run.job_id}-a{run.attempt}-{rank}", namespace=NAMESPACE,
-                    resources={gpu_resource(node, index): 1},
-                ).remote(run.config, rank, world, str(log_path), index))
+                run.actors.append(self._new_worker(run, node, index, rank, world))
             master = None
             if world > 1:
                 ready, _ = ray.wait([run.actors[0].address.remote()], timeout=self.start_timeout_s)
@@ -276,6 +313,11 @@ class RayExecutor:
                     pass
                 if run.kill.is_set():
                     return self._finish(run, "stopped", detail="killed")
+                if run.resize_to is not None and stop_sent_at is None and not run.stop.is_set():
+                    results = self._background_switch(run, results)
+                    if results is None:
+                        return
+                    continue
                 if run.stop.is_set() and stop_sent_at is None:
                     for a in run.actors:
                         a.stop.remote()
@@ -287,3 +329,49 @@ class RayExecutor:
             self._finish(run, outcome["status"], outcome["iteration"])
         except Exception as e:     # a worker died or raised: the whole gang goes
             self._finish(run, "failed", detail=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+    def _background_switch(self, run: _Run, results: list) -> list | None:
+        """Carry out ``run.resize_to`` by background scaling; the new ``run`` refs, or None if
+        the run ended meanwhile (then it has been reported)."""
+        target, run.resize_to = run.resize_to, None
+        old = dict(zip(run.placement, run.actors))
+        kept = [p for p in target if p in old]
+        added = [p for p in target if p not in old]
+        if not kept:
+            raise RuntimeError("a background resize must keep at least one worker")
+        t0 = time.monotonic()
+        newcomers = [self._new_worker(run, node, index, -1, len(target)) for node, index in added]
+        preparing = [a.prepare.remote() for a in newcomers]
+        while preparing:                   # the old workers keep training meanwhile
+            done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=0.5)
+            ray.get(done)
+            finished, _ = ray.wait(results, num_returns=len(results), timeout=0)
+            if finished or run.kill.is_set() or run.stop.is_set() or time.monotonic() - t0 > self.start_timeout_s:
+                for a in newcomers:        # the job ended, or is being stopped: forget the resize
+                    ray.kill(a)
+                return results
+        prepared = time.monotonic()
+        for a in run.actors:
+            a.switch.remote()
+        outs = ray.get(results)           # every worker stops after the same iteration
+        if any(o["status"] != "switch" for o in outs):
+            for a in newcomers:
+                ray.kill(a)
+            self._finish(run, outs[0]["status"], outs[0]["iteration"])
+            return None
+        switch_at = time.monotonic()
+        for p, actor in old.items():
+            if p not in target:
+                ray.kill(actor)            # leaving workers exit at the boundary
+        actors = [old[p] for p in kept] + newcomers
+        master = ray.get(actors[0].address.remote()) if len(actors) > 1 else None
+        iterations = ray.get([a.regroup.remote(master, rank, len(actors)) for rank, a in enumerate(actors)])
+        run.actors, run.placement = actors, kept + added
+        pause = time.monotonic() - switch_at
+        _, log_path = self.paths(run.job_id)
+        with open(log_path, "a") as f:
+            f.write(f"{_stamp()} background resize to {len(actors)} workers at "
+                    f"iteration {iterations[0]}: prepared in {prepared - t0:.2f} s while training, "
+                    f"paused {pause:.3f} s\n")
+        self._report(run, "switched", iterations[0], f"prepare_s={prepared - t0:.3f} pause_s={pause:.3f}")
+        return [a.run.remote() for a in actors]

@@ -14,6 +14,7 @@ takes to run the program. Given as a mapping (from YAML or JSON)::
     checkpoint_every: 50    # iterations between checkpoints (0: only when stopped)
     log_every: 10
     seed: 0
+    record_samples: false   # write each iteration's sample indices to the job's folder (checks)
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ DEFAULT_ITERATIONS_PER_EPOCH = 100
 DEFAULT_CHECKPOINT_EVERY = 50
 
 _FIELDS = {"entrypoint", "gpus", "batch_size", "iterations", "epochs", "args", "name", "duration_s", "min_gpus",
-           "max_gpus", "priority", "checkpoint_every", "log_every", "seed"}
+           "max_gpus", "priority", "checkpoint_every", "log_every", "seed", "record_samples"}
 
 
 def _positive_int(spec: Mapping, name: str, required: bool = True, minimum: int = 1) -> int | None:
@@ -77,6 +78,10 @@ def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
         if not isinstance(spec["name"], str):
             raise SpecError("name", "must be a string")
         out["name"] = spec["name"]
+    if spec.get("record_samples") is not None:
+        if not isinstance(spec["record_samples"], bool):
+            raise SpecError("record_samples", "must be true or false")
+        out["record_samples"] = spec["record_samples"]
     for name in ("duration_s", "priority"):
         if spec.get(name) is not None:
             out[name] = spec[name]

@@ -51,7 +51,8 @@ def serve(args, params: dict) -> int:
         local = LocalRayCluster(args.nodes, args.gpus_per_node)
         address = local.address
     executor = RayExecutor(address, data_dir, start_timeout_s=args.start_timeout_s)
-    service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s)
+    service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s,
+                               resize_mechanism=args.resize_mechanism)
     service.start()
     app = create_app(service, store, digest)
     print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
@@ -83,6 +84,8 @@ def add_server_parser(sub):
     p.add_argument("--gpus-per-node", type=int, default=4, help="embedded cluster: GPUs per node (default %(default)s)")
     p.add_argument("--admin-token", help="admin token (default: $DLSCHED_ADMIN_TOKEN, else generated at the first start)")
     p.add_argument("--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)")
+    p.add_argument("--resize-mechanism", choices=["background", "stop-resume"], default="background",
+                   help="how the elastic policies' resizes are carried out (default %(default)s)")
     p.add_argument("--start-timeout-s", type=float, default=120.0,
                    help="a job's workers must all be placed and set up within this (default %(default)s)")
     return p

@@ -22,7 +22,7 @@ from ..errors import SpecError
 from ..jobs import JobState, Status
 from ..policies.base import Plan, make_policy
 from ..sim import SimConfig
-from ..sim.engine import Simulator
+from ..sim.engine import Simulator, TraceSpeed
 from .executor import NodeInfo, Outcome, RayExecutor
 from .jobspec import to_job_spec, validate_run_spec
 from .metrics import RuntimeMetrics
@@ -32,12 +32,27 @@ log = logging.getLogger("dlsched.service")
 
 EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
+# Chosen, until jobs are profiled: a real job's speed on n GPUs relative to its request r is
+# (n / r) ** this: sublinear, as every measured curve in docs/perf.md is; it is what lets the
+# elastic policies weigh growing one job against another.
+RUNTIME_SCALING_EXPONENT = 0.9
+
+
+class RuntimeSpeed(TraceSpeed):
+    def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
+        self.exponent = exponent
+
+    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+        return (len(gpus) / job.num_gpus) ** self.exponent
+
+    def speed_at_size(self, spec, gpus: int) -> float | None:
+        return (gpus / spec.num_gpus) ** self.exponent
 
 
 class SchedulerService:
     def __init__(self, store: Store, executor: RayExecutor, policy: str = "fifo",
                  policy_params: dict | None = None, interval_s: float = 0.5,
-                 max_failures: int = DEFAULT_MAX_FAILURES) -> None:
+                 max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background") -> None:
         self.store, self.executor = store, executor
         self.policy = make_policy(policy, **(policy_params or {}))
         self.interval_s, self.max_failures = interval_s, max_failures
@@ -48,7 +63,10 @@ class SchedulerService:
         self.node_names = [n.name for n in inventory]
         self.cluster = Cluster.build([{"count": 1, "gpus_per_node": n.gpus, "gpu_type": "emulated",
                                        "gpu_mem_mib": EMULATED_GPU_MEM_MIB} for n in inventory])
-        self.books = Simulator(self.cluster, [], self.policy, SimConfig(restart_overhead_s=0.0, timeseries=False))
+        self.resize_mechanism = resize_mechanism
+        self.books = Simulator(self.cluster, [], self.policy,
+                               SimConfig(restart_overhead_s=0.0, timeseries=False, resize_mechanism=resize_mechanism),
+                               speed=RuntimeSpeed())
         self.books.advance_to(time.time())
         self.jobs: dict[str, JobState] = {}       # live jobs (queued or running) in the books
         self.attempt: dict[str, int] = {}
@@ -162,6 +180,10 @@ class SchedulerService:
             self.books.complete(job)
             del self.jobs[jid]
             self._set_status(row, DONE, f"done after {outcome.iteration} iterations", finished=time.time(), **fields)
+        elif outcome.kind == "switched":
+            self.books.switch_done(job)
+            self.store.update_job(jid, event=f"background resize done at iteration {outcome.iteration} "
+                                  f"({outcome.detail})", **fields)
         elif outcome.kind == "stopped":
             self.store.update_job(jid, event=f"stopped at iteration {outcome.iteration} ({outcome.detail or 'checkpointed'})",
                                   **fields)
@@ -197,9 +219,15 @@ class SchedulerService:
             row = self.store.job(jid)
             self._set_status(row, QUEUED, f"preempted by {self.policy.name}: checkpoints and waits",
                              preemptions=row["preemptions"] + 1)
-        for job, gpus in plan.resize:      # stop-resume: checkpoint, restart at the new size
-            self.executor.stop(job.job_id, graceful=True)
-            self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume)")
+        for job, gpus in plan.resize:
+            if self.resize_mechanism == "background":
+                placement = self._placement(tuple(gpus))
+                self.store.update_job(job.job_id, event=f"resizing to {len(gpus)} GPUs in the background",
+                                      gpus=[list(p) for p in placement])
+                self.executor.resize(job.job_id, placement)
+            else:                          # stop-resume: checkpoint, restart at the new size
+                self.executor.stop(job.job_id, graceful=True)
+                self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume)")
         for job, gpus in plan.start:
             row = self.store.job(job.job_id)
             self._launch(job, gpus, "started", started=row["started"] or now)

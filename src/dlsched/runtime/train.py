@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
+import json
 import importlib.util
 import os
 import time
@@ -118,42 +120,80 @@ class Trainer:
         self.checkpoint_every = int(config.get("checkpoint_every") or 0)
         self.checkpoint = Path(config["checkpoint_path"])
         self.accumulation = int(config.get("accumulation") or 1)
+        self.samples_path = config.get("samples_path")   # debugging and tests: record the data order
         self.iteration = 0
         self.iteration_s = None          # moving average of the last iterations' wall time
         self.last_loss = None
-        self._stop = False
+        self._stop = self._switch = False
+        self.plain_model = None
 
     def setup(self, master: str | None = None) -> int:
+        """Prepare, join the job's group and load the last checkpoint: a (re)start."""
+        self.prepare()
+        self.join(master, self.rank, self.world)
+        self.iteration = load_checkpoint(self.checkpoint, self.plain_model, self.optimizer)
+        return self.iteration
+
+    def prepare(self) -> None:
+        """Everything that does not need the other workers: the program, its model, optimizer
+        and data (a background scale-out's new workers do this while the old ones train)."""
         torch.manual_seed(int(self.config.get("seed", 0)))
-        if self.world > 1:
-            import torch.distributed as dist
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
-            dist.init_process_group(backend, init_method=f"tcp://{master}", rank=self.rank, world_size=self.world)
         build = load_entrypoint(self.config["entrypoint"])
         self.workload = build(dict(self.config.get("args") or {}))
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-        model = self.workload.model.to(self.device)
-        self.optimizer = self.workload.optimizer(model.parameters())
-        self.iteration = load_checkpoint(self.checkpoint, model, self.optimizer)
-        self.plain_model = model
-        if self.world > 1:
-            model = nn.parallel.DistributedDataParallel(model)
-        self.model = model
+        self.plain_model = self.workload.model.to(self.device)
+        self.optimizer = self.workload.optimizer(self.plain_model.parameters())
         self.order = EpochOrder(len(self.workload.dataset), int(self.config.get("seed", 0)))
         if self.iterations is None:
             self.iterations = -(-int(self.config["epochs"]) * len(self.workload.dataset) // self.batch)
+
+    def join(self, master: str | None, rank: int, world: int) -> None:
+        """(Re)form the process group as ``rank`` of ``world``."""
+        self.close()
+        self.rank, self.world, self._stop, self._switch = rank, world, False, False
+        self.model = self.plain_model
+        if world > 1:
+            import torch.distributed as dist
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend, init_method=f"tcp://{master}", rank=rank, world_size=world)
+            self.model = nn.parallel.DistributedDataParallel(self.plain_model)
+
+    def regroup(self, master: str | None, rank: int, world: int) -> int:
+        """Background scaling's switch: join the new group and take rank 0's model, optimizer
+        state and iteration (rank 0 is a worker that kept training)."""
+        self.join(master, rank, world)
+        if world > 1:
+            import torch.distributed as dist
+            state = [None]
+            if rank == 0:
+                buffer = io.BytesIO()
+                torch.save({"iteration": self.iteration, "model": self.plain_model.state_dict(),
+                            "optimizer": self.optimizer.state_dict()}, buffer)
+                state = [buffer.getvalue()]
+            dist.broadcast_object_list(state, src=0)
+            if rank != 0:
+                loaded = torch.load(io.BytesIO(state[0]), weights_only=False)
+                self.plain_model.load_state_dict(loaded["model"])
+                self.optimizer.load_state_dict(loaded["optimizer"])
+                self.iteration = int(loaded["iteration"])
         return self.iteration
 
     def request_stop(self) -> None:
         self._stop = True
 
-    def _should_stop(self) -> bool:
+    def request_switch(self) -> None:
+        self._switch = True
+
+    def _should_stop(self) -> int:
+        """0: go on; 1: stop (checkpoint); 2: switch to a new group. Every worker gets the same
+        answer after the same iteration."""
+        local = 1 if self._stop else 2 if self._switch else 0
         if self.world == 1:
-            return self._stop
+            return local
         import torch.distributed as dist
-        flag = torch.tensor([1 if self._stop else 0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)   # all workers stop after the same iteration
-        return bool(flag.item())
+        flag = torch.tensor([local])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)   # a stop outranks a switch
+        return int(flag.item())
 
     def _step(self) -> float:
         positions = sample_positions(self.iteration, self.batch, self.rank, self.world)
@@ -175,6 +215,10 @@ class Trainer:
                 (loss * (len(sub) * self.world / self.batch)).backward()
             total += float(loss.detach()) * len(sub)
         self.optimizer.step()
+        if self.samples_path:
+            with open(self.samples_path, "a") as f:
+                f.write(json.dumps({"iteration": self.iteration, "rank": self.rank, "world": self.world,
+                                    "indices": [self.order(p) for p in positions]}) + "\n")
         return total / len(positions)
 
     def run(self) -> dict:
@@ -182,7 +226,12 @@ class Trainer:
         if self.rank == 0:
             self.log(f"start at iteration {self.iteration} of {self.iterations} on {self.world} worker(s)")
         while self.iteration < self.iterations:
-            if self._should_stop():
+            decision = self._should_stop()
+            if decision == 2:
+                if self.rank == 0:
+                    self.log(f"switching to a new group at iteration {self.iteration}")
+                return {"status": "switch", "iteration": self.iteration}
+            if decision == 1:
                 if self.rank == 0:
                     save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
                     self.log(f"stopped at iteration {self.iteration}; checkpoint saved")
@@ -207,10 +256,9 @@ class Trainer:
                 "loss": self.last_loss}
 
     def close(self) -> None:
-        if self.world > 1:
-            import torch.distributed as dist
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _to(batch, device):

@@ -445,6 +445,11 @@ class Simulator:
             job.status = Status.CANCELLED
             self.policy.job_cancelled(job, self.now)
 
+    def switch_done(self, job: JobState) -> None:
+        """A background scale-out's new workers took over (the runtime's executor says when)."""
+        if job.status is Status.RUNNING and job.switch_at is not None:
+            self._switch(job)
+
     @property
     def down_nodes(self) -> set[int]:
         return self._down

@@ -52,6 +52,7 @@ class Policy:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    shares_gpus: ClassVar[bool] = False   # may put two jobs on one GPU (needs their memory)
 
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
         if placement not in PLACEMENTS:

@@ -86,6 +86,8 @@ class _Pairing:
 
 
 class SjfSharing(QueuedPolicy):
+    shares_gpus = True
+
     def __init__(self, placement: str = "best-fit", backfill: bool = False,
                  max_accumulation: int = MAX_ACCUMULATION) -> None:
         super().__init__(placement, backfill)

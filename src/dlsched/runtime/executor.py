@@ -1,11 +1,13 @@
 """Runs jobs' workers on a Ray cluster, each pinned to the GPU the policy chose.
 
-Every GPU is a Ray custom resource ``dlsched_gpu_<node>_<index>`` (1 unit) registered when its
-node starts; a worker asks for exactly that resource and sets ``CUDA_VISIBLE_DEVICES=<index>``,
+Every GPU is a Ray custom resource ``dlsched_gpu_<node>_<index>`` registered when its node
+starts, with as many units as jobs may share the GPU (``JOBS_PER_GPU``); a worker asks for one
+unit of exactly that resource and sets ``CUDA_VISIBLE_DEVICES=<index>``,
 so it lands on that node and that device. :class:`LocalRayCluster` starts an embedded cluster of
 emulated nodes with such resources (GPUs are emulated: nothing checks a device exists); to use an
 existing cluster, start its nodes with them, e.g. ``ray start --num-gpus 4 --resources
-'{"dlsched_gpu_n0_0": 1, ..., "dlsched_gpu_n0_3": 1}'``.
+'{"dlsched_gpu_n0_0": 2, ..., "dlsched_gpu_n0_3": 2}'``. Which jobs share a GPU, and whether
+their memory fits, is the policy's decision: Ray isolates nothing.
 
 A job's workers start as a gang: all must be placed and set up within ``start_timeout_s`` or
 all are killed and the start fails. Each run has its own thread that waits on the workers, so
@@ -15,6 +17,7 @@ Checkpoints and logs go to ``data_dir``, which every node must see (it is local 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -29,6 +32,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import ray  # noqa: E402
 
 NAMESPACE = "dlsched"
+JOBS_PER_GPU = 2          # as the simulator's max_jobs_per_gpu
 RESOURCE = re.compile(r"^dlsched_gpu_(?P<node>[A-Za-z0-9-]+)_(?P<index>\d+)$")
 log = logging.getLogger("dlsched.executor")
 
@@ -70,6 +74,12 @@ class _Run:
 def _stamp() -> str:
     now = time.time()
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+
+
+@ray.remote(num_cpus=0)
+def _profile_task(config: dict) -> dict:
+    from dlsched.runtime.profile import profile_program
+    return profile_program(config)
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
@@ -148,7 +158,7 @@ class LocalRayCluster:
         name = next(f"n{i}" for i in range(len(self.nodes) + 1) if f"n{i}" not in self.nodes)
         self.nodes[name] = self.cluster.add_node(
             num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node,
-            resources={gpu_resource(name, i): 1 for i in range(self.gpus_per_node)})
+            resources={gpu_resource(name, i): JOBS_PER_GPU for i in range(self.gpus_per_node)})
         return name
 
     def remove_node(self, name: str) -> None:
@@ -170,6 +180,7 @@ class RayExecutor:
         self._outcomes: list[Outcome] = []
         self._lock = threading.Lock()
         self._known: dict[str, NodeInfo] = {}
+        self._profiling: dict = {}          # profiling task ref -> job id
 
     # -- the cluster -------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:
@@ -220,6 +231,14 @@ class RayExecutor:
         if run is not None:
             (run.stop if graceful else run.kill).set()
 
+    def profile(self, job_id: str, config: dict) -> None:
+        """Start a job's profiling run (:mod:`.profile`); reported as a "profiled" outcome whose
+        detail is the result as JSON, or "failed". It runs on any node's CPU and holds no GPU:
+        exact for emulated GPUs; on real GPUs the time and memory it reports are the CPU's."""
+        ref = _profile_task.remote(config)
+        with self._lock:
+            self._profiling[ref] = job_id
+
     def resize(self, job_id: str, placement: list[tuple[str, int]]) -> None:
         """Background scaling (Amoeba/EDL): workers for the added GPUs start and prepare while
         the others keep training; then all switch to the new group after the same iteration
@@ -234,6 +253,16 @@ class RayExecutor:
         return run.progress if run else None
 
     def poll(self) -> list[Outcome]:
+        with self._lock:
+            refs = list(self._profiling)
+        if refs:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            for ref in ready:
+                job_id = self._profiling.pop(ref)
+                try:
+                    self._outcomes.append(Outcome(job_id, 0, "profiled", detail=json.dumps(ray.get(ref))))
+                except Exception as e:      # a program that cannot even build
+                    self._outcomes.append(Outcome(job_id, 0, "failed", detail=f"profiling: {type(e).__name__}: {e}"))
         with self._lock:
             out, self._outcomes = self._outcomes, []
         return out

@@ -96,13 +96,17 @@ def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
 
 
 def to_job_spec(spec: dict, job_id: str, tenant: str, submit_time_s: float,
-                iteration_s: float | None = None) -> JobSpec:
+                profile: dict | None = None) -> JobSpec:
     """The policy's view of a run spec. The duration is the user's estimate, else iterations
-    times the measured (or default) iteration time."""
+    times the iteration time its profiling run measured (or the default). A profiled job's
+    model is its entrypoint (the sharing policies group jobs by model)."""
+    iteration_s = None
+    if profile is not None:
+        iteration_s = profile["c0_s"] + profile["c1_s"] * profile["local_batch"]
     iterations = spec.get("iterations") or spec["epochs"] * DEFAULT_ITERATIONS_PER_EPOCH
     duration = spec.get("duration_s")
     if duration is None:
         duration = iterations * (iteration_s or DEFAULT_ITERATION_S)
     return JobSpec(job_id=job_id, submit_time_s=submit_time_s, num_gpus=spec["gpus"], duration_s=duration,
-                   tenant=tenant, model=None, batch_size=spec["batch_size"], iterations=iterations,
+                   tenant=tenant, model=spec["entrypoint"] if profile else None, batch_size=spec["batch_size"], iterations=iterations,
                    priority=spec.get("priority", 0), min_gpus=spec.get("min_gpus"), max_gpus=spec.get("max_gpus"))

@@ -12,6 +12,7 @@ workers died with the previous server).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -22,33 +23,17 @@ from ..errors import SpecError
 from ..jobs import JobState, Status
 from ..policies.base import Plan, make_policy
 from ..sim import SimConfig
-from ..sim.engine import Simulator, TraceSpeed
+from ..sim.engine import Simulator
 from .executor import NodeInfo, Outcome, RayExecutor
 from .jobspec import to_job_spec, validate_run_spec
 from .metrics import RuntimeMetrics
+from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
 
 log = logging.getLogger("dlsched.service")
 
 EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
-# Chosen, until jobs are profiled: a real job's speed on n GPUs relative to its request r is
-# (n / r) ** this: sublinear, as every measured curve in docs/perf.md is; it is what lets the
-# elastic policies weigh growing one job against another.
-RUNTIME_SCALING_EXPONENT = 0.9
-
-
-class RuntimeSpeed(TraceSpeed):
-    def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
-        self.exponent = exponent
-
-    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
-        return (len(gpus) / job.num_gpus) ** self.exponent
-
-    def speed_at_size(self, spec, gpus: int) -> float | None:
-        return (gpus / spec.num_gpus) ** self.exponent
-
-
 class SchedulerService:
     def __init__(self, store: Store, executor: RayExecutor, policy: str = "fifo",
                  policy_params: dict | None = None, interval_s: float = 0.5,
@@ -64,12 +49,14 @@ class SchedulerService:
         self.cluster = Cluster.build([{"count": 1, "gpus_per_node": n.gpus, "gpu_type": "emulated",
                                        "gpu_mem_mib": EMULATED_GPU_MEM_MIB} for n in inventory])
         self.resize_mechanism = resize_mechanism
+        self.speed = RuntimeSpeed()
         self.books = Simulator(self.cluster, [], self.policy,
                                SimConfig(restart_overhead_s=0.0, timeseries=False, resize_mechanism=resize_mechanism),
-                               speed=RuntimeSpeed())
+                               speed=self.speed)
         self.books.advance_to(time.time())
         self.jobs: dict[str, JobState] = {}       # live jobs (queued or running) in the books
         self.attempt: dict[str, int] = {}
+        self.jobs_estimated: dict[str, bool] = {}  # duration re-estimated from measurements
         self.pass_s: float | None = None          # the last scheduling pass's wall time
         self._seen_seq = 0                        # the store's jobs up to here are in the books
         self._lock = threading.Lock()
@@ -162,15 +149,39 @@ class SchedulerService:
                 self.books.cancel(job)
             self._set_status(row, CANCELLED, "cancelled", finished=time.time())
         for row in self.store.jobs(statuses=(QUEUED,), after_seq=self._seen_seq):
-            jid = row["id"]
             self._seen_seq = max(self._seen_seq, row["seq"])
-            if jid not in self.jobs:
-                spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"])
-                self.jobs[jid] = self.books.submit(spec)
-                self.attempt[jid] = row["attempt"]
+            if row["id"] in self.jobs:
+                continue
+            if self.policy.shares_gpus and row["profile"] is None:
+                # a sharing policy needs the job's memory: profile it before it may be scheduled
+                self.executor.profile(row["id"], row["spec"])
+                self.store.update_job(row["id"], event="profiling")
+            else:
+                self._enter(row)
+
+    def _enter(self, row: dict) -> None:
+        """Put a queued job in the books (and its profile in the workload model)."""
+        jid = row["id"]
+        if row["profile"] is not None:
+            self.speed.profiles[jid] = row["profile"]
+        spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"], row["profile"])
+        self.jobs[jid] = self.books.submit(spec)
+        self.attempt[jid] = row["attempt"]
+        self.jobs_estimated[jid] = "duration_s" not in row["spec"]     # no user estimate to keep
 
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
+        if outcome.attempt == 0:           # a profiling run
+            row = self.store.job(jid)
+            if row is None or row["status"] != QUEUED or jid in self.jobs:
+                return                         # cancelled meanwhile
+            if outcome.kind == "profiled":
+                row["profile"] = json.loads(outcome.detail)
+                self.store.update_job(jid, event="profiled", profile=row["profile"])
+                self._enter(row)
+            else:
+                self._set_status(row, FAILED, outcome.detail, message=outcome.detail, finished=time.time())
+            return
         job = self.jobs.get(jid)
         if job is None or outcome.attempt != self.attempt.get(jid):
             return                                   # a stopped or superseded run
@@ -200,12 +211,16 @@ class SchedulerService:
                                  message=outcome.detail, **fields)
 
     def _progress(self) -> None:
+        """Bring the books' view of running jobs to what the workers measure: the work done,
+        and the job's duration re-estimated from its measured iteration time."""
         for jid, job in self.books.running.items():
             p = self.executor.progress(jid)
-            if p and p.get("iteration") is not None:
-                self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"))
-                total = p.get("iterations") or job.spec.iterations
-                job.done_s = min(job.spec.duration_s, job.spec.duration_s * p["iteration"] / total)
+            if not p or not p.get("iteration"):
+                continue
+            self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"))
+            total = p.get("iterations") or job.spec.iterations
+            measured = p.get("iteration_s") and self.jobs_estimated.get(jid)
+            self.books.observe_progress(job, p["iteration"] / total, total * p["iteration_s"] if measured else None)
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
         nodes = self.cluster.nodes
@@ -230,9 +245,11 @@ class SchedulerService:
                 self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume)")
         for job, gpus in plan.start:
             row = self.store.job(job.job_id)
-            self._launch(job, gpus, "started", started=row["started"] or now)
+            k = plan.accumulation.get(job.job_id, 1)
+            self._launch(job, gpus, "started" if k == 1 else f"started sharing, {k} sub-batches",
+                         started=row["started"] or now, accumulation=k)
 
-    def _launch(self, job: JobState, gpus, event: str, **fields) -> None:
+    def _launch(self, job: JobState, gpus, event: str, accumulation: int = 1, **fields) -> None:
         jid = job.job_id
         attempt = self.attempt[jid] = self.attempt.get(jid, 0) + 1
         row = self.store.job(jid)
@@ -240,7 +257,7 @@ class SchedulerService:
         where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
         self._set_status(row, RUNNING, f"{event} on {where}", gpus=[list(p) for p in placement],
                          attempt=attempt, **fields)
-        self.executor.start(jid, attempt, placement, row["spec"])
+        self.executor.start(jid, attempt, placement, {**row["spec"], "accumulation": accumulation})
 
     # -- what the API shows ------------------------------------------------------------------
     def snapshot(self) -> dict:

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT NULL, started REAL, finished REAL,
     gpus TEXT, attempt INTEGER NOT NULL DEFAULT 0, iteration INTEGER NOT NULL DEFAULT 0,
     iteration_s REAL, preemptions INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
-    cancel_requested INTEGER NOT NULL DEFAULT 0, message TEXT NOT NULL DEFAULT '');
+    cancel_requested INTEGER NOT NULL DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE TABLE IF NOT EXISTS events (
     n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT NULL,
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _JOB_FIELDS = {"status", "started", "finished", "gpus", "attempt", "iteration", "iteration_s",
-               "preemptions", "failures", "cancel_requested", "message"}
+               "preemptions", "failures", "cancel_requested", "message", "profile"}
 
 
 class SQLiteStore(Store):
@@ -102,6 +102,7 @@ class SQLiteStore(Store):
     def _decode(row: dict) -> dict:
         row["spec"] = json.loads(row["spec"])
         row["gpus"] = json.loads(row["gpus"]) if row["gpus"] else None
+        row["profile"] = json.loads(row["profile"]) if row["profile"] else None
         row["cancel_requested"] = bool(row["cancel_requested"])
         row["seq"] = row.pop("n")          # submission order
         return row
@@ -128,8 +129,9 @@ class SQLiteStore(Store):
         unknown = set(fields) - _JOB_FIELDS
         if unknown:
             raise KeyError(f"unknown job fields: {', '.join(sorted(unknown))}")
-        if "gpus" in fields and fields["gpus"] is not None:
-            fields["gpus"] = json.dumps(fields["gpus"])
+        for name in ("gpus", "profile"):
+            if fields.get(name) is not None:
+                fields[name] = json.dumps(fields[name])
         with self._lock, self._db:
             self._db.execute("BEGIN")
             if fields:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 from ..cluster import Cluster
@@ -444,6 +444,16 @@ class Simulator:
             del self.pending[job.job_id]
             job.status = Status.CANCELLED
             self.policy.job_cancelled(job, self.now)
+
+    def observe_progress(self, job: JobState, fraction_done: float, duration_s: float | None = None) -> None:
+        """A running job's measured progress (and re-estimated solo duration) replaces the
+        prediction; its projected finish follows (the runtime's executor measures)."""
+        if duration_s is not None and duration_s > 0:
+            job.spec = replace(job.spec, duration_s=duration_s)
+        job.done_s = min(1.0, max(0.0, fraction_done)) * job.spec.duration_s
+        job.progress_at = self.now
+        begin = job.resume_at if job.resume_at > self.now else self.now
+        job.finish_time = begin + (job.spec.duration_s - job.done_s) / job.rate
 
     def switch_done(self, job: JobState) -> None:
         """A background scale-out's new workers took over (the runtime's executor says when)."""

@@ -1,0 +1,58 @@
+"""A short profiling run of a new job: a few forward and backward passes of its program at its
+per-worker batch b and at b / 2 (no optimizer step, nothing saved), timing each and reading the
+peak memory. Two points give a line for each: iteration time = c0 + c1 x batch, memory =
+fixed + per_sample x batch, which is what the sharing policies need (memory at a sub-batch,
+the cost of gradient accumulation) and what a job's duration estimate is made from.
+
+Memory is the device's peak allocation on a GPU; on emulated GPUs (a CPU) it is the worker
+process's peak resident memory, the same quantity two co-located emulated jobs compete for.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+PROFILE_REPEATS = 3       # timed passes per batch size, after one warm-up
+
+
+def _peak_mib(torch) -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # KiB on Linux
+
+
+def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    torch.set_num_threads(1)
+    from .train import collate, load_entrypoint
+
+    workload = load_entrypoint(config["entrypoint"])(dict(config.get("args") or {}))
+    model = workload.model
+    data = workload.dataset
+    local = max(1, int(config["batch_size"]) // int(config["gpus"]))
+    points = []
+    for batch in sorted({max(1, local // 2), local}):     # the smaller first: peak memory only grows
+        items = collate([data[i % len(data)] for i in range(batch)])
+        times = []
+        for r in range(repeats + 1):
+            t0 = time.perf_counter()
+            model.zero_grad()
+            if workload.step is not None:
+                loss = workload.step(model, items)
+            else:
+                inputs, targets = items
+                loss = workload.loss(model(inputs), targets)
+            loss.backward()
+            if r:                                          # the first pass warms up
+                times.append(time.perf_counter() - t0)
+        points.append({"batch": batch, "iteration_s": sorted(times)[len(times) // 2], "memory_mib": _peak_mib(torch)})
+    lo, hi = points[0], points[-1]
+    span = hi["batch"] - lo["batch"]
+    c1 = max(0.0, (hi["iteration_s"] - lo["iteration_s"]) / span) if span else 0.0
+    per_sample = max(0.0, (hi["memory_mib"] - lo["memory_mib"]) / span) if span else 0.0
+    return {"local_batch": local, "points": points,
+            "c0_s": max(1e-6, hi["iteration_s"] - c1 * hi["batch"]), "c1_s": c1,
+            "fixed_mib": hi["memory_mib"] - per_sample * hi["batch"], "per_sample_mib": per_sample}

@@ -1,0 +1,57 @@
+"""The runtime's workload model: what the policies ask of real jobs (speed at a size, memory at
+a sub-batch, co-location slowdown, the cost of accumulation), answered from each job's
+profiling run where there is one (:mod:`.profile`) and from documented defaults where not."""
+
+from __future__ import annotations
+
+import statistics
+from functools import lru_cache
+
+from ..jobs import JobSpec, JobState
+from ..sim.engine import TraceSpeed
+
+# Chosen, until jobs are profiled at several sizes: a real job's speed on n GPUs relative to its
+# request r is (n / r) ** this: sublinear, as every measured curve in docs/perf.md is; it is what
+# lets the elastic policies weigh growing one job against another.
+RUNTIME_SCALING_EXPONENT = 0.9
+
+
+@lru_cache(maxsize=1)
+def median_measured_slowdown() -> float:
+    """The median co-location slowdown over every measured pair of the performance model's data
+    (Blox and Gavel; 1.63): a real pair's slowdown, since no profiling run measures pairs."""
+    from ..perf.model import PerfModel
+    from ..perf.zoo import ZOO
+    perf = PerfModel()
+    pairs = [perf.colocation(a, b) for a in ZOO for b in ZOO]
+    return statistics.median(p[0] for p in pairs if p)
+
+
+class RuntimeSpeed(TraceSpeed):
+    def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
+        self.exponent = exponent
+        self.profiles: dict[str, dict] = {}      # job id -> its profiling run's result
+
+    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+        return self.speed_at_size(job.spec, len(gpus)) / self.accumulation_cost(job.spec, job.accumulation)
+
+    def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        return (gpus / spec.num_gpus) ** self.exponent
+
+    def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
+        p = self.profiles.get(spec.job_id)
+        if p is None:
+            return None
+        return p["fixed_mib"] + p["per_sample_mib"] * spec.batch_size / gpus / accumulation
+
+    def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
+        p = self.profiles.get(spec.job_id)
+        if p is None or accumulation == 1:
+            return 1.0
+        batch = spec.batch_size / spec.num_gpus
+        return (accumulation * p["c0_s"] + p["c1_s"] * batch) / (p["c0_s"] + p["c1_s"] * batch)
+
+    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+        if job.job_id in self.profiles and partner.job_id in self.profiles:
+            return median_measured_slowdown()
+        return None

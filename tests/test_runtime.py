@@ -68,7 +68,8 @@ def test_access_control_and_bad_specs(harness):
     for spec, field in (({**LM, "gpus": 5, "batch_size": 8, "iterations": 5}, "gpus"),
                         ({**LM, "gpus": 1, "batch_size": 8}, "iterations"),
                         ({"gpus": 1, "batch_size": 8, "iterations": 5}, "entrypoint"),
-                        ({**LM, "gpus": 1, "batch_size": 8, "iterations": 5, "epochs": 2}, "epochs"),
+                        ({**LM, "gpus": 1, "batch_size": 8, "iterations": 5, "learning_rate": 2}, "learning_rate"),
+                        ({**LM, "gpus": 1, "batch_size": 8, "iterations": 5, "epochs": 2}, "iterations"),
                         ({**LM, "gpus": 2, "batch_size": 1, "iterations": 5}, "batch_size"),
                         ({**LM, "gpus": 1, "batch_size": 8, "iterations": -3}, "iterations")):
         r = h.client.post("/v1/jobs", json=spec, headers=alice)

@@ -28,7 +28,6 @@ from runtime_helpers import LM, Harness, wait_for  # noqa: E402
 def first_iteration_latency(h: Harness, auth: dict, gpus: int, repeat: int) -> tuple[list[float], list[float]]:
     to_running, to_first = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
         jid = h.submit(auth, **LM, gpus=gpus, batch_size=8, iterations=100000, log_every=1000)
         t_submit = time.perf_counter()
         wait_for(lambda: h.job(jid)["status"] == "running", 60, every_s=0.01)
@@ -38,7 +37,6 @@ def first_iteration_latency(h: Harness, auth: dict, gpus: int, repeat: int) -> t
         h.client.post(f"/v1/jobs/{jid}/cancel", headers=auth)
         h.wait_status(jid, "cancelled")
         wait_for(lambda: not h.executor.active(), 60, every_s=0.05)
-        del t0
     return to_running, to_first
 
 

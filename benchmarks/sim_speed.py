@@ -21,7 +21,7 @@ from dlsched.perf.model import PerfModel
 from dlsched.perf.speed import PerfSpeed
 from dlsched.policies.base import make_policy
 from dlsched.sim import SimConfig, simulate
-from dlsched.sim.engine import TRACE_SPEED
+from dlsched.workload import TRACE_MODEL
 from dlsched.traces import load_trace
 
 
@@ -55,8 +55,8 @@ def main() -> None:
         for _ in range(args.repeat):
             policy = make_policy(name)
             t0 = time.perf_counter()
-            speed = TRACE_SPEED if args.no_perf else PerfSpeed(PerfModel(), cluster)
-            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism), speed=speed)
+            speed = TRACE_MODEL if args.no_perf else PerfSpeed(PerfModel(), cluster)
+            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism), workload=speed)
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:
                 best = (wall, result)

@@ -6,10 +6,11 @@ from dlsched.cluster import parse_cluster_spec
 from dlsched.jobs import JobSpec
 from dlsched.policies.base import make_policy
 from dlsched.sim import SimConfig
-from dlsched.sim.engine import Simulator, TraceSpeed
+from dlsched.sim.engine import Simulator
+from dlsched.workload import TraceModel
 
 
-class SizeTable(TraceSpeed):
+class SizeTable(TraceModel):
     """Speed by (model, GPUs), relative to the job's speed at its request."""
 
     def __init__(self, table):
@@ -28,7 +29,7 @@ LINEARISH = {"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6}, "flat": {1: 1.0, 2: 1.05, 3:
 
 def run(jobs, cluster="1x4", **cfg):
     sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy("elastic-tiresias"),
-                    SimConfig(**cfg), speed=SizeTable(LINEARISH))
+                    SimConfig(**cfg), workload=SizeTable(LINEARISH))
     result = sim.run()
     return {j.job_id: j for j in result.jobs}, result
 
@@ -80,18 +81,18 @@ def test_sizes_stay_within_min_and_max():
                             max_gpus=min(4, 2 * n) if elastic else None))
     sim = Simulator(parse_cluster_spec("2x4"), jobs,
                     make_policy("elastic-tiresias", shrink_when_waiting=2, thresholds_gpu_s=[100]),
-                    SimConfig(), speed=SizeTable({"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6},
+                    SimConfig(), workload=SizeTable({"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6},
                                                   "flat": {2: 0.6, 3: 0.8, 4: 1.0}}))
     sizes = []
-    original = sim.apply
+    original = sim.state.apply
 
     def checked(plan):
         original(plan)
-        for job in sim.running.values():
+        for job in sim.state.running.values():
             low, high = job.spec.gpu_range
             assert low <= len(job.gpus) <= high
             sizes.append(len(job.gpus) - job.num_gpus)
-    sim.apply = checked
+    sim.state.apply = checked
     result = sim.run()
     assert all(j.finish is not None for j in result.jobs)
     assert any(d > 0 for d in sizes) and any(d < 0 for d in sizes)   # it both grew and shrank
@@ -105,7 +106,7 @@ def test_a_job_shrunk_for_waiting_jobs_is_not_grown_back_while_they_wait():
     jobs = [JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
             JobSpec("b", 10.0, 4, 10.0, model="m")]
     sim = Simulator(parse_cluster_spec("1x4"), jobs, make_policy("elastic-fifo", shrink_when_waiting=0),
-                    SimConfig(), speed=SizeTable(LINEARISH))
+                    SimConfig(), workload=SizeTable(LINEARISH))
     s = {j.job_id: j for j in sim.run().jobs}
     assert s["a"].resizes == 1 and s["a"].finish == pytest.approx(160)
     assert s["b"].first_start == pytest.approx(160) and s["b"].finish == pytest.approx(170)

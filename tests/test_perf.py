@@ -141,7 +141,7 @@ def test_a_job_alone_at_its_requested_size_takes_exactly_its_trace_duration():
     jobs = assign_models(jobs, perf, cluster, seed=3)
     assert jobs[1].model == "imagenet" and jobs[1].iterations > 0    # 439 GPU-hours: XL class
     for spec in jobs:
-        r = simulate(cluster, [spec], make_policy("fifo"), speed=PerfSpeed(perf, cluster))
+        r = simulate(cluster, [spec], make_policy("fifo"), workload=PerfSpeed(perf, cluster))
         assert r.jobs[0].finish == spec.duration_s
 
 

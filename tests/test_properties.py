@@ -7,24 +7,22 @@ from dlsched.jobs import JobSpec, Status
 from dlsched.policies.base import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
+from dlsched.state.invariants import problems
 
 POLICIES = ["fifo", "sjf", "srtf", "tiresias"]
 
 
-class CheckedSimulator(Simulator):
-    """Checks after every applied plan that no GPU is held twice and that the free index
-    agrees with the running jobs."""
+def checked(sim: Simulator) -> Simulator:
+    """Check the state's invariants (no GPU double-booked, gang, free index, occupancy,
+    memory) after every plan the simulator applies."""
+    state, apply = sim.state, sim.state.apply
 
-    def apply(self, plan):
-        super().apply(plan)
-        held = [g for j in self.running.values() for g in j.gpus]
-        assert len(held) == len(set(held)), "a GPU is double-booked"
-        for j in self.running.values():
-            assert len(j.gpus) == j.num_gpus, "gang violated"
-            assert all(not self.free.is_free(g) for g in j.gpus)
-        usable = sum(self.cluster.nodes[n].num_gpus for n in self.free.usable)
-        assert self.free.total + len(held) == usable
-        assert all(self.cluster.gpu_node[g] in self.free.usable for g in held)
+    def apply_and_check(plan):
+        apply(plan)
+        assert not problems(state), problems(state)
+
+    state.apply = apply_and_check
+    return sim
 
 
 @st.composite
@@ -49,7 +47,7 @@ config_strategy = st.builds(
 
 
 def simulate_checked(cluster, jobs, policy, config, **params):
-    return CheckedSimulator(parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config).run()
+    return checked(Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config)).run()
 
 
 @settings(max_examples=60, deadline=None)
@@ -104,18 +102,8 @@ def test_sharing_invariants(workload, policy, backfill, gpu_type):
     cluster_spec, jobs = workload
     cluster = parse_cluster_spec(f"{cluster_spec}:{gpu_type}")
 
-    class SharingChecked(Simulator):
-        def apply(self, plan):
-            super().apply(plan)
-            for g, holders in enumerate(self.occupancy.jobs):
-                assert len(holders) <= 2, "more than two jobs on a GPU"
-                if len(holders) == 2:
-                    cap = self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib
-                    assert sum(h.memory_mib for h in holders) <= cap + 1e-6, "memory over-committed"
-                assert (len(holders) == 0) == self.free.is_free(g)
-
-    result = SharingChecked(cluster, jobs, make_policy(policy, backfill=backfill), SimConfig(),
-                            speed=PerfSpeed(PerfModel(), cluster)).run()
+    result = checked(Simulator(cluster, jobs, make_policy(policy, backfill=backfill), SimConfig(),
+                               workload=PerfSpeed(PerfModel(), cluster))).run()
     for j in result.jobs:
         assert j.status is Status.DONE
         assert j.finish - j.spec.submit_time_s >= j.spec.duration_s - 1e-6

@@ -8,6 +8,7 @@ from dlsched.policies.base import make_policy
 from dlsched.policies.sharing import t_con, t_seq
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
+from dlsched.state.cluster_state import ClusterState
 
 
 class TableSpeed:
@@ -33,7 +34,7 @@ class TableSpeed:
 
 
 def run(policy, jobs, speed, cluster="1x1:V100"):
-    sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy), SimConfig(), speed=speed)
+    sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy), SimConfig(), workload=speed)
     result = sim.run()
     return {j.job_id: j for j in result.jobs}, result
 
@@ -73,7 +74,7 @@ def test_memory_that_does_not_fit_forbids_sharing(policy):
     # k = 16 (4,375) would fit, and max_accumulation = 8 (8,750 MiB) forbids it: a waits.
     speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 70000, "mb": 12000})
     sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy(policy, max_accumulation=8),
-                    SimConfig(), speed=speed)
+                    SimConfig(), workload=speed)
     s = {j.job_id: j for j in sim.run().jobs}
     assert s["a"].first_start == 100 and s["a"].shared_s == 0
 
@@ -90,10 +91,10 @@ def test_accumulation_keeps_the_optimizer_steps_and_goes_back_to_full_batch():
     # 1.25 x as long (the table's cost), and sharing slows it 1.1 x: its 60 s of work take
     # 82.5 s, ending at 92.5. b runs at 1 / 1.1 meanwhile: 75 of its 90 s done, 15 s left.
     speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 12000, "mb": 6000}, {2: 1.25})
-    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy("sjf-ffs"), SimConfig(), speed=speed)
+    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy("sjf-ffs"), SimConfig(), workload=speed)
     plans = []
-    original = sim.apply
-    sim.apply = lambda plan: (plans.append(dict(plan.accumulation)), original(plan))
+    original = sim.state.apply
+    sim.state.apply = lambda plan: (plans.append(dict(plan.accumulation)), original(plan))
     s = {j.job_id: j for j in sim.run().jobs}
     assert {"a": 2} in plans
     assert s["a"].finish == pytest.approx(10 + 60 * 1.25 * 1.1)
@@ -123,17 +124,16 @@ def test_a_job_back_at_full_batch_counts_its_full_memory():
     c = JobSpec("c", 0.0, 1, 50.0, model="mb", batch_size=64)
     speed = TableSpeed({(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")},
                        {"ma": 12000, "mb": 6000}, {2: 1.25})
-    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A, c], make_policy("fifo"), SimConfig(), speed=speed)
-    states = {s.job_id: s for s in sim.states}
-    sim.pending.update(states)
-    sim.apply(Plan(start=[(states["b"], (0,))]))
-    sim.apply(Plan(start=[(states["a"], (0,))], accumulation={"a": 2}))
-    assert sim.occupancy.memory[0] == 12000
-    sim._finish(states["b"])
-    assert states["a"].accumulation == 1 and sim.occupancy.memory[0] == 12000
+    state = ClusterState(parse_cluster_spec("1x1:V100"), make_policy("fifo"), workload=speed)
+    states = {spec.job_id: state.submit(spec) for spec in (B, A, c)}
+    state.apply(Plan(start=[(states["b"], (0,))]))
+    state.apply(Plan(start=[(states["a"], (0,))], accumulation={"a": 2}))
+    assert state.occupancy.memory[0] == 12000
+    state.finish(states["b"])
+    assert states["a"].accumulation == 1 and state.occupancy.memory[0] == 12000
     with pytest.raises(PlanError, match="exceeds"):
-        sim.apply(Plan(start=[(states["c"], (0,))]))
-    sim.apply(Plan(start=[(states["c"], (0,))], accumulation={"c": 2}))   # 3,000 MiB fits
+        state.apply(Plan(start=[(states["c"], (0,))]))
+    state.apply(Plan(start=[(states["c"], (0,))], accumulation={"c": 2}))   # 3,000 MiB fits
 
 
 def test_a_plan_cannot_put_a_job_on_a_gpu_of_a_failed_node():
@@ -141,9 +141,8 @@ def test_a_plan_cannot_put_a_job_on_a_gpu_of_a_failed_node():
     from dlsched.policies.base import Plan
 
     speed = TableSpeed({}, {"ma": 100, "mb": 100})
-    sim = Simulator(parse_cluster_spec("2x1:V100"), [B, A], make_policy("fifo"),
-                    SimConfig(node_events=[(0.0, "down", 0)]), speed=speed)
-    sim._node_event("down", 0)
-    sim.pending.update({s.job_id: s for s in sim.states})
+    state = ClusterState(parse_cluster_spec("2x1:V100"), make_policy("fifo"), workload=speed)
+    state.node_down(0)
+    b = state.submit(B)
     with pytest.raises(PlanError, match="not usable"):
-        sim.apply(Plan(start=[(sim.states[0], (0,))]))
+        state.apply(Plan(start=[(b, (0,))]))

@@ -21,7 +21,9 @@ from .sim import SimConfig, Simulator
 from .perf.assign import assign_models
 from .perf.model import PerfModel
 from .perf.speed import PerfSpeed
-from .sim.engine import POLLUX_RESTART_PENALTY_S, TRACE_SPEED, unplaceable
+from .state.cluster_state import unplaceable
+from .state.costs import POLLUX_RESTART_PENALTY_S
+from .workload import TRACE_MODEL
 from .traces import BUNDLED, load_trace
 
 
@@ -132,8 +134,8 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
         bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
     started = time.perf_counter()
     try:
-        speed = TRACE_SPEED if args.no_perf else PerfSpeed(PerfModel(), cluster)
-        result = Simulator(cluster, jobs, policy, config, speed=speed,
+        speed = TRACE_MODEL if args.no_perf else PerfSpeed(PerfModel(), cluster)
+        result = Simulator(cluster, jobs, policy, config, workload=speed,
                            progress=bar.update if bar else None).run()
     finally:
         if bar:

@@ -1,50 +1,23 @@
-"""The policy interface, shared by the simulator and the runtime.
+"""The policy base class and registry, shared by the simulator and the runtime.
 
-A policy sees a read-only :class:`ClusterView` and returns a :class:`Plan`. The backend tells the
-policy about what happens outside its control (arrivals, completions, involuntary requeues) and
-applies every plan it gets, in full: preemptions first, then resizes, then starts. A policy may keep its own
-indexes (heaps, queues) updated from those notifications and from the plans it returns; it never
-touches backend internals.
+A policy sees a read-only :class:`~dlsched.view.PolicyView` and returns a
+:class:`~dlsched.view.Plan`. The cluster state tells the policy about what happens outside its
+control (arrivals, completions, involuntary requeues, cancels, measured progress) and applies
+every plan it gets, in full: preemptions first, then resizes, then starts. A policy may keep its
+own indexes (heaps, queues) updated from those notifications and from the plans it returns.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Mapping, Protocol
+from typing import ClassVar
 
-from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobState
-from .placement import PLACEMENTS, FreeGpus, Placement
+from ..view import Plan, PolicyView
+from .placement import PLACEMENTS, Placement
 
-if TYPE_CHECKING:
-    from ..sim.engine import TraceSpeed
-    from ..sim.occupancy import GpuOccupancy
-
-
-@dataclass(slots=True)
-class Plan:
-    start: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)
-    preempt: list[JobState] = field(default_factory=list)
-    resize: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)  # elastic jobs' new GPUs
-    wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
-    accumulation: dict[str, int] = field(default_factory=dict)  # job id -> k sub-batches (sharing)
-
-    def __bool__(self) -> bool:
-        return bool(self.start or self.preempt or self.resize)
-
-
-class ClusterView(Protocol):
-    """What a policy may read. Backends implement it; policies must not mutate it."""
-
-    now: float
-    cluster: Cluster
-    free: FreeGpus                       # never mutate: ``copy()`` it to plan placements
-    pending: Mapping[str, JobState]      # in arrival order
-    running: Mapping[str, JobState]
-    occupancy: "GpuOccupancy"            # which jobs hold each GPU, and their memory
-    speed: "TraceSpeed"                  # the workload model: speed, memory, co-location
+__all__ = ["Plan", "Policy", "PolicyView", "register", "make_policy", "available_policies"]
 
 
 class Policy:
@@ -77,8 +50,12 @@ class Policy:
         cancelled running job is reported as finished."""
         raise NotImplementedError(f"policy {self.name} cannot drop a pending job")
 
+    def job_progressed(self, job: JobState, now: float) -> None:
+        """A running job's measured progress replaced the prediction (the runtime only): its
+        remaining work and projected finish changed."""
+
     # -- the decision ----------------------------------------------------------------------
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: PolicyView) -> Plan:
         raise NotImplementedError
 
     def params(self) -> dict:

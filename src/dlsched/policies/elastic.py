@@ -30,7 +30,7 @@ from __future__ import annotations
 import heapq
 
 from ..jobs import JobState
-from .base import ClusterView, Plan, register
+from .base import PolicyView, Plan, register
 from .placement import best_fit
 from .preemptive import PreemptivePolicy
 from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, Tiresias
@@ -118,10 +118,10 @@ class ElasticPhases(PreemptivePolicy):
         if self._planned.pop(victim.job_id, None) is not None:
             plan.resize = [(j, g) for j, g in plan.resize if j is not victim]
 
-    def _resizable(self, job: JobState, view: ClusterView) -> bool:
-        return job.switch_at is None and job.job_id not in self._planned and not view.occupancy.partners(job)
+    def _resizable(self, job: JobState, view: PolicyView) -> bool:
+        return not view.resizing(job) and job.job_id not in self._planned and not view.occupancy.partners(job)
 
-    def _shrink(self, job: JobState, size: int, view: ClusterView, plan: Plan, scratch) -> None:
+    def _shrink(self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch) -> None:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)
         scratch.release([g for g in job.gpus if g not in kept])
         plan.resize.append((job, kept))
@@ -143,9 +143,9 @@ class ElasticPhases(PreemptivePolicy):
         return len(self.queue) > self.shrink_when_waiting
 
     # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
-    def before_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
+    def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
         self._planned = {}
-        self._speed_at = view.speed.speed_at_size
+        self._speed_at = view.workload.speed_at_size
         if not self.queue:
             return
         if self.grown:
@@ -163,7 +163,7 @@ class ElasticPhases(PreemptivePolicy):
                     self._shrink(job, job.spec.gpu_range[0], view, plan, scratch)
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
-    def after_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
+    def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
         spare = scratch.total - self._head_need(scratch.total) if self.queue else scratch.total
         if spare <= 0 or not self.growable:
             return

@@ -16,7 +16,7 @@ import heapq
 from bisect import bisect_left, insort
 
 from ..jobs import JobState, Status
-from .base import ClusterView, Plan, Policy
+from .base import PolicyView, Plan, Policy
 
 
 class PreemptivePolicy(Policy):
@@ -46,14 +46,14 @@ class PreemptivePolicy(Policy):
         a futile search. By default no bound."""
         return float("inf")
 
-    def on_timers(self, view: ClusterView) -> None:
+    def on_timers(self, view: PolicyView) -> None:
         """Hook: apply rank changes that are due at ``view.now``."""
 
-    def before_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
+    def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
         """Hook: add to the plan (e.g. resizes) before jobs are started; ``scratch`` is a copy
         of the free-GPU index to keep in step."""
 
-    def after_pass(self, view: ClusterView, plan: Plan, scratch) -> None:
+    def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
         """Hook: use what the pass left free."""
 
     def planned_gpus(self, job: JobState) -> tuple[int, ...]:
@@ -83,6 +83,10 @@ class PreemptivePolicy(Policy):
         self._next_stamp += 1
         self._stamp[job.job_id] = self._next_stamp
         heapq.heappush(self.running, (*self.worst_first(job), self._next_stamp, job))
+
+    def is_running(self, job_id: str) -> bool:
+        """The job runs and is not a victim of the pass under way."""
+        return job_id in self._stamp
 
     def _rekey_running(self, job: JobState) -> None:
         self._push_running(job)  # the old entry goes stale
@@ -128,7 +132,7 @@ class PreemptivePolicy(Policy):
         self._enqueue(job, now)
 
     # -- the decision ----------------------------------------------------------------------
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: PolicyView) -> Plan:
         now = view.now
         self.on_timers(view)
         plan = Plan()

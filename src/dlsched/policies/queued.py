@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import insort
 
 from ..jobs import JobState
-from .base import ClusterView, Plan, Policy
+from .base import PolicyView, Plan, Policy
 
 _NO_PLAN = Plan()
 
@@ -42,7 +42,7 @@ class QueuedPolicy(Policy):
     def job_cancelled(self, job: JobState, now: float) -> None:
         self._dequeue([next(i for i, e in enumerate(self.queue) if e[-1] is job)])
 
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: PolicyView) -> Plan:
         free_total = view.free.total
         if not self.queue or free_total < min(self.sizes):
             return _NO_PLAN

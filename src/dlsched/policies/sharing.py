@@ -38,7 +38,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from ..jobs import JobState
-from .base import ClusterView, Plan, register
+from .base import PolicyView, Plan, register
 from .queued import QueuedPolicy
 
 _NO_PLAN = Plan()
@@ -106,7 +106,7 @@ class SjfSharing(QueuedPolicy):
         return (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_types)
 
     # -- the pass --------------------------------------------------------------------------
-    def schedule(self, view: ClusterView) -> Plan:
+    def schedule(self, view: PolicyView) -> Plan:
         if not self.queue:
             return _NO_PLAN
         now = view.now
@@ -154,9 +154,9 @@ class SjfSharing(QueuedPolicy):
             self._dequeue(started)
         return plan
 
-    def _groups(self, view: ClusterView) -> list[_Group]:
+    def _groups(self, view: PolicyView) -> list[_Group]:
         """Running jobs that could take a partner, grouped and sorted by finish time."""
-        occupancy, cluster = view.occupancy, view.cluster
+        occupancy, cluster, finish_of = view.occupancy, view.cluster, view.projected_finish
         by_key: dict[tuple, list[JobState]] = {}
         for job in view.running.values():
             if job.memory_mib is None or job.spec.model is None:
@@ -167,14 +167,14 @@ class SjfSharing(QueuedPolicy):
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)
         groups = []
         for (model, memory, capacity), jobs in by_key.items():
-            jobs.sort(key=lambda j: (j.finish_time, j.seq))
-            groups.append(_Group(model, memory, capacity, [j.finish_time for j in jobs], jobs,
+            jobs.sort(key=lambda j: (finish_of(j), j.seq))
+            groups.append(_Group(model, memory, capacity, [finish_of(j) for j in jobs], jobs,
                                  sorted(jobs, key=lambda j: j.gpus[0])))
         return groups
 
-    def _pairing(self, job: JobState, group: _Group, view: ClusterView) -> _Pairing | None:
+    def _pairing(self, job: JobState, group: _Group, view: PolicyView) -> _Pairing | None:
         """Sub-batch and slowdowns for ``job`` beside a member of ``group``, or None."""
-        speed = view.speed
+        speed = view.workload
         partner = group.jobs[0]
         xi_a, xi_b = speed.slowdown(job, partner), speed.slowdown(partner, job)
         if xi_a is None or xi_b is None:
@@ -262,7 +262,7 @@ class SjfBsbf(SjfSharing):
         start = group.first if lower_ok else max(group.first, bisect_right(group.finish, now + above))
         for idx in range(start, len(jobs)):
             partner = jobs[idx]
-            t_b = partner.finish_time - now
+            t_b = group.finish[idx] - now
             if not lower_ok and t_b <= above:
                 continue
             tc = t_con(t_a, t_b, xi_a, xi_b)

@@ -35,7 +35,15 @@ class Srtf(PreemptivePolicy):
     def stopped(self, job: JobState, now: float) -> None:
         self._started_at.pop(job.job_id, None)
 
+    def job_progressed(self, job: JobState, now: float) -> None:
+        # measured progress replaced the prediction: its remaining work, so its rank, moved
+        if self.is_running(job.job_id):
+            self._started_at[job.job_id] = now
+            self._rekey_running(job)
+
     def worst_first(self, job: JobState) -> tuple:
         # The remaining work shrinks for every running job alike (rate 1 alone at the requested
         # size), so the order by "time it would end if never paused" stays the order by rank.
+        # (remaining_s is as of the job's last progress update, which is its start or the
+        # measurement job_progressed re-keys it at.)
         return (-(self._started_at[job.job_id] + job.remaining_s), -job.seq)

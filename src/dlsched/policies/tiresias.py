@@ -22,7 +22,7 @@ import heapq
 
 from ..errors import SpecError
 from ..jobs import JobState, Status
-from .base import ClusterView, register
+from .base import PolicyView, register
 from .preemptive import PreemptivePolicy
 
 DEFAULT_THRESHOLDS_GPU_S = (11520.0,)  # chosen: two queues split at 3.2 GPU-hours
@@ -103,23 +103,23 @@ class Tiresias(PreemptivePolicy):
             run = now - job.segment_start
             self._timer(now + self.starvation_factor * run, "promote", job, now)
 
-    def on_timers(self, view: ClusterView) -> None:
+    def on_timers(self, view: PolicyView) -> None:
         now = view.now
         while self.timers and self.timers[0][0] <= now:
             _, _, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
-                if jid in self._stamp and job.segment_start == tag:   # still in that run
+                if self.is_running(jid) and job.segment_start == tag:   # still in that run
                     level = self.level.get(jid, 0)
-                    executed = job.executed_at(now) - self.offset.get(jid, 0.0)
+                    executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):     # paused meanwhile
-                        self._arm_demotion(job, now, job.executed_at(now), run_start=tag)
+                        self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
                         continue
                     self.level[jid] = level + 1
                     self.level_gpus[level] -= job.num_gpus
                     self.level_gpus[level + 1] += job.num_gpus
                     self._rekey_running(job)
-                    self._arm_demotion(job, now, job.executed_at(now), run_start=tag)
+                    self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
             elif (job.status is Status.PENDING and job.pending_since == tag
                   and self.level.get(jid, 0) > 0):
                 self.level[jid] = 0

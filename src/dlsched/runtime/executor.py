@@ -31,6 +31,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import ray  # noqa: E402
 
+from .execution import NodeInfo, Outcome  # noqa: E402
+
 NAMESPACE = "dlsched"
 JOBS_PER_GPU = 2          # as the simulator's max_jobs_per_gpu
 RESOURCE = re.compile(r"^dlsched_gpu_(?P<node>[A-Za-z0-9-]+)_(?P<index>\d+)$")
@@ -39,22 +41,6 @@ log = logging.getLogger("dlsched.executor")
 
 def gpu_resource(node: str, index: int) -> str:
     return f"dlsched_gpu_{node}_{index}"
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str                  # the node part of its GPUs' resource names
-    gpus: int
-    alive: bool
-
-
-@dataclass
-class Outcome:
-    job_id: str
-    attempt: int
-    kind: str                  # "done" | "stopped" | "failed" | "switched" (a background resize)
-    iteration: int | None = None
-    detail: str = ""
 
 
 @dataclass
@@ -169,6 +155,8 @@ class LocalRayCluster:
 
 
 class RayExecutor:
+    """Implements :class:`~dlsched.runtime.execution.Executor` on a Ray cluster."""
+
     def __init__(self, address: str, data_dir: str | Path, start_timeout_s: float = 120.0,
                  stop_timeout_s: float = 60.0) -> None:
         if not ray.is_initialized():

@@ -1,13 +1,14 @@
-"""The scheduling loop: the simulator's policies deciding on live state, Ray carrying it out.
+"""The scheduling loop: the policies deciding on live state, an executor carrying it out.
 
-The books are kept by the same :class:`~dlsched.sim.engine.Simulator` the simulator uses, driven
-by the wall clock (``advance_to``, ``submit``, ``complete``, ``requeue``, ``cancel``,
-``node_down``), so a policy sees exactly the view it sees in simulation. Every pass: new and
-cancelled jobs from the store, what the executor reports (finished, failed, stopped, progress),
-nodes gone or back; then one ``policy.schedule`` whose plan is applied to the books and handed to
-the executor. The store is written before the executor is told, so a restarted server knows
-every job: jobs it finds running are requeued and resume from their last checkpoint (their
-workers died with the previous server).
+The service drives the same :class:`~dlsched.state.cluster_state.ClusterState` the simulator
+drives, with the wall clock and the executor's reports (submit, finish, fail, cancel, switch,
+node down / up, progress observed), so a policy sees exactly the view it sees in simulation.
+Every pass: new and cancelled jobs from the store, what the executor reports (finished, failed,
+stopped, progress), nodes gone or back; then one ``policy.schedule`` whose plan the state applies
+and the executor carries out. The store is written before the executor is told, so a restarted
+server knows every job: jobs it finds running are requeued and resume from their last checkpoint
+(their workers died with the previous server). A job's counts (preemptions, failures) live in its
+state and are copied to the store; a finished job leaves the state and the service's memory.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import logging
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
 
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobState, Status
 from ..policies.base import Plan, make_policy
-from ..sim import SimConfig
-from ..sim.engine import Simulator
-from .executor import NodeInfo, Outcome, RayExecutor
+from ..state.cluster_state import ClusterState
+from ..state.costs import Costs
+from .execution import Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
 from .metrics import RuntimeMetrics
 from .speed import RuntimeSpeed
@@ -34,11 +37,23 @@ log = logging.getLogger("dlsched.service")
 
 EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
+
+
+@dataclass(slots=True)
+class LiveJob:
+    """A queued or running job: its state in the books and what only the runtime knows."""
+    state: JobState
+    attempt: int               # its current run's number; reports of older runs are stale
+    estimated: bool            # its duration is re-estimated from measured iteration times
+    iteration: int | None = None   # last measured progress written to the store
+
+
 class SchedulerService:
-    def __init__(self, store: Store, executor: RayExecutor, policy: str = "fifo",
+    def __init__(self, store: Store, executor: Executor, policy: str = "fifo",
                  policy_params: dict | None = None, interval_s: float = 0.5,
-                 max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background") -> None:
-        self.store, self.executor = store, executor
+                 max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store, self.executor, self.clock = store, executor, clock
         self.policy = make_policy(policy, **(policy_params or {}))
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics()
@@ -50,13 +65,11 @@ class SchedulerService:
                                        "gpu_mem_mib": EMULATED_GPU_MEM_MIB} for n in inventory])
         self.resize_mechanism = resize_mechanism
         self.speed = RuntimeSpeed()
-        self.books = Simulator(self.cluster, [], self.policy,
-                               SimConfig(restart_overhead_s=0.0, timeseries=False, resize_mechanism=resize_mechanism),
-                               speed=self.speed)
-        self.books.advance_to(time.time())
-        self.jobs: dict[str, JobState] = {}       # live jobs (queued or running) in the books
-        self.attempt: dict[str, int] = {}
-        self.jobs_estimated: dict[str, bool] = {}  # duration re-estimated from measurements
+        # a real restart's pause is what it takes: measured by the executor, not charged
+        self.books = ClusterState(self.cluster, self.policy,
+                                  Costs(restart_overhead_s=0.0, resize_mechanism=resize_mechanism),
+                                  workload=self.speed, now=self.clock())
+        self.live: dict[str, LiveJob] = {}
         self.pass_s: float | None = None          # the last scheduling pass's wall time
         self._seen_seq = 0                        # the store's jobs up to here are in the books
         self._lock = threading.Lock()
@@ -103,7 +116,7 @@ class SchedulerService:
     def step(self) -> Plan:
         with self._lock:
             books = self.books
-            books.advance_to(time.time())
+            books.advance_to(self.clock())
             self._sync_nodes()
             self._take_requests()
             for outcome in self.executor.poll():
@@ -131,26 +144,28 @@ class SchedulerService:
             if down and alive.get(name):
                 self.books.node_up(nid)
             elif not down and not alive.get(name, False):
-                for jid in [j.job_id for j in self.books.running.values()
-                            if any(self.cluster.gpu_node[g] == nid for g in j.gpus)]:
-                    self.executor.stop(jid, graceful=False)
-                    self.attempt[jid] = self.attempt.get(jid, 0) + 1    # its run's report is stale now
-                    row = self.store.job(jid)
-                    self._set_status(row, QUEUED, f"node {name} lost: requeued, resumes from its last checkpoint",
-                                     failures=row["failures"] + 1)
-                self.books.node_down(nid)        # requeues those jobs in the books
+                victims = [j for j in self.books.running.values()
+                           if any(self.cluster.gpu_node[g] == nid for g in j.gpus)]
+                self.books.node_down(nid)        # the state requeues them, counting a failure
+                for job in victims:
+                    self.executor.stop(job.job_id, graceful=False)
+                    self.live[job.job_id].attempt += 1    # its run's report is stale now
+                    self._set_status(self.store.job(job.job_id), QUEUED,
+                                     f"node {name} lost: requeued, resumes from its last checkpoint",
+                                     failures=job.failures)
 
     def _take_requests(self) -> None:
         for row in self.store.jobs(statuses=(QUEUED, RUNNING), cancel_requested=True):
-            job = self.jobs.pop(row["id"], None)
-            if job is not None:
-                if job.status is Status.RUNNING:
+            live = self.live.get(row["id"])
+            if live is not None:
+                if live.state.status is Status.RUNNING:
                     self.executor.stop(row["id"], graceful=False)
-                self.books.cancel(job)
-            self._set_status(row, CANCELLED, "cancelled", finished=time.time())
+                self.books.cancel(live.state)
+                self._retire(row["id"])
+            self._set_status(row, CANCELLED, "cancelled", finished=self.clock())
         for row in self.store.jobs(statuses=(QUEUED,), after_seq=self._seen_seq):
             self._seen_seq = max(self._seen_seq, row["seq"])
-            if row["id"] in self.jobs:
+            if row["id"] in self.live:
                 continue
             if self.policy.shares_gpus and row["profile"] is None:
                 # a sharing policy needs the job's memory: profile it before it may be scheduled
@@ -165,49 +180,55 @@ class SchedulerService:
         if row["profile"] is not None:
             self.speed.profiles[jid] = row["profile"]
         spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"], row["profile"])
-        self.jobs[jid] = self.books.submit(spec)
-        self.attempt[jid] = row["attempt"]
-        self.jobs_estimated[jid] = "duration_s" not in row["spec"]     # no user estimate to keep
+        job = self.books.submit(spec)
+        job.preemptions, job.failures = row["preemptions"], row["failures"]   # from earlier runs
+        self.live[jid] = LiveJob(job, row["attempt"], estimated="duration_s" not in row["spec"])
+
+    def _retire(self, jid: str) -> None:
+        """The job left the books for good: forget what the service kept of it."""
+        self.live.pop(jid, None)
+        self.speed.profiles.pop(jid, None)
 
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
         if outcome.attempt == 0:           # a profiling run
             row = self.store.job(jid)
-            if row is None or row["status"] != QUEUED or jid in self.jobs:
+            if row is None or row["status"] != QUEUED or jid in self.live:
                 return                         # cancelled meanwhile
             if outcome.kind == "profiled":
                 row["profile"] = json.loads(outcome.detail)
                 self.store.update_job(jid, event="profiled", profile=row["profile"])
                 self._enter(row)
             else:
-                self._set_status(row, FAILED, outcome.detail, message=outcome.detail, finished=time.time())
+                self._set_status(row, FAILED, outcome.detail, message=outcome.detail, finished=self.clock())
             return
-        job = self.jobs.get(jid)
-        if job is None or outcome.attempt != self.attempt.get(jid):
+        live = self.live.get(jid)
+        if live is None or outcome.attempt != live.attempt:
             return                                   # a stopped or superseded run
-        row = self.store.job(jid)
+        job = live.state
         fields = {} if outcome.iteration is None else {"iteration": outcome.iteration}
         if outcome.kind == "done" and job.status is Status.RUNNING:
-            self.books.complete(job)
-            del self.jobs[jid]
-            self._set_status(row, DONE, f"done after {outcome.iteration} iterations", finished=time.time(), **fields)
+            self.books.finish(job)
+            self._retire(jid)
+            self._set_status(self.store.job(jid), DONE, f"done after {outcome.iteration} iterations",
+                             finished=self.clock(), **fields)
         elif outcome.kind == "switched":
-            self.books.switch_done(job)
+            self.books.switch(job)
             self.store.update_job(jid, event=f"background resize done at iteration {outcome.iteration} "
                                   f"({outcome.detail})", **fields)
         elif outcome.kind == "stopped":
             self.store.update_job(jid, event=f"stopped at iteration {outcome.iteration} ({outcome.detail or 'checkpointed'})",
                                   **fields)
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
-            self.books.requeue(job)
-            failures = row["failures"] + 1
-            if failures >= self.max_failures:
-                self.books.cancel(job)
-                del self.jobs[jid]
-                self._set_status(row, FAILED, f"failed {failures} times, last: {outcome.detail}",
-                                 failures=failures, message=outcome.detail, finished=time.time(), **fields)
+            self.books.fail(job)
+            row = self.store.job(jid)
+            if job.failures >= self.max_failures:
+                self.books.cancel(job)           # it leaves the queue for good
+                self._retire(jid)
+                self._set_status(row, FAILED, f"failed {job.failures} times, last: {outcome.detail}",
+                                 failures=job.failures, message=outcome.detail, finished=self.clock(), **fields)
             else:
-                self._set_status(row, QUEUED, f"failed ({outcome.detail}): requeued", failures=failures,
+                self._set_status(row, QUEUED, f"failed ({outcome.detail}): requeued", failures=job.failures,
                                  message=outcome.detail, **fields)
 
     def _progress(self) -> None:
@@ -215,11 +236,13 @@ class SchedulerService:
         and the job's duration re-estimated from its measured iteration time."""
         for jid, job in self.books.running.items():
             p = self.executor.progress(jid)
-            if not p or not p.get("iteration"):
+            live = self.live[jid]
+            if not p or not p.get("iteration") or p["iteration"] == live.iteration:
                 continue
+            live.iteration = p["iteration"]
             self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"))
             total = p.get("iterations") or job.spec.iterations
-            measured = p.get("iteration_s") and self.jobs_estimated.get(jid)
+            measured = p.get("iteration_s") and live.estimated
             self.books.observe_progress(job, p["iteration"] / total, total * p["iteration_s"] if measured else None)
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
@@ -227,13 +250,12 @@ class SchedulerService:
         return [(self.node_names[self.cluster.gpu_node[g]], g - nodes[self.cluster.gpu_node[g]].first_gpu) for g in gpus]
 
     def _act(self, plan: Plan) -> None:
-        now = time.time()
+        now = self.clock()
         for job in plan.preempt:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
-            row = self.store.job(jid)
-            self._set_status(row, QUEUED, f"preempted by {self.policy.name}: checkpoints and waits",
-                             preemptions=row["preemptions"] + 1)
+            self._set_status(self.store.job(jid), QUEUED, f"preempted by {self.policy.name}: checkpoints and waits",
+                             preemptions=job.preemptions)
         for job, gpus in plan.resize:
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
@@ -251,7 +273,9 @@ class SchedulerService:
 
     def _launch(self, job: JobState, gpus, event: str, accumulation: int = 1, **fields) -> None:
         jid = job.job_id
-        attempt = self.attempt[jid] = self.attempt.get(jid, 0) + 1
+        live = self.live[jid]
+        live.attempt += 1
+        attempt = live.attempt
         row = self.store.job(jid)
         placement = self._placement(tuple(gpus))
         where = ", ".join(f"{n}/gpu{i}" for n, i in placement)

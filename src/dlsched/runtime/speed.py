@@ -8,7 +8,6 @@ import statistics
 from functools import lru_cache
 
 from ..jobs import JobSpec, JobState
-from ..sim.engine import TraceSpeed
 
 # Chosen, until jobs are profiled at several sizes: a real job's speed on n GPUs relative to its
 # request r is (n / r) ** this: sublinear, as every measured curve in docs/perf.md is; it is what
@@ -27,7 +26,9 @@ def median_measured_slowdown() -> float:
     return statistics.median(p[0] for p in pairs if p)
 
 
-class RuntimeSpeed(TraceSpeed):
+class RuntimeSpeed:
+    """Implements :class:`~dlsched.workload.WorkloadModel` for real jobs."""
+
     def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
         self.exponent = exponent
         self.profiles: dict[str, dict] = {}      # job id -> its profiling run's result
@@ -55,3 +56,6 @@ class RuntimeSpeed(TraceSpeed):
         if job.job_id in self.profiles and partner.job_id in self.profiles:
             return median_measured_slowdown()
         return None
+
+    def checkpoint_mib(self, spec: JobSpec) -> float | None:
+        return None    # not measured: a real resize's pause is what it takes, not predicted

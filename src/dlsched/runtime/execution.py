@@ -1,0 +1,51 @@
+"""What the scheduling service asks of an executor, and what it hears back. The Ray executor
+(:mod:`.executor`) implements it for real; the tests' in-memory one lets the service's logic
+run in milliseconds. Nothing here imports Ray."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str                  # the node part of its GPUs' resource names
+    gpus: int
+    alive: bool
+
+
+@dataclass
+class Outcome:
+    job_id: str
+    attempt: int               # 0: a profiling run
+    kind: str                  # "done" | "stopped" | "failed" | "switched" (a background resize) | "profiled"
+    iteration: int | None = None
+    detail: str = ""
+
+
+Placement = list[tuple[str, int]]     # (node name, GPU index on it) per worker
+
+
+class Executor(Protocol):
+    def inventory(self) -> list[NodeInfo]:
+        """Nodes with dlsched GPUs, sorted by name; a node seen once and gone since is listed
+        as not alive."""
+
+    def start(self, job_id: str, attempt: int, placement: Placement, config: dict) -> None:
+        """Start a run of the job on exactly these GPUs (reported through :meth:`poll`)."""
+
+    def stop(self, job_id: str, graceful: bool = True) -> None:
+        """Stop the job's run: gracefully (checkpoint first) or at once."""
+
+    def resize(self, job_id: str, placement: Placement) -> None:
+        """Move a running job to these GPUs in the background (reported as "switched")."""
+
+    def profile(self, job_id: str, config: dict) -> None:
+        """Profile the job (reported as "profiled" with the result as JSON, or "failed")."""
+
+    def progress(self, job_id: str) -> dict | None:
+        """The run's last measured progress: iteration, iterations, iteration_s."""
+
+    def poll(self) -> list[Outcome]:
+        """What happened since the last call."""

@@ -1,0 +1,392 @@
+"""The cluster state: every transition of every job, in one place, for both backends.
+
+The simulator drives it with exact virtual time, the runtime's service with the wall clock and
+the executor's reports; neither reaches into the other. Every transition (start, stop by policy,
+failure, finish, cancel, resize, switch, node down / up, progress observed) keeps the free-GPU
+index, the sharing partners (their speeds and sub-batch counts), each job's projected finish and
+``version``, the policy's hooks and the per-job accounting consistent.
+
+A running job's work advances at ``rate`` solo seconds per second from ``resume_at`` (after a
+start-up, restart or resize pause). Its projected finish is recomputed only when its rate or its
+measured progress changes, and the owner is told through ``on_finish_scheduled`` (the simulator
+keeps a heap with lazy invalidation by ``version``; the runtime needs none). The state holds
+only live jobs (pending or running): a finished job leaves it, and its owner keeps or drops it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Callable
+
+from ..cluster import Cluster
+from ..errors import PlanError, SpecError
+from ..jobs import JobSpec, JobState, Status
+from ..view import Plan, PolicyHooks
+from ..workload import TRACE_MODEL, WorkloadModel
+from .costs import Costs
+from .free import FreeGpus
+from .occupancy import GpuOccupancy
+
+INF = math.inf
+
+
+def unplaceable(spec: JobSpec, cluster: Cluster) -> str | None:
+    """Why ``spec`` could never run on ``cluster``'s training pool, or None."""
+    capacity = cluster.capacity_for(spec.gpu_types)
+    if spec.num_gpus <= capacity:
+        return None
+    kind = f" of type {'|'.join(spec.gpu_types)}" if spec.gpu_types else ""
+    return f"job '{spec.job_id}' asks for {spec.num_gpus} GPUs{kind}; the cluster has {capacity}"
+
+
+def _no_event(job: JobState) -> None:
+    pass
+
+
+class ClusterState:
+    """Implements :class:`~dlsched.view.PolicyView` for the policy it drives."""
+
+    def __init__(self, cluster: Cluster, policy: PolicyHooks, costs: Costs | None = None,
+                 workload: WorkloadModel = TRACE_MODEL, max_jobs_per_gpu: int = 2,
+                 restore_full_batch: bool = True, now: float = 0.0,
+                 on_finish_scheduled: Callable[[JobState], None] = _no_event,
+                 on_switch_scheduled: Callable[[JobState], None] = _no_event) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.costs = costs or Costs()
+        self.workload = workload
+        # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares
+        # any GPU goes back to its full batch (no gradient accumulation).
+        self.restore_full_batch = restore_full_batch
+        self.free = FreeGpus(cluster)
+        self.occupancy = GpuOccupancy(cluster, max_jobs_per_gpu)
+        self.now = now
+        self.pending: dict[str, JobState] = {}
+        self.running: dict[str, JobState] = {}
+        self.down_nodes: set[int] = set()
+        self.on_finish_scheduled = on_finish_scheduled
+        self.on_switch_scheduled = on_switch_scheduled
+        self._next_seq = 0
+
+    # -- the view ------------------------------------------------------------------------------
+    def projected_finish(self, job: JobState) -> float:
+        return job.finish_time
+
+    def executed_gpu_s(self, job: JobState) -> float:
+        return job.executed_at(self.now)
+
+    def resizing(self, job: JobState) -> bool:
+        return job.switch_at is not None
+
+    # -- arrivals --------------------------------------------------------------------------------
+    def advance_to(self, now: float) -> None:
+        """Move the clock (never backwards: the wall clock may step back)."""
+        if now > self.now:
+            self.now = now
+
+    def submit(self, spec: JobSpec) -> JobState:
+        """A new job arrives now; returns its state."""
+        problem = unplaceable(spec, self.cluster)
+        if problem:
+            raise SpecError("num_gpus", problem)
+        job = JobState(spec=spec, seq=self._next_seq)
+        self.arrive(job)
+        return job
+
+    def arrive(self, job: JobState) -> None:
+        """A job whose state the owner made (the simulator numbers its jobs in trace order)."""
+        if job.seq >= self._next_seq:
+            self._next_seq = job.seq + 1
+        job.pending_since = self.now
+        self.pending[job.job_id] = job
+        self.policy.job_arrived(job, self.now)
+
+    # -- a policy's plan -------------------------------------------------------------------------
+    def apply(self, plan: Plan) -> None:
+        for job in plan.preempt:
+            self._stop(job, by_policy=True)
+        for job, gpus in plan.resize:
+            self._resize(job, tuple(gpus))
+        for job, gpus in plan.start:
+            self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
+
+    # -- what happens outside the policy's control ------------------------------------------------
+    def finish(self, job: JobState) -> None:
+        """A running job ended by itself."""
+        now = self.now
+        job.done_s = job.spec.duration_s
+        job.progress_at = now
+        self._account_run(job)
+        partners = self._vacate(job)
+        job.switch_at = None
+        job.status = Status.DONE
+        job.finish = now
+        job.finish_time = now
+        del self.running[job.job_id]
+        for partner in partners:
+            self._refresh(partner)
+        self.policy.job_finished(job, now)
+
+    def fail(self, job: JobState) -> None:
+        """A running job failed (crash, lost worker, failed start, lost node): it waits again,
+        losing the work since its last periodic checkpoint."""
+        self._stop(job, by_policy=False)
+        self.policy.job_requeued(job, self.now)
+
+    def cancel(self, job: JobState) -> None:
+        """A user cancelled the job: it leaves the queue, or its GPUs (its partners get their
+        speed and full batch back)."""
+        if job.status is Status.RUNNING:
+            self._advance(job)
+            self._account_run(job)
+            partners = self._vacate(job)
+            job.switch_at, job.gpus, job.status = None, (), Status.CANCELLED
+            job.finish_time = INF
+            job.version += 1
+            del self.running[job.job_id]
+            for partner in partners:
+                self._refresh(partner)
+            self.policy.job_finished(job, self.now)
+        elif job.status is Status.PENDING:
+            del self.pending[job.job_id]
+            job.status = Status.CANCELLED
+            self.policy.job_cancelled(job, self.now)
+
+    def observe_progress(self, job: JobState, fraction_done: float, duration_s: float | None = None) -> None:
+        """A running job's measured progress (and re-estimated solo duration) replaces the
+        prediction: its projected finish and version move, and the policy is told."""
+        if job.status is not Status.RUNNING:
+            return
+        if duration_s is not None and duration_s > 0:
+            job.spec = replace(job.spec, duration_s=duration_s)
+        job.done_s = min(1.0, max(0.0, fraction_done)) * job.spec.duration_s
+        job.progress_at = self.now
+        self._schedule_completion(job)
+        self.policy.job_progressed(job, self.now)
+
+    def switch(self, job: JobState) -> None:
+        """A background scale-out's new workers are ready: everyone switches to the new group."""
+        if job.status is not Status.RUNNING or job.switch_at is None:
+            return
+        self._advance(job)
+        job.switch_at = None
+        pause = self.costs.background_switch_fraction * self.resize_pause_s(job.spec)
+        job.resume_at = max(job.resume_at, self.now) + pause
+        job.rate = self._rate(job)
+        self._schedule_completion(job)
+
+    def node_down(self, nid: int) -> None:
+        """A node left: its jobs fail and wait again; its GPUs are not usable until it returns."""
+        self._check_node(nid)
+        if nid in self.down_nodes:
+            return
+        victims = list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids
+                                     for j in self.occupancy.jobs[g]))
+        for job in victims:
+            self.fail(job)
+        if nid in self.free.usable:
+            self.free.remove_node(nid)
+        self.down_nodes.add(nid)
+
+    def node_up(self, nid: int) -> None:
+        self._check_node(nid)
+        if nid in self.down_nodes:
+            self.down_nodes.discard(nid)
+            self.free.add_node(nid)
+
+    def _check_node(self, nid: int) -> None:
+        if not 0 <= nid < len(self.cluster.nodes):
+            raise SpecError("node_events", f"no node {nid}")
+
+    def resize_pause_s(self, spec: JobSpec) -> float:
+        """A stop-resume of ``spec``: the restart, plus saving and loading its checkpoint."""
+        return self.costs.resize_pause_s(self.workload.checkpoint_mib(spec))
+
+    # -- transitions -----------------------------------------------------------------------------
+    def _advance(self, job: JobState) -> None:
+        since = job.progress_at if job.progress_at > job.resume_at else job.resume_at
+        if self.now > since:
+            job.done_s += job.rate * (self.now - since)
+        job.progress_at = self.now
+
+    def _schedule_completion(self, job: JobState) -> None:
+        job.version += 1
+        begin = job.resume_at if job.resume_at > self.now else self.now
+        job.finish_time = begin + max(0.0, job.spec.duration_s - job.done_s) / job.rate
+        self.on_finish_scheduled(job)
+
+    def _set_rate(self, job: JobState, rate: float) -> None:
+        if not rate > 0:
+            raise PlanError(f"job {job.job_id}: speed must be > 0, got {rate}")
+        self._advance(job)
+        job.rate = rate
+        self._schedule_completion(job)
+
+    def _start(self, job: JobState, gpus: tuple[int, ...], accumulation: int = 1) -> None:
+        name = self.policy.name
+        if job.status is not Status.PENDING:
+            raise PlanError(f"policy {name} started job {job.job_id}, which is {job.status.value}")
+        low, high = job.spec.gpu_range
+        if not low <= len(set(gpus)) == len(gpus) <= high:
+            raise PlanError(f"policy {name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
+                            f"it needs {low if low == high else f'{low}..{high}'} (gang)")
+        memory = self.workload.memory_mib(job.spec, len(gpus), accumulation)
+        joined = [g for g in gpus if not self.free.is_free(g)]
+        for g in joined:
+            why = self.occupancy.why_not_join(g, memory)
+            if why is None and any(self.workload.slowdown(job, other) is None for other in self.occupancy.jobs[g]):
+                why = f"GPU {g}: no co-location measurement for this pair"
+            if why:
+                raise PlanError(f"policy {name}, job {job.job_id}: {why}")
+        try:
+            self.free.take([g for g in gpus if g not in joined] if joined else gpus)
+        except ValueError as e:
+            raise PlanError(f"policy {name}, job {job.job_id}: {e}") from None
+        now = self.now
+        costs = self.costs
+        pause = costs.startup_overhead_s if job.first_start is None else costs.restart_overhead_s
+        if job.first_start is None:
+            job.first_start = now
+        job.status = Status.RUNNING
+        job.gpus = tuple(gpus)
+        job.accumulation = accumulation
+        job.memory_mib = memory
+        job.segment_start = job.gpus_since = now
+        job.progress_at = now
+        job.resume_at = now + pause
+        partners = self.occupancy.attach(job)
+        job.sharing, job.slowdown, job.slowdown_since = False, 1.0, now
+        job.rate = self._rate(job)
+        del self.pending[job.job_id]
+        self.running[job.job_id] = job
+        self._schedule_completion(job)
+        for partner in partners:
+            self._refresh(partner)
+
+    def _rate(self, job: JobState) -> float:
+        """Solo speed at its placement and sub-batch, divided by the worst slowdown any of its
+        partners causes (a multi-GPU job runs at the pace of its slowest worker)."""
+        partners = self.occupancy.partners(job)
+        slowdown = 1.0
+        for partner in partners:
+            xi = self.workload.slowdown(job, partner)
+            if xi is None:
+                raise PlanError(f"jobs {job.job_id} and {partner.job_id} share a GPU without a "
+                                "co-location measurement")
+            slowdown = max(slowdown, xi)
+        self._note_sharing(job, bool(partners), slowdown)
+        return self.workload(job, job.gpus) / slowdown
+
+    def _note_sharing(self, job: JobState, sharing: bool, slowdown: float) -> None:
+        """Add the interval since the job's last change to its sharing totals, then record
+        its new state."""
+        now = self.now
+        if job.sharing and now > job.slowdown_since:
+            job.shared_s += now - job.slowdown_since
+            job.shared_slowdown_s += job.slowdown * (now - job.slowdown_since)
+        job.sharing, job.slowdown, job.slowdown_since = sharing, slowdown, now
+
+    def _refresh(self, job: JobState) -> None:
+        """Recompute a running job's speed after its partners changed."""
+        if self.restore_full_batch and job.accumulation > 1 and not self.occupancy.partners(job):
+            job.accumulation = 1
+            job.memory_mib = self.workload.memory_mib(job.spec, len(job.gpus), 1)
+            self.occupancy.recount(job)
+        self._set_rate(job, self._rate(job))
+
+    def _resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
+        """Change a running elastic job's GPUs, charging the configured mechanism."""
+        spec, costs, now = job.spec, self.costs, self.now
+        low, high = spec.gpu_range
+        problem = None
+        if job.status is not Status.RUNNING:
+            problem = f"it is {job.status.value}"
+        elif not low <= len(set(gpus)) == len(gpus) <= high:
+            problem = f"{len(set(gpus))} distinct GPUs is outside its {low}..{high}"
+        elif job.switch_at is not None:
+            problem = "its previous resize is still under way"
+        elif self.occupancy.partners(job):
+            problem = "it shares a GPU"
+        if problem:
+            raise PlanError(f"policy {self.policy.name} resized job {job.job_id}: {problem}")
+        old = set(job.gpus)
+        added = [g for g in gpus if g not in old]
+        try:
+            self.free.take(added)
+        except ValueError as e:
+            raise PlanError(f"policy {self.policy.name}, resize of job {job.job_id}: {e}") from None
+        self._advance(job)
+        self._account(job)
+        self._vacate(job)
+        self.free.take([g for g in gpus if g in old])   # _vacate freed all its GPUs
+        job.gpus = tuple(gpus)
+        job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
+        self.occupancy.attach(job)
+        job.resizes += 1
+        pause = self.resize_pause_s(spec)
+        if costs.resize_mechanism == "stop-resume":
+            job.resume_at = max(job.resume_at, now) + pause
+            job.resize_lost_gpu_s += pause * len(gpus)
+        elif added:            # background scale-out: the old workers go on meanwhile
+            job.switch_at = now + pause
+            job.resize_lost_gpu_s += (pause * len(added)
+                                      + costs.background_switch_fraction * pause * len(gpus))
+            self._schedule_completion(job)    # at the old speed, until the switch
+            self.on_switch_scheduled(job)
+            return
+        job.rate = self._rate(job)           # background scale-in: no pause for the stayers
+        self._schedule_completion(job)
+
+    def _stop(self, job: JobState, by_policy: bool) -> None:
+        """Take a running job off its GPUs and put it back in the queue: a policy's preemption
+        (which checkpoints first when ``checkpoint_on_preempt``) or a failure."""
+        if job.status is not Status.RUNNING:
+            raise PlanError(f"policy {self.policy.name} preempted job {job.job_id}, which is {job.status.value}")
+        now = self.now
+        self._advance(job)
+        interval = self.costs.checkpoint_interval_s
+        graceful = by_policy and self.costs.checkpoint_on_preempt
+        if not graceful and interval is not None and now > job.resume_at:
+            lost_wall = (now - job.resume_at) % interval
+            job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
+        self._account_run(job)
+        partners = self._vacate(job)
+        job.switch_at = None
+        job.gpus = ()
+        job.status = Status.PENDING
+        job.rate = 0.0
+        job.finish_time = INF
+        job.version += 1
+        if by_policy:
+            job.preemptions += 1
+        else:
+            job.failures += 1
+        job.pending_since = now
+        del self.running[job.job_id]
+        self.pending[job.job_id] = job
+        for partner in partners:
+            self._refresh(partner)
+
+    # -- accounting ------------------------------------------------------------------------------
+    def _account(self, job: JobState) -> None:
+        """Add the GPU-time since the job's GPUs last changed to its totals."""
+        now = self.now
+        job.attained_gpu_s += len(job.gpus) * (now - job.gpus_since)
+        since = max(job.resume_at, job.gpus_since)
+        if now > since:
+            job.executed_gpu_s += len(job.gpus) * (now - since)
+        job.gpus_since = now
+
+    def _account_run(self, job: JobState) -> None:
+        """Add the run that ends now to the job's GPU-time totals."""
+        self._account(job)
+        job.last_run_s = self.now - job.segment_start
+        job.run_time_s += job.last_run_s
+
+    def _vacate(self, job: JobState) -> set[JobState]:
+        """Take the job off its GPUs; free those nobody else holds; return its partners."""
+        partners, idle = self.occupancy.detach(job)
+        self.free.release(idle)
+        self._note_sharing(job, False, 1.0)
+        return partners

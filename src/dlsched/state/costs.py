@@ -1,0 +1,59 @@
+"""What the cluster state charges for each transition: documented, overridable defaults."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+# Pollux's simulator charges a 30 s restart penalty per re-allocation (petuum/adaptdl,
+# simulator/; Qiao et al., OSDI'21): our default pause before a preempted job makes progress again.
+POLLUX_RESTART_PENALTY_S = 30.0
+# Chosen: checkpoint write/read bandwidth of local NVMe-class storage (no public per-job figure).
+DEFAULT_CHECKPOINT_MIB_S = 1024.0
+# Amoeba reports background scaling saves ~95% of a stop-resume pause: the switch pauses 5% of it.
+AMOEBA_SWITCH_FRACTION = 0.05
+
+
+@dataclass(slots=True, frozen=True)
+class Costs:
+    restart_overhead_s: float = POLLUX_RESTART_PENALTY_S
+    startup_overhead_s: float = 0.0
+    # Periodic checkpoints, every that many seconds of progress: a job stopped by a failure
+    # loses what it did since the last one. None: no work is ever lost.
+    checkpoint_interval_s: float | None = None
+    # A policy's preemption checkpoints first and loses nothing (as Tiresias and Gandiva do);
+    # False: it loses the work since the last periodic checkpoint, like a failure.
+    checkpoint_on_preempt: bool = True
+    # Elastic resizing. "stop-resume": checkpoint, stop, restart at the new size and reload:
+    # every worker pauses. "background" (Amoeba/EDL): new workers prepare on their GPUs while
+    # the old ones keep training, then all switch at a mini-batch boundary, pausing
+    # ``background_switch_fraction`` of a stop-resume; leaving workers exit at a boundary and
+    # the staying ones do not pause. A stop-resume pause is ``stop_resume_s`` plus writing and
+    # reading the model's checkpoint at ``checkpoint_mib_s``.
+    resize_mechanism: str = "background"
+    stop_resume_s: float = POLLUX_RESTART_PENALTY_S
+    checkpoint_mib_s: float = DEFAULT_CHECKPOINT_MIB_S
+    background_switch_fraction: float = AMOEBA_SWITCH_FRACTION
+
+    def __post_init__(self) -> None:
+        for name in ("restart_overhead_s", "startup_overhead_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise SpecError(name, f"must be a finite number >= 0, got {v!r}")
+        v = self.checkpoint_interval_s
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise SpecError("checkpoint_interval_s", f"must be a number > 0 when given, got {v!r}")
+        if self.resize_mechanism not in ("background", "stop-resume"):
+            raise SpecError("resize_mechanism", f"must be 'background' or 'stop-resume', got {self.resize_mechanism!r}")
+        if not (isinstance(self.stop_resume_s, (int, float)) and self.stop_resume_s >= 0):
+            raise SpecError("stop_resume_s", f"must be a number >= 0, got {self.stop_resume_s!r}")
+        if not (isinstance(self.checkpoint_mib_s, (int, float)) and self.checkpoint_mib_s > 0):
+            raise SpecError("checkpoint_mib_s", f"must be a number > 0, got {self.checkpoint_mib_s!r}")
+        if not 0 <= self.background_switch_fraction <= 1:
+            raise SpecError("background_switch_fraction", "must be between 0 and 1")
+
+    def resize_pause_s(self, checkpoint_mib: float | None) -> float:
+        """A stop-resume: the restart, plus saving and loading the checkpoint."""
+        return self.stop_resume_s + (0.0 if checkpoint_mib is None else 2 * checkpoint_mib / self.checkpoint_mib_s)

@@ -1,0 +1,54 @@
+"""What must hold of a cluster state between transitions; the tests check it after every step
+of random workloads, in the simulator and in the runtime's service."""
+
+from __future__ import annotations
+
+from ..jobs import Status
+from .cluster_state import ClusterState
+
+
+def problems(state: ClusterState) -> list[str]:
+    """Every broken invariant, in words (empty when the state is consistent)."""
+    out: list[str] = []
+    cluster, free, occupancy = state.cluster, state.free, state.occupancy
+    for jid, job in state.pending.items():
+        if job.status is not Status.PENDING or job.gpus:
+            out.append(f"pending job {jid} is {job.status.value} on GPUs {job.gpus}")
+        if jid in state.running:
+            out.append(f"job {jid} is both pending and running")
+    holders_seen: dict[int, list[str]] = {}
+    for jid, job in state.running.items():
+        if job.status is not Status.RUNNING:
+            out.append(f"running job {jid} is {job.status.value}")
+        low, high = job.spec.gpu_range
+        if not low <= len(set(job.gpus)) == len(job.gpus) <= high:
+            out.append(f"job {jid} holds {job.gpus}, outside its gang of {low}..{high}")
+        for g in job.gpus:
+            holders_seen.setdefault(g, []).append(jid)
+            if free.is_free(g):
+                out.append(f"GPU {g} of running job {jid} is in the free index")
+            if cluster.gpu_node[g] in state.down_nodes:
+                out.append(f"job {jid} runs on GPU {g} of a down node")
+    for g, holders in enumerate(occupancy.jobs):
+        ids = sorted(h.job_id for h in holders)
+        if ids != sorted(holders_seen.get(g, [])):
+            out.append(f"GPU {g}: occupancy says {ids}, running jobs say {sorted(holders_seen.get(g, []))}")
+        if len(holders) > occupancy.max_jobs_per_gpu:
+            out.append(f"GPU {g} holds {len(holders)} jobs")
+        if len(holders) > 1:
+            capacity = cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib
+            memory = [h.memory_mib for h in holders]
+            if None in memory or sum(memory) > capacity + 1e-6:
+                out.append(f"GPU {g}: memory {memory} over its {capacity} MiB")
+            for h in holders:
+                if not h.sharing:
+                    out.append(f"job {h.job_id} shares GPU {g} but is not marked sharing")
+        elif holders and holders[0].sharing and not occupancy.partners(holders[0]):
+            out.append(f"job {holders[0].job_id} is marked sharing without a partner")
+    usable = sum(cluster.nodes[n].num_gpus for n in free.usable)
+    busy = sum(1 for g, h in enumerate(occupancy.jobs) if h)
+    if free.total + busy != usable:
+        out.append(f"free {free.total} + busy {busy} != usable {usable}")
+    if occupancy.shared_gpus != sum(1 for h in occupancy.jobs if len(h) > 1):
+        out.append("the shared-GPU count is off")
+    return out

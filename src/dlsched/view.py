@@ -1,0 +1,73 @@
+"""The contract between policies and the cluster state: what a policy may read
+(:class:`PolicyView`), what it returns (:class:`Plan`) and what it is told
+(:class:`PolicyHooks`).
+
+A policy sees a read-only view and returns a plan; the state applies every plan in full
+(preemptions first, then resizes, then starts) and tells the policy about what happens outside
+its control (arrivals, completions, involuntary requeues, cancels, measured progress). The
+simulator and the runtime both drive the same state, so a policy never knows which backend
+it is talking to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol
+
+from .cluster import Cluster
+from .jobs import JobState
+from .state.free import FreeGpus
+from .state.occupancy import GpuOccupancy
+from .workload import WorkloadModel
+
+
+@dataclass(slots=True)
+class Plan:
+    start: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)
+    preempt: list[JobState] = field(default_factory=list)
+    resize: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)  # elastic jobs' new GPUs
+    wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
+    accumulation: dict[str, int] = field(default_factory=dict)  # job id -> k sub-batches (sharing)
+
+    def __bool__(self) -> bool:
+        return bool(self.start or self.preempt or self.resize)
+
+
+class PolicyView(Protocol):
+    """What a policy may read. Policies must not mutate any of it (``free.copy()`` to plan)."""
+
+    @property
+    def now(self) -> float: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def free(self) -> FreeGpus: ...                       # idle GPUs of usable nodes
+    @property
+    def pending(self) -> Mapping[str, JobState]: ...      # in arrival order
+    @property
+    def running(self) -> Mapping[str, JobState]: ...
+    @property
+    def occupancy(self) -> GpuOccupancy: ...              # which jobs hold each GPU, their memory
+    @property
+    def workload(self) -> WorkloadModel: ...              # speed, memory, co-location
+
+    def projected_finish(self, job: JobState) -> float:
+        """When a running job ends at its current speed (inf when not running)."""
+
+    def executed_gpu_s(self, job: JobState) -> float:
+        """GPU-seconds the job has spent making progress up to now (restart pauses excluded)."""
+
+    def resizing(self, job: JobState) -> bool:
+        """A background resize of the running job is under way."""
+
+
+class PolicyHooks(Protocol):
+    """What the state tells a policy (:class:`dlsched.policies.base.Policy` implements it)."""
+
+    name: str
+
+    def job_arrived(self, job: JobState, now: float) -> None: ...
+    def job_finished(self, job: JobState, now: float) -> None: ...
+    def job_requeued(self, job: JobState, now: float) -> None: ...
+    def job_cancelled(self, job: JobState, now: float) -> None: ...
+    def job_progressed(self, job: JobState, now: float) -> None: ...

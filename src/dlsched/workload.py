@@ -1,0 +1,64 @@
+"""The workload model: what the state and the policies may ask about how a job runs.
+
+Three implementations answer it: :class:`TraceModel` (every job at its trace speed, nothing
+else known), the fitted performance model (:class:`dlsched.perf.speed.PerfSpeed`) and the
+runtime's measured model (:class:`dlsched.runtime.speed.RuntimeSpeed`). None subclasses another;
+each is checked against :class:`WorkloadModel` in the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from .jobs import JobSpec, JobState
+
+
+@runtime_checkable
+class WorkloadModel(Protocol):
+    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+        """The job's speed (solo seconds of work per second) on ``gpus`` at its current
+        sub-batch count, alone on them."""
+
+    def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        """Speed on ``gpus`` GPUs of the reference type on the fewest nodes, global batch kept
+        (1.0 at its request); None when unknown."""
+
+    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+        """How much slower ``job`` runs beside ``partner`` on one GPU; None when unmeasured
+        (then the two may not share)."""
+
+    def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
+        """Memory per GPU on ``gpus`` GPUs at ``accumulation`` sub-batches; None when unknown."""
+
+    def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
+        """How much longer an optimizer step takes with ``accumulation`` sub-batches (1.0 for
+        none)."""
+
+    def checkpoint_mib(self, spec: JobSpec) -> float | None:
+        """The size of the job's checkpoint (weights and optimizer state); None when unknown."""
+
+
+class TraceModel:
+    """Without a performance model: every job runs at its trace speed, and since no job's
+    memory or co-location slowdown is known, none may share a GPU."""
+
+    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+        return 1.0
+
+    def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        return None
+
+    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+        return None
+
+    def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
+        return None
+
+    def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
+        return 1.0
+
+    def checkpoint_mib(self, spec: JobSpec) -> float | None:
+        return None
+
+
+TRACE_MODEL = TraceModel()

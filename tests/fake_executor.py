@@ -1,0 +1,120 @@
+"""An in-memory executor (the :class:`dlsched.runtime.execution.Executor` interface) and a fake
+clock, so the scheduling service's logic runs in milliseconds without Ray or PyTorch."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from dlsched.runtime.execution import NodeInfo, Outcome
+
+JOBS_PER_GPU = 2
+# what a profiling run reports (dlsched.runtime.profile): small enough for two jobs per GPU
+PROFILE = {"fixed_mib": 500.0, "per_sample_mib": 10.0, "c0_s": 0.01, "c1_s": 0.001, "local_batch": 8}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = time.time()
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class Run:
+    attempt: int
+    placement: list[tuple[str, int]]
+    config: dict
+    resize_to: list[tuple[str, int]] | None = None
+
+
+class FakeExecutor:
+    def __init__(self, nodes: dict[str, int]) -> None:
+        self.nodes = {name: NodeInfo(name, gpus, True) for name, gpus in nodes.items()}
+        self.runs: dict[str, Run] = {}
+        self.outcomes: list[Outcome] = []
+        self.progress_of: dict[str, dict] = {}
+        self.profiling: list[str] = []
+        self.log: list[tuple] = []             # every call, in order
+
+    # -- the interface ---------------------------------------------------------------------------
+    def inventory(self) -> list[NodeInfo]:
+        return sorted(self.nodes.values(), key=lambda n: (len(n.name), n.name))
+
+    def start(self, job_id, attempt, placement, config) -> None:
+        self.log.append(("start", job_id, attempt, tuple(map(tuple, placement))))
+        assert job_id not in self.runs, f"{job_id} started while its previous run still holds GPUs"
+        for node, index in placement:
+            assert self.nodes[node].alive, f"{job_id} started on lost node {node}"
+            assert 0 <= index < self.nodes[node].gpus
+        self.runs[job_id] = Run(attempt, [tuple(p) for p in placement], dict(config))
+        assert max(self.gpu_load().values()) <= JOBS_PER_GPU, "more jobs on a GPU than it may hold"
+
+    def stop(self, job_id, graceful=True) -> None:
+        self.log.append(("stop", job_id, graceful))
+        run = self.runs.pop(job_id, None)
+        self.progress_of.pop(job_id, None)
+        if run is not None and graceful:
+            self.outcomes.append(Outcome(job_id, run.attempt, "stopped", 0, "checkpointed"))
+
+    def resize(self, job_id, placement) -> None:
+        self.log.append(("resize", job_id, tuple(map(tuple, placement))))
+        self.runs[job_id].resize_to = [tuple(p) for p in placement]
+
+    def profile(self, job_id, config) -> None:
+        self.log.append(("profile", job_id))
+        self.profiling.append(job_id)
+
+    def progress(self, job_id):
+        return self.progress_of.get(job_id)
+
+    def poll(self) -> list[Outcome]:
+        out, self.outcomes = self.outcomes, []
+        return out
+
+    # -- what a test makes happen ------------------------------------------------------------------
+    def gpu_load(self) -> dict[tuple[str, int], int]:
+        load: dict[tuple[str, int], int] = {(n, i): 0 for n, info in self.nodes.items() for i in range(info.gpus)}
+        for run in self.runs.values():
+            for p in run.placement + (run.resize_to or []):
+                load[p] = load.get(p, 0) + 1
+        return load
+
+    def finish_profiling(self, profile: dict | None = None) -> None:
+        for job_id in self.profiling:
+            self.outcomes.append(Outcome(job_id, 0, "profiled", detail=json.dumps(profile or PROFILE)))
+        self.profiling = []
+
+    def finish(self, job_id: str) -> None:
+        run = self.runs.pop(job_id)
+        self.progress_of.pop(job_id, None)
+        self.outcomes.append(Outcome(job_id, run.attempt, "done", run.config.get("iterations")))
+
+    def crash(self, job_id: str, why: str = "RuntimeError: worker died") -> None:
+        run = self.runs.pop(job_id)
+        self.progress_of.pop(job_id, None)
+        self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, why))
+
+    def switched(self, job_id: str) -> None:
+        run = self.runs[job_id]
+        run.placement, run.resize_to = run.resize_to, None
+        self.outcomes.append(Outcome(job_id, run.attempt, "switched", 0, "prepared in 1 s"))
+
+    def report_progress(self, job_id: str, iteration: int, iterations: int, iteration_s: float) -> None:
+        self.progress_of[job_id] = {"iteration": iteration, "iterations": iterations, "iteration_s": iteration_s}
+
+    def lose_node(self, name: str) -> None:
+        info = self.nodes[name]
+        self.nodes[name] = NodeInfo(name, info.gpus, False)
+        for job_id in [j for j, r in self.runs.items() if any(n == name for n, _ in r.placement)]:
+            run = self.runs.pop(job_id)          # its workers died with the node
+            self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, f"node {name} lost"))
+
+    def restore_node(self, name: str) -> None:
+        info = self.nodes[name]
+        self.nodes[name] = NodeInfo(name, info.gpus, True)

@@ -1,0 +1,253 @@
+"""The scheduling service's transitions, with an in-memory executor and a fake clock: the
+runtime's logic without Ray or PyTorch, in milliseconds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from dlsched.jobs import Status
+from dlsched.runtime.service import SchedulerService
+from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
+from dlsched.state.invariants import problems
+
+from fake_executor import Clock, FakeExecutor
+
+SPEC = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations": 100}
+
+
+class Setup:
+    def __init__(self, tmp_path, policy="fifo", nodes=None, params=None, store=None, **kw) -> None:
+        self.clock = Clock()
+        self.store = store or SQLiteStore(tmp_path / "db.sqlite")
+        self.executor = FakeExecutor(nodes or {"n0": 2})
+        self.service = SchedulerService(self.store, self.executor, policy, params, clock=self.clock, **kw)
+        self.tenant = self.store.create_tenant("alice", "hash-alice")["id"] \
+            if not self.store.tenants() else self.store.tenants()[0]["id"]
+
+    def submit(self, **spec) -> str:
+        return self.store.add_job(self.tenant, {**SPEC, **spec})["id"]
+
+    def step(self, seconds: float = 1.0):
+        self.clock.advance(seconds)
+        plan = self.service.step()
+        assert not problems(self.service.books), problems(self.service.books)
+        return plan
+
+    def status(self, job_id: str) -> str:
+        return self.store.job(job_id)["status"]
+
+    def state(self, job_id: str):
+        return self.service.live[job_id].state
+
+
+def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
+    s = Setup(tmp_path)
+    a = s.submit(gpus=2)
+    s.step()
+    assert s.status(a) == RUNNING and s.executor.runs[a].placement == [("n0", 0), ("n0", 1)]
+    s.executor.finish(a)
+    s.step()
+    assert s.status(a) == DONE
+    assert a not in s.service.live and not s.service.books.running   # nothing kept in memory
+
+
+def share_one_gpu(s: Setup) -> tuple[str, str]:
+    """a runs alone on the GPU, then b (profiled: its memory fits beside a's) joins it."""
+    a = s.submit(gpus=1, duration_s=1000)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    b = s.submit(gpus=1, duration_s=500)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    assert s.executor.runs[a].placement == s.executor.runs[b].placement == [("n0", 0)]
+    return a, b
+
+
+def test_cancel_of_a_sharing_job_gives_its_partner_back_its_speed(tmp_path):
+    # sjf-ffs pairs b with a on the one GPU (memory fits); cancelling b must restore a's speed
+    # and sharing state (the old books left a slowed and "sharing")
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a, b = share_one_gpu(s)
+    ja, jb = s.state(a), s.state(b)
+    assert ja.status is Status.RUNNING and jb.status is Status.RUNNING
+    assert ja.sharing and ja.rate < 1
+    s.store.update_job(b, cancel_requested=True)
+    s.step()
+    assert s.status(b) == CANCELLED and b not in s.executor.runs
+    assert not ja.sharing and ja.rate == 1.0 and ja.accumulation == 1
+
+
+def test_failure_of_one_partner_requeues_it_and_restores_the_other(tmp_path):
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a, b = share_one_gpu(s)
+    s.executor.crash(b)
+    s.step()
+    row = s.store.job(b)
+    assert row["failures"] == 1 and s.state(b).failures == 1    # counted once
+    # b went back to the queue and, the GPU holding only a again, shares it anew
+    assert s.status(b) == RUNNING and row["attempt"] == 2
+    assert s.state(a).sharing and s.state(b).sharing
+
+
+def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 2, "n1": 2})
+    a = s.submit(gpus=2)
+    b = s.submit(gpus=2)
+    s.step()
+    on_n1 = a if s.executor.runs[a].placement[0][0] == "n1" else b
+    other = b if on_n1 == a else a
+    s.executor.lose_node("n1")
+    s.step()
+    assert s.store.job(on_n1)["failures"] == 1 and s.status(on_n1) == QUEUED
+    s.executor.finish(other)
+    s.step()
+    s.step()
+    assert s.status(on_n1) == RUNNING and s.executor.runs[on_n1].placement[0][0] == "n0"
+    s.executor.restore_node("n1")
+    s.step()
+    assert 1 not in s.service.books.down_nodes
+
+
+def test_a_job_failing_three_times_fails_for_good(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 1})
+    a = s.submit(gpus=1)
+    for _ in range(3):
+        s.step()
+        s.executor.crash(a)
+    s.step()
+    row = s.store.job(a)
+    assert row["status"] == FAILED and row["failures"] == 3
+    assert a not in s.service.live and not s.service.books.pending
+
+
+def test_measured_progress_moves_the_projection_and_tells_the_policy(tmp_path):
+    # SRTF: a's measured iteration time says it has far more left than b's estimate; a new
+    # short job must preempt a, not b (the old books kept a's stale remaining time)
+    s = Setup(tmp_path, policy="srtf", nodes={"n0": 2})
+    a = s.submit(gpus=1, iterations=1000)     # estimate: 1000 x 0.1 s = 100 s
+    b = s.submit(gpus=1, duration_s=200)
+    s.step()
+    before = s.state(a).version
+    s.executor.report_progress(a, iteration=10, iterations=1000, iteration_s=5.0)   # 4,950 s left
+    s.step()
+    assert s.state(a).version > before
+    assert s.state(a).spec.duration_s == pytest.approx(5000)
+    c = s.submit(gpus=1, duration_s=150)
+    s.step()
+    assert s.status(a) == QUEUED and s.status(b) == RUNNING and s.status(c) == RUNNING
+    assert s.store.job(a)["preemptions"] == 1 and s.state(a).preemptions == 1
+
+
+def test_preemption_during_a_background_resize(tmp_path):
+    # e (elastic 2..4) and f share the node; f ends, e grows to 4 in the background; before the
+    # new workers switch in, e is demoted and a new job preempts it: the resize is dropped, the
+    # late "switched" report is ignored, and e resumes later
+    s = Setup(tmp_path, policy="elastic-tiresias", nodes={"n0": 4},
+              params={"thresholds_gpu_s": "50", "shrink_when_waiting": 100})
+    e = s.submit(gpus=2, min_gpus=2, max_gpus=4, batch_size=8)
+    f = s.submit(gpus=2)
+    s.step()
+    assert s.status(e) == RUNNING and s.status(f) == RUNNING
+    s.executor.finish(f)
+    s.step()
+    assert s.executor.runs[e].resize_to is not None and s.service.books.resizing(s.state(e))
+    g = s.submit(gpus=4)
+    s.step(60)             # e has 2 x 60 GPU-seconds > 50: demoted, g preempts it
+    assert s.status(e) == QUEUED and s.status(g) == RUNNING
+    assert not s.service.books.resizing(s.state(e))
+    s.executor.finish(g)
+    s.step()
+    assert s.status(e) == RUNNING and s.store.job(e)["attempt"] == 2
+
+
+def test_a_restarted_server_resumes_running_jobs_and_keeps_counts(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 1})
+    a = s.submit(gpus=1)
+    s.step()
+    s.executor.crash(a)
+    s.step()
+    assert s.status(a) == RUNNING and s.store.job(a)["failures"] == 1
+    # the server dies; a new one opens the same database with a new executor
+    t = Setup(tmp_path, nodes={"n0": 1}, store=s.store)
+    assert s.status(a) == QUEUED
+    t.step()
+    assert t.status(a) == RUNNING and t.state(a).failures == 1
+    t.executor.crash(a)
+    t.step()
+    assert t.store.job(a)["failures"] == 2
+
+
+# -- random sequences ----------------------------------------------------------------------------
+ACTIONS = st.lists(st.tuples(
+    st.sampled_from(["submit", "submit", "cancel", "finish", "crash", "progress", "lose", "restore",
+                     "switch", "profiled", "tick"]),
+    st.integers(0, 50), st.integers(1, 4)), min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["fifo", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf", "elastic-tiresias"]), ACTIONS)
+def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, policy, actions):
+    s = Setup(tmp_path_factory.mktemp("svc"), policy=policy, nodes={"n0": 4, "n1": 2},
+              params={"thresholds_gpu_s": "100"} if "tiresias" in policy else None)
+    submitted: list[str] = []
+
+    def check() -> None:
+        rows = {r["id"]: r for r in s.store.jobs()}
+        books = s.service.books
+        assert set(rows) == set(submitted), "a job was lost or invented"
+        for jid, row in rows.items():
+            live = s.service.live.get(jid)
+            if row["status"] in FINAL:
+                assert live is None, f"{jid} is {row['status']} but still in the books"
+            elif row["status"] == RUNNING:
+                assert live is not None and live.state.status is Status.RUNNING and jid in books.running
+                assert jid in s.executor.runs, f"{jid} runs in the books, not in the executor"
+            elif live is not None:        # queued (or still profiling, then not yet in the books)
+                assert live.state.status is Status.PENDING and jid in books.pending
+        assert set(s.executor.runs) <= set(books.running)
+
+    for kind, pick, n in actions:
+        running = sorted(s.executor.runs)
+        if kind == "submit":
+            spec = {"gpus": n}
+            if pick % 3 == 0:
+                spec.update(min_gpus=1, max_gpus=min(4, n + 2), gpus=min(n, 4))
+            submitted.append(s.submit(batch_size=8, **spec))
+        elif kind == "cancel" and submitted:
+            s.store.update_job(submitted[pick % len(submitted)], cancel_requested=True)
+        elif kind == "finish" and running:
+            s.executor.finish(running[pick % len(running)])
+        elif kind == "crash" and running:
+            s.executor.crash(running[pick % len(running)])
+        elif kind == "progress" and running:
+            s.executor.report_progress(running[pick % len(running)], pick + 1, 100, 0.05 * n)
+        elif kind == "lose":
+            s.executor.lose_node(["n0", "n1"][pick % 2])
+        elif kind == "restore":
+            s.executor.restore_node(["n0", "n1"][pick % 2])
+        elif kind == "switch":
+            resizing = [j for j in running if s.executor.runs[j].resize_to]
+            if resizing:
+                s.executor.switched(resizing[pick % len(resizing)])
+        elif kind == "profiled":
+            s.executor.finish_profiling()
+        s.step(float(pick))
+        check()
+    # then let everything end: no job is lost
+    for node in ("n0", "n1"):
+        s.executor.restore_node(node)
+    for _ in range(200):
+        s.executor.finish_profiling()
+        for jid in list(s.executor.runs):
+            if s.executor.runs[jid].resize_to:
+                s.executor.switched(jid)
+            else:
+                s.executor.finish(jid)
+        s.step(10.0)
+        check()
+        if all(r["status"] in FINAL for r in s.store.jobs()):
+            break
+    assert all(r["status"] in FINAL for r in s.store.jobs()), [(r["id"], r["status"]) for r in s.store.jobs()]

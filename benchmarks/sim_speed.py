@@ -14,15 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from dlsched.cluster import parse_cluster_spec
-from dlsched.elastic import make_elastic
-from dlsched.perf.assign import assign_models
-from dlsched.perf.model import PerfModel
-from dlsched.perf.speed import PerfSpeed
 from dlsched.policies.base import make_policy
+from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
-from dlsched.workload import TRACE_MODEL
-from dlsched.traces import load_trace
 
 
 def main() -> None:
@@ -38,13 +32,8 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    trace = load_trace(args.trace)
-    cluster = parse_cluster_spec(args.cluster)
-    jobs = trace.jobs
-    if not args.no_perf:
-        jobs = assign_models(jobs, PerfModel(), cluster)
-    if args.elastic_fraction:
-        jobs = make_elastic(jobs, args.elastic_fraction, cluster.num_gpus)
+    workload = prepare(args.trace, args.cluster, perf=not args.no_perf, elastic_fraction=args.elastic_fraction)
+    cluster, jobs = workload.cluster, workload.jobs
     load_s = time.perf_counter() - t0
     print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
           f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
@@ -55,8 +44,8 @@ def main() -> None:
         for _ in range(args.repeat):
             policy = make_policy(name)
             t0 = time.perf_counter()
-            speed = TRACE_MODEL if args.no_perf else PerfSpeed(PerfModel(), cluster)
-            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism), workload=speed)
+            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism),
+                              workload=workload.model())
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:
                 best = (wall, result)

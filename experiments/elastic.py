@@ -18,16 +18,11 @@ import json
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
-from dlsched.cluster import parse_cluster_spec
-from dlsched.elastic import make_elastic
 from dlsched.metrics import summarize
-from dlsched.perf.assign import assign_models
-from dlsched.perf.model import PerfModel
-from dlsched.perf.speed import PerfSpeed
 from dlsched.policies.base import make_policy
+from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 from dlsched.traces import load_trace
 
@@ -45,14 +40,10 @@ def muri_cluster(name: str) -> str:
 
 def run_one(task: tuple) -> dict:
     trace, cluster_spec, load, fraction, label, policy, mechanism = task
-    cluster = parse_cluster_spec(cluster_spec)
-    jobs = assign_models(load_trace(trace).jobs, PerfModel(), cluster, seed=0)
-    start = min(j.submit_time_s for j in jobs)
-    jobs = [replace(j, submit_time_s=start + (j.submit_time_s - start) / load) for j in jobs]
-    jobs = make_elastic(jobs, fraction, cluster.num_gpus, seed=0)
+    workload = prepare(trace, cluster_spec, load=load, elastic_fraction=fraction)
     t0 = time.perf_counter()
-    result = simulate(cluster, jobs, make_policy(policy), SimConfig(resize_mechanism=mechanism),
-                      speed=PerfSpeed(PerfModel(), cluster))
+    result = simulate(workload.cluster, workload.jobs, make_policy(policy), SimConfig(resize_mechanism=mechanism),
+                      workload=workload.model())
     wall = time.perf_counter() - t0
     s = summarize(result)
     return {"trace": trace, "cluster": cluster_spec, "load": load, "fraction": fraction, "run": label,

@@ -175,7 +175,8 @@ def test_model_assignment_is_seeded_and_follows_size_classes():
 
 
 def test_scaling_curve_for_the_report_is_measured_data():
-    from dlsched.perf.validation import consolidated_curve, scaling_figure_svg
+    from dlsched.perf.validation import consolidated_curve
+    from dlsched.report.plots import scaling_figure_svg
     batch, curve = consolidated_curve("cifar10")
     assert curve[0][0] == 1 and curve[0][1] == 1
     measured: dict[tuple[int, int], list[float]] = {}

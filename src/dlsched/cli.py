@@ -10,21 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+from tabulate import tabulate
+
 from . import __version__
-from .cluster import load_cluster
-from .elastic import make_elastic
 from .errors import PlanError, SpecError
-from .metrics import write_outputs
 from .policies.base import available_policies, make_policy
-from .report import render_report
-from .sim import SimConfig, Simulator
-from .perf.assign import assign_models
-from .perf.model import PerfModel
-from .perf.speed import PerfSpeed
-from .state.cluster_state import unplaceable
-from .state.costs import POLLUX_RESTART_PENALTY_S
-from .workload import TRACE_MODEL
-from .traces import BUNDLED, load_trace
+from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
+
+# Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), numpy
+# (the performance model), httpx (the client), FastAPI, Ray and torch (the server).
 
 
 def _parse_value(text: str):
@@ -85,7 +79,7 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="how elastic resizes are charged (default %(default)s)")
     p.add_argument("--stop-resume-s", type=float, default=POLLUX_RESTART_PENALTY_S,
                    help="restart part of a resize's stop-resume pause (default %(default)s, Pollux's)")
-    p.add_argument("--checkpoint-mib-s", type=float, default=1024.0,
+    p.add_argument("--checkpoint-mib-s", type=float, default=DEFAULT_CHECKPOINT_MIB_S,
                    help="checkpoint write/read bandwidth; a resize's pause adds saving and loading "
                         "the model's weights and optimizer state (default %(default)s MiB/s, chosen)")
     p.add_argument("--no-perf", action="store_true",
@@ -95,31 +89,18 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_workload(args):
-    params = _key_values(args.trace_param, "trace-param")
-    if args.trace == "synthetic":
-        params.setdefault("seed", args.seed)
-    trace = load_trace(args.trace, fmt=args.format, skip_invalid=args.skip_invalid,
-                       mapping=args.mapping, **params)
-    cluster = load_cluster(args.cluster)
-    jobs = sorted(trace.jobs, key=lambda j: j.submit_time_s)
-    if not args.no_perf:
-        jobs = assign_models(jobs, PerfModel(), cluster, seed=args.seed)
-    if args.elastic_fraction:
-        jobs = make_elastic(jobs, args.elastic_fraction, cluster.pool_gpus("training"), seed=args.seed)
-    if args.limit is not None:
-        jobs = jobs[:args.limit]
-    problems = [(j, unplaceable(j, cluster)) for j in jobs]
-    too_big = [(j, why) for j, why in problems if why]
-    if too_big:
-        if not args.skip_invalid:
-            raise SpecError("num_gpus", f"{too_big[0][1]} ({len(too_big)} such jobs; "
-                            "--skip-invalid drops them)", source=trace.name)
-        trace.dropped["larger than the cluster"] = len(too_big)
-        jobs = [j for j, why in problems if not why]
-    return trace, cluster, jobs
+    from .prepare import prepare
+    return prepare(args.trace, args.cluster, fmt=args.format, mapping=args.mapping,
+                   trace_params=_key_values(args.trace_param, "trace-param"), skip_invalid=args.skip_invalid,
+                   perf=not args.no_perf, seed=args.seed, elastic_fraction=args.elastic_fraction,
+                   limit=args.limit)
 
 
-def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
+def _run_one(policy_name: str, args, workload, out: Path) -> dict:
+    from .metrics import write_outputs
+    from .sim import SimConfig, Simulator
+
+    trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     policy = make_policy(policy_name, placement=args.placement, backfill=args.backfill,
                          **_key_values(args.param, "param"))
     config = SimConfig(restart_overhead_s=args.restart_overhead_s,
@@ -134,8 +115,7 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
         bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
     started = time.perf_counter()
     try:
-        speed = TRACE_MODEL if args.no_perf else PerfSpeed(PerfModel(), cluster)
-        result = Simulator(cluster, jobs, policy, config, workload=speed,
+        result = Simulator(cluster, jobs, policy, config, workload=workload.model(),
                            progress=bar.update if bar else None).run()
     finally:
         if bar:
@@ -150,31 +130,31 @@ def _run_one(policy_name: str, args, trace, cluster, jobs, out: Path) -> dict:
 
 
 def _table(summaries: list[dict]) -> str:
-    from .report.html import COLUMNS, format_cell
+    from .report.columns import COLUMNS, format_cell
     cols = [c for c in COLUMNS if c[0] not in ("jobs",)]
     header = ["policy"] + [label for _, label, _ in cols] + ["wall"]
     rows = [[s["policy"]] + [format_cell(s.get(k), fmt) for k, _, fmt in cols] + [f"{s['wall_s']:.1f} s"]
             for s in summaries]
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    return tabulate(rows, header, disable_numparse=True, colalign=["left"] + ["right"] * (len(header) - 1))
 
 
 def cmd_simulate(args) -> int:
-    trace, cluster, jobs = _load_workload(args)
-    summary = _run_one(args.policy, args, trace, cluster, jobs, Path(args.out))
+    summary = _run_one(args.policy, args, _load_workload(args), Path(args.out))
     print(_table([summary]))
     print(f"wrote {args.out}/summary.json, jobs.csv, timeseries.csv")
     return 0
 
 
 def cmd_compare(args) -> int:
-    trace, cluster, jobs = _load_workload(args)
+    from .report.html import render_report
+
+    workload = _load_workload(args)
+    trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     out = Path(args.out)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     for name in names:
         make_policy(name)  # fail fast on a typo, before any simulation
-    summaries = [_run_one(name, args, trace, cluster, jobs, out / name) for name in names]
+    summaries = [_run_one(name, args, workload, out / name) for name in names]
     (out / "comparison.json").write_text(json.dumps(
         [{k: v for k, v in s.items() if k != "tenants"} for s in summaries], indent=2, default=str) + "\n")
     report = render_report([out / n for n in names], out / "report.html",
@@ -187,6 +167,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from .report.html import render_report
+
     root = Path(args.dir)
     dirs = [root] if (root / "summary.json").is_file() else sorted(
         d for d in root.iterdir() if (d / "summary.json").is_file())
@@ -198,12 +180,15 @@ def cmd_report(args) -> int:
 
 
 def cmd_traces(args) -> int:
-    print(f"{'name':<14} {'jobs':>7}  description")
+    from .traces import BUNDLED, load_trace
+
+    rows = []
     for name, b in BUNDLED.items():
         trace = load_trace(name, skip_invalid=True)
         dropped = f" ({trace.dropped_total:,} rows dropped)" if trace.dropped_total else ""
-        print(f"{name:<14} {len(trace.jobs):>7,}  {b.description}{dropped}")
-    print(f"{'synthetic':<14} {'-':>7}  seeded Poisson arrivals with Philly's size and duration mix")
+        rows.append([name, f"{len(trace.jobs):,}", b.description + dropped])
+    rows.append(["synthetic", "-", "seeded Poisson arrivals with Philly's size and duration mix"])
+    print(tabulate(rows, ["name", "jobs", "description"], disable_numparse=True, colalign=("left", "right", "left")))
     return 0
 
 
@@ -222,18 +207,19 @@ def cmd_perf_validate(args) -> int:
                       f"{p.step_s:.4f} s, model {model:.4f} s, error {abs(model - p.step_s) / p.step_s:.1%}")
     print("Iteration time fitted to Pollux's measurements (held-out: fitted on two thirds of the "
           "points, errors on the other third)")
-    print(f"{'model':<12} {'points':>6} {'median err':>10} {'worst err':>9} "
-          f"{'held-out median':>15} {'held-out worst':>14}")
+    table = []
     for app in apps:
         e = pollux_errors(app)
-        print(f"{app:<12} {e.points:>6} {e.median:>10.1%} {e.worst:>9.1%} "
-              f"{e.held_out_median:>15.1%} {e.held_out_worst:>14.1%}")
+        table.append([app, e.points] + [f"{v:.1%}" for v in (e.median, e.worst, e.held_out_median, e.held_out_worst)])
+    print(tabulate(table, ["model", "points", "median err", "worst err", "held-out median", "held-out worst"],
+                   disable_numparse=True, colalign=["left"] + ["right"] * 5))
     rows = gavel_scaling_check()
     errors = [abs(m - g) / g for *_, g, m in rows]
     print(f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job types "
           f"({len(rows)} points), median error {statistics.median(errors):.1%}")
-    for model, job_type, gpus, measured, modelled in rows:
-        print(f"  {model:<18} {job_type:<28} {gpus} GPUs: measured x{measured:.2f}, model x{modelled:.2f}")
+    print(tabulate([[model, job_type, gpus, f"x{measured:.2f}", f"x{modelled:.2f}"]
+                    for model, job_type, gpus, measured, modelled in rows],
+                   ["model", "Gavel job type", "GPUs", "measured", "model"], disable_numparse=True))
     print("\nGPU-type speeds and co-location slowdowns are Gavel's and Blox's measurements, used as "
           "they are (see 'dlsched perf show').")
     return 0
@@ -253,14 +239,16 @@ def cmd_perf_show(args) -> int:
           + (f", co-location of Blox's {prof.blox[0]} batch {prof.blox[1]}" if prof.blox else ""))
     print("  fit: " + ", ".join(f"{c}={getattr(fit, c):.5g}" for c in COEFFICIENTS))
     print(f"\nper-GPU batch {batch:g}; one node up to {args.gpus_per_node} GPUs, then full nodes")
-    print(f"{'gpus':>5} {'nodes':>5} {'iter s':>9} {'samples/s':>10} {'speed-up':>8}")
     base = perf.iteration_s(args.model, 1, batch)
+    rows = []
     gpus = 1
     while gpus <= args.max_gpus:
         nodes = -(-gpus // args.gpus_per_node)
         t = perf.iteration_s(args.model, gpus, batch, nodes)
-        print(f"{gpus:>5} {nodes:>5} {t:>9.4f} {gpus * batch / t:>10.1f} {gpus * base / t:>8.2f}")
+        rows.append([gpus, nodes, f"{t:.4f}", f"{gpus * batch / t:.1f}", f"{gpus * base / t:.2f}"])
         gpus *= 2
+    print(tabulate(rows, ["gpus", "nodes", "iter s", "samples/s", "speed-up"], disable_numparse=True,
+                   colalign=["right"] * 5))
     print("\nspeed vs a V100: " + ", ".join(f"{t} {perf.type_speed(args.model, t):.2f}" for t in GAVEL_GPU_TYPES)
           + " (other types: 1.00, unmeasured)")
     if prof.fixed_mib is None:
@@ -273,8 +261,8 @@ def cmd_perf_show(args) -> int:
 
 
 def cmd_policies(args) -> int:
-    for name, cls in available_policies().items():
-        print(f"{name:<10} {cls.description}")
+    print(tabulate([[name, cls.description] for name, cls in available_policies().items()],
+                   ["policy", "what it does"]))
     return 0
 
 

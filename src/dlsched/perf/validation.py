@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from .measurements import Point, gavel_job_types, gavel_throughputs, pollux_apps, pollux_points
+from .measurements import Point, gavel_job_types, gavel_throughputs, pollux_points
 from .scaling import fit_scaling, holdout_split, relative_errors, scaling_model
 from .zoo import ZOO
 
@@ -68,27 +68,3 @@ def consolidated_curve(app: str) -> tuple[float, list[tuple[int, int, float]]]:
         if p.local_batch == batch and (p.gpus not in best or p.nodes < best[p.gpus].nodes):
             best[p.gpus] = p
     return batch, [(g, best[g].nodes, g * batch / best[g].step_s) for g in sorted(best)]
-
-
-def scaling_figure_svg() -> str:
-    """Measured vs modelled throughput by GPU count, one panel per application."""
-    from ..report.html import plt, svg_of
-
-    apps = pollux_apps()
-    fig, axes = plt.subplots(2, 3, figsize=(10, 5.5))
-    for ax, app in zip(axes.flat, apps):
-        fit = scaling_model(app)
-        batch, measured = consolidated_curve(app)
-        gpus = [g for g, _, _ in measured]
-        ax.plot(gpus, [t for _, _, t in measured], "o", markersize=3, label="measured")
-        ax.plot(gpus, [fit.throughput(batch, g, nodes) for g, nodes, _ in measured], "-", label="model")
-        ax.set_title(f"{app} (per-GPU batch {batch:g})", fontsize=9)
-        ax.set_xlabel("GPUs", fontsize=8)
-        ax.set_ylabel("samples/s", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=8)
-    fig.suptitle("Performance model: measured (Pollux) vs modelled scaling, fewest nodes per GPU count",
-                 fontsize=10)
-    fig.tight_layout()
-    return svg_of(fig)

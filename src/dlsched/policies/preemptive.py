@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 
-from ..jobs import JobState, Status
+from ..jobs import JobState
 from .base import PolicyView, Plan, Policy
 
 

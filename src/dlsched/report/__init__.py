@@ -1,5 +1,1 @@
-"""HTML reports with plots."""
-
-from .html import render_report
-
-__all__ = ["render_report"]
+"""Tables (:mod:`.columns`), figures (:mod:`.plots`) and the HTML report (:mod:`.html`)."""

@@ -6,39 +6,11 @@ from __future__ import annotations
 
 import csv
 import html
-import io
 import json
-import math
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
-           ("mean_jct_s", "mean JCT", "dur"), ("median_jct_s", "median JCT", "dur"),
-           ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
-           ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
-           ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
-           ("preemptions", "preemptions", "{:,}"))
-
-
-def human_duration(seconds) -> str:
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    s = float(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= size:
-            return f"{s / size:.2f} {unit}"
-    return f"{s:.1f} s"
-
-
-def format_cell(value, fmt: str) -> str:
-    if value is None:
-        return "-"
-    return human_duration(value) if fmt == "dur" else fmt.format(value)
-
+from .columns import COLUMNS, format_cell
+from .plots import plt, scaling_figure_svg, svg_of
 
 def load_run(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -47,14 +19,6 @@ def load_run(run_dir: Path) -> dict:
     with (run_dir / "timeseries.csv").open() as f:
         series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "series": series}
-
-
-def svg_of(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
 
 
 def _cdf_plot(runs: list[dict]) -> str:
@@ -115,7 +79,6 @@ def _tenant_plot(runs: list[dict]) -> str:
 def _perf_section(runs: list[dict]) -> str:
     if not any(r["summary"].get("performance_model") for r in runs):
         return ""
-    from ..perf.validation import scaling_figure_svg
     return ("<h2>Performance model</h2><p>Job speeds came from the performance model; "
             "its fit to the measurements (<code>dlsched perf validate</code>):</p>" + scaling_figure_svg())
 

@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import yaml
 
 from ..errors import SpecError
@@ -23,7 +22,9 @@ class ApiError(Exception):
     pass
 
 
-def _client(args) -> httpx.Client:
+def _client(args):
+    import httpx
+
     token = args.token or os.environ.get("DLSCHED_TOKEN")
     if not token:
         raise SpecError("token", "give --token or set DLSCHED_TOKEN")
@@ -32,6 +33,8 @@ def _client(args) -> httpx.Client:
 
 
 def _call(args, method: str, path: str, **kwargs):
+    import httpx
+
     with _client(args) as c:
         try:
             r = c.request(method, path, **kwargs)

@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+from ..errors import SpecError
 from .store import SQLiteStore
 
 DEFAULT_PORT = 8470
@@ -34,11 +35,15 @@ def admin_token_hash(store: SQLiteStore, data_dir: Path, given: str | None) -> s
 
 
 def serve(args, params: dict) -> int:
-    import uvicorn
+    try:
+        import uvicorn
 
-    from .api import create_app
-    from .executor import LocalRayCluster, RayExecutor
-    from .service import SchedulerService
+        from .api import create_app
+        from .executor import LocalRayCluster, RayExecutor
+        from .service import SchedulerService
+    except ImportError as e:
+        raise SpecError("server", f"the server needs the runtime's packages ({e.name} is missing): "
+                                  "pip install 'dlsched[runtime]'") from None
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)

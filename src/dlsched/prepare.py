@@ -1,0 +1,70 @@
+"""One workload preparation for every entry point (the CLI, the benchmarks, the experiments):
+load and validate a trace, build the cluster, give jobs a model, replay at another arrival rate,
+make a share of them elastic, keep the first N, and check that every job fits the cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .cluster import Cluster, load_cluster
+from .elastic import make_elastic
+from .errors import SpecError
+from .jobs import JobSpec
+from .state.cluster_state import unplaceable
+from .traces import load_trace
+from .traces.base import Trace
+from .workload import TRACE_MODEL, WorkloadModel
+
+
+@dataclass(slots=True)
+class Workload:
+    trace: Trace                 # its name and the rows it dropped (and why)
+    cluster: Cluster
+    jobs: list[JobSpec]          # by submit time
+    perf: bool                   # job speeds from the performance model
+
+    def model(self) -> WorkloadModel:
+        """A fresh workload model for one simulation (the performance model keeps caches)."""
+        if not self.perf:
+            return TRACE_MODEL
+        from .perf.model import PerfModel
+        from .perf.speed import PerfSpeed
+        return PerfSpeed(PerfModel(), self.cluster)
+
+
+def prepare(trace: str, cluster: str | Cluster, *, fmt: str | None = None, mapping: str | None = None,
+            trace_params: dict | None = None, skip_invalid: bool = False, perf: bool = True,
+            seed: int = 0, load: float = 1.0, elastic_fraction: float = 0.0,
+            limit: int | None = None) -> Workload:
+    """``load`` replays the trace with every arrival time after the first divided by it (2.0:
+    twice the arrival rate). Jobs larger than the cluster stop with an error naming the first,
+    or with ``skip_invalid`` are dropped and counted in ``trace.dropped``."""
+    params = dict(trace_params or {})
+    if trace == "synthetic":
+        params.setdefault("seed", seed)
+    loaded = load_trace(trace, fmt=fmt, skip_invalid=skip_invalid, mapping=mapping, **params)
+    if isinstance(cluster, str):
+        cluster = load_cluster(cluster)
+    jobs = sorted(loaded.jobs, key=lambda j: j.submit_time_s)
+    if perf:
+        from .perf.assign import assign_models
+        from .perf.model import PerfModel
+        jobs = assign_models(jobs, PerfModel(), cluster, seed=seed)
+    if load != 1.0:
+        if not load > 0:
+            raise SpecError("load", f"must be a number > 0, got {load!r}")
+        start = jobs[0].submit_time_s if jobs else 0.0
+        jobs = [replace(j, submit_time_s=start + (j.submit_time_s - start) / load) for j in jobs]
+    if elastic_fraction:
+        jobs = make_elastic(jobs, elastic_fraction, cluster.pool_gpus("training"), seed=seed)
+    if limit is not None:
+        jobs = jobs[:limit]
+    problems = [(j, unplaceable(j, cluster)) for j in jobs]
+    too_big = [(j, why) for j, why in problems if why]
+    if too_big:
+        if not skip_invalid:
+            raise SpecError("num_gpus", f"{too_big[0][1]} ({len(too_big)} such jobs; "
+                            "--skip-invalid drops them)", source=loaded.name)
+        loaded.dropped["larger than the cluster"] = len(too_big)
+        jobs = [j for j, why in problems if not why]
+    return Workload(loaded, cluster, jobs, perf)

@@ -1,0 +1,29 @@
+"""The summary columns every table shows (the CLI's and the HTML report's), and how each is
+formatted. No plotting here: the CLI prints tables without loading matplotlib."""
+
+from __future__ import annotations
+
+import math
+
+COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
+           ("mean_jct_s", "mean JCT", "dur"), ("median_jct_s", "median JCT", "dur"),
+           ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
+           ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
+           ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
+           ("preemptions", "preemptions", "{:,}"))
+
+
+def human_duration(seconds) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    s = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:.2f} {unit}"
+    return f"{s:.1f} s"
+
+
+def format_cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    return human_duration(value) if fmt == "dur" else fmt.format(value)

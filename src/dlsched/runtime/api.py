@@ -12,13 +12,14 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
-from typing import Any
-
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from ..errors import SpecError
+from .jobspec import JobRequest, spec_error
 from .service import SchedulerService
 from .store import FINAL, Store
 
@@ -41,12 +42,12 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -
     app = FastAPI(title="dlsched", description="Deep-learning job scheduler: submit, watch and cancel "
                   "training jobs; tenants and tokens; cluster status and metrics.")
 
-    def caller(request: Request) -> str:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
+    bearer = HTTPBearer(auto_error=False, description="the admin token or a tenant's")
+
+    def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+        if credentials is None or not credentials.credentials.strip():
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-        digest = hash_token(token.strip())
+        digest = hash_token(credentials.credentials.strip())
         if hmac.compare_digest(digest, admin_token_hash):
             return ADMIN
         tenant = store.tenant_by_token_hash(digest)
@@ -66,8 +67,12 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -
         return job
 
     @app.exception_handler(SpecError)
-    async def spec_error(request: Request, e: SpecError) -> JSONResponse:
+    async def bad_spec(request: Request, e: SpecError) -> JSONResponse:
         return JSONResponse({"detail": {"field": e.field, "reason": e.reason, "message": str(e)}}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, e: RequestValidationError) -> JSONResponse:
+        return await bad_spec(request, spec_error(list(e.errors())))
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -90,10 +95,10 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -
         return store.tenants()
 
     @app.post("/v1/jobs", status_code=201)
-    def submit(spec: dict[str, Any], who: str = Depends(caller)) -> dict:
+    def submit(spec: JobRequest, who: str = Depends(caller)) -> dict:
         if who == ADMIN:
             raise HTTPException(403, "jobs belong to tenants: submit with a tenant's token")
-        clean = service.validate(spec)           # SpecError -> 422 naming the field; nothing stored
+        clean = service.validate(spec.model_dump(exclude_none=True))   # SpecError -> 422; nothing stored
         job = store.add_job(who, clean)
         service.wake()
         return job

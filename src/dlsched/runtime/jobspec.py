@@ -22,6 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from ..errors import SpecError
 from ..jobs import JobSpec
 
@@ -31,60 +33,59 @@ DEFAULT_ITERATION_S = 0.1
 DEFAULT_ITERATIONS_PER_EPOCH = 100
 DEFAULT_CHECKPOINT_EVERY = 50
 
-_FIELDS = {"entrypoint", "gpus", "batch_size", "iterations", "epochs", "args", "name", "duration_s", "min_gpus",
-           "max_gpus", "priority", "checkpoint_every", "log_every", "seed", "record_samples"}
+# Bounds on every number a tenant sends (documented defaults; a value outside is a 422).
+MAX_JOB_GPUS = 4096
+MAX_BATCH_SIZE = 65_536          # global batch: a worker's memory grows with it
+MAX_ITERATIONS = 10**9
+MAX_EPOCHS = 100_000
+MAX_DURATION_S = 10**8           # about three years
+MAX_TEXT = 256                   # entrypoint and name
 
 
-def _positive_int(spec: Mapping, name: str, required: bool = True, minimum: int = 1) -> int | None:
-    value = spec.get(name)
-    if value is None:
-        if required:
-            raise SpecError(name, "is required")
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise SpecError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return value
+class JobRequest(BaseModel):
+    """A job as a tenant submits it (the API's request body; its OpenAPI schema)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    entrypoint: str = Field(min_length=3, max_length=MAX_TEXT, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$",
+                            description="module:function or file.py:function returning model, optimizer, data, loss")
+    gpus: int = Field(ge=1, le=MAX_JOB_GPUS)
+    batch_size: int = Field(ge=1, le=MAX_BATCH_SIZE, description="global batch, all GPUs together")
+    iterations: int | None = Field(None, ge=1, le=MAX_ITERATIONS, description="give iterations or epochs")
+    epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)
+    args: dict[str, Any] = Field(default_factory=dict, description="passed to the entrypoint")
+    name: str | None = Field(None, max_length=MAX_TEXT)
+    duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S, allow_inf_nan=False,
+                                     description="estimated run time alone, for SJF/SRTF")
+    min_gpus: int | None = Field(None, ge=1, le=MAX_JOB_GPUS, description="elastic jobs")
+    max_gpus: int | None = Field(None, ge=1, le=MAX_JOB_GPUS)
+    priority: int = Field(0, ge=-1000, le=1000)
+    checkpoint_every: int = Field(DEFAULT_CHECKPOINT_EVERY, ge=0, le=MAX_ITERATIONS,
+                                  description="iterations between checkpoints (0: only when stopped)")
+    log_every: int | None = Field(None, ge=1, le=MAX_ITERATIONS)
+    seed: int | None = Field(None, ge=0, le=2**31 - 1)
+    record_samples: bool | None = None
+
+
+def spec_error(errors: list[dict]) -> SpecError:
+    """The first problem pydantic found, as the field it names and the reason."""
+    first = errors[0]
+    loc = [str(p) for p in first["loc"] if p != "body"]
+    field = loc[0] if loc else "spec"
+    reason = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    return SpecError(field, reason)
 
 
 def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
     """The normalized spec, or :class:`SpecError` naming the first bad field."""
     if not isinstance(spec, Mapping):
         raise SpecError("spec", f"must be a mapping of fields, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - _FIELDS)
-    if unknown:
-        raise SpecError(unknown[0], f"unknown field (known: {', '.join(sorted(_FIELDS))})")
-    entrypoint = spec.get("entrypoint")
-    if not isinstance(entrypoint, str) or ":" not in entrypoint.strip(":"):
-        raise SpecError("entrypoint", f"must be 'module:function' or 'file.py:function', got {entrypoint!r}")
-    out = {"entrypoint": entrypoint}
-    for name in ("gpus", "batch_size"):
-        out[name] = _positive_int(spec, name)
-    if (spec.get("iterations") is None) == (spec.get("epochs") is None):
+    try:
+        out = JobRequest.model_validate(dict(spec)).model_dump(exclude_none=True)
+    except ValidationError as e:
+        raise spec_error(e.errors()) from None
+    if ("iterations" in out) == ("epochs" in out):
         raise SpecError("iterations", "give either iterations or epochs")
-    for name in ("iterations", "epochs"):
-        if spec.get(name) is not None:
-            out[name] = _positive_int(spec, name)
-    for name, minimum in (("min_gpus", 1), ("max_gpus", 1), ("log_every", 1), ("checkpoint_every", 0),
-                          ("seed", 0)):
-        value = _positive_int(spec, name, required=False, minimum=minimum)
-        if value is not None:
-            out[name] = value
-    out.setdefault("checkpoint_every", DEFAULT_CHECKPOINT_EVERY)
-    args = spec.get("args", {})
-    if not isinstance(args, Mapping):
-        raise SpecError("args", "must be a mapping")
-    out["args"] = dict(args)
-    if spec.get("name") is not None:
-        if not isinstance(spec["name"], str):
-            raise SpecError("name", "must be a string")
-        out["name"] = spec["name"]
-    if spec.get("record_samples") is not None:
-        if not isinstance(spec["record_samples"], bool):
-            raise SpecError("record_samples", "must be true or false")
-        out["record_samples"] = spec["record_samples"]
-    for name in ("duration_s", "priority"):
-        if spec.get(name) is not None:
-            out[name] = spec[name]
     high = max(out["gpus"], out.get("max_gpus") or 0)
     if high > capacity_gpus:
         field = "gpus" if out["gpus"] > capacity_gpus else "max_gpus"

@@ -1,0 +1,84 @@
+"""The REST API over the scheduling service with an in-memory executor (no Ray): the typed job
+spec and its bounds, the declared security scheme, access control."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from dlsched.runtime.api import create_app, hash_token
+from dlsched.runtime.service import SchedulerService
+from dlsched.runtime.store import SQLiteStore
+
+from fake_executor import Clock, FakeExecutor
+
+LM = {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 256}}
+OK = {**LM, "gpus": 1, "batch_size": 8, "iterations": 5}
+
+
+@pytest.fixture
+def api(tmp_path):
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
+    client = TestClient(create_app(service, store, hash_token("admin-secret")))
+    admin = {"Authorization": "Bearer admin-secret"}
+    token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
+    return client, {"Authorization": f"Bearer {token}"}, store
+
+
+def test_the_schema_shows_the_job_fields_with_their_bounds_and_the_bearer_scheme(api):
+    client, _, _ = api
+    schema = client.get("/openapi.json").json()
+    job = schema["components"]["schemas"]["JobRequest"]
+    assert {"entrypoint", "gpus", "batch_size", "iterations", "epochs", "duration_s"} <= set(job["properties"])
+    assert job["properties"]["batch_size"]["maximum"] == 65_536
+    assert job["additionalProperties"] is False
+    assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"iterations": 10**400}, "iterations"),           # a number that overflows any int64
+    ({"batch_size": 10**9}, "batch_size"),
+    ({"duration_s": float("inf")}, "duration_s"),
+    ({"gpus": "2"}, "gpus"),                            # no silent coercion of strings
+    ({"gpus": True}, "gpus"),
+    ({"gpus": 5}, "gpus"),                               # more than the cluster has
+    ({"iterations": None}, "iterations"),               # neither iterations nor epochs
+    ({"epochs": 2}, "iterations"),                      # both
+    ({"learning_rate": 2}, "learning_rate"),            # unknown field
+    ({"entrypoint": "no-function"}, "entrypoint"),
+    ({"gpus": 2, "batch_size": 1}, "batch_size"),
+    ({"priority": 10**30}, "priority"),
+])
+def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(api, change, field):
+    client, alice, store = api
+    spec = {k: v for k, v in {**OK, **change}.items() if v is not None}
+    body = json.dumps(spec)          # as any client may send it: Infinity, huge integers
+    r = client.post("/v1/jobs", content=body, headers={**alice, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"]["field"] == field, r.text
+    assert store.jobs() == []
+
+
+def test_a_body_that_is_not_an_object_is_a_422(api):
+    client, alice, store = api
+    r = client.post("/v1/jobs", json=[1, 2], headers=alice)
+    assert r.status_code == 422 and store.jobs() == []
+
+
+def test_a_good_spec_is_stored_normalized(api):
+    client, alice, store = api
+    r = client.post("/v1/jobs", json={**OK, "duration_s": 120}, headers=alice)
+    assert r.status_code == 201, r.text
+    spec = store.job(r.json()["id"])["spec"]
+    assert spec["duration_s"] == 120 and spec["checkpoint_every"] == 50 and "epochs" not in spec
+
+
+def test_tokens(api):
+    client, alice, _ = api
+    assert client.get("/v1/jobs").status_code == 401
+    assert client.get("/v1/jobs", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.get("/v1/jobs", headers={"Authorization": "Basic abc"}).status_code == 401
+    assert client.get("/v1/tenants", headers=alice).status_code == 403

@@ -76,6 +76,20 @@ def test_a_good_spec_is_stored_normalized(api):
     assert spec["duration_s"] == 120 and spec["checkpoint_every"] == 50 and "epochs" not in spec
 
 
+def test_a_tenant_sees_and_touches_only_its_own_jobs(api):
+    client, alice, _ = api
+    admin = {"Authorization": "Bearer admin-secret"}
+    bob = {"Authorization": "Bearer " + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]}
+    a1 = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
+    for path in (f"/v1/jobs/{a1}", f"/v1/jobs/{a1}/logs"):
+        assert client.get(path, headers=bob).status_code == 404    # as if it did not exist
+    assert client.post(f"/v1/jobs/{a1}/cancel", headers=bob).status_code == 404
+    assert client.get("/v1/jobs", headers=bob).json() == []
+    assert [j["id"] for j in client.get("/v1/jobs", headers=alice).json()] == [a1]
+    assert client.post("/v1/tenants", json={"name": "eve"}, headers=alice).status_code == 403
+    assert client.post("/v1/jobs", json=OK, headers=admin).status_code == 403   # jobs belong to tenants
+
+
 def test_tokens(api):
     client, alice, _ = api
     assert client.get("/v1/jobs").status_code == 401

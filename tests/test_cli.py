@@ -138,3 +138,13 @@ def test_no_perf_runs_jobs_at_trace_speed(tmp_path):
     assert a["performance_model"] and not b["performance_model"]
     # spread multi-GPU jobs run slower under the model: more GPU time for the same work
     assert a["gpu_time_s"] > b["gpu_time_s"]
+
+
+@pytest.mark.parametrize("args, placement", [([], "consolidated"), (["--placement", "spread"], "spread")])
+def test_a_consolidated_variant_keeps_its_placement_unless_told(tmp_path, args, placement):
+    # the CLI used to pass its own default (best-fit) to every policy, so the -consolidated
+    # variants ran best-fit
+    out = tmp_path / "o"
+    assert main(["simulate", "--trace", "muri-3", "--cluster", "8x8", "--policy", "sjf-bsbf-consolidated",
+                 "--limit", "50", "--out", str(out), "--no-progress"] + args) == 0
+    assert json.loads((out / "summary.json").read_text())["params"]["placement"] == placement

@@ -57,7 +57,8 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="use only the first N jobs by submit time")
     p.add_argument("--cluster", default="64x8:V100",
                    help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100)")
-    p.add_argument("--placement", default="best-fit", choices=["best-fit", "consolidated", "spread"])
+    p.add_argument("--placement", choices=["best-fit", "consolidated", "spread"],
+                   help="where jobs go (default: the policy's own, best-fit for all but the -consolidated ones)")
     p.add_argument("--backfill", action="store_true", help="let later jobs use GPUs blocked jobs cannot")
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="policy parameter, e.g. thresholds_gpu_s=3600,36000 (repeatable)")
@@ -101,8 +102,8 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
     from .sim import SimConfig, Simulator
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
-    policy = make_policy(policy_name, placement=args.placement, backfill=args.backfill,
-                         **_key_values(args.param, "param"))
+    given = {} if args.placement is None else {"placement": args.placement}
+    policy = make_policy(policy_name, backfill=args.backfill, **given, **_key_values(args.param, "param"))
     config = SimConfig(restart_overhead_s=args.restart_overhead_s,
                        startup_overhead_s=args.startup_overhead_s,
                        checkpoint_interval_s=args.checkpoint_interval_s,

@@ -30,10 +30,10 @@ from __future__ import annotations
 import heapq
 
 from ..jobs import JobState
-from .base import PolicyView, Plan, register
+from .base import Plan, PolicyView, register
 from .placement import best_fit
-from .preemptive import PreemptivePolicy
-from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, Tiresias
+from .preemptive import PreemptiveOrder, PreemptivePolicy
+from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, TiresiasOrder
 
 DEFAULT_SHRINK_WHEN_WAITING = 10   # the third-party implementation's threshold
 
@@ -46,13 +46,13 @@ def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tup
     return tuple(sorted(gpus, key=lambda g: (-per_node[gpu_node[g]], gpu_node[g], g))[:k])
 
 
-class ElasticPhases(PreemptivePolicy):
-    """Rules 2-4 above for any :class:`PreemptivePolicy`; subclasses say which jobs are of low
-    priority (rule 3) and must be combined before the base policy in the class bases."""
+class ElasticGrowth:
+    """Rules 2-4 above, as a part of a :class:`PreemptivePolicy` (set as its ``policy``): its
+    order says which jobs are of low priority (rule 3) and which go first (worst first)."""
 
-    uses_pass_hooks = True
+    policy: PreemptivePolicy
 
-    def _init_elastic(self, shrink_when_waiting: int) -> None:
+    def __init__(self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
         self.shrink_when_waiting = int(shrink_when_waiting)
         self.size: dict[str, int] = {}            # running elastic job -> GPUs once planned
         self.grown: dict[str, JobState] = {}      # holding more than requested
@@ -62,8 +62,14 @@ class ElasticPhases(PreemptivePolicy):
         self._planned: dict[str, tuple[int, ...]] = {}   # this pass's resizes
         self._speed_at = None
 
+    def params(self) -> dict:
+        return {"shrink_when_waiting": self.shrink_when_waiting}
+
     def is_low_priority(self, job: JobState) -> bool:
-        raise NotImplementedError
+        return self.policy.order.is_low_priority(job)
+
+    def worst_first(self, job: JobState) -> tuple:
+        return self.policy.order.worst_first(job)
 
     # -- indexes ----------------------------------------------------------------------------
     def _track(self, job: JobState, size: int) -> None:
@@ -94,22 +100,16 @@ class ElasticPhases(PreemptivePolicy):
         now, more = self._speed_at(job.spec, size), self._speed_at(job.spec, size + 1)
         return 0.0 if now is None or more is None else more - now
 
-    def started(self, job: JobState, now: float) -> None:
-        super().started(job, now)
+    def started(self, job: JobState) -> None:
         if job.spec.elastic:
             self._track(job, job.num_gpus)
 
-    def stopped(self, job: JobState, now: float) -> None:
-        super().stopped(job, now)
+    def stopped(self, job: JobState) -> None:
         self._untrack(job)
 
-    def _rekey_running(self, job: JobState) -> None:
-        super()._rekey_running(job)          # its priority changed: so may its rule-3 status
-        if job.job_id in self.size:
+    def rekeyed(self, job: JobState) -> None:
+        if job.job_id in self.size:          # its priority changed: so may its rule-3 status
             self._track(job, self.size[job.job_id])
-
-    def preemptible_gpus(self, job: JobState) -> float:
-        return super().preemptible_gpus(job) + self.extra_gpus
 
     def planned_gpus(self, job: JobState) -> tuple[int, ...]:
         return self._planned.get(job.job_id, job.gpus)
@@ -132,21 +132,21 @@ class ElasticPhases(PreemptivePolicy):
         """GPUs the jobs at the head of the queue, in order, could use if the grown jobs gave
         their extras back."""
         budget, need = free_total + self.extra_gpus, 0
-        for entry in self.queue:
-            n = entry[-1].num_gpus
+        for entry in self.policy.queue:
+            n = entry.job.num_gpus
             if need + n > budget:
                 break
             need += n
         return need
 
     def _many_wait(self) -> bool:
-        return len(self.queue) > self.shrink_when_waiting
+        return len(self.policy.queue) > self.shrink_when_waiting
 
     # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
     def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
         self._planned = {}
         self._speed_at = view.workload.speed_at_size
-        if not self.queue:
+        if not self.policy.queue:
             return
         if self.grown:
             missing = self._head_need(scratch.total) - scratch.total
@@ -164,7 +164,7 @@ class ElasticPhases(PreemptivePolicy):
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
-        spare = scratch.total - self._head_need(scratch.total) if self.queue else scratch.total
+        spare = scratch.total - self._head_need(scratch.total) if self.policy.queue else scratch.total
         if spare <= 0 or not self.growable:
             return
         many_wait = self._many_wait()
@@ -204,39 +204,9 @@ class ElasticPhases(PreemptivePolicy):
             self._track(job, len(gpus))
 
 
-@register
-class ElasticTiresias(ElasticPhases, Tiresias):
-    name = "elastic-tiresias"
-    description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
-
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
-                 thresholds_gpu_s=DEFAULT_THRESHOLDS_GPU_S, starvation_factor=DEFAULT_STARVATION_FACTOR,
-                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
-        super().__init__(placement, backfill, thresholds_gpu_s, starvation_factor)
-        self._init_elastic(shrink_when_waiting)
-
-    def params(self) -> dict:
-        return {**super().params(), "shrink_when_waiting": self.shrink_when_waiting}
-
-    def is_low_priority(self, job: JobState) -> bool:
-        return self.level.get(job.job_id, 0) > 0
-
-
-@register
-class ElasticFifo(ElasticPhases):
-    """FIFO by submit time that never preempts, with the elastic phases: the simplest elastic
+class NoPreemptionFifo(PreemptiveOrder):
+    """FIFO by submit time that never preempts: with elastic growth, the simplest elastic
     baseline, where only elasticity changes who runs when."""
-
-    name = "elastic-fifo"
-    description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"
-
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
-                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
-        super().__init__(placement, backfill)
-        self._init_elastic(shrink_when_waiting)
-
-    def params(self) -> dict:
-        return {**super().params(), "shrink_when_waiting": self.shrink_when_waiting}
 
     def rank(self, job: JobState, now: float) -> tuple:
         return (job.spec.submit_time_s, job.seq)
@@ -250,5 +220,24 @@ class ElasticFifo(ElasticPhases):
     def preemptible_gpus(self, job: JobState) -> float:
         return 0.0
 
-    def is_low_priority(self, job: JobState) -> bool:
-        return True
+
+@register
+class ElasticTiresias(PreemptivePolicy):
+    name = "elastic-tiresias"
+    description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 thresholds_gpu_s=DEFAULT_THRESHOLDS_GPU_S, starvation_factor=DEFAULT_STARVATION_FACTOR,
+                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
+        super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, backfill,
+                         ElasticGrowth(shrink_when_waiting))
+
+
+@register
+class ElasticFifo(PreemptivePolicy):
+    name = "elastic-fifo"
+    description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
+        super().__init__(NoPreemptionFifo(), placement, backfill, ElasticGrowth(shrink_when_waiting))

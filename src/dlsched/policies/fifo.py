@@ -1,8 +1,7 @@
 """FIFO: first come, first served."""
 
-from ..jobs import JobState
 from .base import register
-from .queued import QueuedPolicy
+from .queued import QueuedPolicy, submit_order
 
 
 @register
@@ -10,5 +9,5 @@ class Fifo(QueuedPolicy):
     name = "fifo"
     description = "first come, first served; non-preemptive (strict unless backfill)"
 
-    def key(self, job: JobState) -> tuple:
-        return (job.spec.submit_time_s,)
+    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
+        super().__init__(submit_order, placement, backfill)

@@ -1,36 +1,46 @@
-"""Preemptive priority scheduling, shared by SRTF and Tiresias.
+"""Preemptive priority scheduling: an order (SRTF's, Tiresias') plus optional elastic growth.
 
 Every active job has a rank at time ``now`` (lower is better). The best pending job starts if
-it can be placed; otherwise running jobs of strictly worse rank are preempted, worst first,
+it can be placed; otherwise running jobs the order lets it preempt are preempted, worst first,
 until it can be placed (if even all of them would not make room, nobody is preempted). Strict
 by default: a pending job that cannot start blocks those behind it; with ``backfill=True``
 they may still take free GPUs, without preempting anyone.
 
-Subclasses give ``rank(job, now)`` and ``worst_first(job)``, a key that orders running jobs
-worst first and stays valid while a job runs unless the subclass calls :meth:`_rekey_running`.
+The order (:class:`PreemptiveOrder`) gives ``rank(job, now)`` and ``worst_first(job)``, a key
+that orders running jobs worst first and stays valid while a job runs unless the order asks its
+policy to re-key the job. An elastic part (:class:`~dlsched.policies.elastic.ElasticGrowth`)
+may resize jobs before and after the pass.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
+from typing import NamedTuple, Protocol
 
 from ..jobs import JobState
-from .base import PolicyView, Plan, Policy
+from .base import Plan, Policy, PolicyView
 
 
-class PreemptivePolicy(Policy):
-    uses_pass_hooks = False   # subclasses with before_pass / after_pass set it
+class RankedEntry(NamedTuple):
+    """A pending job in the queue, best first."""
+    rank: tuple
+    seq: int                     # unique: comparisons stop here
+    job: JobState
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
-        super().__init__(placement, backfill)
-        self.queue: list[tuple] = []          # (rank..., seq, job), best first
-        self.running: list[tuple] = []        # heap of (worst_first..., stamp, job)
-        self._entry: dict[str, tuple] = {}    # job id -> its entry in queue
-        self._stamp: dict[str, int] = {}      # job id -> stamp of its valid running entry
-        self._next_stamp = 0
 
-    # -- subclass interface ----------------------------------------------------------------
+class RunningEntry(NamedTuple):
+    """A running job in the worst-first heap; stale once its job's stamp moved on."""
+    worst_first: tuple
+    stamp: int
+    job: JobState
+
+
+class PreemptiveOrder:
+    """How a preemptive policy ranks jobs. ``policy`` is set by the policy that uses it."""
+
+    policy: "PreemptivePolicy"
+
     def rank(self, job: JobState, now: float) -> tuple:
         raise NotImplementedError
 
@@ -46,74 +56,120 @@ class PreemptivePolicy(Policy):
         a futile search. By default no bound."""
         return float("inf")
 
+    def is_low_priority(self, job: JobState) -> bool:
+        """For elastic growth: a job that shrinks first when many jobs wait."""
+        return True
+
     def on_timers(self, view: PolicyView) -> None:
-        """Hook: apply rank changes that are due at ``view.now``."""
-
-    def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
-        """Hook: add to the plan (e.g. resizes) before jobs are started; ``scratch`` is a copy
-        of the free-GPU index to keep in step."""
-
-    def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
-        """Hook: use what the pass left free."""
-
-    def planned_gpus(self, job: JobState) -> tuple[int, ...]:
-        """The GPUs a running job holds once this pass's plan is applied (its current ones
-        unless a hook resized it)."""
-        return job.gpus
-
-    def victim_preempted(self, victim: JobState, plan: Plan) -> None:
-        """Hook: ``victim`` is preempted by this pass's plan."""
+        """Apply rank changes that are due at ``view.now``."""
 
     def next_timer(self) -> float | None:
         return None
 
     def started(self, job: JobState, now: float) -> None:
-        """Hook: ``job`` was just put in a plan to start."""
+        """``job`` was just put in a plan to start."""
 
     def stopped(self, job: JobState, now: float) -> None:
-        """Hook: ``job`` was preempted, requeued or finished."""
+        """``job`` was preempted, requeued or finished."""
+
+    def progressed(self, job: JobState, now: float) -> None:
+        """A running job's measured progress replaced the prediction."""
+
+    def params(self) -> dict:
+        return {}
+
+
+class ResizingPart(Protocol):
+    """What a preemptive policy asks of a part that resizes elastic jobs around its pass
+    (:class:`~dlsched.policies.elastic.ElasticGrowth`); the policy sets itself as ``policy``."""
+
+    policy: "PreemptivePolicy"
+    extra_gpus: int              # GPUs held above requests: preempting could free them too
+
+    def params(self) -> dict: ...
+    def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None: ...
+    def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None: ...
+    def started(self, job: JobState) -> None: ...
+    def stopped(self, job: JobState) -> None: ...
+    def rekeyed(self, job: JobState) -> None: ...
+    def planned_gpus(self, job: JobState) -> tuple[int, ...]: ...
+    def victim_preempted(self, victim: JobState, plan: Plan) -> None: ...
+
+
+class PreemptivePolicy(Policy):
+    def __init__(self, order: PreemptiveOrder, placement: str = "best-fit", backfill: bool = False,
+                 elastic: ResizingPart | None = None) -> None:
+        super().__init__(placement, backfill)
+        self.order = order
+        order.policy = self
+        self.elastic = elastic
+        if elastic is not None:
+            elastic.policy = self
+        self.queue: list[RankedEntry] = []     # best first
+        self.running: list[RunningEntry] = []  # heap, worst first
+        self._entry: dict[str, RankedEntry] = {}
+        self._stamp: dict[str, int] = {}       # job id -> stamp of its valid running entry
+        self._next_stamp = 0
+
+    def params(self) -> dict:
+        params = {**super().params(), **self.order.params()}
+        return params if self.elastic is None else {**params, **self.elastic.params()}
 
     # -- indexes ---------------------------------------------------------------------------
+    def is_running(self, job_id: str) -> bool:
+        """The job runs and is not a victim of the pass under way."""
+        return job_id in self._stamp
+
+    def rekey_running(self, job: JobState) -> None:
+        """The running job's rank changed (the old heap entry goes stale)."""
+        self._push_running(job)
+        if self.elastic is not None:
+            self.elastic.rekeyed(job)
+
+    def requeue_pending(self, job: JobState, now: float) -> None:
+        """Re-rank a pending job (its rank changed)."""
+        i = bisect_left(self.queue, self._entry.pop(job.job_id))
+        del self.queue[i]
+        self._enqueue(job, now)
+
     def _enqueue(self, job: JobState, now: float) -> None:
-        entry = (*self.rank(job, now), job.seq, job)
+        entry = RankedEntry(self.order.rank(job, now), job.seq, job)
         self._entry[job.job_id] = entry
         insort(self.queue, entry)
 
     def _push_running(self, job: JobState) -> None:
         self._next_stamp += 1
         self._stamp[job.job_id] = self._next_stamp
-        heapq.heappush(self.running, (*self.worst_first(job), self._next_stamp, job))
-
-    def is_running(self, job_id: str) -> bool:
-        """The job runs and is not a victim of the pass under way."""
-        return job_id in self._stamp
-
-    def _rekey_running(self, job: JobState) -> None:
-        self._push_running(job)  # the old entry goes stale
-
-    def _requeue_pending(self, job: JobState, now: float) -> None:
-        """Re-rank a pending job (its rank changed)."""
-        i = bisect_left(self.queue, self._entry.pop(job.job_id))
-        del self.queue[i]
-        self._enqueue(job, now)
+        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job))
+        if len(self.running) > 2 * len(self._stamp) + 64:     # mostly stale: compact
+            self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
+            heapq.heapify(self.running)
 
     def _pop_worst(self) -> JobState | None:
         while self.running:
             entry = heapq.heappop(self.running)
-            job = entry[-1]
-            if self._stamp.get(job.job_id) == entry[-2]:
-                del self._stamp[job.job_id]
-                return job
+            if self._stamp.get(entry.job.job_id) == entry.stamp:
+                del self._stamp[entry.job.job_id]
+                return entry.job
         return None
 
     def _peek_worst(self) -> JobState | None:
         while self.running:
             entry = self.running[0]
-            job = entry[-1]
-            if self._stamp.get(job.job_id) == entry[-2]:
-                return job
+            if self._stamp.get(entry.job.job_id) == entry.stamp:
+                return entry.job
             heapq.heappop(self.running)
         return None
+
+    def _started(self, job: JobState, now: float) -> None:
+        self.order.started(job, now)
+        if self.elastic is not None:
+            self.elastic.started(job)
+
+    def _stopped(self, job: JobState, now: float) -> None:
+        self.order.stopped(job, now)
+        if self.elastic is not None:
+            self.elastic.stopped(job)
 
     # -- notifications ---------------------------------------------------------------------
     def job_arrived(self, job: JobState, now: float) -> None:
@@ -121,30 +177,35 @@ class PreemptivePolicy(Policy):
 
     def job_finished(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
-        self.stopped(job, now)
+        self._stopped(job, now)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
         del self.queue[bisect_left(self.queue, self._entry.pop(job.job_id))]
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
-        self.stopped(job, now)
+        self._stopped(job, now)
         self._enqueue(job, now)
+
+    def job_progressed(self, job: JobState, now: float) -> None:
+        if self.is_running(job.job_id):
+            self.order.progressed(job, now)
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
-        self.on_timers(view)
+        self.order.on_timers(view)
         plan = Plan()
         scratch = None
-        if self.uses_pass_hooks:
+        elastic = self.elastic
+        if elastic is not None:
             scratch = view.free.copy()
-            self.before_pass(view, plan, scratch)
+            elastic.before_pass(view, plan, scratch)
         blocked = False
         victims_now: set[str] = set()
         i = 0
         while i < len(self.queue):
-            job: JobState = self.queue[i][-1]
+            job: JobState = self.queue[i].job
             if job.job_id in victims_now:    # just preempted: it cannot start again now
                 if not self.backfill:
                     break
@@ -171,18 +232,19 @@ class PreemptivePolicy(Policy):
             plan.start.append((job, gpus))
             del self.queue[i]
             del self._entry[job.job_id]
-            self.started(job, now)
+            self._started(job, now)
             self._push_running(job)
-        if self.uses_pass_hooks:
-            self.after_pass(view, plan, scratch if scratch is not None else view.free.copy())
-        plan.wakeup_at = self.next_timer()
+        if elastic is not None:
+            elastic.after_pass(view, plan, scratch)
+        plan.wakeup_at = self.order.next_timer()
         return plan
 
     def _can_preempt_for(self, job: JobState, now: float, free_total: int) -> bool:
-        if free_total + self.preemptible_gpus(job) < job.num_gpus:
+        extra = 0 if self.elastic is None else self.elastic.extra_gpus
+        if free_total + self.order.preemptible_gpus(job) + extra < job.num_gpus:
             return False
         worst = self._peek_worst()
-        return worst is not None and self.outranks(job, worst, now)
+        return worst is not None and self.order.outranks(job, worst, now)
 
     def _make_room(self, job: JobState, now: float, scratch, plan: Plan,
                    victims_now: set[str]) -> tuple[int, ...] | None:
@@ -190,23 +252,25 @@ class PreemptivePolicy(Policy):
         Leaves everything as it was if that is impossible."""
         popped: list[JobState] = []
         gpus = None
+        planned = (lambda j: j.gpus) if self.elastic is None else self.elastic.planned_gpus
         while gpus is None:
             worst = self._peek_worst()
-            if worst is None or not self.outranks(job, worst, now):
+            if worst is None or not self.order.outranks(job, worst, now):
                 break
             popped.append(self._pop_worst())
-            scratch.release(self.planned_gpus(worst))
+            scratch.release(planned(worst))
             if job.num_gpus <= scratch.total:
                 gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
         if gpus is None:
             for victim in popped:
-                scratch.take(self.planned_gpus(victim))
+                scratch.take(planned(victim))
                 self._push_running(victim)
             return None
         for victim in popped:
-            self.victim_preempted(victim, plan)
+            if self.elastic is not None:
+                self.elastic.victim_preempted(victim, plan)
             plan.preempt.append(victim)
             victims_now.add(victim.job_id)
-            self.stopped(victim, now)
+            self._stopped(victim, now)
             self._enqueue(victim, now)   # ranks worse than job: it lands behind the cursor
         return gpus

@@ -1,36 +1,78 @@
-"""Non-preemptive queue policies: jobs start in the order of a key and run to completion.
+"""Non-preemptive queue policies: jobs start in the order of a key and run to completion; an
+optional sharing part lets a job that finds no idle GPUs join running jobs' GPUs.
 
-Strict by default (the first job in order that does not fit blocks the rest, as plain FIFO
+Strict by default (the first job in order that cannot start blocks the rest, as plain FIFO
 does); with ``backfill=True`` later jobs may take GPUs the blocked ones cannot use.
 """
 
 from __future__ import annotations
 
 from bisect import insort
+from typing import Callable, NamedTuple, Protocol
 
 from ..jobs import JobState
-from .base import PolicyView, Plan, Policy
+from .base import Plan, Policy, PolicyView
 
 _NO_PLAN = Plan()
 
 
+def submit_order(job: JobState) -> tuple:
+    return (job.spec.submit_time_s,)
+
+
+def shortest_first(job: JobState) -> tuple:
+    """By (oracle) duration, then submit time."""
+    return (job.spec.duration_s, job.spec.submit_time_s)
+
+
+def size_kind(job: JobState) -> tuple:
+    """What a pass needs to know of a job to tell whether it can start on idle GPUs."""
+    return (job.num_gpus, job.spec.gpu_types)
+
+
+class SharingPass(Protocol):
+    def find(self, job: JobState, free) -> tuple[tuple[int, ...] | None, int]:
+        """GPUs for ``job`` beside running jobs (and idle ones), and its sub-batch count."""
+
+
+class SharingPart(Protocol):
+    """What a queue policy asks of a part that shares GPUs
+    (:class:`~dlsched.policies.sharing.GpuSharing`)."""
+
+    def kind(self, job: JobState) -> tuple: ...
+    def params(self) -> dict: ...
+    def begin(self, view: PolicyView) -> SharingPass: ...
+
+
+class QueueEntry(NamedTuple):
+    key: tuple
+    seq: int                     # unique: comparisons stop here
+    kind: tuple
+    job: JobState
+
+
 class QueuedPolicy(Policy):
-    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
+    def __init__(self, key: Callable[[JobState], tuple], placement: str = "best-fit",
+                 backfill: bool = False, sharing: SharingPart | None = None) -> None:
         super().__init__(placement, backfill)
-        self.queue: list[tuple] = []       # (key..., seq, kind, job) sorted, best first
-        self.sizes: dict[int, int] = {}    # GPUs requested -> pending jobs of that size
-        self.kinds: dict[tuple, int] = {}  # kind (see kind()) -> pending jobs of that kind
+        self.key = key
+        self.sharing = sharing
+        self.kind = size_kind if sharing is None else sharing.kind
+        self.queue: list[QueueEntry] = []   # sorted, best first
+        self.sizes: dict[int, int] = {}     # GPUs requested -> pending jobs of that size
+        self.kinds: dict[tuple, int] = {}   # kind -> pending jobs of that kind
 
-    def key(self, job: JobState) -> tuple:
-        raise NotImplementedError
+    @property
+    def shares_gpus(self) -> bool:          # may put two jobs on one GPU (needs their memory)
+        return self.sharing is not None
 
-    def kind(self, job: JobState) -> tuple:
-        """What a pass needs to know of a job to tell whether it can start (its size here)."""
-        return (job.num_gpus,)
+    def params(self) -> dict:
+        params = super().params()
+        return params if self.sharing is None else {**params, **self.sharing.params()}
 
     def _enqueue(self, job: JobState) -> None:
         kind = self.kind(job)
-        insort(self.queue, (*self.key(job), job.seq, kind, job))   # seq is unique: sorting stops there
+        insort(self.queue, QueueEntry(self.key(job), job.seq, kind, job))
         self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
@@ -40,29 +82,50 @@ class QueuedPolicy(Policy):
     job_requeued = job_arrived
 
     def job_cancelled(self, job: JobState, now: float) -> None:
-        self._dequeue([next(i for i, e in enumerate(self.queue) if e[-1] is job)])
+        self._dequeue([next(i for i, e in enumerate(self.queue) if e.job is job)])
 
     def schedule(self, view: PolicyView) -> Plan:
-        free_total = view.free.total
-        if not self.queue or free_total < min(self.sizes):
+        if not self.queue:
+            return _NO_PLAN
+        sharing = None
+        if self.sharing is not None:
+            sharing = self.sharing.begin(view)
+        elif view.free.total < min(self.sizes):
             return _NO_PLAN
         free = view.free          # copied only once something starts
         plan = Plan()
         started: list[int] = []
+        # A kind of job that could not start cannot start later in the pass: idle GPUs only
+        # shrink (and placement fails monotonically), claimed partners only grow, and in SJF
+        # order the sharing benefit test only gets harder. Once every kind in the queue has
+        # failed, the pass is over.
+        failed: set[tuple] = set()
         for i, entry in enumerate(self.queue):
-            job: JobState = entry[-1]
+            kind, job = entry.kind, entry.job
+            if kind in failed:
+                continue
             need = job.num_gpus
             gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
+            k = 1
+            if gpus is None and sharing is not None:
+                gpus, k = sharing.find(job, free)
             if gpus is None:
                 if not self.backfill:
                     break
+                failed.add(kind)
+                if len(failed) == len(self.kinds):
+                    break
                 continue
-            if free is view.free:
-                free = view.free.copy()
-            free.take(gpus)
+            idle = gpus if sharing is None else [g for g in gpus if free.is_free(g)]
+            if idle:
+                if free is view.free:
+                    free = view.free.copy()
+                free.take(idle)
             plan.start.append((job, gpus))
+            if k > 1:
+                plan.accumulation[job.job_id] = k
             started.append(i)
-            if free.total < min(self.sizes):
+            if sharing is None and free.total < min(self.sizes):
                 break
         if started:
             self._dequeue(started)
@@ -70,8 +133,8 @@ class QueuedPolicy(Policy):
 
     def _dequeue(self, indexes: list[int]) -> None:
         for i in indexes:
-            *_, kind, job = self.queue[i]
-            for counts, key in ((self.sizes, job.num_gpus), (self.kinds, kind)):
+            entry = self.queue[i]
+            for counts, key in ((self.sizes, entry.job.num_gpus), (self.kinds, entry.kind)):
                 left = counts[key] - 1
                 if left:
                     counts[key] = left

@@ -37,11 +37,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from ..jobs import JobState
-from .base import PolicyView, Plan, register
-from .queued import QueuedPolicy
+from typing import Callable, Iterator
 
-_NO_PLAN = Plan()
+from ..jobs import JobState
+from .base import PolicyView, register
+from .queued import QueuedPolicy, shortest_first
+
 MAX_ACCUMULATION = 16   # chosen: sub-batches of at least 1/16 of the batch
 
 
@@ -85,77 +86,87 @@ class _Pairing:
     t_a_factor: float            # T_a(k) / T_a(1)
 
 
-class SjfSharing(QueuedPolicy):
-    shares_gpus = True
+Partners = Callable[[JobState, "_Group", "_Pairing", float, float], Iterator[tuple[float, JobState]]]
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
-                 max_accumulation: int = MAX_ACCUMULATION) -> None:
-        super().__init__(placement, backfill)
+
+def benefit_partners(job: JobState, group: "_Group", pairing: "_Pairing", t_a: float, now: float):
+    """SJF-BSBF: (t_con, partner) of the group's members that pass the benefit test, best first."""
+    xi_a, xi_b = pairing.xi_a, pairing.xi_b
+    # t_con < t_seq holds for T_b <= xi_a T_a / xi_b iff (1 - 1/(2 xi_a)) xi_b < 1, and for
+    # larger T_b iff T_b > T_a (2 (1 - 1/(2 xi_b)) xi_a - 1): the passing T_b form at most
+    # two intervals, and t_con grows with T_b, so the first passing jobs are the best.
+    lower_ok = (1 - 1 / (2 * xi_a)) * xi_b < 1
+    above = max(xi_a * t_a / xi_b, t_a * (2 * (1 - 1 / (2 * xi_b)) * xi_a - 1))
+    jobs = group.jobs
+    start = group.first if lower_ok else max(group.first, bisect_right(group.finish, now + above))
+    for idx in range(start, len(jobs)):
+        t_b = group.finish[idx] - now
+        if not lower_ok and t_b <= above:
+            continue
+        tc = t_con(t_a, t_b, xi_a, xi_b)
+        if tc < t_seq(t_a, t_b):
+            yield tc, jobs[idx]
+
+
+def first_fit_partners(job: JobState, group: "_Group", pairing: "_Pairing", t_a: float, now: float):
+    """SJF-FFS: every member whose memory fits, in GPU order (no benefit test)."""
+    for partner in group.by_gpu[group.first_by_gpu:]:
+        yield partner.gpus[0], partner
+
+
+def sharing_kind(job: JobState) -> tuple:
+    spec = job.spec
+    return (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_types)
+
+
+class GpuSharing:
+    """The sharing part of a queue policy: where a job that finds no idle GPUs may join running
+    jobs, at which sub-batch count. ``partners`` is the partner choice (benefit test or first
+    fit)."""
+
+    kind = staticmethod(sharing_kind)
+
+    def __init__(self, partners: Partners, placement: str, max_accumulation: int = MAX_ACCUMULATION) -> None:
         if not (isinstance(max_accumulation, int) and max_accumulation >= 1):
             raise ValueError("max_accumulation must be an integer >= 1")
+        self.partners = partners
+        self.consolidated = placement == "consolidated"
         self.max_accumulation = max_accumulation
 
     def params(self) -> dict:
-        return {**super().params(), "max_accumulation": self.max_accumulation}
+        return {"max_accumulation": self.max_accumulation}
 
-    def key(self, job: JobState) -> tuple:
-        return (job.spec.duration_s, job.spec.submit_time_s)
+    def begin(self, view: PolicyView) -> "_SharingPass":
+        return _SharingPass(self, view)
 
-    def kind(self, job: JobState) -> tuple:
-        spec = job.spec
-        return (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_types)
 
-    # -- the pass --------------------------------------------------------------------------
-    def schedule(self, view: PolicyView) -> Plan:
-        if not self.queue:
-            return _NO_PLAN
-        now = view.now
-        free = view.free
-        plan = Plan()
-        started: list[int] = []
-        claimed: set[int] = set()       # seq of running jobs given a partner in this pass
-        groups: list[_Group] | None = None
-        feasible: dict[tuple, list] = {}   # job signature -> [(group, pairing)]
-        # A kind of job that could not start cannot start later in the pass: idle GPUs only
-        # shrink, claimed partners only grow, and in SJF order T_a only grows (the benefit test
-        # only gets harder). Once every kind in the queue has failed, the pass is over.
-        failed: set[tuple] = set()
-        for i, entry in enumerate(self.queue):
-            kind, job = entry[-2], entry[-1]
-            if kind in failed:
-                continue
-            need = job.num_gpus
-            gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
-            k = 1
-            if gpus is None and job.spec.gpu_types is None:
-                if groups is None:
-                    groups = self._groups(view)
-                chosen = self._share(job, view, free, groups, claimed, feasible, now)
-                if chosen is not None:
-                    gpus, k, partners = chosen
-                    claimed.update(p.seq for p in partners)
-            if gpus is None:
-                if not self.backfill:
-                    break
-                failed.add(kind)
-                if len(failed) == len(self.kinds):
-                    break
-                continue
-            idle = [g for g in gpus if free.is_free(g)]
-            if idle:
-                if free is view.free:
-                    free = view.free.copy()
-                free.take(idle)
-            plan.start.append((job, gpus))
-            if k > 1:
-                plan.accumulation[job.job_id] = k
-            started.append(i)
-        if started:
-            self._dequeue(started)
-        return plan
+class _SharingPass:
+    """One scheduling pass's sharing state: the candidate groups (built on first need), the
+    partners claimed so far, and each kind of job's feasible groups."""
 
-    def _groups(self, view: PolicyView) -> list[_Group]:
+    def __init__(self, part: GpuSharing, view: PolicyView) -> None:
+        self.part, self.view, self.now = part, view, view.now
+        self.groups: list[_Group] | None = None
+        self.claimed: set[int] = set()       # seq of running jobs given a partner in this pass
+        self.feasible: dict[tuple, list] = {}   # job signature -> [(group, pairing)]
+
+    def find(self, job: JobState, free) -> tuple[tuple[int, ...] | None, int]:
+        """GPUs for ``job`` (idle ones first, then partners', best first) and its sub-batch
+        count; (None, 1) if not enough."""
+        if job.spec.gpu_types is not None:
+            return None, 1
+        if self.groups is None:
+            self.groups = self._groups()
+        chosen = self._share(job, free)
+        if chosen is None:
+            return None, 1
+        gpus, k, partners = chosen
+        self.claimed.update(p.seq for p in partners)
+        return gpus, k
+
+    def _groups(self) -> list[_Group]:
         """Running jobs that could take a partner, grouped and sorted by finish time."""
+        view = self.view
         occupancy, cluster, finish_of = view.occupancy, view.cluster, view.projected_finish
         by_key: dict[tuple, list[JobState]] = {}
         for job in view.running.values():
@@ -172,67 +183,62 @@ class SjfSharing(QueuedPolicy):
                                  sorted(jobs, key=lambda j: j.gpus[0])))
         return groups
 
-    def _pairing(self, job: JobState, group: _Group, view: PolicyView) -> _Pairing | None:
+    def _pairing(self, job: JobState, group: _Group) -> _Pairing | None:
         """Sub-batch and slowdowns for ``job`` beside a member of ``group``, or None."""
-        speed = view.workload
+        workload = self.view.workload
         partner = group.jobs[0]
-        xi_a, xi_b = speed.slowdown(job, partner), speed.slowdown(partner, job)
+        xi_a, xi_b = workload.slowdown(job, partner), workload.slowdown(partner, job)
         if xi_a is None or xi_b is None:
             return None
         k = 1
-        while k <= self.max_accumulation:
-            memory = speed.memory_mib(job.spec, job.num_gpus, k)
+        while k <= self.part.max_accumulation:
+            memory = workload.memory_mib(job.spec, job.num_gpus, k)
             if memory is None:
                 return None
             if memory + group.memory_mib <= group.capacity_mib:
-                return _Pairing(k, xi_a, xi_b, speed.accumulation_cost(job.spec, k))
+                return _Pairing(k, xi_a, xi_b, workload.accumulation_cost(job.spec, k))
             k *= 2
         return None
 
-    def _share(self, job, view, free, groups, claimed, cache, now):
-        """GPUs for ``job``: idle ones first, then partners' (best first); None if not enough."""
+    def _share(self, job: JobState, free):
         t_a1 = job.remaining_s
         signature = (job.spec.model, job.spec.batch_size, job.spec.num_gpus)
-        feasible = cache.get(signature)
+        feasible = self.feasible.get(signature)
         if feasible is None:   # the groups this kind of job may join, with how
-            feasible = cache[signature] = [(g, p) for g in groups
-                                           if (p := self._pairing(job, g, view)) is not None]
+            feasible = self.feasible[signature] = [(g, p) for g in self.groups
+                                                   if (p := self._pairing(job, g)) is not None]
         offers: list[tuple[float, JobState, _Pairing]] = []
         for group, pairing in feasible:
-            offers.extend(self._candidates(job, group, pairing, t_a1, claimed, now))
+            offers.extend(self._candidates(job, group, pairing, t_a1))
         if not offers:
             return None
         offers.sort(key=lambda o: (o[0], o[1].seq))
         need = job.num_gpus
-        gpus = self._idle(free)[:need] if free.total else []
+        gpus = sorted(g for nid in free.usable for g in free.free[nid])[:need] if free.total else []
         partners: list[JobState] = []
         k = 1
         for _, partner, pairing in offers:
             if len(gpus) >= need:
                 break
-            take = partner.gpus[:need - len(gpus)]
-            gpus.extend(take)
+            gpus.extend(partner.gpus[:need - len(gpus)])
             partners.append(partner)
             k = max(k, pairing.accumulation)
         if len(gpus) < need:
             return None
-        if self.placement_name == "consolidated":
-            nodes = {view.cluster.gpu_node[g] for g in gpus}
-            if len(nodes) > view.cluster.min_nodes_for(need):
+        if self.part.consolidated:
+            cluster = self.view.cluster
+            if len({cluster.gpu_node[g] for g in gpus}) > cluster.min_nodes_for(need):
                 return None
         return tuple(gpus), k, partners
 
-    @staticmethod
-    def _idle(free) -> list[int]:
-        return sorted(g for nid in free.usable for g in free.free[nid])
-
-    def _candidates(self, job, group: _Group, pairing: _Pairing, t_a1: float, claimed: set[int], now: float):
+    def _candidates(self, job, group: _Group, pairing: _Pairing, t_a1: float):
         """This group's partners for ``job``, best first, with their sort keys: unclaimed ones
         until they hold enough GPUs."""
+        claimed = self.claimed
         group.skip_claimed(claimed)
         out = []
         need, got = job.spec.num_gpus, 0
-        for key, partner in self._partners(job, group, pairing, t_a1 * pairing.t_a_factor, now):
+        for key, partner in self.part.partners(job, group, pairing, t_a1 * pairing.t_a_factor, self.now):
             if partner.seq in claimed:
                 continue
             out.append((key, partner, pairing))
@@ -241,49 +247,37 @@ class SjfSharing(QueuedPolicy):
                 break
         return out
 
-    def _partners(self, job, group: _Group, pairing: _Pairing, t_a: float, now: float):
-        """(sort key, partner) of this group's acceptable partners, best first."""
-        raise NotImplementedError
+
+class SjfSharing(QueuedPolicy):
+    """SJF order with a sharing part; each registered variant names its partner choice."""
+
+    partners: Partners
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 max_accumulation: int = MAX_ACCUMULATION) -> None:
+        super().__init__(shortest_first, placement, backfill,
+                         GpuSharing(type(self).partners, placement, max_accumulation))
 
 
 @register
 class SjfBsbf(SjfSharing):
     name = "sjf-bsbf"
     description = "SJF order; shares a GPU pair only when the benefit test passes, best benefit first"
-
-    def _partners(self, job, group, pairing, t_a, now):
-        xi_a, xi_b = pairing.xi_a, pairing.xi_b
-        # t_con < t_seq holds for T_b <= xi_a T_a / xi_b iff (1 - 1/(2 xi_a)) xi_b < 1, and for
-        # larger T_b iff T_b > T_a (2 (1 - 1/(2 xi_b)) xi_a - 1): the passing T_b form at most
-        # two intervals, and t_con grows with T_b, so the first passing jobs are the best.
-        lower_ok = (1 - 1 / (2 * xi_a)) * xi_b < 1
-        above = max(xi_a * t_a / xi_b, t_a * (2 * (1 - 1 / (2 * xi_b)) * xi_a - 1))
-        jobs = group.jobs
-        start = group.first if lower_ok else max(group.first, bisect_right(group.finish, now + above))
-        for idx in range(start, len(jobs)):
-            partner = jobs[idx]
-            t_b = group.finish[idx] - now
-            if not lower_ok and t_b <= above:
-                continue
-            tc = t_con(t_a, t_b, xi_a, xi_b)
-            if tc < t_seq(t_a, t_b):
-                yield tc, partner
+    partners = staticmethod(benefit_partners)
 
 
 @register
 class SjfFfs(SjfSharing):
     name = "sjf-ffs"
     description = "SJF order; shares a GPU whenever memory fits (first fit), no benefit test"
-
-    def _partners(self, job, group, pairing, t_a, now):
-        for partner in group.by_gpu[group.first_by_gpu:]:
-            yield partner.gpus[0], partner          # first fit: GPU order
+    partners = staticmethod(first_fit_partners)
 
 
 @register
-class SjfBsbfConsolidated(SjfBsbf):
+class SjfBsbfConsolidated(SjfSharing):
     name = "sjf-bsbf-consolidated"
     description = "sjf-bsbf, each job on as few nodes as its size allows"
+    partners = staticmethod(benefit_partners)
 
     def __init__(self, placement: str = "consolidated", backfill: bool = False,
                  max_accumulation: int = MAX_ACCUMULATION) -> None:
@@ -291,9 +285,10 @@ class SjfBsbfConsolidated(SjfBsbf):
 
 
 @register
-class SjfFfsConsolidated(SjfFfs):
+class SjfFfsConsolidated(SjfSharing):
     name = "sjf-ffs-consolidated"
     description = "sjf-ffs, each job on as few nodes as its size allows"
+    partners = staticmethod(first_fit_partners)
 
     def __init__(self, placement: str = "consolidated", backfill: bool = False,
                  max_accumulation: int = MAX_ACCUMULATION) -> None:

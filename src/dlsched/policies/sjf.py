@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..jobs import JobState
 from .base import register
-from .preemptive import PreemptivePolicy
-from .queued import QueuedPolicy
+from .preemptive import PreemptiveOrder, PreemptivePolicy
+from .queued import QueuedPolicy, shortest_first
 
 
 @register
@@ -13,17 +13,12 @@ class Sjf(QueuedPolicy):
     name = "sjf"
     description = "shortest job first by (oracle) duration; non-preemptive"
 
-    def key(self, job: JobState) -> tuple:
-        return (job.spec.duration_s, job.spec.submit_time_s)
-
-
-@register
-class Srtf(PreemptivePolicy):
-    name = "srtf"
-    description = "shortest remaining time first (oracle); preempts longer-remaining jobs"
-
     def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
-        super().__init__(placement, backfill)
+        super().__init__(shortest_first, placement, backfill)
+
+
+class SrtfOrder(PreemptiveOrder):
+    def __init__(self) -> None:
         self._started_at: dict[str, float] = {}
 
     def rank(self, job: JobState, now: float) -> tuple:
@@ -35,15 +30,21 @@ class Srtf(PreemptivePolicy):
     def stopped(self, job: JobState, now: float) -> None:
         self._started_at.pop(job.job_id, None)
 
-    def job_progressed(self, job: JobState, now: float) -> None:
+    def progressed(self, job: JobState, now: float) -> None:
         # measured progress replaced the prediction: its remaining work, so its rank, moved
-        if self.is_running(job.job_id):
-            self._started_at[job.job_id] = now
-            self._rekey_running(job)
+        self._started_at[job.job_id] = now
+        self.policy.rekey_running(job)
 
     def worst_first(self, job: JobState) -> tuple:
         # The remaining work shrinks for every running job alike (rate 1 alone at the requested
         # size), so the order by "time it would end if never paused" stays the order by rank.
-        # (remaining_s is as of the job's last progress update, which is its start or the
-        # measurement job_progressed re-keys it at.)
         return (-(self._started_at[job.job_id] + job.remaining_s), -job.seq)
+
+
+@register
+class Srtf(PreemptivePolicy):
+    name = "srtf"
+    description = "shortest remaining time first (oracle); preempts longer-remaining jobs"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
+        super().__init__(SrtfOrder(), placement, backfill)

@@ -23,21 +23,17 @@ import heapq
 from ..errors import SpecError
 from ..jobs import JobState, Status
 from .base import PolicyView, register
-from .preemptive import PreemptivePolicy
+from .preemptive import PreemptiveOrder, PreemptivePolicy
 
 DEFAULT_THRESHOLDS_GPU_S = (11520.0,)  # chosen: two queues split at 3.2 GPU-hours
 DEFAULT_STARVATION_FACTOR = None       # chosen: no promotion, as the public LAS simulator
 
 
-@register
-class Tiresias(PreemptivePolicy):
-    name = "tiresias"
-    description = "discretized 2D least-attained-service queues (optional starvation promotion); preemptive"
+class TiresiasOrder(PreemptiveOrder):
+    """Tiresias' queues as a preemptive order (also used by elastic Tiresias)."""
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
-                 thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+    def __init__(self, thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
                  starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
-        super().__init__(placement, backfill)
         if isinstance(thresholds_gpu_s, str):
             thresholds_gpu_s = thresholds_gpu_s.split(",")
         elif isinstance(thresholds_gpu_s, (int, float)):
@@ -60,8 +56,7 @@ class Tiresias(PreemptivePolicy):
         self._timer_seq = 0
 
     def params(self) -> dict:
-        return {**super().params(), "thresholds_gpu_s": list(self.thresholds),
-                "starvation_factor": self.starvation_factor}
+        return {"thresholds_gpu_s": list(self.thresholds), "starvation_factor": self.starvation_factor}
 
     def rank(self, job: JobState, now: float) -> tuple:
         return (self.level.get(job.job_id, 0), job.spec.submit_time_s, job.seq)
@@ -80,6 +75,9 @@ class Tiresias(PreemptivePolicy):
 
     def preemptible_gpus(self, job: JobState) -> float:
         return sum(self.level_gpus[self.level.get(job.job_id, 0) + 1:])
+
+    def is_low_priority(self, job: JobState) -> bool:
+        return self.level.get(job.job_id, 0) > 0
 
     def started(self, job: JobState, now: float) -> None:
         self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
@@ -109,7 +107,7 @@ class Tiresias(PreemptivePolicy):
             _, _, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
-                if self.is_running(jid) and job.segment_start == tag:   # still in that run
+                if self.policy.is_running(jid) and job.segment_start == tag:   # still in that run
                     level = self.level.get(jid, 0)
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):     # paused meanwhile
@@ -118,13 +116,24 @@ class Tiresias(PreemptivePolicy):
                     self.level[jid] = level + 1
                     self.level_gpus[level] -= job.num_gpus
                     self.level_gpus[level + 1] += job.num_gpus
-                    self._rekey_running(job)
+                    self.policy.rekey_running(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
             elif (job.status is Status.PENDING and job.pending_since == tag
                   and self.level.get(jid, 0) > 0):
                 self.level[jid] = 0
                 self.offset[jid] = job.executed_gpu_s
-                self._requeue_pending(job, now)
+                self.policy.requeue_pending(job, now)
 
     def next_timer(self) -> float | None:
         return self.timers[0][0] if self.timers else None
+
+
+@register
+class Tiresias(PreemptivePolicy):
+    name = "tiresias"
+    description = "discretized 2D least-attained-service queues (optional starvation promotion); preemptive"
+
+    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+                 thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+                 starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
+        super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, backfill)

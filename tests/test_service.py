@@ -52,6 +52,29 @@ def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
     assert a not in s.service.live and not s.service.books.running   # nothing kept in memory
 
 
+def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
+    # the old books kept every job, its heap entries and its profile for ever
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 2})
+    for _ in range(30):
+        ids = [s.submit(gpus=1, duration_s=100) for _ in range(3)]
+        s.step()
+        s.executor.finish_profiling()
+        s.step()
+        s.step()
+        for jid in ids:
+            if jid in s.executor.runs:
+                s.executor.finish(jid)
+        s.store.update_job(ids[-1], cancel_requested=True)
+        s.step()
+        s.step()
+        for jid in list(s.executor.runs):
+            s.executor.finish(jid)
+        s.step()
+    assert all(r["status"] in (DONE, CANCELLED) for r in s.store.jobs()) and len(s.store.jobs()) == 90
+    assert s.service.live == {} and s.service.speed.profiles == {}
+    assert not s.service.books.pending and not s.service.books.running
+
+
 def share_one_gpu(s: Setup) -> tuple[str, str]:
     """a runs alone on the GPU, then b (profiled: its memory fits beside a's) joins it."""
     a = s.submit(gpus=1, duration_s=1000)

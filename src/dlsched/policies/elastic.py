@@ -28,6 +28,7 @@ shrinkable by rule 3, growable), so a pass touches only the jobs it may resize.
 from __future__ import annotations
 
 import heapq
+from typing import Callable
 
 from ..jobs import JobState
 from .base import Plan, PolicyView, register
@@ -47,10 +48,11 @@ def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tup
 
 
 class ElasticGrowth:
-    """Rules 2-4 above, as a part of a :class:`PreemptivePolicy` (set as its ``policy``): its
-    order says which jobs are of low priority (rule 3) and which go first (worst first)."""
+    """Rules 2-4 above, as a part of a :class:`PreemptivePolicy`."""
 
     policy: PreemptivePolicy
+    is_low_priority: Callable[[JobState], bool]
+    worst_first: Callable[[JobState], tuple]
 
     def __init__(self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
         self.shrink_when_waiting = int(shrink_when_waiting)
@@ -65,11 +67,12 @@ class ElasticGrowth:
     def params(self) -> dict:
         return {"shrink_when_waiting": self.shrink_when_waiting}
 
-    def is_low_priority(self, job: JobState) -> bool:
-        return self.policy.order.is_low_priority(job)
-
-    def worst_first(self, job: JobState) -> tuple:
-        return self.policy.order.worst_first(job)
+    def attach(self, policy: PreemptivePolicy) -> None:
+        """Become ``policy``'s part: its order says which jobs are of low priority (rule 3)
+        and which go first (worst first)."""
+        self.policy = policy
+        self.is_low_priority = policy.order.is_low_priority
+        self.worst_first = policy.order.worst_first
 
     # -- indexes ----------------------------------------------------------------------------
     def _track(self, job: JobState, size: int) -> None:
@@ -119,7 +122,7 @@ class ElasticGrowth:
             plan.resize = [(j, g) for j, g in plan.resize if j is not victim]
 
     def _resizable(self, job: JobState, view: PolicyView) -> bool:
-        return not view.resizing(job) and job.job_id not in self._planned and not view.occupancy.partners(job)
+        return job.job_id not in self._planned and not view.resizing(job) and not view.occupancy.partners(job)
 
     def _shrink(self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch) -> None:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)

@@ -81,11 +81,11 @@ class PreemptiveOrder:
 
 class ResizingPart(Protocol):
     """What a preemptive policy asks of a part that resizes elastic jobs around its pass
-    (:class:`~dlsched.policies.elastic.ElasticGrowth`); the policy sets itself as ``policy``."""
+    (:class:`~dlsched.policies.elastic.ElasticGrowth`)."""
 
-    policy: "PreemptivePolicy"
     extra_gpus: int              # GPUs held above requests: preempting could free them too
 
+    def attach(self, policy: "PreemptivePolicy") -> None: ...
     def params(self) -> dict: ...
     def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None: ...
     def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None: ...
@@ -104,7 +104,7 @@ class PreemptivePolicy(Policy):
         order.policy = self
         self.elastic = elastic
         if elastic is not None:
-            elastic.policy = self
+            elastic.attach(self)
         self.queue: list[RankedEntry] = []     # best first
         self.running: list[RunningEntry] = []  # heap, worst first
         self._entry: dict[str, RankedEntry] = {}

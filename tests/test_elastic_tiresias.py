@@ -112,6 +112,37 @@ def test_a_job_shrunk_for_waiting_jobs_is_not_grown_back_while_they_wait():
     assert s["b"].first_start == pytest.approx(160) and s["b"].finish == pytest.approx(170)
 
 
+class WithMemory(SizeTable):
+    """Model "m" holds 20,000 MiB per GPU on 1 GPU and 10,000 on 2 (global batch kept)."""
+
+    def memory_mib(self, spec, gpus, accumulation=1):
+        return 20000 / gpus / accumulation
+
+
+def test_a_shrink_that_would_overflow_gpu_memory_does_not_happen():
+    # As above, but A cannot shrink to 1 GPU: 20,000 MiB do not fit a 16,384 MiB V100. It keeps
+    # its 2 GPUs and ends at 100; B then runs 100..110. (Shrinking used to ignore memory.)
+    jobs = [JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
+            JobSpec("b", 10.0, 4, 10.0, model="m")]
+    sim = Simulator(parse_cluster_spec("1x4:V100/16384"), jobs, make_policy("elastic-fifo", shrink_when_waiting=0),
+                    SimConfig(), workload=WithMemory(LINEARISH))
+    s = {j.job_id: j for j in sim.run().jobs}
+    assert s["a"].resizes == 0 and s["a"].finish == pytest.approx(100)
+    assert s["b"].finish == pytest.approx(110)
+
+
+def test_the_state_refuses_a_resize_whose_memory_does_not_fit():
+    from dlsched.errors import PlanError
+    from dlsched.state.cluster_state import ClusterState
+    from dlsched.view import Plan
+
+    state = ClusterState(parse_cluster_spec("1x4:V100/16384"), make_policy("fifo"), workload=WithMemory(LINEARISH))
+    a = state.submit(JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2))
+    state.apply(Plan(start=[(a, (0, 1))]))
+    with pytest.raises(PlanError, match="exceeds"):
+        state.apply(Plan(resize=[(a, (0,))]))
+
+
 def test_elastic_fifo_without_elastic_jobs_is_fifo():
     import random
     rng = random.Random(5)

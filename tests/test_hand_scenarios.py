@@ -175,3 +175,18 @@ def test_binned_timeseries_by_hand():
     assert [b["utilization"] for b in bins] == pytest.approx([1.0, 0.5, 1.0, 1.0])
     assert [b["queue_mean"] for b in bins] == pytest.approx([1, 1, 0, 0])
     assert sum(b["utilization"] for b in bins) / 4 == pytest.approx(summarize(r)["gpu_utilization"])
+
+
+def test_preemption_stops_only_the_jobs_whose_gpus_the_new_job_takes():
+    # 2 nodes x 4 GPUs, SRTF, 30 s restart pause. At 0: a (3 GPUs, 60 s) lands on node 0, v2
+    # (4 GPUs, 910 s) on node 1, v1 (1 GPU, 930 s) on node 0's last GPU. At 10, j (4 GPUs,
+    # 100 s) outranks v1 (920 s left, the worst) and v2 (900 s left). Taking v1 frees one GPU
+    # (not enough); taking v2 too frees node 1, where j goes: v1's GPU is not used, so v1 keeps
+    # running and ends at 930. When a ends at 60, v2 (900 left) does not outrank v1 (870 left)
+    # and waits for j to end at 110: 30 s pause, 900 s, ends at 1040. Mean JCT 532.5. (Before,
+    # v1 was preempted too and ended at 110 + 30 + 920 = 1060, v2 at 990: mean 552.5.)
+    jobs = [job("a", 0, 3, 60), job("v2", 0, 4, 910), job("v1", 0, 1, 930), job("j", 10, 4, 100)]
+    s, _ = run("2x4", jobs, "srtf")
+    assert s["v1"].preemptions == 0 and s["v2"].preemptions == 1
+    assert (s["a"].finish, s["j"].finish, s["v1"].finish, s["v2"].finish) == (60, 110, 930, 1040)
+    assert sum(jct(s, x) for x in "a v1 v2 j".split()) / 4 == 532.5

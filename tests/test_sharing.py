@@ -146,3 +146,38 @@ def test_a_plan_cannot_put_a_job_on_a_gpu_of_a_failed_node():
     b = state.submit(B)
     with pytest.raises(PlanError, match="not usable"):
         state.apply(Plan(start=[(b, (0,))]))
+
+
+def test_the_benefit_test_counts_accumulation_only_while_sharing():
+    # b runs alone (170 s of work, from t=0); a (100 s at its full batch) arrives at t=10 and
+    # fits beside b only at k = 2, where each of its steps costs f = 1.25 x; both slow each
+    # other 1.6 x. T_b = 160, T_a = 100. Sharing now: a at 1 / (1.6 x 1.25) = 0.5 ends at
+    # 10 + 200 = 210; b has done 200 / 1.6 = 125 of 160 then and ends at 245: mean 217.5 from
+    # t=10 = t_con(100, 160, 1.6 x 1.25, 1.6). Waiting: b ends at 170 and a, alone at its full
+    # batch, at 270: mean 210 = t_seq(100, 160) < 217.5, so SJF-BSBF must not share. (The old
+    # test took t_seq at a's accumulation-slowed time, 160 + 125 / 2 = 222.5, and shared.)
+    assert t_con(100, 160, 1.6 * 1.25, 1.6) == pytest.approx(217.5)
+    assert t_seq(100, 160) == pytest.approx(210)
+    b = JobSpec("b", 0.0, 1, 170.0, model="mb", batch_size=64)
+    a = JobSpec("a", 10.0, 1, 100.0, model="ma", batch_size=64)
+    speed = TableSpeed({("ma", "mb"): 1.6, ("mb", "ma"): 1.6}, {"ma": 12000, "mb": 6000}, {2: 1.25})
+    s, _ = run("sjf-bsbf", [b, a], speed)
+    assert s["b"].finish == pytest.approx(170) and s["a"].finish == pytest.approx(270)
+    assert s["a"].shared_s == 0
+    # where sharing pays, the pair ends when the corrected t_con says: b (T_b = 300) ends
+    # second; a ends at 10 + 2 x 100 = 210, b has 300 - 200 / 1.6 = 175 left, ends at 385:
+    # mean from t=10 (200 + 375) / 2 = 287.5 = t_con(100, 300, 2.0, 1.6) < t_seq = 350
+    s, _ = run("sjf-bsbf", [JobSpec("b", 0.0, 1, 310.0, model="mb", batch_size=64), a], speed)
+    assert s["a"].finish == pytest.approx(210) and s["b"].finish == pytest.approx(385)
+    assert t_con(100, 300, 2.0, 1.6) == pytest.approx(287.5)
+
+
+def test_a_job_sharing_at_a_sub_batch_finishes_alone_at_its_full_batch():
+    # xi = 1.1 both ways, f = 1.25: b (T_b = 50 at t=10) ends first, at 10 + 1.1 x 50 = 65; a
+    # has done 55 / 1.375 = 40 of its 100 s and runs the last 60 alone at its full batch: ends
+    # at 125. Mean from t=10: (55 + 115) / 2 = 85 = t_con(100, 50, 1.1 x 1.25, 1.1) < t_seq 100.
+    speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 12000, "mb": 6000}, {2: 1.25})
+    a = JobSpec("a", 10.0, 1, 100.0, model="ma", batch_size=64)
+    s, _ = run("sjf-bsbf", [JobSpec("b", 0.0, 1, 60.0, model="mb", batch_size=64), a], speed)
+    assert s["b"].finish == pytest.approx(65) and s["a"].finish == pytest.approx(125)
+    assert t_con(100, 50, 1.1 * 1.25, 1.1) == pytest.approx(85) and t_seq(100, 50) == pytest.approx(100)

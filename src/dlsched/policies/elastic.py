@@ -9,6 +9,8 @@ parameter or stated:
    back (lowest priority first) when the jobs at the head of the queue could then start.
 3. When more than ``shrink_when_waiting`` jobs wait (default 10), elastic jobs of low priority
    (Tiresias: below the top queue; FIFO: all) shrink to their minimum, lowest priority first.
+   A shrink keeps the global batch, so each GPU holds more: rules 2 and 3 shrink a job only as
+   far as its memory per GPU (from the workload model) still fits its GPUs.
 4. GPUs left after the pass go one at a time to the elastic job with the largest marginal
    speedup (its speed at n + 1 GPUs minus at n, relative to its speed at its request, from the
    performance model), up to its maximum (phase 2). A job started in this pass simply starts
@@ -124,6 +126,18 @@ class ElasticGrowth:
     def _resizable(self, job: JobState, view: PolicyView) -> bool:
         return job.job_id not in self._planned and not view.resizing(job) and not view.occupancy.partners(job)
 
+    @staticmethod
+    def _smallest_fitting(job: JobState, size: int, view: PolicyView) -> int | None:
+        """The smallest size from ``size`` up (below its current one) at which the job's memory
+        per GPU, its global batch kept, fits its GPUs; None if none does. Unknown memory fits."""
+        cluster = view.cluster
+        capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
+        for n in range(size, len(job.gpus)):
+            memory = view.workload.memory_mib(job.spec, n, job.accumulation)
+            if memory is None or memory <= capacity:
+                return n
+        return None
+
     def _shrink(self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch) -> None:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)
         scratch.release([g for g in job.gpus if g not in kept])
@@ -158,12 +172,16 @@ class ElasticGrowth:
                     if missing <= 0:
                         break
                     if self._resizable(job, view):
-                        missing -= self.size[job.job_id] - job.num_gpus
-                        self._shrink(job, job.num_gpus, view, plan, scratch)
+                        size = self._smallest_fitting(job, job.num_gpus, view)
+                        if size is not None:
+                            missing -= self.size[job.job_id] - size
+                            self._shrink(job, size, view, plan, scratch)
         if self._many_wait() and self.shrinkable:
             for job in sorted(self.shrinkable.values(), key=self.worst_first):
                 if self._resizable(job, view):
-                    self._shrink(job, job.spec.gpu_range[0], view, plan, scratch)
+                    size = self._smallest_fitting(job, job.spec.gpu_range[0], view)
+                    if size is not None:
+                        self._shrink(job, size, view, plan, scratch)
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None:

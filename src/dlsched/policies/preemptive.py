@@ -248,8 +248,9 @@ class PreemptivePolicy(Policy):
 
     def _make_room(self, job: JobState, now: float, scratch, plan: Plan,
                    victims_now: set[str]) -> tuple[int, ...] | None:
-        """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed.
-        Leaves everything as it was if that is impossible."""
+        """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed; then
+        spare those whose GPUs the placement does not use. Leaves everything as it was if no
+        placement is possible."""
         popped: list[JobState] = []
         gpus = None
         planned = (lambda j: j.gpus) if self.elastic is None else self.elastic.planned_gpus
@@ -262,11 +263,18 @@ class PreemptivePolicy(Policy):
             if job.num_gpus <= scratch.total:
                 gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
         if gpus is None:
-            for victim in popped:
-                scratch.take(planned(victim))
-                self._push_running(victim)
+            spared = popped
+        else:                          # preempt only the jobs whose GPUs the placement uses
+            used = set(gpus)
+            spared = [v for v in popped if used.isdisjoint(planned(v))]
+        for victim in spared:
+            scratch.take(planned(victim))
+            self._push_running(victim)
+        if gpus is None:
             return None
         for victim in popped:
+            if victim in spared:
+                continue
             if self.elastic is not None:
                 self.elastic.victim_preempted(victim, plan)
             plan.preempt.append(victim)

@@ -10,10 +10,14 @@ beside each partner's and the pair's co-location slowdowns were measured:
   sub-batch split that fits memory.
 - ``sjf-bsbf`` shares only with partners that pass the pairwise benefit test t_con < t_seq, and
   picks them best benefit first (smallest t_con). For pending a and running b with solo
-  remaining times T_a, T_b and slowdowns xi_a, xi_b:
+  remaining times T_a, T_b (a's at its full batch) and slowdowns xi_a, xi_b:
       b ends first (xi_a T_a >= xi_b T_b): t_con = T_a / 2 + (1 - 1 / (2 xi_a)) xi_b T_b
       a ends first:                        t_con = T_b / 2 + (1 - 1 / (2 xi_b)) xi_a T_a
       t_seq = T_b + T_a / 2
+  When a must run at k sub-batches to fit, each of its steps takes f = T_a(k) / T_a(1) longer
+  while it shares, and it goes back to its full batch once b ends (the state restores it): both
+  cases above then hold with xi_a replaced by f xi_a and T_a kept at the full batch, and the
+  "wait, then run alone" case t_seq is at the full batch too.
   Reconstructed choices (documented parameters where they are choices):
   * sharing time point: with fixed slowdowns the pair's total completion time is linear in the
     start of sharing, so the best point is now or when b ends; that is the pairwise test itself,
@@ -90,8 +94,9 @@ Partners = Callable[[JobState, "_Group", "_Pairing", float, float], Iterator[tup
 
 
 def benefit_partners(job: JobState, group: "_Group", pairing: "_Pairing", t_a: float, now: float):
-    """SJF-BSBF: (t_con, partner) of the group's members that pass the benefit test, best first."""
-    xi_a, xi_b = pairing.xi_a, pairing.xi_b
+    """SJF-BSBF: (t_con, partner) of the group's members that pass the benefit test, best first.
+    ``t_a`` is the job's remaining solo time at its full batch."""
+    xi_a, xi_b = pairing.xi_a * pairing.t_a_factor, pairing.xi_b   # accumulation slows it while it shares
     # t_con < t_seq holds for T_b <= xi_a T_a / xi_b iff (1 - 1/(2 xi_a)) xi_b < 1, and for
     # larger T_b iff T_b > T_a (2 (1 - 1/(2 xi_b)) xi_a - 1): the passing T_b form at most
     # two intervals, and t_con grows with T_b, so the first passing jobs are the best.
@@ -238,7 +243,7 @@ class _SharingPass:
         group.skip_claimed(claimed)
         out = []
         need, got = job.spec.num_gpus, 0
-        for key, partner in self.part.partners(job, group, pairing, t_a1 * pairing.t_a_factor, self.now):
+        for key, partner in self.part.partners(job, group, pairing, t_a1, self.now):
             if partner.seq in claimed:
                 continue
             out.append((key, partner, pairing))

@@ -308,6 +308,11 @@ class ClusterState:
             problem = "its previous resize is still under way"
         elif self.occupancy.partners(job):
             problem = "it shares a GPU"
+        else:
+            memory = self.workload.memory_mib(spec, len(gpus), job.accumulation)
+            capacity = min(self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib for g in gpus)
+            if memory is not None and memory > capacity:
+                problem = f"{memory:.0f} MiB per GPU at {len(gpus)} GPUs exceeds their {capacity} MiB"
         if problem:
             raise PlanError(f"policy {self.policy.name} resized job {job.job_id}: {problem}")
         old = set(job.gpus)

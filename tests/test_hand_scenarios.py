@@ -23,7 +23,7 @@ def test_fifo_strict_blocks_behind_a_large_job():
 def test_fifo_backfill_lets_small_jobs_use_idle_gpus():
     # Same jobs: with backfill C takes the idle GPU at once (10-30); B still starts at 100.
     jobs = [job("A", 0, 1, 100), job("B", 5, 2, 50), job("C", 10, 1, 20)]
-    s, _ = run("1x2", jobs, "fifo", backfill=True)
+    s, _ = run("1x2", jobs, "fifo", scan="backfill")
     assert (jct(s, "A"), jct(s, "B"), jct(s, "C")) == (100, 145, 20)
 
 
@@ -44,7 +44,7 @@ def test_sjf_on_two_gpus_with_a_two_gpu_job():
     s, _ = run("1x2", jobs, "sjf")
     assert [s[x].finish for x in "ABCD"] == [60, 100, 120, 150]
     # with backfill D uses the GPU A leaves (60-90) and C still starts at 100
-    s, _ = run("1x2", jobs, "sjf", backfill=True)
+    s, _ = run("1x2", jobs, "sjf", scan="backfill")
     assert [s[x].finish for x in "ABCD"] == [60, 100, 120, 90]
 
 
@@ -76,9 +76,20 @@ def test_srtf_gang_preemption_keeps_strict_order():
     # so a does not jump ahead. c ends at 20; b restarts, pauses 30, runs 40: ends at 90.
     # a starts at 90 and ends at 190.
     jobs = [job("a", 0, 2, 100), job("b", 0, 4, 50), job("c", 10, 1, 10)]
-    s, _ = run("1x4", jobs, "srtf", SimConfig(restart_overhead_s=30))
+    s, _ = run("1x4", jobs, "srtf", SimConfig(restart_overhead_s=30), scan="strict")
     assert (s["c"].finish, s["b"].finish, s["a"].finish) == (20, 90, 190)
     assert s["a"].first_start == 90
+
+
+def test_srtf_greedy_scan_starts_later_jobs_past_a_blocked_one():
+    # The same jobs under the default greedy scan (the Tiresias simulator's): at 10, b is blocked
+    # (3 GPUs free after c took one of its 4), so a starts at once on 2 of them. At 20 c ends;
+    # b (40 s left) outranks a (90 s left) and preempts it: b pauses 30 s and ends at 90; a
+    # restarts at 90, pauses 30 s, runs its last 90 s: ends at 210.
+    jobs = [job("a", 0, 2, 100), job("b", 0, 4, 50), job("c", 10, 1, 10)]
+    s, _ = run("1x4", jobs, "srtf", SimConfig(restart_overhead_s=30))
+    assert (s["c"].finish, s["b"].finish, s["a"].finish) == (20, 90, 210)
+    assert s["a"].first_start == 10 and s["a"].preemptions == 1
 
 
 def test_tiresias_demotes_after_the_threshold_and_a_higher_queue_preempts():
@@ -160,7 +171,7 @@ def test_gpu_type_constraint_waits_for_the_right_type():
     # for A although the V100 is idle, then runs 100-150. C (any type) takes the V100 at once.
     jobs = [job("A", 0, 1, 100, gpu_types=("T4",)), job("B", 1, 1, 50, gpu_types=("T4",)),
             job("C", 2, 1, 10)]
-    s, _ = run("1x1:V100,1x1:T4", jobs, "fifo", backfill=True)
+    s, _ = run("1x1:V100,1x1:T4", jobs, "fifo", scan="backfill")
     assert (s["A"].gpus, s["B"].gpus, s["C"].gpus) == ((1,), (1,), (0,))
     assert (s["B"].first_start, s["C"].first_start) == (100, 2)
 
@@ -190,3 +201,18 @@ def test_preemption_stops_only_the_jobs_whose_gpus_the_new_job_takes():
     assert s["v1"].preemptions == 0 and s["v2"].preemptions == 1
     assert (s["a"].finish, s["j"].finish, s["v1"].finish, s["v2"].finish) == (60, 110, 930, 1040)
     assert sum(jct(s, x) for x in "a v1 v2 j".split()) / 4 == 532.5
+
+
+def test_tiresias_threshold_sets():
+    from dlsched.errors import SpecError
+    from dlsched.policies.base import make_policy
+
+    # the default is the authors' simulator's queues (simulator/jobs.py: queue_limit, dlas-gpu)
+    assert make_policy("tiresias").params()["thresholds_gpu_s"] == [3250.0, 7200.0]
+    assert make_policy("tiresias").params()["scan"] == "greedy"
+    assert make_policy("tiresias", thresholds_gpu_s="las-3.2h").params()["thresholds_gpu_s"] == [11520.0]
+    assert make_policy("tiresias", thresholds_gpu_s="100,200").params()["thresholds_gpu_s"] == [100.0, 200.0]
+    with pytest.raises(SpecError, match="thresholds_gpu_s"):
+        make_policy("tiresias", thresholds_gpu_s="fast")
+    with pytest.raises(SpecError, match="scan"):
+        make_policy("fifo", scan="sideways")

@@ -51,12 +51,12 @@ def simulate_checked(cluster, jobs, policy, config, **params):
 
 
 @settings(max_examples=60, deadline=None)
-@given(workloads(), st.sampled_from(POLICIES), st.booleans(), config_strategy,
+@given(workloads(), st.sampled_from(POLICIES), st.sampled_from(["strict", "backfill", "greedy"]), config_strategy,
        st.sampled_from(["best-fit", "consolidated", "spread"]))
-def test_invariants(workload, policy, backfill, config, placement):
+def test_invariants(workload, policy, scan, config, placement):
     cluster, jobs = workload
     params = {"thresholds_gpu_s": [50, 400], "starvation_factor": 1.5} if policy == "tiresias" else {}
-    result = simulate_checked(cluster, jobs, policy, config, backfill=backfill, placement=placement,
+    result = simulate_checked(cluster, jobs, policy, config, scan=scan, placement=placement,
                               **params)
     # every job finishes exactly once
     assert sorted(j.job_id for j in result.jobs) == sorted(s.job_id for s in jobs)
@@ -94,15 +94,15 @@ def model_workloads(draw):
 
 @settings(max_examples=40, deadline=None)
 @given(model_workloads(), st.sampled_from(["sjf-ffs", "sjf-bsbf", "sjf-bsbf-consolidated"]),
-       st.booleans(), st.sampled_from(["V100", "RTXA6000"]))
-def test_sharing_invariants(workload, policy, backfill, gpu_type):
+       st.sampled_from(["strict", "backfill", "greedy"]), st.sampled_from(["V100", "RTXA6000"]))
+def test_sharing_invariants(workload, policy, scan, gpu_type):
     from dlsched.perf.model import PerfModel
     from dlsched.perf.speed import PerfSpeed
 
     cluster_spec, jobs = workload
     cluster = parse_cluster_spec(f"{cluster_spec}:{gpu_type}")
 
-    result = checked(Simulator(cluster, jobs, make_policy(policy, backfill=backfill), SimConfig(),
+    result = checked(Simulator(cluster, jobs, make_policy(policy, scan=scan), SimConfig(),
                                workload=PerfSpeed(PerfModel(), cluster))).run()
     for j in result.jobs:
         assert j.status is Status.DONE

@@ -59,7 +59,13 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100)")
     p.add_argument("--placement", choices=["best-fit", "consolidated", "spread"],
                    help="where jobs go (default: the policy's own, best-fit for all but the -consolidated ones)")
-    p.add_argument("--backfill", action="store_true", help="let later jobs use GPUs blocked jobs cannot")
+    p.add_argument("--scan", choices=["strict", "backfill", "greedy"],
+                   help="past a job that cannot start: stop (strict), let later jobs take free GPUs "
+                        "(backfill), or also let them preempt jobs they outrank (greedy). Default: the "
+                        "policy's own (strict for fifo, sjf and the sharing policies; greedy for srtf, "
+                        "tiresias and elastic-tiresias, as the Tiresias simulator)")
+    p.add_argument("--backfill", dest="scan", action="store_const", const="backfill",
+                   help="the same as --scan backfill")
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="policy parameter, e.g. thresholds_gpu_s=3600,36000 (repeatable)")
     p.add_argument("--restart-overhead-s", type=float, default=POLLUX_RESTART_PENALTY_S,
@@ -102,8 +108,8 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
     from .sim import SimConfig, Simulator
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
-    given = {} if args.placement is None else {"placement": args.placement}
-    policy = make_policy(policy_name, backfill=args.backfill, **given, **_key_values(args.param, "param"))
+    given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
+    policy = make_policy(policy_name, **given, **_key_values(args.param, "param"))
     config = SimConfig(restart_overhead_s=args.restart_overhead_s,
                        startup_overhead_s=args.startup_overhead_s,
                        checkpoint_interval_s=args.checkpoint_interval_s,

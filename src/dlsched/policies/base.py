@@ -20,6 +20,13 @@ from .placement import PLACEMENTS, Placement
 __all__ = ["Plan", "Policy", "PolicyView", "register", "make_policy", "available_policies"]
 
 
+# How a pass goes on past a job that cannot start: "strict", it stops (later jobs wait behind
+# it); "backfill", later jobs may take the GPUs it cannot use but preempt nobody; "greedy", later
+# jobs may also preempt jobs they outrank (the Tiresias simulator's in-order scan). Without
+# preemption, greedy and backfill are the same.
+SCANS = ("strict", "backfill", "greedy")
+
+
 class Policy:
     """Base class: override :meth:`schedule`, and the hooks when the policy keeps indexes."""
 
@@ -27,12 +34,15 @@ class Policy:
     description: ClassVar[str] = ""
     shares_gpus: ClassVar[bool] = False   # may put two jobs on one GPU (needs their memory)
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
+    def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:
             raise SpecError("placement", f"unknown placement '{placement}': choose from {', '.join(PLACEMENTS)}")
         self.placement_name = placement
         self.place: Placement = PLACEMENTS[placement]
-        self.backfill = backfill
+        if scan not in SCANS:
+            raise SpecError("scan", f"unknown scan '{scan}': choose from {', '.join(SCANS)}")
+        self.scan = scan
+        self.backfill = scan != "strict"     # later jobs may start past a blocked one
 
     # -- notifications from the backend ----------------------------------------------------
     def job_arrived(self, job: JobState, now: float) -> None:
@@ -60,7 +70,7 @@ class Policy:
 
     def params(self) -> dict:
         """The parameters in force, for reports."""
-        return {"placement": self.placement_name, "backfill": self.backfill}
+        return {"placement": self.placement_name, "scan": self.scan}
 
 
 POLICIES: dict[str, type[Policy]] = {}

@@ -247,10 +247,10 @@ class ElasticTiresias(PreemptivePolicy):
     name = "elastic-tiresias"
     description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+    def __init__(self, placement: str = "best-fit", scan: str = "greedy",
                  thresholds_gpu_s=DEFAULT_THRESHOLDS_GPU_S, starvation_factor=DEFAULT_STARVATION_FACTOR,
                  shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
-        super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, backfill,
+        super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, scan,
                          ElasticGrowth(shrink_when_waiting))
 
 
@@ -259,6 +259,6 @@ class ElasticFifo(PreemptivePolicy):
     name = "elastic-fifo"
     description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+    def __init__(self, placement: str = "best-fit", scan: str = "strict",
                  shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
-        super().__init__(NoPreemptionFifo(), placement, backfill, ElasticGrowth(shrink_when_waiting))
+        super().__init__(NoPreemptionFifo(), placement, scan, ElasticGrowth(shrink_when_waiting))

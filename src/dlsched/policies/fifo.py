@@ -7,7 +7,7 @@ from .queued import QueuedPolicy, submit_order
 @register
 class Fifo(QueuedPolicy):
     name = "fifo"
-    description = "first come, first served; non-preemptive (strict unless backfill)"
+    description = "first come, first served; non-preemptive (strict unless --scan backfill)"
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
-        super().__init__(submit_order, placement, backfill)
+    def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
+        super().__init__(submit_order, placement, scan)

@@ -2,9 +2,11 @@
 
 Every active job has a rank at time ``now`` (lower is better). The best pending job starts if
 it can be placed; otherwise running jobs the order lets it preempt are preempted, worst first,
-until it can be placed (if even all of them would not make room, nobody is preempted). Strict
-by default: a pending job that cannot start blocks those behind it; with ``backfill=True``
-they may still take free GPUs, without preempting anyone.
+until it can be placed (if even all of them would not make room, nobody is preempted), and
+only those whose GPUs its placement uses stay preempted. Past a job that cannot start, the
+scan (``scan``) goes on as the Tiresias simulator's does ("greedy": later jobs start where
+they fit and may preempt jobs they outrank), or lets later jobs take only free GPUs
+("backfill"), or stops ("strict").
 
 The order (:class:`PreemptiveOrder`) gives ``rank(job, now)`` and ``worst_first(job)``, a key
 that orders running jobs worst first and stays valid while a job runs unless the order asks its
@@ -97,9 +99,9 @@ class ResizingPart(Protocol):
 
 
 class PreemptivePolicy(Policy):
-    def __init__(self, order: PreemptiveOrder, placement: str = "best-fit", backfill: bool = False,
+    def __init__(self, order: PreemptiveOrder, placement: str = "best-fit", scan: str = "strict",
                  elastic: ResizingPart | None = None) -> None:
-        super().__init__(placement, backfill)
+        super().__init__(placement, scan)
         self.order = order
         order.policy = self
         self.elastic = elastic
@@ -216,7 +218,7 @@ class PreemptivePolicy(Policy):
             gpus = None
             if job.num_gpus <= free.total:
                 gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
-            if gpus is None and not blocked and self._can_preempt_for(job, now, free.total):
+            if gpus is None and (not blocked or self.scan == "greedy") and self._can_preempt_for(job, now, free.total):
                 if scratch is None:
                     scratch = free = view.free.copy()
                 gpus = self._make_room(job, now, scratch, plan, victims_now)

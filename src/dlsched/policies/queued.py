@@ -2,7 +2,9 @@
 optional sharing part lets a job that finds no idle GPUs join running jobs' GPUs.
 
 Strict by default (the first job in order that cannot start blocks the rest, as plain FIFO
-does); with ``backfill=True`` later jobs may take GPUs the blocked ones cannot use.
+does, and as the Tiresias simulator's ``fifo``); with ``scan="backfill"`` (or "greedy", the same
+without preemption; the Tiresias simulator's ``fjf``) later jobs may take GPUs the blocked ones
+cannot use.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ class QueueEntry(NamedTuple):
 
 class QueuedPolicy(Policy):
     def __init__(self, key: Callable[[JobState], tuple], placement: str = "best-fit",
-                 backfill: bool = False, sharing: SharingPart | None = None) -> None:
-        super().__init__(placement, backfill)
+                 scan: str = "strict", sharing: SharingPart | None = None) -> None:
+        super().__init__(placement, scan)
         self.key = key
         self.sharing = sharing
         self.kind = size_kind if sharing is None else sharing.kind

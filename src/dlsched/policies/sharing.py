@@ -1,6 +1,6 @@
 """GPU sharing with gradient accumulation: SJF-BSBF and its aggressive baseline SJF-FFS
 (Luo, Wang, Shi et al., arXiv 2407.13088; PAPERS.md section 1). Both are non-preemptive and
-take pending jobs in shortest-job-first order (oracle duration), strict unless ``backfill``.
+take pending jobs in shortest-job-first order (oracle duration), strict unless ``scan`` says otherwise.
 
 A pending job takes idle GPUs when enough are free. Otherwise it may share GPUs with running
 jobs that are alone on theirs (at most two jobs per GPU), if its memory at some sub-batch fits
@@ -258,9 +258,9 @@ class SjfSharing(QueuedPolicy):
 
     partners: Partners
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False,
+    def __init__(self, placement: str = "best-fit", scan: str = "strict",
                  max_accumulation: int = MAX_ACCUMULATION) -> None:
-        super().__init__(shortest_first, placement, backfill,
+        super().__init__(shortest_first, placement, scan,
                          GpuSharing(type(self).partners, placement, max_accumulation))
 
 
@@ -284,9 +284,9 @@ class SjfBsbfConsolidated(SjfSharing):
     description = "sjf-bsbf, each job on as few nodes as its size allows"
     partners = staticmethod(benefit_partners)
 
-    def __init__(self, placement: str = "consolidated", backfill: bool = False,
+    def __init__(self, placement: str = "consolidated", scan: str = "strict",
                  max_accumulation: int = MAX_ACCUMULATION) -> None:
-        super().__init__(placement, backfill, max_accumulation)
+        super().__init__(placement, scan, max_accumulation)
 
 
 @register
@@ -295,6 +295,6 @@ class SjfFfsConsolidated(SjfSharing):
     description = "sjf-ffs, each job on as few nodes as its size allows"
     partners = staticmethod(first_fit_partners)
 
-    def __init__(self, placement: str = "consolidated", backfill: bool = False,
+    def __init__(self, placement: str = "consolidated", scan: str = "strict",
                  max_accumulation: int = MAX_ACCUMULATION) -> None:
-        super().__init__(placement, backfill, max_accumulation)
+        super().__init__(placement, scan, max_accumulation)

@@ -13,8 +13,8 @@ class Sjf(QueuedPolicy):
     name = "sjf"
     description = "shortest job first by (oracle) duration; non-preemptive"
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
-        super().__init__(shortest_first, placement, backfill)
+    def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
+        super().__init__(shortest_first, placement, scan)
 
 
 class SrtfOrder(PreemptiveOrder):
@@ -46,5 +46,5 @@ class Srtf(PreemptivePolicy):
     name = "srtf"
     description = "shortest remaining time first (oracle); preempts longer-remaining jobs"
 
-    def __init__(self, placement: str = "best-fit", backfill: bool = False) -> None:
-        super().__init__(SrtfOrder(), placement, backfill)
+    def __init__(self, placement: str = "best-fit", scan: str = "greedy") -> None:
+        super().__init__(SrtfOrder(), placement, scan)

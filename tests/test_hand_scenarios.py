@@ -216,3 +216,25 @@ def test_tiresias_threshold_sets():
         make_policy("tiresias", thresholds_gpu_s="fast")
     with pytest.raises(SpecError, match="scan"):
         make_policy("fifo", scan="sideways")
+
+
+def test_srtf_preempts_the_job_with_the_most_work_left_whatever_its_speed():
+    # 2 GPUs, no restart pause. x (1,000 s of work) runs at speed 2, y (800 s) at speed 1, both
+    # from 0. At 300, p (450 s) arrives: x has 400 s left, y 500 s. p outranks y only, so y is
+    # preempted (the old worst-first heap assumed speed 1 and looked at x only: p waited).
+    # p: 300-750; x ends at 500; y resumes there with 500 s left: ends at 1000.
+    from dlsched.sim.engine import Simulator
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.policies.base import make_policy
+    from dlsched.workload import TraceModel
+
+    class XIsFast(TraceModel):
+        def __call__(self, job, gpus):
+            return 2.0 if job.job_id == "x" else 1.0
+
+    jobs = [job("x", 0, 1, 1000), job("y", 0, 1, 800), job("p", 300, 1, 450)]
+    result = Simulator(parse_cluster_spec("1x2"), jobs, make_policy("srtf"), SimConfig(restart_overhead_s=0),
+                       workload=XIsFast()).run()
+    s = {j.job_id: j for j in result.jobs}
+    assert s["p"].first_start == 300 and s["y"].preemptions == 1 and s["x"].preemptions == 0
+    assert (s["x"].finish, s["p"].finish, s["y"].finish) == (500, 750, 1000)

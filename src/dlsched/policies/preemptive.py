@@ -17,7 +17,7 @@ may resize jobs before and after the pass.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from typing import NamedTuple, Protocol
 
 from ..jobs import JobState
@@ -34,8 +34,9 @@ class RankedEntry(NamedTuple):
 class RunningEntry(NamedTuple):
     """A running job in the worst-first heap; stale once its job's stamp moved on."""
     worst_first: tuple
-    stamp: int
+    stamp: int                   # unique: comparisons stop here
     job: JobState
+    keyed_at: float              # when worst_first was computed
 
 
 class PreemptiveOrder:
@@ -43,10 +44,20 @@ class PreemptiveOrder:
 
     policy: "PreemptivePolicy"
 
+    # True when running jobs' order drifts with time (SRTF: jobs progress at different speeds,
+    # and not at all while they pause to restart). ``worst_first`` is then a bound: never above
+    # the job's ``exact_worst_first`` at any later time while it runs, so the policy needs the
+    # exact key only of the jobs whose bound beats the worst exact key found so far.
+    drifting_keys = False
+
     def rank(self, job: JobState, now: float) -> tuple:
         raise NotImplementedError
 
     def worst_first(self, job: JobState) -> tuple:
+        raise NotImplementedError
+
+    def exact_worst_first(self, job: JobState) -> tuple:
+        """With ``drifting_keys``: the job's worst-first key at the time of the pass."""
         raise NotImplementedError
 
     def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
@@ -110,8 +121,11 @@ class PreemptivePolicy(Policy):
         self.queue: list[RankedEntry] = []     # best first
         self.running: list[RunningEntry] = []  # heap, worst first
         self._entry: dict[str, RankedEntry] = {}
+        self.by_kind: dict[tuple, list[RankedEntry]] = {}   # (GPUs, GPU types) -> its queue
         self._stamp: dict[str, int] = {}       # job id -> stamp of its valid running entry
         self._next_stamp = 0
+        self._now = 0.0                        # the pass under way
+        self._worst: tuple | None = None       # drifting keys: (stamp, job) found worst this pass
 
     def params(self) -> dict:
         params = {**super().params(), **self.order.params()}
@@ -130,38 +144,72 @@ class PreemptivePolicy(Policy):
 
     def requeue_pending(self, job: JobState, now: float) -> None:
         """Re-rank a pending job (its rank changed)."""
-        i = bisect_left(self.queue, self._entry.pop(job.job_id))
-        del self.queue[i]
+        self._dequeue(job, bisect_left(self.queue, self._entry[job.job_id]))
         self._enqueue(job, now)
+
+    @staticmethod
+    def _kind(job: JobState) -> tuple:
+        return (job.num_gpus, job.spec.gpu_types)
 
     def _enqueue(self, job: JobState, now: float) -> None:
         entry = RankedEntry(self.order.rank(job, now), job.seq, job)
         self._entry[job.job_id] = entry
         insort(self.queue, entry)
+        insort(self.by_kind.setdefault(self._kind(job), []), entry)
+
+    def _dequeue(self, job: JobState, i: int) -> None:
+        entry = self.queue.pop(i)
+        del self._entry[job.job_id]
+        kind = self._kind(job)
+        same = self.by_kind[kind]
+        del same[bisect_left(same, entry)]
+        if not same:
+            del self.by_kind[kind]
 
     def _push_running(self, job: JobState) -> None:
+        self._worst = None
         self._next_stamp += 1
         self._stamp[job.job_id] = self._next_stamp
-        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job))
+        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job, self._now))
         if len(self.running) > 2 * len(self._stamp) + 64:     # mostly stale: compact
             self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
             heapq.heapify(self.running)
 
     def _pop_worst(self) -> JobState | None:
-        while self.running:
-            entry = heapq.heappop(self.running)
-            if self._stamp.get(entry.job.job_id) == entry.stamp:
-                del self._stamp[entry.job.job_id]
-                return entry.job
-        return None
+        job = self._peek_worst()
+        if job is not None:
+            del self._stamp[job.job_id]      # its heap entry is stale now
+        return job
 
     def _peek_worst(self) -> JobState | None:
-        while self.running:
-            entry = self.running[0]
-            if self._stamp.get(entry.job.job_id) == entry.stamp:
-                return entry.job
-            heapq.heappop(self.running)
-        return None
+        running, stamps = self.running, self._stamp
+        while running and stamps.get(running[0].job.job_id) != running[0].stamp:
+            heapq.heappop(running)
+        if not running or not self.order.drifting_keys:
+            return running[0].job if running else None
+        cached = self._worst
+        if cached is not None and stamps.get(cached[1].job_id) == cached[0]:
+            return cached[1]             # nothing was pushed or popped since it was found
+        # drifting keys: take jobs off the top while their bound may beat the worst exact key
+        # found so far; put them back with bounds as of now (tighter)
+        exact = self.order.exact_worst_first
+        best_key, best, taken = None, None, []
+        while running:
+            entry = running[0]
+            if stamps.get(entry.job.job_id) != entry.stamp:
+                heapq.heappop(running)
+                continue
+            if best_key is not None and entry.worst_first >= best_key:
+                break
+            heapq.heappop(running)
+            taken.append(entry.job)
+            key = exact(entry.job)
+            if best_key is None or key < best_key:
+                best_key, best = key, entry.job
+        for job in taken:
+            self._push_running(job)
+        self._worst = (stamps[best.job_id], best)
+        return best
 
     def _started(self, job: JobState, now: float) -> None:
         self.order.started(job, now)
@@ -182,7 +230,7 @@ class PreemptivePolicy(Policy):
         self._stopped(job, now)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
-        del self.queue[bisect_left(self.queue, self._entry.pop(job.job_id))]
+        self._dequeue(job, bisect_left(self.queue, self._entry[job.job_id]))
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
@@ -195,7 +243,8 @@ class PreemptivePolicy(Policy):
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
-        now = view.now
+        now = self._now = view.now
+        self._worst = None
         self.order.on_timers(view)
         plan = Plan()
         scratch = None
@@ -205,14 +254,29 @@ class PreemptivePolicy(Policy):
             elastic.before_pass(view, plan, scratch)
         blocked = False
         victims_now: set[str] = set()
-        i = 0
-        while i < len(self.queue):
-            job: JobState = self.queue[i].job
+        # A kind of job (its GPUs and GPU types) that could neither start nor make room cannot
+        # later in the pass either, until a preemption frees GPUs: free GPUs only shrink
+        # meanwhile, and later jobs rank worse (they outrank fewer running jobs). So the scan
+        # merges the kinds' queues in rank order and drops a kind once it fails: a pass costs
+        # the jobs that start plus one failure per kind, not the whole queue.
+        heads = [(same[0], kind) for kind, same in self.by_kind.items()]
+        heapq.heapify(heads)
+        dropped: list[tuple[RankedEntry, tuple]] = []
+        victims: list[RankedEntry] = []      # preempted in this pass: in the queue again, behind
+        while heads:
+            entry, kind = heapq.heappop(heads)
+            job = entry.job
+            if victims and victims[0] < entry:   # the scan passes a victim: it blocks as any job
+                if not self.backfill:
+                    break
+                blocked = True
+                while victims and victims[0] < entry:
+                    heapq.heappop(victims)
             if job.job_id in victims_now:    # just preempted: it cannot start again now
                 if not self.backfill:
                     break
                 blocked = True
-                i += 1
+                self._push_next(heads, entry, kind)
                 continue
             free = view.free if scratch is None else scratch
             gpus = None
@@ -221,25 +285,39 @@ class PreemptivePolicy(Policy):
             if gpus is None and (not blocked or self.scan == "greedy") and self._can_preempt_for(job, now, free.total):
                 if scratch is None:
                     scratch = free = view.free.copy()
+                preempted = len(plan.preempt)
                 gpus = self._make_room(job, now, scratch, plan, victims_now)
+                for victim in plan.preempt[preempted:]:
+                    heapq.heappush(victims, self._entry[victim.job_id])
+                if gpus is not None and dropped:     # the victims may free more than it takes
+                    for head in dropped:
+                        heapq.heappush(heads, head)
+                    dropped = []
             if gpus is None:
                 if not self.backfill:
                     break
                 blocked = True
-                i += 1
+                dropped.append((entry, kind))
                 continue
             if scratch is None:
                 scratch = view.free.copy()
             scratch.take(gpus)
             plan.start.append((job, gpus))
-            del self.queue[i]
-            del self._entry[job.job_id]
+            self._push_next(heads, entry, kind)
+            self._dequeue(job, bisect_left(self.queue, entry))
             self._started(job, now)
             self._push_running(job)
         if elastic is not None:
             elastic.after_pass(view, plan, scratch)
         plan.wakeup_at = self.order.next_timer()
         return plan
+
+    def _push_next(self, heads: list, entry: RankedEntry, kind: tuple) -> None:
+        """The kind's next job after ``entry`` joins the scan (if it has one)."""
+        same = self.by_kind[kind]
+        j = bisect_right(same, entry)
+        if j < len(same):
+            heapq.heappush(heads, (same[j], kind))
 
     def _can_preempt_for(self, job: JobState, now: float, free_total: int) -> bool:
         extra = 0 if self.elastic is None else self.elastic.extra_gpus
@@ -256,6 +334,7 @@ class PreemptivePolicy(Policy):
         popped: list[JobState] = []
         gpus = None
         planned = (lambda j: j.gpus) if self.elastic is None else self.elastic.planned_gpus
+        worst_before = self._peek_worst()
         while gpus is None:
             worst = self._peek_worst()
             if worst is None or not self.order.outranks(job, worst, now):
@@ -273,6 +352,8 @@ class PreemptivePolicy(Policy):
             scratch.take(planned(victim))
             self._push_running(victim)
         if gpus is None:
+            if worst_before is not None:     # the same running jobs as before: the same worst
+                self._worst = (self._stamp[worst_before.job_id], worst_before)
             return None
         for victim in popped:
             if victim in spared:

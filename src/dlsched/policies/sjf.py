@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from ..jobs import JobState
-from .base import register
+from .base import PolicyView, register
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 from .queued import QueuedPolicy, shortest_first
 
@@ -18,27 +20,38 @@ class Sjf(QueuedPolicy):
 
 
 class SrtfOrder(PreemptiveOrder):
+    """Remaining solo work at ``now`` (the oracle's). Running jobs progress at different speeds
+    (placement, GPU type) and not at all while they pause to restart, so their order drifts
+    (``drifting_keys``); their work left only shrinks while they run."""
+
+    drifting_keys = True
+
     def __init__(self) -> None:
-        self._started_at: dict[str, float] = {}
+        self.now = 0.0
 
     def rank(self, job: JobState, now: float) -> tuple:
         return (job.remaining_at(now), job.seq)
 
-    def started(self, job: JobState, now: float) -> None:
-        self._started_at[job.job_id] = now
+    def on_timers(self, view: PolicyView) -> None:
+        self.now = view.now
 
-    def stopped(self, job: JobState, now: float) -> None:
-        self._started_at.pop(job.job_id, None)
-
-    def progressed(self, job: JobState, now: float) -> None:
-        # measured progress replaced the prediction: its remaining work, so its rank, moved
-        self._started_at[job.job_id] = now
-        self.policy.rekey_running(job)
+    # Keys are in "time its work left would reach zero at speed 1 from now" (now + work left),
+    # so keys computed at different times compare: a larger one is more work left.
+    def exact_worst_first(self, job: JobState) -> tuple:
+        return (-(self.now + job.remaining_at(self.now)), -job.seq)
 
     def worst_first(self, job: JobState) -> tuple:
-        # The remaining work shrinks for every running job alike (rate 1 alone at the requested
-        # size), so the order by "time it would end if never paused" stays the order by rank.
-        return (-(self._started_at[job.job_id] + job.remaining_s), -job.seq)
+        """A bound that holds while it runs: from when its pause ends, its work left shrinks at
+        its speed r, so now + work left peaks then (r >= 1) or at its end (r < 1)."""
+        if job.rate <= 0:                     # not started yet: bounded once it runs
+            return (-math.inf, -job.seq)
+        begin = max(job.resume_at, self.now)
+        left = job.remaining_at(self.now)
+        return (-(begin + (left if job.rate >= 1 else left / job.rate)), -job.seq)
+
+    def progressed(self, job: JobState, now: float) -> None:
+        # measured progress may have raised its work left: its old key no longer bounds it
+        self.policy.rekey_running(job)
 
 
 @register

@@ -130,3 +130,17 @@ def test_synthetic_is_seeded_and_follows_the_load():
 def test_every_bundled_trace_is_listed_and_loads():
     for name in BUNDLED:
         assert load_trace(name, skip_invalid=True).jobs
+
+
+def test_pollux_steps_are_the_measured_iteration_count():
+    # cifar10 at global batch 2048: the last row of validation-2048.csv says iteration 3178
+    # (its "progress", 39,070, is not a step count); a job's work is those steps
+    from dlsched.perf.measurements import pollux_training_steps
+    from dlsched.traces import load_trace
+
+    assert pollux_training_steps("cifar10", 2048) == 3178
+    job = next(j for j in load_trace("pollux-6").jobs if j.model == "cifar10" and j.batch_size == 2048)
+    assert job.iterations == 3178
+    # between measured batch sizes Pollux interpolates linearly, and so does dlsched
+    assert pollux_training_steps("cifar10", 1536) == pytest.approx(
+        (pollux_training_steps("cifar10", 1024) + pollux_training_steps("cifar10", 2048)) / 2)

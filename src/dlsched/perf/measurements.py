@@ -56,16 +56,29 @@ def pollux_points(app: str) -> tuple[Point, ...]:
 
 @lru_cache(maxsize=None)
 def pollux_training_steps(app: str, batch_size: int) -> float:
-    """Steps a full measured training run of ``app`` took at global batch ``batch_size``: the
-    last ``progress`` of ``validation-<batch>.csv``."""
-    path = _pollux_root() / app / f"validation-{batch_size}.csv"
-    if not (_pollux_root() / app).is_dir():
+    """Optimizer steps a full measured training run of ``app`` took at global batch
+    ``batch_size``, as Pollux's simulator counts them (petuum/adaptdl, simulator/applications.py,
+    ``get_iteration`` at ``get_completion_epoch``): the ``iteration`` column (cumulative steps
+    after each epoch) of ``validation-<batch>.csv`` at its last epoch (each file holds exactly
+    the application's ``max_epochs`` there), linearly interpolated between the measured batch
+    sizes around ``batch_size``. (The ``progress`` column is not a step count.)"""
+    root = _pollux_root() / app
+    if not root.is_dir():
         raise SpecError("application", f"no Pollux profile for '{app}' (have {', '.join(pollux_apps())})")
-    if not path.is_file():
-        raise SpecError("batch_size", f"Pollux measured no training run of '{app}' at batch {batch_size}")
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    return float(rows[-1]["progress"])
+    measured = sorted(int(p.stem.split("-")[-1]) for p in root.glob("validation-*.csv"))
+    if not measured[0] <= batch_size <= measured[-1]:
+        raise SpecError("batch_size", f"Pollux measured '{app}' at batches {measured[0]}..{measured[-1]}, "
+                                      f"not {batch_size}")
+    lower = max(b for b in measured if b <= batch_size)
+    upper = min(b for b in measured if b >= batch_size)
+
+    def last_iteration(batch: int) -> float:
+        with (root / f"validation-{batch}.csv").open() as f:
+            return float(list(csv.DictReader(f))[-1]["iteration"])
+
+    if lower == upper:
+        return last_iteration(lower)
+    return ((batch_size - lower) * last_iteration(upper) + (upper - batch_size) * last_iteration(lower)) / (upper - lower)
 
 
 # -- Gavel (stanford-futuredata/gavel c4fa400, scheduler/simulation_throughputs.json, MIT;

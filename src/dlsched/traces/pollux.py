@@ -3,8 +3,8 @@
 
 The workloads carry no run time. Each job's duration is taken from Pollux's own measurements
 (``data/profiles/pollux/<app>/``): the number of steps the application needed at that batch
-size (the last ``progress`` of ``validation-<batch>.csv``, a full measured training run) times
-the measured iteration time (``step_time``, which includes synchronization) of the nearest
+size (the ``iteration`` column of ``validation-<batch>.csv`` at its last epoch, a full measured
+training run, as Pollux's simulator counts them) times the measured iteration time (``step_time``, which includes synchronization) of the nearest
 measured point in ``scalability.csv`` / ``placements.csv`` with the same number of replicas,
 fewest nodes first, nearest per-GPU batch. No fitting happens here; the performance model does
 that.
@@ -46,6 +46,6 @@ def load_pollux(path, name: str = "pollux", skip_invalid: bool = False) -> Trace
         return JobSpec(job_id=f"{name}-{(row['name'] or '').strip() or row_number}",
                        submit_time_s=number(row, "time", "submit_time_s"), num_gpus=replicas,
                        duration_s=steps * measured_iteration_s(app, replicas, batch),
-                       model=app, batch_size=batch, iterations=int(steps))
+                       model=app, batch_size=batch, iterations=round(steps))
 
     return collect(Trace(name, []), read_rows(path, COLUMNS, name), convert, skip_invalid)

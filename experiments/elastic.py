@@ -50,7 +50,7 @@ def run_one(task: tuple) -> dict:
             "wall_s": wall, **{k: s[k] for k in ("jobs_completed", "mean_jct_s", "median_jct_s", "p95_jct_s",
                                                   "mean_queue_s", "makespan_s", "preemptions", "resizes",
                                                   "resize_lost_gpu_s", "mean_size_vs_requested",
-                                                  "gpu_time_s")}}
+                                                  "job_gpu_time_s")}}
 
 
 def main() -> None:

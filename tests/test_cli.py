@@ -137,7 +137,7 @@ def test_no_perf_runs_jobs_at_trace_speed(tmp_path):
     b = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert a["performance_model"] and not b["performance_model"]
     # spread multi-GPU jobs run slower under the model: more GPU time for the same work
-    assert a["gpu_time_s"] > b["gpu_time_s"]
+    assert a["job_gpu_time_s"] > b["job_gpu_time_s"]
 
 
 @pytest.mark.parametrize("args, placement", [([], "consolidated"), (["--placement", "spread"], "spread")])

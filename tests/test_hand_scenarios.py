@@ -238,3 +238,27 @@ def test_srtf_preempts_the_job_with_the_most_work_left_whatever_its_speed():
     s = {j.job_id: j for j in result.jobs}
     assert s["p"].first_start == 300 and s["y"].preemptions == 1 and s["x"].preemptions == 0
     assert (s["x"].finish, s["p"].finish, s["y"].finish) == (500, 750, 1000)
+
+
+def test_the_summary_counts_jobs_gpu_time_and_allocated_gpu_time_apart():
+    # a (1 GPU, 100 s) runs from 0; b (1 GPU, 50 s) joins it on the one GPU at 1 (sjf-ffs);
+    # with slowdowns of 1 both run at full speed: a 0-100, b 1-51. Jobs' GPU-time: 100 + 50 =
+    # 150 s; the GPU was allocated for 100 s.
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.jobs import JobSpec
+    from dlsched.metrics import summarize
+    from dlsched.policies.base import make_policy
+    from dlsched.sim.engine import Simulator
+    from dlsched.workload import TraceModel
+
+    class Shares(TraceModel):
+        def slowdown(self, job, partner):
+            return 1.0
+
+        def memory_mib(self, spec, gpus, accumulation=1):
+            return 1000.0
+
+    jobs = [JobSpec("a", 0.0, 1, 100.0, model="m"), JobSpec("b", 1.0, 1, 50.0, model="m")]
+    sim = Simulator(parse_cluster_spec("1x1"), jobs, make_policy("sjf-ffs"), SimConfig(), workload=Shares())
+    summary = summarize(sim.run())
+    assert summary["job_gpu_time_s"] == 150 and summary["allocated_gpu_time_s"] == 100

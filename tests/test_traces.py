@@ -144,3 +144,14 @@ def test_pollux_steps_are_the_measured_iteration_count():
     # between measured batch sizes Pollux interpolates linearly, and so does dlsched
     assert pollux_training_steps("cifar10", 1536) == pytest.approx(
         (pollux_training_steps("cifar10", 1024) + pollux_training_steps("cifar10", 2048)) / 2)
+
+
+def test_the_synthetic_load_is_relative_to_the_cluster_it_runs_on():
+    # the generator's rate is load x cluster GPUs / mean GPU-seconds per job: on twice the GPUs
+    # the same seeded jobs arrive twice as fast (it used to assume 64 GPUs whatever --cluster)
+    from dlsched.prepare import prepare
+
+    small = prepare("synthetic", "64x8", trace_params={"num_jobs": 200, "load": 0.9}, perf=False).jobs
+    large = prepare("synthetic", "128x8", trace_params={"num_jobs": 200, "load": 0.9}, perf=False).jobs
+    assert [j.num_gpus for j in small] == [j.num_gpus for j in large]
+    assert [j.submit_time_s for j in large] == pytest.approx([j.submit_time_s / 2 for j in small])

@@ -69,7 +69,9 @@ def _stats(rows: list[dict]) -> dict:
         "jobs_shared": sum(1 for r in rows if r["shared_s"]),
         "mean_sharing_slowdown": (sum(r["sharing_slowdown"] * r["shared_s"] for r in rows if r["shared_s"])
                                   / shared if (shared := sum(r["shared_s"] for r in rows)) else None),
-        "gpu_time_s": sum(r["gpu_time_s"] for r in rows),
+        # the jobs' GPU-time: each job's GPUs x time held, summed (a GPU two jobs share counts
+        # twice); the cluster's allocated GPU-time is in the summary
+        "job_gpu_time_s": sum(r["gpu_time_s"] for r in rows),
     }
 
 
@@ -82,7 +84,8 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
                                   if result.gpu_capacity_s else 0.0)
     summary["shared_gpu_time_share"] = (result.gpu_shared_s / result.gpu_busy_s
                                         if result.gpu_busy_s else 0.0)
-    summary["events"] = result.events
+    summary["allocated_gpu_time_s"] = result.gpu_busy_s    # GPU-seconds with at least one job
+    summary["events"] = result.events      # arrivals, completions, switches, node events, wake-ups
     tenants: dict[str, list[dict]] = {}
     for r in rows:
         tenants.setdefault(r["tenant"], []).append(r)

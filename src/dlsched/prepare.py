@@ -40,11 +40,12 @@ def prepare(trace: str, cluster: str | Cluster, *, fmt: str | None = None, mappi
     twice the arrival rate). Jobs larger than the cluster stop with an error naming the first,
     or with ``skip_invalid`` are dropped and counted in ``trace.dropped``."""
     params = dict(trace_params or {})
-    if trace == "synthetic":
-        params.setdefault("seed", seed)
-    loaded = load_trace(trace, fmt=fmt, skip_invalid=skip_invalid, mapping=mapping, **params)
     if isinstance(cluster, str):
         cluster = load_cluster(cluster)
+    if trace == "synthetic":             # its load is relative to the cluster it runs on
+        params.setdefault("seed", seed)
+        params.setdefault("cluster_gpus", cluster.pool_gpus("training"))
+    loaded = load_trace(trace, fmt=fmt, skip_invalid=skip_invalid, mapping=mapping, **params)
     jobs = sorted(loaded.jobs, key=lambda j: j.submit_time_s)
     if perf:
         from .perf.assign import assign_models

@@ -205,8 +205,10 @@ class Simulator:
                 res.events += 1
             if wakeup <= t:
                 wakeup = INF
+                res.events += 1
             if tick <= t:
                 tick = t + interval
+                res.events += 1
             plan = policy.schedule(state)
             res.schedule_calls += 1
             if done_before != done or arrived_before != i:

@@ -9,7 +9,10 @@ beside each partner's and the pair's co-location slowdowns were measured:
 - ``sjf-ffs`` shares whenever that fits (first fit: partners in GPU order), at the smallest
   sub-batch split that fits memory.
 - ``sjf-bsbf`` shares only with partners that pass the pairwise benefit test t_con < t_seq, and
-  picks them best benefit first (smallest t_con). For pending a and running b with solo
+  picks them smallest t_con first, as the authors' testbed does (Lai-JX/Scheduler,
+  ``cluster/switch.py``, ``bsbf_alloc_res``: candidates sorted by t_con ascending). That is the
+  partner that ends soonest, not the largest gain t_seq - t_con; the paper's text says "best
+  benefit first" without the order, so dlsched follows the code. For pending a and running b with solo
   remaining times T_a, T_b (a's at its full batch) and slowdowns xi_a, xi_b:
       b ends first (xi_a T_a >= xi_b T_b): t_con = T_a / 2 + (1 - 1 / (2 xi_a)) xi_b T_b
       a ends first:                        t_con = T_b / 2 + (1 - 1 / (2 xi_b)) xi_a T_a

@@ -1,6 +1,6 @@
 """Reproduction experiment for SJF-BSBF (docs/experiments/sjf-bsbf.md).
 
-    .venv/bin/python experiments/sjf_bsbf.py [--out out/sjf-bsbf] [--load 1.0] [--backfill]
+    .venv/bin/python experiments/sjf_bsbf.py [--out out/sjf-bsbf] [--load 1.0] [--scan greedy]
 
 Runs SJF-BSBF, SJF-FFS, Tiresias, SJF and FIFO (the `dlsched compare` command, one per
 workload) on (a) the four Muri traces, each on a cluster of 8-GPU RTX A6000 nodes (the SJF-BSBF
@@ -35,8 +35,9 @@ def main() -> None:
                         help="offered load the Muri clusters are sized for (default 1.0: as many "
                              "GPUs as the trace's average demand)")
     parser.add_argument("--skip-philly", action="store_true")
-    parser.add_argument("--backfill", action="store_true",
-                        help="run every policy with backfill (later jobs may use GPUs blocked ones cannot)")
+    parser.add_argument("--scan", choices=["strict", "backfill", "greedy"],
+                        help="run every policy with this scan (default: each policy's own: strict for "
+                             "the SJF family and FIFO, greedy for Tiresias)")
     args = parser.parse_args()
     out = Path(args.out)
     workloads = []
@@ -50,7 +51,7 @@ def main() -> None:
     for trace, cluster in workloads:
         folder = out / trace
         code = dlsched(["compare", "--trace", trace, "--cluster", cluster, "--policies", ",".join(POLICIES),
-                        "--out", str(folder), "--no-progress"] + (["--backfill"] if args.backfill else []))
+                        "--out", str(folder), "--no-progress"] + (["--scan", args.scan] if args.scan else []))
         if code:
             raise SystemExit(code)
         for s in json.loads((folder / "comparison.json").read_text()):

@@ -36,7 +36,6 @@ class RunningEntry(NamedTuple):
     worst_first: tuple
     stamp: int                   # unique: comparisons stop here
     job: JobState
-    keyed_at: float              # when worst_first was computed
 
 
 class PreemptiveOrder:
@@ -124,7 +123,6 @@ class PreemptivePolicy(Policy):
         self.by_kind: dict[tuple, list[RankedEntry]] = {}   # (GPUs, GPU types) -> its queue
         self._stamp: dict[str, int] = {}       # job id -> stamp of its valid running entry
         self._next_stamp = 0
-        self._now = 0.0                        # the pass under way
         self._worst: tuple | None = None       # drifting keys: (stamp, job) found worst this pass
 
     def params(self) -> dict:
@@ -170,7 +168,7 @@ class PreemptivePolicy(Policy):
         self._worst = None
         self._next_stamp += 1
         self._stamp[job.job_id] = self._next_stamp
-        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job, self._now))
+        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job))
         if len(self.running) > 2 * len(self._stamp) + 64:     # mostly stale: compact
             self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
             heapq.heapify(self.running)
@@ -243,7 +241,7 @@ class PreemptivePolicy(Policy):
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
-        now = self._now = view.now
+        now = view.now
         self._worst = None
         self.order.on_timers(view)
         plan = Plan()

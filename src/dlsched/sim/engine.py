@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from ..cluster import Cluster
@@ -21,7 +21,7 @@ from ..errors import PlanError, SpecError
 from ..jobs import JobSpec, JobState, Status
 from ..policies.base import Policy
 from ..state.cluster_state import ClusterState, unplaceable
-from ..state.costs import AMOEBA_SWITCH_FRACTION, DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S, Costs
+from ..state.costs import Costs
 from ..workload import TRACE_MODEL, WorkloadModel
 
 INF = math.inf
@@ -31,15 +31,12 @@ class SimulationStalled(PlanError):
     """The simulation stopped making progress."""
 
 
-@dataclass(slots=True)
-class SimConfig:
-    """The simulator's settings: the state's costs (see :class:`~dlsched.state.costs.Costs`,
-    which validates them), GPU sharing, and the event loop's own."""
+@dataclass(slots=True, frozen=True)
+class SimConfig(Costs):
+    """The simulator's settings: the state's costs (the fields of
+    :class:`~dlsched.state.costs.Costs`, which validates them), GPU sharing, and the event
+    loop's own."""
 
-    restart_overhead_s: float = POLLUX_RESTART_PENALTY_S
-    startup_overhead_s: float = 0.0
-    checkpoint_interval_s: float | None = None
-    checkpoint_on_preempt: bool = True
     # Stop with an error when this many scheduling passes in a row see no arrival and no
     # completion: the policy is cycling without progress (e.g. a quantum shorter than the
     # work lost per preemption).
@@ -53,22 +50,15 @@ class SimConfig:
     # GPU goes back to its full batch (no gradient accumulation).
     max_jobs_per_gpu: int = 2
     restore_full_batch: bool = True
-    resize_mechanism: str = "background"
-    stop_resume_s: float = POLLUX_RESTART_PENALTY_S
-    checkpoint_mib_s: float = DEFAULT_CHECKPOINT_MIB_S
-    background_switch_fraction: float = AMOEBA_SWITCH_FRACTION
 
     def __post_init__(self) -> None:
-        self.costs()
+        Costs.__post_init__(self)
         v = self.schedule_interval_s
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise SpecError("schedule_interval_s", f"must be a number > 0 when given, got {v!r}")
         for t, kind, nid in self.node_events:
             if kind not in ("down", "up"):
                 raise SpecError("node_events", f"kind must be 'down' or 'up', got {kind!r}")
-
-    def costs(self) -> Costs:
-        return Costs(**{f.name: getattr(self, f.name) for f in fields(Costs)})
 
 
 @dataclass(slots=True)
@@ -116,7 +106,7 @@ class Simulator:
         self._completions: list[tuple[float, int, int, JobState]] = []
         self._switches: list[tuple[float, int, int, JobState]] = []   # background scale-outs
         self.state = ClusterState(
-            cluster, policy, config.costs(), workload, config.max_jobs_per_gpu,
+            cluster, policy, config, workload, config.max_jobs_per_gpu,
             config.restore_full_batch, now=specs[0].submit_time_s if specs else 0.0,
             on_finish_scheduled=self._push_completion, on_switch_scheduled=self._push_switch)
         self._node_events = sorted(config.node_events)

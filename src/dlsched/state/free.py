@@ -12,7 +12,11 @@ from ..cluster import Cluster
 
 
 class FreeGpus:
-    __slots__ = ("cluster", "free", "buckets", "total", "usable")
+    """Copies are copy-on-write: a copy shares every node's free list and every bucket with its
+    original until either side changes one, so a scheduling pass that plans against a copy
+    costs what it touches, not the size of the cluster."""
+
+    __slots__ = ("cluster", "free", "buckets", "total", "usable", "_shared", "_own_free", "_own_buckets")
 
     def __init__(self, cluster: Cluster, usable_nodes: Iterable[int] | None = None) -> None:
         self.cluster = cluster
@@ -21,6 +25,9 @@ class FreeGpus:
         self.buckets: list[set[int]] = [set() for _ in range(max_gpus + 1)]
         self.usable: set[int] = set()
         self.total = 0
+        self._shared = False                 # inner lists and sets may be another index's too
+        self._own_free: set[int] = set()     # while shared: the nodes whose lists are ours
+        self._own_buckets: set[int] = set()
         nodes = (n.node_id for n in cluster.nodes if n.pool == "training") \
             if usable_nodes is None else usable_nodes
         for nid in nodes:
@@ -29,11 +36,27 @@ class FreeGpus:
     def copy(self) -> "FreeGpus":
         other = FreeGpus.__new__(FreeGpus)
         other.cluster = self.cluster
-        other.free = [f[:] for f in self.free]
-        other.buckets = [b.copy() for b in self.buckets]
+        other.free = self.free[:]
+        other.buckets = self.buckets[:]
         other.usable = self.usable.copy()
         other.total = self.total
+        for index in (self, other):
+            index._shared, index._own_free, index._own_buckets = True, set(), set()
         return other
+
+    def _node_list(self, nid: int) -> list[int]:
+        """The node's free list, ours to change."""
+        if self._shared and nid not in self._own_free:
+            self.free[nid] = self.free[nid][:]
+            self._own_free.add(nid)
+        return self.free[nid]
+
+    def _bucket(self, count: int) -> set[int]:
+        """The bucket of nodes with ``count`` free GPUs, ours to change."""
+        if self._shared and count not in self._own_buckets:
+            self.buckets[count] = self.buckets[count].copy()
+            self._own_buckets.add(count)
+        return self.buckets[count]
 
     # -- node membership (pools, failures, loans) ------------------------------------------
     def add_node(self, nid: int) -> None:
@@ -42,48 +65,50 @@ class FreeGpus:
             raise ValueError(f"node {nid} is already usable")
         self.usable.add(nid)
         self.free[nid] = list(self.cluster.nodes[nid].gpu_ids)
-        self.buckets[len(self.free[nid])].add(nid)
+        self._own_free.add(nid)
+        self._bucket(len(self.free[nid])).add(nid)
         self.total += len(self.free[nid])
 
     def remove_node(self, nid: int) -> None:
         """Stop using a node; its busy GPUs must have been released first."""
         if len(self.free[nid]) != self.cluster.nodes[nid].num_gpus:
             raise ValueError(f"node {nid} still has GPUs in use")
-        self.buckets[len(self.free[nid])].discard(nid)
+        self._bucket(len(self.free[nid])).discard(nid)
         self.total -= len(self.free[nid])
         self.free[nid] = []
+        self._own_free.add(nid)
         self.usable.discard(nid)
 
     # -- taking and releasing --------------------------------------------------------------
     def take(self, gpus: Iterable[int]) -> None:
-        gpu_node, free, buckets, usable = self.cluster.gpu_node, self.free, self.buckets, self.usable
+        gpu_node, free, usable = self.cluster.gpu_node, self.free, self.usable
         taken = 0
         for g in gpus:
             nid = gpu_node[g]
-            f = free[nid]
-            if nid not in usable or g not in f:
+            if nid not in usable or g not in free[nid]:
                 self.total -= taken
                 raise ValueError(f"GPU {g} is not free")
+            f = self._node_list(nid)
             n = len(f)
             f.remove(g)
-            buckets[n].discard(nid)
-            buckets[n - 1].add(nid)
+            self._bucket(n).discard(nid)
+            self._bucket(n - 1).add(nid)
             taken += 1
         self.total -= taken
 
     def release(self, gpus: Iterable[int]) -> None:
-        gpu_node, free, buckets, usable = self.cluster.gpu_node, self.free, self.buckets, self.usable
+        gpu_node, usable = self.cluster.gpu_node, self.usable
         for g in gpus:
             nid = gpu_node[g]
             if nid not in usable:
                 continue  # the node left while the job ran; nothing to give back
-            f = free[nid]
-            if g in f:
+            if g in self.free[nid]:
                 raise ValueError(f"GPU {g} is already free")
+            f = self._node_list(nid)
             n = len(f)
             f.append(g)
-            buckets[n].discard(nid)
-            buckets[n + 1].add(nid)
+            self._bucket(n).discard(nid)
+            self._bucket(n + 1).add(nid)
             self.total += 1
 
     def is_free(self, g: int) -> bool:

@@ -44,6 +44,8 @@ class SharingPart(Protocol):
     def kind(self, job: JobState) -> tuple: ...
     def params(self) -> dict: ...
     def begin(self, view: PolicyView) -> SharingPass: ...
+    def started(self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView) -> None: ...
+    def stopped(self, job: JobState) -> None: ...
 
 
 class QueueEntry(NamedTuple):
@@ -81,7 +83,14 @@ class QueuedPolicy(Policy):
     def job_arrived(self, job: JobState, now: float) -> None:
         self._enqueue(job)
 
-    job_requeued = job_arrived
+    def job_requeued(self, job: JobState, now: float) -> None:
+        if self.sharing is not None:
+            self.sharing.stopped(job)
+        self._enqueue(job)
+
+    def job_finished(self, job: JobState, now: float) -> None:
+        if self.sharing is not None:
+            self.sharing.stopped(job)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
         self._dequeue([next(i for i, e in enumerate(self.queue) if e.job is job)])
@@ -131,6 +140,9 @@ class QueuedPolicy(Policy):
                 break
         if started:
             self._dequeue(started)
+            if self.sharing is not None:
+                for job, gpus in plan.start:
+                    self.sharing.started(job, gpus, plan.accumulation.get(job.job_id, 1), view)
         return plan
 
     def _dequeue(self, indexes: list[int]) -> None:

@@ -140,6 +140,16 @@ class GpuSharing:
         self.partners = partners
         self.consolidated = placement == "consolidated"
         self.max_accumulation = max_accumulation
+        # running jobs that could ever take a partner (a model and a known memory): a pass
+        # groups these, not every running job
+        self.candidates: dict[str, JobState] = {}
+
+    def started(self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView) -> None:
+        if job.spec.model is not None and view.workload.memory_mib(job.spec, len(gpus), accumulation) is not None:
+            self.candidates[job.job_id] = job
+
+    def stopped(self, job: JobState) -> None:
+        self.candidates.pop(job.job_id, None)
 
     def params(self) -> dict:
         return {"max_accumulation": self.max_accumulation}
@@ -176,11 +186,13 @@ class _SharingPass:
         """Running jobs that could take a partner, grouped and sorted by finish time."""
         view = self.view
         occupancy, cluster, finish_of = view.occupancy, view.cluster, view.projected_finish
+        holders = occupancy.jobs
         by_key: dict[tuple, list[JobState]] = {}
-        for job in view.running.values():
-            if job.memory_mib is None or job.spec.model is None:
+        for job in self.part.candidates.values():
+            if job.memory_mib is None:
                 continue
-            if any(len(occupancy.jobs[g]) != 1 for g in job.gpus):
+            gpus = job.gpus
+            if len(holders[gpus[0]]) != 1 if len(gpus) == 1 else any(len(holders[g]) != 1 for g in gpus):
                 continue
             capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)

@@ -25,7 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/sim_speed.py --policies tiresias,elastic-tiresias,elastic-fifo --elastic-fraction 0.5
 	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
-	$(BIN)/python benchmarks/scaling.py
+	$(BIN)/python benchmarks/scaling.py --repeat 3
 
 clean:
 	rm -rf $(VENV) out build src/*.egg-info

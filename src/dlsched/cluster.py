@@ -50,6 +50,7 @@ class Node:
 class Cluster:
     nodes: list[Node]
     gpu_node: list[int] = field(init=False)  # global GPU id -> node id
+    largest_node_gpus: int = field(init=False)  # the most GPUs any node has (a fact, cached)
     _capacity: dict = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -60,6 +61,7 @@ class Cluster:
             if node.first_gpu != len(self.gpu_node) or node.node_id != index:
                 raise SpecError("nodes", "nodes must be numbered in order (use Cluster.build)")
             self.gpu_node.extend([node.node_id] * node.num_gpus)
+        self.largest_node_gpus = max(n.num_gpus for n in self.nodes)
 
     @classmethod
     def build(cls, groups: list[dict]) -> "Cluster":
@@ -99,10 +101,6 @@ class Cluster:
 
     def pool_gpus(self, pool: str) -> int:
         return sum(n.num_gpus for n in self.nodes if n.pool == pool)
-
-    @property
-    def largest_node_gpus(self) -> int:
-        return max(n.num_gpus for n in self.nodes)
 
     def min_nodes_for(self, gpus: int) -> int:
         """The fewest nodes that can hold ``gpus`` GPUs (filling the largest nodes)."""

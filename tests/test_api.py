@@ -96,3 +96,48 @@ def test_tokens(api):
     assert client.get("/v1/jobs", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert client.get("/v1/jobs", headers={"Authorization": "Basic abc"}).status_code == 401
     assert client.get("/v1/tenants", headers=alice).status_code == 403
+
+
+def test_a_body_over_the_limit_is_a_413_and_nothing_is_stored(api):
+    client, alice, store = api
+    big = {**OK, "args": {"blob": "x" * (2 << 20)}}          # a 2 MB job spec
+    r = client.post("/v1/jobs", json=big, headers=alice)
+    assert r.status_code == 413 and r.json()["detail"]["field"] == "body"
+    assert store.jobs() == []
+
+
+def test_tenant_names_are_validated(api):
+    client, _, _ = api
+    admin = {"Authorization": "Bearer admin-secret"}
+    for bad in ("Alice", "ALICE", "a" * 33, "1abc", "ali ce", "admin", "", "al_ice"):
+        r = client.post("/v1/tenants", json={"name": bad}, headers=admin)
+        assert r.status_code == 422 and r.json()["detail"]["field"] == "name", (bad, r.text)
+    assert client.post("/v1/tenants", json={"name": "alice"}, headers=admin).status_code == 409
+
+
+def test_submits_are_rate_limited_and_queues_bounded_per_tenant(tmp_path):
+    from dlsched.runtime.limits import SubmitLimiter
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    clock = Clock()
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=clock)
+    t = [0.0]
+    app = create_app(service, store, hash_token("admin-secret"),
+                     limiter=SubmitLimiter(per_s=1.0, burst=3, clock=lambda: t[0]), max_queued=5)
+    client = TestClient(app)
+    admin = {"Authorization": "Bearer admin-secret"}
+    token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
+    bob = client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]
+    alice = {"Authorization": f"Bearer {token}"}
+    codes = [client.post("/v1/jobs", json=OK, headers=alice).status_code for _ in range(4)]
+    assert codes == [201, 201, 201, 429]                     # a burst of 3, then wait
+    r = client.post("/v1/jobs", json=OK, headers=alice)
+    assert r.status_code == 429 and r.headers["retry-after"] == "1"
+    # another tenant has its own bucket
+    assert client.post("/v1/jobs", json=OK, headers={"Authorization": f"Bearer {bob}"}).status_code == 201
+    t[0] += 2.0                                              # two more tokens: 5 queued in all
+    assert [client.post("/v1/jobs", json=OK, headers=alice).status_code for _ in range(2)] == [201, 201]
+    t[0] += 10.0
+    r = client.post("/v1/jobs", json=OK, headers=alice)       # tokens left, but 5 already wait
+    assert r.status_code == 429 and "waiting" in r.json()["detail"]
+    assert len(store.jobs("alice")) == 5

@@ -54,7 +54,7 @@ def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
 
 def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
     # the old books kept every job, its heap entries and its profile for ever
-    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 2})
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 2}, max_profiling=3)
     for _ in range(30):
         ids = [s.submit(gpus=1, duration_s=100) for _ in range(3)]
         s.step()
@@ -274,3 +274,20 @@ def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, poli
         if all(r["status"] in FINAL for r in s.store.jobs()):
             break
     assert all(r["status"] in FINAL for r in s.store.jobs()), [(r["id"], r["status"]) for r in s.store.jobs()]
+
+
+def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):
+    # a sharing policy profiles each job first; 50 submits at once start at most 2 profiling
+    # runs (the documented default), and every job is profiled in turn
+    s = Setup(tmp_path, policy="sjf-bsbf", nodes={"n0": 4})
+    jobs = [s.submit(gpus=1, duration_s=100) for _ in range(50)]
+    s.step()
+    assert len(s.executor.profiling) == 2 and len(s.service.profiling) == 2
+    profiled = 0
+    while profiled < 50:
+        profiled += len(s.executor.profiling)
+        s.executor.finish_profiling()
+        s.step()
+        assert len(s.executor.profiling) <= 2
+    assert sum(1 for e in s.executor.log if e[0] == "profile") == 50
+    assert all(j in s.service.live for j in jobs if s.status(j) != "done")

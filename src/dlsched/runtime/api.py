@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
+
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -20,8 +21,9 @@ from pydantic import BaseModel
 
 from ..errors import SpecError
 from .jobspec import JobRequest, spec_error
+from .limits import MAX_QUEUED_PER_TENANT, TENANT_NAME, BodyLimit, SubmitLimiter
 from .service import SchedulerService
-from .store import FINAL, Store
+from .store import FINAL, QUEUED, Store
 
 ADMIN = "admin"
 
@@ -38,9 +40,12 @@ class TenantRequest(BaseModel):
     name: str
 
 
-def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -> FastAPI:
+def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
+               limiter: SubmitLimiter | None = None, max_queued: int = MAX_QUEUED_PER_TENANT) -> FastAPI:
     app = FastAPI(title="dlsched", description="Deep-learning job scheduler: submit, watch and cancel "
                   "training jobs; tenants and tokens; cluster status and metrics.")
+    app.add_middleware(BodyLimit)
+    limiter = limiter or SubmitLimiter()
 
     bearer = HTTPBearer(auto_error=False, description="the admin token or a tenant's")
 
@@ -80,9 +85,10 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -
 
     @app.post("/v1/tenants", status_code=201)
     def create_tenant(body: TenantRequest, _: str = Depends(admin)) -> dict:
-        name = body.name.strip()
-        if not name or not name.replace("-", "").replace("_", "").isalnum() or name == ADMIN:
-            raise SpecError("name", f"must be letters, digits, '-' or '_' (and not '{ADMIN}'), got {body.name!r}")
+        name = body.name
+        if not TENANT_NAME.match(name) or name == ADMIN:
+            raise SpecError("name", "must be 1-32 lowercase letters, digits or '-', starting with a letter "
+                                    f"(and not '{ADMIN}'), got {body.name[:64]!r}")
         token = new_token()
         try:
             tenant = store.create_tenant(name, hash_token(token))
@@ -98,6 +104,12 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str) -
     def submit(spec: JobRequest, who: str = Depends(caller)) -> dict:
         if who == ADMIN:
             raise HTTPException(403, "jobs belong to tenants: submit with a tenant's token")
+        wait = limiter.take(who)
+        if wait is not None:
+            raise HTTPException(429, f"too many submits: try again in {wait:.1f} s",
+                                headers={"Retry-After": str(max(1, round(wait)))})
+        if len(store.jobs(who, statuses=(QUEUED,))) >= max_queued:
+            raise HTTPException(429, f"tenant has {max_queued} jobs waiting already (the limit)")
         clean = service.validate(spec.model_dump(exclude_none=True))   # SpecError -> 422; nothing stored
         job = store.add_job(who, clean)
         service.wake()

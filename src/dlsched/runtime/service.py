@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,6 +37,7 @@ log = logging.getLogger("dlsched.service")
 
 EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
+DEFAULT_MAX_PROFILING = 2        # chosen: profiling runs at once (each is a process); the rest wait
 
 
 @dataclass(slots=True)
@@ -52,8 +53,11 @@ class SchedulerService:
     def __init__(self, store: Store, executor: Executor, policy: str = "fifo",
                  policy_params: dict | None = None, interval_s: float = 0.5,
                  max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING) -> None:
         self.store, self.executor, self.clock = store, executor, clock
+        self.max_profiling = max_profiling
+        self.profiling: set[str] = set()          # jobs whose profiling run is under way
+        self._to_profile: deque[str] = deque()    # jobs waiting for a profiling slot
         self.policy = make_policy(policy, **(policy_params or {}))
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics()
@@ -169,10 +173,15 @@ class SchedulerService:
                 continue
             if self.policy.shares_gpus and row["profile"] is None:
                 # a sharing policy needs the job's memory: profile it before it may be scheduled
-                self.executor.profile(row["id"], row["spec"])
-                self.store.update_job(row["id"], event="profiling")
+                self._to_profile.append(row["id"])
             else:
                 self._enter(row)
+        while self._to_profile and len(self.profiling) < self.max_profiling:
+            row = self.store.job(self._to_profile.popleft())
+            if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
+                self.executor.profile(row["id"], row["spec"])
+                self.profiling.add(row["id"])
+                self.store.update_job(row["id"], event="profiling")
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the books (and its profile in the workload model)."""
@@ -192,6 +201,7 @@ class SchedulerService:
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
         if outcome.attempt == 0:           # a profiling run
+            self.profiling.discard(jid)
             row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
                 return                         # cancelled meanwhile

@@ -1,0 +1,76 @@
+"""Bounds on what a caller may send (documented defaults; docs/runtime.md): a request body's
+size, a tenant's name, how fast a tenant may submit and how many of its jobs may wait. A limit
+hit is a 4xx that says which limit, never a 500 or an unbounded process."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+MAX_BODY_BYTES = 1 << 20               # 1 MiB: a job spec is a few hundred bytes
+TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")   # lowercase: unique case-insensitively
+SUBMITS_PER_S = 5.0                    # per tenant, sustained
+SUBMIT_BURST = 20                      # per tenant, at once
+MAX_QUEUED_PER_TENANT = 1000
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose body exceeds ``max_bytes`` gets 413 before any handler
+    reads it (by its Content-Length, or while it streams in)."""
+
+    def __init__(self, app, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return await self._too_large(send)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await self._too_large(send)
+
+    async def _too_large(self, send) -> None:
+        body = b'{"detail":{"field":"body","reason":"request body over %d bytes"}}' % self.max_bytes
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class SubmitLimiter:
+    """Per tenant: a token bucket of ``burst`` submits refilled at ``per_s``."""
+
+    def __init__(self, per_s: float = SUBMITS_PER_S, burst: int = SUBMIT_BURST, clock=time.monotonic) -> None:
+        self.per_s, self.burst, self.clock = per_s, burst, clock
+        self._buckets: dict[str, tuple[float, float]] = {}     # tenant -> (tokens, as of)
+        self._lock = threading.Lock()
+
+    def take(self, tenant: str) -> float | None:
+        """None if the tenant may submit now (a token is spent), else seconds to wait."""
+        with self._lock:
+            now = self.clock()
+            tokens, at = self._buckets.get(tenant, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - at) * self.per_s)
+            if tokens < 1:
+                self._buckets[tenant] = (tokens, now)
+                return (1 - tokens) / self.per_s
+            self._buckets[tenant] = (tokens - 1, now)
+            return None

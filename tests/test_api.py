@@ -23,6 +23,7 @@ def api(tmp_path):
     store = SQLiteStore(tmp_path / "db.sqlite")
     service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
     client = TestClient(create_app(service, store, hash_token("admin-secret")))
+    client.app_state_service = service       # the tests drive its passes by hand
     admin = {"Authorization": "Bearer admin-secret"}
     token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
     return client, {"Authorization": f"Bearer {token}"}, store
@@ -141,3 +142,20 @@ def test_submits_are_rate_limited_and_queues_bounded_per_tenant(tmp_path):
     r = client.post("/v1/jobs", json=OK, headers=alice)       # tokens left, but 5 already wait
     assert r.status_code == 429 and "waiting" in r.json()["detail"]
     assert len(store.jobs("alice")) == 5
+
+
+def test_status_and_metrics_reveal_no_other_tenant(api):
+    client, alice, store = api
+    admin = {"Authorization": "Bearer admin-secret"}
+    bob = {"Authorization": "Bearer " + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]}
+    a1 = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
+    a2 = client.post("/v1/jobs", json={**OK, "gpus": 4, "batch_size": 8}, headers=alice).json()["id"]
+    client.app_state_service.step()                       # a1 runs, a2 waits
+    seen_by_bob = client.get("/v1/cluster", headers=bob).text
+    assert a1 not in seen_by_bob and a2 not in seen_by_bob and "alice" not in seen_by_bob
+    status = client.get("/v1/cluster", headers=bob).json()
+    assert status["running"] == [] and status["queue"] == [] and status["queue_by_tenant"] == {"yours": 0, "others": 1}
+    assert a1 in client.get("/v1/cluster", headers=alice).text
+    assert a1 in client.get("/v1/cluster", headers=admin).text
+    metrics = client.get("/metrics").text
+    assert "alice" not in metrics and 'dlsched_queue_length{tenant="all"} 1.0' in metrics

@@ -139,8 +139,8 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
         return {"id": job_id, "cancel_requested": True}
 
     @app.get("/v1/cluster")
-    def cluster(_: str = Depends(caller)) -> dict:
-        return service.snapshot()
+    def cluster(who: str = Depends(caller)) -> dict:
+        return service.snapshot(None if who == ADMIN else who)
 
     @app.get("/metrics")
     def metrics() -> Response:

@@ -9,10 +9,14 @@ from prometheus_client import Counter as PromCounter
 
 
 class RuntimeMetrics:
-    def __init__(self) -> None:
+    """``expose_tenants``: label the queue length by tenant. Off by default: ``/metrics`` needs
+    no token, so tenant names stay private unless the operator opts in (``--metrics-tenants``)."""
+
+    def __init__(self, expose_tenants: bool = False) -> None:
+        self.expose_tenants = expose_tenants
         self.registry = CollectorRegistry()
         r = self.registry
-        self.queue = Gauge("dlsched_queue_length", "Jobs waiting, by tenant", ["tenant"], registry=r)
+        self.queue = Gauge("dlsched_queue_length", "Jobs waiting, by tenant (\"all\" unless tenant names are exposed)", ["tenant"], registry=r)
         self.running = Gauge("dlsched_running_jobs", "Jobs running", registry=r)
         self.gpus_total = Gauge("dlsched_gpus_total", "GPUs of live nodes", registry=r)
         self.gpus_allocated = Gauge("dlsched_gpus_allocated", "GPUs held by running jobs", registry=r)
@@ -27,7 +31,7 @@ class RuntimeMetrics:
 
     def observe(self, service) -> None:
         books = service.books
-        counts = Counter(j.spec.tenant for j in books.pending.values())
+        counts = Counter((j.spec.tenant if self.expose_tenants else "all") for j in books.pending.values())
         for tenant in self._tenants | set(counts):
             self.queue.labels(tenant).set(counts.get(tenant, 0))
         self._tenants |= set(counts)

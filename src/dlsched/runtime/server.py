@@ -57,7 +57,7 @@ def serve(args, params: dict) -> int:
         address = local.address
     executor = RayExecutor(address, data_dir, start_timeout_s=args.start_timeout_s)
     service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s,
-                               resize_mechanism=args.resize_mechanism)
+                               resize_mechanism=args.resize_mechanism, metrics_tenants=args.metrics_tenants)
     service.start()
     app = create_app(service, store, digest)
     print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
@@ -89,6 +89,9 @@ def add_server_parser(sub):
     p.add_argument("--gpus-per-node", type=int, default=4, help="embedded cluster: GPUs per node (default %(default)s)")
     p.add_argument("--admin-token", help="admin token (default: $DLSCHED_ADMIN_TOKEN, else generated at the first start)")
     p.add_argument("--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)")
+    p.add_argument("--metrics-tenants", action="store_true",
+                   help="label /metrics' queue length by tenant (off: /metrics needs no token, so tenant "
+                        "names stay private)")
     p.add_argument("--resize-mechanism", choices=["background", "stop-resume"], default="background",
                    help="how the elastic policies' resizes are carried out (default %(default)s)")
     p.add_argument("--start-timeout-s", type=float, default=120.0,

@@ -53,14 +53,15 @@ class SchedulerService:
     def __init__(self, store: Store, executor: Executor, policy: str = "fifo",
                  policy_params: dict | None = None, interval_s: float = 0.5,
                  max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
-                 clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING) -> None:
+                 clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING,
+                 metrics_tenants: bool = False) -> None:
         self.store, self.executor, self.clock = store, executor, clock
         self.max_profiling = max_profiling
         self.profiling: set[str] = set()          # jobs whose profiling run is under way
         self._to_profile: deque[str] = deque()    # jobs waiting for a profiling slot
         self.policy = make_policy(policy, **(policy_params or {}))
         self.interval_s, self.max_failures = interval_s, max_failures
-        self.metrics = RuntimeMetrics()
+        self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
         inventory = [n for n in executor.inventory() if n.alive]
         if not inventory:
             raise SpecError("cluster", "the Ray cluster has no node with dlsched GPU resources")
@@ -294,7 +295,12 @@ class SchedulerService:
         self.executor.start(jid, attempt, placement, {**row["spec"], "accumulation": accumulation})
 
     # -- what the API shows ------------------------------------------------------------------
-    def snapshot(self) -> dict:
+    def snapshot(self, tenant: str | None = None) -> dict:
+        """The cluster as the admin (``tenant`` None) or a tenant may see it: a tenant sees its
+        own job ids; other tenants' jobs only as busy GPUs and counts."""
+        def shown(job: JobState) -> bool:
+            return tenant is None or job.spec.tenant == tenant
+
         with self._lock:
             books = self.books
             nodes = []
@@ -303,13 +309,16 @@ class SchedulerService:
                 for job in books.running.values():
                     for g in job.gpus:
                         if self.cluster.gpu_node[g] == node.node_id:
-                            holders[g - node.first_gpu] = job.job_id
+                            holders[g - node.first_gpu] = job.job_id if shown(job) else "(another tenant)"
                 nodes.append({"name": self.node_names[node.node_id], "gpus": node.num_gpus,
                               "alive": node.node_id not in books.down_nodes, "jobs_by_gpu": holders})
             queue = sorted(books.pending.values(), key=lambda j: j.seq)
+            by_tenant = Counter(j.spec.tenant for j in queue)
+            if tenant is not None:
+                by_tenant = {"yours": by_tenant.get(tenant, 0), "others": len(queue) - by_tenant.get(tenant, 0)}
             return {"policy": self.policy.name, "gpus_total": self.cluster.num_gpus,
                     "gpus_free": books.free.total, "nodes": nodes,
-                    "running": [j.job_id for j in books.running.values()],
-                    "queue": [j.job_id for j in queue],
-                    "queue_by_tenant": dict(Counter(j.spec.tenant for j in queue)),
+                    "running": [j.job_id for j in books.running.values() if shown(j)],
+                    "queue": [j.job_id for j in queue if shown(j)],
+                    "queue_by_tenant": dict(by_tenant),
                     "last_pass_ms": None if self.pass_s is None else self.pass_s * 1000}

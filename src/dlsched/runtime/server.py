@@ -14,24 +14,49 @@ from .store import SQLiteStore
 DEFAULT_PORT = 8470
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file that is 0600 from the moment it exists (never world-readable)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)      # a file that existed before keeps its mode otherwise
+
+
 def admin_token_hash(store: SQLiteStore, data_dir: Path, given: str | None) -> str:
-    """The admin token's hash: from ``--admin-token`` / ``DLSCHED_ADMIN_TOKEN`` if given, else
-    the one created at the first start (its token written to ``data_dir/admin.token``, 0600)."""
+    """The admin token's hash: from ``--admin-token-file`` / ``DLSCHED_ADMIN_TOKEN`` if given
+    (an ``admin.token`` file from an earlier start is then stale: removed, and said so), else the
+    one created at the first start, its token written to ``data_dir/admin.token`` (0600)."""
     from .api import hash_token, new_token
+    path = data_dir / "admin.token"
     if given:
         digest = hash_token(given)
         store.set_setting("admin_token_hash", digest)
+        if path.exists():
+            path.unlink()
+            print(f"dlsched: removed {path}: the admin token now comes from the given one", flush=True)
         return digest
     digest = store.get_setting("admin_token_hash")
-    if digest is None:
+    if digest is None or not path.exists():
         token = new_token()
-        path = data_dir / "admin.token"
-        path.write_text(token + "\n")
-        path.chmod(0o600)
+        write_private(path, token + "\n")
         digest = hash_token(token)
         store.set_setting("admin_token_hash", digest)
         print(f"dlsched: admin token written to {path}", flush=True)
     return digest
+
+
+def given_admin_token(args) -> str | None:
+    """The admin token from ``--admin-token-file``, else ``DLSCHED_ADMIN_TOKEN`` (never from the
+    command line itself, where other users could read it in the process list)."""
+    if args.admin_token_file:
+        try:
+            token = Path(args.admin_token_file).read_text().strip()
+        except OSError as e:
+            raise SpecError("admin-token-file", f"cannot read it: {e.strerror}") from None
+        if not token:
+            raise SpecError("admin-token-file", "the file is empty")
+        return token
+    return os.environ.get("DLSCHED_ADMIN_TOKEN") or None
 
 
 def serve(args, params: dict) -> int:
@@ -48,8 +73,9 @@ def serve(args, params: dict) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)                # the database and the token file are the server's alone
     store = SQLiteStore(args.db or data_dir / "dlsched.db")
-    digest = admin_token_hash(store, data_dir, args.admin_token or os.environ.get("DLSCHED_ADMIN_TOKEN"))
+    digest = admin_token_hash(store, data_dir, given_admin_token(args))
     local = None
     address = args.ray_address
     if address is None:
@@ -87,7 +113,8 @@ def add_server_parser(sub):
                    "resources) instead of starting an embedded one")
     p.add_argument("--nodes", type=int, default=2, help="embedded cluster: emulated nodes (default %(default)s)")
     p.add_argument("--gpus-per-node", type=int, default=4, help="embedded cluster: GPUs per node (default %(default)s)")
-    p.add_argument("--admin-token", help="admin token (default: $DLSCHED_ADMIN_TOKEN, else generated at the first start)")
+    p.add_argument("--admin-token-file", help="file holding the admin token (default: $DLSCHED_ADMIN_TOKEN, "
+                                              "else one generated at the first start into DATA_DIR/admin.token)")
     p.add_argument("--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)")
     p.add_argument("--metrics-tenants", action="store_true",
                    help="label /metrics' queue length by tenant (off: /metrics needs no token, so tenant "

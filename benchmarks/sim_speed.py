@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from dlsched.policies.base import make_policy
+from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 

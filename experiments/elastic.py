@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from dlsched.metrics import summarize
-from dlsched.policies.base import make_policy
+from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 from dlsched.traces import load_trace

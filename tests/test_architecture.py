@@ -20,39 +20,30 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _top_level_imports(path: Path, module: str) -> set[str]:
-    """Modules of the package this file imports when it is loaded (imports inside functions
-    are deferred and do not count)."""
+def _imports(path: Path, module: str) -> set[str]:
+    """Modules of the package this file imports, at the top or inside a function (a lazy import
+    still ties the two modules together)."""
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out: set[str] = set()
-
-    def visit(nodes) -> None:
-        for node in nodes:
-            if isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for h in getattr(node, "handlers", []):
-                    visit(h.body)
-            elif isinstance(node, ast.Import):
-                out.update(a.name for a in node.names if a.name.startswith("dlsched"))
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")
-                    base = base[:len(base) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                if target.startswith("dlsched"):
-                    out.add(target)
-                    out.update(f"{target}.{a.name}" for a in node.names)   # a submodule, maybe
-    visit(ast.parse(path.read_text()).body)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("dlsched"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("dlsched"):
+                out.add(target)
+                out.update(f"{target}.{a.name}" for a in node.names)   # a submodule, maybe
     return out
 
 
 def test_no_import_cycles():
     files = {_module_name(p): p for p in SRC.rglob("*.py")}
-    graph = {m: {t for t in _top_level_imports(p, m) if t in files and t != m} for m, p in files.items()}
-    # a module's import also loads its packages' __init__
+    graph = {m: {t for t in _imports(p, m) if t in files and t != m} for m, p in files.items()}
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -93,7 +84,7 @@ def test_every_workload_model_implements_the_protocol():
 
 def test_the_cluster_state_implements_the_policy_view():
     from dlsched.cluster import parse_cluster_spec
-    from dlsched.policies.base import make_policy
+    from dlsched.policies.catalog import make_policy
     from dlsched.state.cluster_state import ClusterState
     from dlsched.view import PolicyView
 

@@ -205,7 +205,7 @@ def test_preemption_stops_only_the_jobs_whose_gpus_the_new_job_takes():
 
 def test_tiresias_threshold_sets():
     from dlsched.errors import SpecError
-    from dlsched.policies.base import make_policy
+    from dlsched.policies.catalog import make_policy
 
     # the default is the authors' simulator's queues (simulator/jobs.py: queue_limit, dlas-gpu)
     assert make_policy("tiresias").params()["thresholds_gpu_s"] == [3250.0, 7200.0]
@@ -225,7 +225,7 @@ def test_srtf_preempts_the_job_with_the_most_work_left_whatever_its_speed():
     # p: 300-750; x ends at 500; y resumes there with 500 s left: ends at 1000.
     from dlsched.sim.engine import Simulator
     from dlsched.cluster import parse_cluster_spec
-    from dlsched.policies.base import make_policy
+    from dlsched.policies.catalog import make_policy
     from dlsched.workload import TraceModel
 
     class XIsFast(TraceModel):
@@ -247,7 +247,7 @@ def test_the_summary_counts_jobs_gpu_time_and_allocated_gpu_time_apart():
     from dlsched.cluster import parse_cluster_spec
     from dlsched.jobs import JobSpec
     from dlsched.metrics import summarize
-    from dlsched.policies.base import make_policy
+    from dlsched.policies.catalog import make_policy
     from dlsched.sim.engine import Simulator
     from dlsched.workload import TraceModel
 

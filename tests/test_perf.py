@@ -131,7 +131,7 @@ def test_a_job_alone_at_its_requested_size_takes_exactly_its_trace_duration():
     from dlsched.jobs import JobSpec
     from dlsched.perf.assign import assign_models
     from dlsched.perf.speed import PerfSpeed
-    from dlsched.policies.base import make_policy
+    from dlsched.policies.catalog import make_policy
     from dlsched.sim import simulate
 
     cluster = parse_cluster_spec("4x8:V100")

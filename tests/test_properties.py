@@ -4,7 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.jobs import JobSpec, Status
-from dlsched.policies.base import make_policy
+from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems

@@ -4,7 +4,7 @@ import pytest
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.jobs import JobSpec
-from dlsched.policies.base import make_policy
+from dlsched.policies.catalog import make_policy
 from dlsched.policies.sharing import t_con, t_seq
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator

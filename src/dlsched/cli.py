@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from . import __version__
 from .errors import PlanError, SpecError
-from .policies.base import available_policies, make_policy
+from .policies.catalog import POLICIES, make_policy
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
 # Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), numpy
@@ -268,7 +268,7 @@ def cmd_perf_show(args) -> int:
 
 
 def cmd_policies(args) -> int:
-    print(tabulate([[name, cls.description] for name, cls in available_policies().items()],
+    print(tabulate([[name, cls.description] for name, cls in POLICIES.items()],
                    ["policy", "what it does"]))
     return 0
 

@@ -9,7 +9,6 @@ own indexes (heaps, queues) updated from those notifications and from the plans 
 
 from __future__ import annotations
 
-import inspect
 from typing import ClassVar
 
 from ..errors import SpecError
@@ -17,7 +16,7 @@ from ..jobs import JobState
 from ..view import Plan, PolicyView
 from .placement import PLACEMENTS, Placement
 
-__all__ = ["Plan", "Policy", "PolicyView", "register", "make_policy", "available_policies"]
+__all__ = ["Plan", "Policy", "PolicyView"]
 
 
 # How a pass goes on past a job that cannot start: "strict", it stops (later jobs wait behind
@@ -71,33 +70,3 @@ class Policy:
     def params(self) -> dict:
         """The parameters in force, for reports."""
         return {"placement": self.placement_name, "scan": self.scan}
-
-
-POLICIES: dict[str, type[Policy]] = {}
-
-
-def register(cls: type[Policy]) -> type[Policy]:
-    if not cls.name or cls.name in POLICIES:
-        raise ValueError(f"policy name '{cls.name}' is empty or taken")
-    POLICIES[cls.name] = cls
-    return cls
-
-
-def make_policy(name: str, **params) -> Policy:
-    from . import elastic, fifo, sharing, sjf, tiresias  # noqa: F401  (registers the built-in policies)
-
-    if name not in POLICIES:
-        raise SpecError("policy", f"unknown policy '{name}': choose from {', '.join(sorted(POLICIES))}")
-    cls = POLICIES[name]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise SpecError("param", f"policy '{name}' has no parameter '{unknown[0]}' "
-                                 f"(it takes {', '.join(sorted(accepted))})")
-    return cls(**params)
-
-
-def available_policies() -> dict[str, type[Policy]]:
-    from . import elastic, fifo, sharing, sjf, tiresias  # noqa: F401
-
-    return dict(sorted(POLICIES.items()))

@@ -33,7 +33,7 @@ import heapq
 from typing import Callable
 
 from ..jobs import JobState
-from .base import Plan, PolicyView, register
+from .base import Plan, PolicyView
 from .placement import best_fit
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, TiresiasOrder
@@ -242,7 +242,6 @@ class NoPreemptionFifo(PreemptiveOrder):
         return 0.0
 
 
-@register
 class ElasticTiresias(PreemptivePolicy):
     name = "elastic-tiresias"
     description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
@@ -254,7 +253,6 @@ class ElasticTiresias(PreemptivePolicy):
                          ElasticGrowth(shrink_when_waiting))
 
 
-@register
 class ElasticFifo(PreemptivePolicy):
     name = "elastic-fifo"
     description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"

@@ -1,10 +1,8 @@
 """FIFO: first come, first served."""
 
-from .base import register
 from .queued import QueuedPolicy, submit_order
 
 
-@register
 class Fifo(QueuedPolicy):
     name = "fifo"
     description = "first come, first served; non-preemptive (strict unless --scan backfill)"

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..jobs import JobState
-from .base import PolicyView, register
+from .base import PolicyView
 from .queued import QueuedPolicy, shortest_first
 
 MAX_ACCUMULATION = 16   # chosen: sub-batches of at least 1/16 of the batch
@@ -269,7 +269,7 @@ class _SharingPass:
 
 
 class SjfSharing(QueuedPolicy):
-    """SJF order with a sharing part; each registered variant names its partner choice."""
+    """SJF order with a sharing part; each variant in the catalog names its partner choice."""
 
     partners: Partners
 
@@ -279,21 +279,18 @@ class SjfSharing(QueuedPolicy):
                          GpuSharing(type(self).partners, placement, max_accumulation))
 
 
-@register
 class SjfBsbf(SjfSharing):
     name = "sjf-bsbf"
     description = "SJF order; shares a GPU pair only when the benefit test passes, best benefit first"
     partners = staticmethod(benefit_partners)
 
 
-@register
 class SjfFfs(SjfSharing):
     name = "sjf-ffs"
     description = "SJF order; shares a GPU whenever memory fits (first fit), no benefit test"
     partners = staticmethod(first_fit_partners)
 
 
-@register
 class SjfBsbfConsolidated(SjfSharing):
     name = "sjf-bsbf-consolidated"
     description = "sjf-bsbf, each job on as few nodes as its size allows"
@@ -304,7 +301,6 @@ class SjfBsbfConsolidated(SjfSharing):
         super().__init__(placement, scan, max_accumulation)
 
 
-@register
 class SjfFfsConsolidated(SjfSharing):
     name = "sjf-ffs-consolidated"
     description = "sjf-ffs, each job on as few nodes as its size allows"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 from ..jobs import JobState
-from .base import PolicyView, register
+from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 from .queued import QueuedPolicy, shortest_first
 
 
-@register
 class Sjf(QueuedPolicy):
     name = "sjf"
     description = "shortest job first by (oracle) duration; non-preemptive"
@@ -54,7 +53,6 @@ class SrtfOrder(PreemptiveOrder):
         self.policy.rekey_running(job)
 
 
-@register
 class Srtf(PreemptivePolicy):
     name = "srtf"
     description = "shortest remaining time first (oracle); preempts longer-remaining jobs"

@@ -30,7 +30,7 @@ import heapq
 
 from ..errors import SpecError
 from ..jobs import JobState, Status
-from .base import PolicyView, register
+from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 
 THRESHOLD_SETS: dict[str, tuple[float, ...]] = {
@@ -141,7 +141,6 @@ class TiresiasOrder(PreemptiveOrder):
         return self.timers[0][0] if self.timers else None
 
 
-@register
 class Tiresias(PreemptivePolicy):
     name = "tiresias"
     description = "discretized 2D least-attained-service queues (optional starvation promotion); preemptive"

@@ -24,7 +24,8 @@ from typing import Callable
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobState, Status
-from ..policies.base import Plan, make_policy
+from ..policies.catalog import make_policy
+from ..view import Plan
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from .execution import Executor, Outcome

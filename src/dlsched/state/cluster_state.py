@@ -117,13 +117,10 @@ class ClusterState:
         now = self.now
         job.done_s = job.spec.duration_s
         job.progress_at = now
-        self._account_run(job)
-        partners = self._vacate(job)
-        job.switch_at = None
+        partners = self._leave_gpus(job)
         job.status = Status.DONE
         job.finish = now
         job.finish_time = now
-        del self.running[job.job_id]
         for partner in partners:
             self._refresh(partner)
         self.policy.job_finished(job, now)
@@ -139,12 +136,10 @@ class ClusterState:
         speed and full batch back)."""
         if job.status is Status.RUNNING:
             self._advance(job)
-            self._account_run(job)
-            partners = self._vacate(job)
-            job.switch_at, job.gpus, job.status = None, (), Status.CANCELLED
+            partners = self._leave_gpus(job)
+            job.gpus, job.status = (), Status.CANCELLED
             job.finish_time = INF
             job.version += 1
-            del self.running[job.job_id]
             for partner in partners:
                 self._refresh(partner)
             self.policy.job_finished(job, self.now)
@@ -355,9 +350,7 @@ class ClusterState:
         if not graceful and interval is not None and now > job.resume_at:
             lost_wall = (now - job.resume_at) % interval
             job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
-        self._account_run(job)
-        partners = self._vacate(job)
-        job.switch_at = None
+        partners = self._leave_gpus(job)
         job.gpus = ()
         job.status = Status.PENDING
         job.rate = 0.0
@@ -368,7 +361,6 @@ class ClusterState:
         else:
             job.failures += 1
         job.pending_since = now
-        del self.running[job.job_id]
         self.pending[job.job_id] = job
         for partner in partners:
             self._refresh(partner)
@@ -388,6 +380,15 @@ class ClusterState:
         self._account(job)
         job.last_run_s = self.now - job.segment_start
         job.run_time_s += job.last_run_s
+
+    def _leave_gpus(self, job: JobState) -> set[JobState]:
+        """The job's run ends now (finished, stopped or cancelled): account it, take the job off
+        its GPUs and out of the running jobs; return its former partners."""
+        self._account_run(job)
+        partners = self._vacate(job)
+        job.switch_at = None
+        del self.running[job.job_id]
+        return partners
 
     def _vacate(self, job: JobState) -> set[JobState]:
         """Take the job off its GPUs; free those nobody else holds; return its partners."""

@@ -1,4 +1,5 @@
-"""The policy base class and registry, shared by the simulator and the runtime.
+"""The policy base class, shared by the simulator and the runtime (policies by name:
+:mod:`.catalog`).
 
 A policy sees a read-only :class:`~dlsched.view.PolicyView` and returns a
 :class:`~dlsched.view.Plan`. The cluster state tells the policy about what happens outside its
@@ -41,7 +42,11 @@ class Policy:
         if scan not in SCANS:
             raise SpecError("scan", f"unknown scan '{scan}': choose from {', '.join(SCANS)}")
         self.scan = scan
-        self.backfill = scan != "strict"     # later jobs may start past a blocked one
+
+    @property
+    def backfill(self) -> bool:
+        """Later jobs may start past one that cannot."""
+        return self.scan != "strict"
 
     # -- notifications from the backend ----------------------------------------------------
     def job_arrived(self, job: JobState, now: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from dlsched.runtime.execution import NodeInfo, Outcome
 
@@ -76,6 +77,12 @@ class FakeExecutor:
     def poll(self) -> list[Outcome]:
         out, self.outcomes = self.outcomes, []
         return out
+
+    def log_path(self, job_id) -> Path:
+        return Path("/nonexistent") / f"{job_id}.log"
+
+    def discard(self, job_id) -> None:
+        self.log.append(("discard", job_id))
 
     # -- what a test makes happen ------------------------------------------------------------------
     def gpu_load(self) -> dict[tuple[str, int], int]:

@@ -3,9 +3,28 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Ray as the server runs it (token auth, loopback only): set before any test imports Ray
+from dlsched.runtime.ray_setup import configure_ray  # noqa: E402
+
+configure_ray(Path(tempfile.mkdtemp(prefix="dlsched-test-ray-")) / "ray.token", embedded=True)
+
+# tenant code isolated as the server does by default, where this machine allows it (root and
+# bubblewrap: the tests here run as root); else run as this user, as --trust-tenants does
+CAN_ISOLATE = os.geteuid() == 0 and shutil.which("bwrap") is not None
+
+
+def sandbox_for(data_dir, isolate: bool = CAN_ISOLATE):
+    from dlsched.runtime.sandbox import Sandbox
+    sandbox = Sandbox(hide=(str(Path(data_dir).resolve()),), isolate=isolate)
+    sandbox.check()
+    return sandbox
 
 
 def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.3, what: str = "condition"):
@@ -31,7 +50,7 @@ class Harness:
         from dlsched.runtime.store import SQLiteStore
 
         self.store = SQLiteStore(data_dir / "db.sqlite")
-        self.executor = RayExecutor(address, data_dir, start_timeout_s=60)
+        self.executor = RayExecutor(address, data_dir, sandbox_for(data_dir), start_timeout_s=60)
         self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2,
                                         resize_mechanism=resize_mechanism)
         self.service.start()

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from ..errors import SpecError
 from .jobspec import JobRequest, spec_error
-from .limits import MAX_QUEUED_PER_TENANT, TENANT_NAME, BodyLimit, SubmitLimiter
+from .limits import MAX_LOG_BYTES, MAX_QUEUED_PER_TENANT, TENANT_NAME, BodyLimit, SubmitLimiter, tail
 from .service import SchedulerService
 from .store import FINAL, QUEUED, Store
 
@@ -126,8 +126,7 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
     @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse)
     def job_logs(job_id: str, who: str = Depends(caller)) -> str:
         own_job(job_id, who)
-        _, path = service.executor.paths(job_id)
-        return path.read_text() if path.exists() else ""
+        return tail(service.executor.log_path(job_id), MAX_LOG_BYTES)
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def cancel(job_id: str, who: str = Depends(caller)) -> dict:

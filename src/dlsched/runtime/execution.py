@@ -5,6 +5,7 @@ run in milliseconds. Nothing here imports Ray."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 
@@ -49,3 +50,9 @@ class Executor(Protocol):
 
     def poll(self) -> list[Outcome]:
         """What happened since the last call."""
+
+    def log_path(self, job_id: str) -> Path:
+        """The job's log (its program's output and the executor's notes)."""
+
+    def discard(self, job_id: str) -> None:
+        """Delete what a finished job left but its log (its checkpoint)."""

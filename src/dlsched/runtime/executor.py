@@ -21,22 +21,28 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import ray  # noqa: E402
 
 from .execution import NodeInfo, Outcome  # noqa: E402
+from .reaper import start_reaper  # noqa: E402
+from .sandbox import Sandbox  # noqa: E402
+from .tenant import TenantError, TenantProcess, plain, stamp  # noqa: E402
 
 NAMESPACE = "dlsched"
 JOBS_PER_GPU = 2          # as the simulator's max_jobs_per_gpu
 RESOURCE = re.compile(r"^dlsched_gpu_(?P<node>[A-Za-z0-9-]+)_(?P<index>\d+)$")
 log = logging.getLogger("dlsched.executor")
+
+
+CHECKPOINT, SAMPLES = "checkpoint.pt", "samples.jsonl"     # in the job's directory
 
 
 def gpu_resource(node: str, index: int) -> str:
@@ -57,35 +63,36 @@ class _Run:
     resize_to: list[tuple[str, int]] | None = None     # a background resize asked for
 
 
-def _stamp() -> str:
-    now = time.time()
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+PROFILE_TIMEOUT_S = 600.0        # chosen: a profiling run's few passes, with a slow build
 
 
 @ray.remote(num_cpus=0)
-def _profile_task(config: dict) -> dict:
-    from dlsched.runtime.profile import profile_program
-    return profile_program(config)
+def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> dict:
+    process = _tenant_process(sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES="")
+    try:
+        return process.call("profile", PROFILE_TIMEOUT_S, config={**config, "memory_limit_mib": sandbox.memory_mib})
+    finally:
+        process.kill()
+
+
+def _tenant_process(sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, **env: str) -> TenantProcess:
+    return TenantProcess(sandbox.command(job_dir, job_id), sandbox.environment(job_dir, **env), log_path)
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class TrainWorker:
-    """One rank of a job. ``run`` trains; ``progress`` and ``stop`` answer meanwhile."""
+    """One rank of a job: dlsched's trusted side of it. The tenant's program runs in a tenant
+    process of its own (:mod:`.sandbox`), which this actor starts and relays to: ``run``
+    trains; ``progress`` and ``stop`` answer meanwhile."""
 
-    def __init__(self, config: dict, rank: int, world: int, log_path: str, device: int) -> None:
-        # set here, not by a runtime_env, so that Ray may use an idle pooled worker process;
-        # torch must not be imported before
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-        os.environ["OMP_NUM_THREADS"] = "1"
-        import torch
-        torch.set_num_threads(1)
-        from dlsched.runtime.train import Trainer
-        self.log_path = log_path
-        self.trainer = Trainer(config, rank, world, self._log)
-
-    def _log(self, line: str) -> None:
-        with open(self.log_path, "a") as f:
-            f.write(f"{_stamp()} {line}\n")
+    def __init__(self, job_id: str, config: dict, rank: int, world: int, job_dir: str, log_path: str,
+                 device: int, sandbox: Sandbox) -> None:
+        job_dir = Path(job_dir)
+        config = {**config, "checkpoint_path": sandbox.job_path(job_dir, job_dir / CHECKPOINT)}
+        if config.get("record_samples"):
+            config["samples_path"] = sandbox.job_path(job_dir, job_dir / SAMPLES)
+        self.process = _tenant_process(sandbox, job_id, job_dir, Path(log_path), CUDA_VISIBLE_DEVICES=str(device))
+        self.process.call("train", config=config, rank=rank, world=world)
 
     def address(self) -> str:
         import socket
@@ -95,28 +102,33 @@ class TrainWorker:
             return f"{host}:{s.getsockname()[1]}"
 
     def setup(self, master: str | None) -> int:
-        return self.trainer.setup(master)
+        return self.process.call("setup", master=master)
 
     def prepare(self) -> None:
-        self.trainer.prepare()
+        self.process.call("prepare")
 
     def switch(self) -> None:
-        self.trainer.request_switch()
+        self.process.tell("switch")
 
     def regroup(self, master: str | None, rank: int, world: int) -> int:
-        return self.trainer.regroup(master, rank, world)
+        return self.process.call("regroup", master=master, rank=rank, world=world)
 
     def run(self) -> dict:
-        try:
-            return self.trainer.run()
-        finally:
-            self.trainer.close()
+        result = self.process.call("run")
+        if not (isinstance(result, dict) and result.get("status") in ("done", "stopped", "switch")
+                and isinstance(result.get("iteration"), int)):
+            raise TenantError(f"the tenant process answered run with {str(result)[:200]!r}")
+        if result["status"] != "switch":
+            self.process.kill()
+        return result
 
-    def progress(self) -> dict:
-        return self.trainer.progress()
+    def progress(self) -> dict | None:
+        p = self.process.call("progress", 5)
+        return {k: p.get(k) for k in ("iteration", "iterations", "iteration_s", "loss")
+                if isinstance(p.get(k), (int, float))} if isinstance(p, dict) else None
 
     def stop(self) -> None:
-        self.trainer.request_stop()
+        self.process.tell("stop")
 
     def pid(self) -> int:
         return os.getpid()
@@ -129,6 +141,7 @@ class LocalRayCluster:
     def __init__(self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4) -> None:
         from ray.cluster_utils import Cluster
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
+        self._reaper = start_reaper()       # no Ray process outlives this one, even killed
         self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
                                                                           "include_dashboard": False})
         self.nodes: dict[str, object] = {}
@@ -152,17 +165,21 @@ class LocalRayCluster:
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
+        os.close(self._reaper)              # the watcher sweeps what shutdown left
 
 
 class RayExecutor:
     """Implements :class:`~dlsched.runtime.execution.Executor` on a Ray cluster."""
 
-    def __init__(self, address: str, data_dir: str | Path, start_timeout_s: float = 120.0,
+    def __init__(self, address: str, data_dir: str | Path, sandbox: Sandbox, start_timeout_s: float = 120.0,
                  stop_timeout_s: float = 60.0) -> None:
         if not ray.is_initialized():
             ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,
                      log_to_driver=False)
         self.data_dir = Path(data_dir)
+        self.sandbox = sandbox
+        for folder in ("jobs", "logs"):
+            (self.data_dir / folder).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self._runs: dict[str, _Run] = {}
         self._outcomes: list[Outcome] = []
@@ -190,19 +207,28 @@ class RayExecutor:
         return sorted(self._known.values(), key=lambda n: (len(n.name), n.name))
 
     # -- runs --------------------------------------------------------------------------------
-    def paths(self, job_id: str) -> tuple[Path, Path]:
-        folder = self.data_dir / "jobs" / job_id
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / "checkpoint.pt", folder / "log.txt"
+    def job_dir(self, job_id: str) -> Path:
+        """The job's own directory (checkpoint, samples), writable by its tenant process."""
+        return self.data_dir / "jobs" / job_id
+
+    def log_path(self, job_id: str) -> Path:
+        """The job's log: outside its directory, so that its program cannot swap it for a link."""
+        return self.data_dir / "logs" / f"{job_id}.log"
 
     def samples_path(self, job_id: str) -> Path:
-        return self.data_dir / "jobs" / job_id / "samples.jsonl"
+        return self.job_dir(job_id) / SAMPLES
+
+    def discard(self, job_id: str) -> None:
+        """Delete a finished job's directory (its checkpoint); its log stays."""
+        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+
+    def log(self, job_id: str, line: str) -> None:
+        fd = os.open(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a") as f:
+            f.write(f"{stamp()} {line}\n")
 
     def start(self, job_id: str, attempt: int, placement: list[tuple[str, int]], config: dict) -> None:
-        checkpoint, _ = self.paths(job_id)
-        config = {**config, "checkpoint_path": str(checkpoint)}
-        if config.get("record_samples"):
-            config["samples_path"] = str(self.samples_path(job_id))
+        self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
         run = _Run(job_id, attempt, placement, config)
         with self._lock:
             previous = self._runs.get(job_id)
@@ -223,7 +249,8 @@ class RayExecutor:
         """Start a job's profiling run (:mod:`.profile`); reported as a "profiled" outcome whose
         detail is the result as JSON, or "failed". It runs on any node's CPU and holds no GPU:
         exact for emulated GPUs; on real GPUs the time and memory it reports are the CPU's."""
-        ref = _profile_task.remote(config)
+        self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
+        ref = _profile_task.remote(config, job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
         with self._lock:
             self._profiling[ref] = job_id
 
@@ -250,7 +277,9 @@ class RayExecutor:
                 try:
                     self._outcomes.append(Outcome(job_id, 0, "profiled", detail=json.dumps(ray.get(ref))))
                 except Exception as e:      # a program that cannot even build
-                    self._outcomes.append(Outcome(job_id, 0, "failed", detail=f"profiling: {type(e).__name__}: {e}"))
+                    detail = f"profiling failed: {_error_text(e)}"
+                    self.log(job_id, detail)
+                    self._outcomes.append(Outcome(job_id, 0, "failed", detail=detail))
         with self._lock:
             out, self._outcomes = self._outcomes, []
         return out
@@ -275,11 +304,22 @@ class RayExecutor:
             self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail))
 
     def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
-        _, log_path = self.paths(run.job_id)
         return TrainWorker.options(     # not detached: they go if the server goes
             name=f"{run.job_id}-a{run.attempt}-{node}-{index}", namespace=NAMESPACE,
             resources={gpu_resource(node, index): 1},
-        ).remote(run.config, rank, world, str(log_path), index)
+        ).remote(run.job_id, run.config, rank, world, str(self.job_dir(run.job_id)),
+                 str(self.log_path(run.job_id)), index, self.sandbox)
+
+    def _wait_for_leavers(self, run: _Run) -> None:
+        """A run that preempts others starts only once every stopping run on its GPUs has
+        released them (checkpointed and exited)."""
+        mine = set(run.placement)
+        with self._lock:
+            leaving = [r for r in self._runs.values()
+                       if r is not run and (r.stop.is_set() or r.kill.is_set()) and mine & set(r.placement)]
+        for other in leaving:
+            if other.thread is not None:
+                other.thread.join()
 
     def _finish(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:
         for actor in run.actors:
@@ -295,6 +335,7 @@ class RayExecutor:
     def _drive(self, run: _Run, previous: _Run | None) -> None:
         if previous is not None and previous.thread is not None:
             previous.thread.join()     # its final checkpoint first
+        self._wait_for_leavers(run)
         world = len(run.placement)
         try:
             for rank, (node, index) in enumerate(run.placement):
@@ -345,7 +386,9 @@ class RayExecutor:
             run.progress = {**(run.progress or {}), "iteration": outcome["iteration"]}
             self._finish(run, outcome["status"], outcome["iteration"])
         except Exception as e:     # a worker died or raised: the whole gang goes
-            self._finish(run, "failed", detail=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            detail = _error_text(e)
+            self.log(run.job_id, f"attempt {run.attempt} failed: {detail}")
+            self._finish(run, "failed", detail=detail)
 
     def _background_switch(self, run: _Run, results: list) -> list | None:
         """Carry out ``run.resize_to`` by background scaling; the new ``run`` refs, or None if
@@ -385,10 +428,16 @@ class RayExecutor:
         iterations = ray.get([a.regroup.remote(master, rank, len(actors)) for rank, a in enumerate(actors)])
         run.actors, run.placement = actors, kept + added
         pause = time.monotonic() - switch_at
-        _, log_path = self.paths(run.job_id)
-        with open(log_path, "a") as f:
-            f.write(f"{_stamp()} background resize to {len(actors)} workers at "
-                    f"iteration {iterations[0]}: prepared in {prepared - t0:.2f} s while training, "
-                    f"paused {pause:.3f} s\n")
+        self.log(run.job_id, f"background resize to {len(actors)} workers at iteration {iterations[0]}: "
+                             f"prepared in {prepared - t0:.2f} s while training, paused {pause:.3f} s")
         self._report(run, "switched", iterations[0], f"prepare_s={prepared - t0:.3f} pause_s={pause:.3f}")
         return [a.run.remote() for a in actors]
+
+
+def _error_text(e: BaseException) -> str:
+    """The whole reason a run failed: the tenant's own traceback when it raised, else Ray's
+    error, without terminal colour codes."""
+    cause = e
+    while cause is not None and not isinstance(cause, TenantError):
+        cause = getattr(cause, "cause", None) or cause.__cause__
+    return plain(str(cause) if cause is not None else f"{type(e).__name__}: {e}")

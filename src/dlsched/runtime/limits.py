@@ -1,6 +1,8 @@
-"""Bounds on what a caller may send (documented defaults; docs/runtime.md): a request body's
-size, a tenant's name, how fast a tenant may submit and how many of its jobs may wait. A limit
-hit is a 4xx that says which limit, never a 500 or an unbounded process."""
+"""Bounds on what a caller may send and what the server keeps (documented defaults;
+docs/runtime.md): a request body's size, a tenant's name, how fast a tenant may submit and how
+many of its jobs may wait, how much of a log one request returns, how long a finished job's
+checkpoint stays. A limit hit is a 4xx that says which limit, never a 500 or an unbounded
+process."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")   # lowercase: unique case-i
 SUBMITS_PER_S = 5.0                    # per tenant, sustained
 SUBMIT_BURST = 20                      # per tenant, at once
 MAX_QUEUED_PER_TENANT = 1000
+MAX_LOG_BYTES = 1 << 20                # a log request returns at most its last 1 MiB
+CHECKPOINT_RETENTION_S = 24 * 3600.0   # a finished job's checkpoint is deleted after a day
 
 
 class BodyLimit:
@@ -74,3 +78,16 @@ class SubmitLimiter:
                 return (1 - tokens) / self.per_s
             self._buckets[tenant] = (tokens - 1, now)
             return None
+
+
+def tail(path, max_bytes: int) -> str:
+    """The end of a file (at most ``max_bytes``), marked when cut; "" if it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return ""
+    text = data.decode(errors="replace")
+    return text if size <= max_bytes else f"[... first {size - max_bytes} bytes not shown]\n" + text

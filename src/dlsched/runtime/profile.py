@@ -23,6 +23,23 @@ def _peak_mib(torch) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # KiB on Linux
 
 
+def _nbytes(item) -> int:
+    if hasattr(item, "nbytes"):
+        return int(item.nbytes)
+    if isinstance(item, (tuple, list)):
+        return sum(_nbytes(x) for x in item)
+    return 8
+
+
+def check_batch_fits(sample, batch: int, limit_mib: float | None) -> None:
+    """Refuse, before running anything, a batch whose inputs alone exceed the job's memory
+    limit (a lower bound: activations come on top)."""
+    need_mib = _nbytes(sample) * batch / 2**20
+    if limit_mib and need_mib > limit_mib:
+        raise MemoryError(f"batch_size: a worker's batch of {batch} samples holds {need_mib:,.0f} MiB of inputs "
+                          f"alone, over the job's memory limit of {limit_mib:,.0f} MiB")
+
+
 def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
@@ -33,6 +50,7 @@ def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
     model = workload.model
     data = workload.dataset
     local = max(1, int(config["batch_size"]) // int(config["gpus"]))
+    check_batch_fits(data[0], local, config.get("memory_limit_mib"))
     points = []
     for batch in sorted({max(1, local // 2), local}):     # the smaller first: peak memory only grows
         items = collate([data[i % len(data)] for i in range(batch)])

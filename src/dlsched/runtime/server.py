@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 
 from ..errors import SpecError
+from .limits import CHECKPOINT_RETENTION_S
+from .sandbox import DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_MIB, DEFAULT_UID_BASE, DEFAULT_UID_COUNT
 from .store import SQLiteStore
 
 DEFAULT_PORT = 8470
@@ -59,7 +61,32 @@ def given_admin_token(args) -> str | None:
     return os.environ.get("DLSCHED_ADMIN_TOKEN") or None
 
 
+def sandbox_from(args, data_dir: Path):
+    """The tenant sandbox the options ask for, checked (a :class:`SpecError` if it cannot isolate)."""
+    from .sandbox import Sandbox
+    try:
+        first, _, last = args.tenant_uids.partition("-")
+        base, count = int(first), int(last) - int(first) + 1
+    except ValueError:
+        raise SpecError("tenant-uids", f"expected FIRST-LAST, got {args.tenant_uids!r}") from None
+    if count < 1:
+        raise SpecError("tenant-uids", "LAST must not be below FIRST")
+    sandbox = Sandbox(hide=(str(data_dir.resolve()),), isolate=not args.trust_tenants, uid_base=base,
+                      uid_count=count, memory_mib=args.job_memory_mib, max_processes=args.job_max_processes,
+                      expose=tuple(args.sandbox_expose or ()))
+    sandbox.check()
+    return sandbox
+
+
 def serve(args, params: dict) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)                # the database and the tokens are the server's alone
+    sandbox = sandbox_from(args, data_dir)
+    from .ray_setup import configure_ray
+    configure_ray(Path(args.ray_token_file) if args.ray_token_file else data_dir / "ray.token",
+                  embedded=args.ray_address is None)
     try:
         import uvicorn
 
@@ -70,30 +97,31 @@ def serve(args, params: dict) -> int:
         raise SpecError("server", f"the server needs the runtime's packages ({e.name} is missing): "
                                   "pip install 'dlsched[runtime]'") from None
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.chmod(0o700)                # the database and the token file are the server's alone
     store = SQLiteStore(args.db or data_dir / "dlsched.db")
     digest = admin_token_hash(store, data_dir, given_admin_token(args))
+    if not sandbox.isolate:
+        print("dlsched: --trust-tenants: tenant programs run as this server's own user, unisolated", flush=True)
     local = None
     address = args.ray_address
     if address is None:
         local = LocalRayCluster(args.nodes, args.gpus_per_node)
         address = local.address
-    executor = RayExecutor(address, data_dir, start_timeout_s=args.start_timeout_s)
+    executor = RayExecutor(address, data_dir, sandbox, start_timeout_s=args.start_timeout_s)
     service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s,
-                               resize_mechanism=args.resize_mechanism, metrics_tenants=args.metrics_tenants)
+                               resize_mechanism=args.resize_mechanism, metrics_tenants=args.metrics_tenants,
+                               checkpoint_retention_s=args.checkpoint_retention_h * 3600)
     service.start()
     app = create_app(service, store, digest)
     print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
           f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes)", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
+        # uvicorn stops on SIGTERM or SIGINT, then re-raises the signal: ours ends the process
+        # quietly, with exit code 0, after everything below has stopped
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         service.stop()
         executor.shutdown()
         if local is not None:
@@ -123,4 +151,21 @@ def add_server_parser(sub):
                    help="how the elastic policies' resizes are carried out (default %(default)s)")
     p.add_argument("--start-timeout-s", type=float, default=120.0,
                    help="a job's workers must all be placed and set up within this (default %(default)s)")
+    p.add_argument("--checkpoint-retention-h", type=float, default=CHECKPOINT_RETENTION_S / 3600,
+                   help="a finished job's checkpoint is deleted after this many hours; its log stays "
+                        "(default %(default)s)")
+    g = p.add_argument_group("tenant isolation (docs/security.md)")
+    g.add_argument("--trust-tenants", action="store_true",
+                   help="run tenant programs as the server's own user, unisolated: only for a single-user "
+                        "machine (isolation needs root and bubblewrap)")
+    g.add_argument("--tenant-uids", default=f"{DEFAULT_UID_BASE}-{DEFAULT_UID_BASE + DEFAULT_UID_COUNT - 1}",
+                   metavar="FIRST-LAST", help="uids tenant processes run as, one per job (default %(default)s)")
+    g.add_argument("--job-memory-mib", type=int, default=DEFAULT_MEMORY_MIB,
+                   help="address space limit of each tenant process (default %(default)s)")
+    g.add_argument("--job-max-processes", type=int, default=DEFAULT_MAX_PROCESSES,
+                   help="processes and threads a job's uid may have (default %(default)s)")
+    g.add_argument("--sandbox-expose", action="append", metavar="DIR",
+                   help="a directory tenant programs may read (their code, data); repeatable")
+    g.add_argument("--ray-token-file", help="Ray's auth token (default DATA_DIR/ray.token, created at the first "
+                                            "start); an attached cluster's nodes must use the same")
     return p

@@ -30,6 +30,7 @@ from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from .execution import Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
+from .limits import CHECKPOINT_RETENTION_S
 from .metrics import RuntimeMetrics
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
@@ -39,6 +40,7 @@ log = logging.getLogger("dlsched.service")
 EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
 DEFAULT_MAX_PROFILING = 2        # chosen: profiling runs at once (each is a process); the rest wait
+SWEEP_EVERY_S = 60.0
 
 
 @dataclass(slots=True)
@@ -55,8 +57,12 @@ class SchedulerService:
                  policy_params: dict | None = None, interval_s: float = 0.5,
                  max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
                  clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING,
-                 metrics_tenants: bool = False) -> None:
+                 metrics_tenants: bool = False,
+                 checkpoint_retention_s: float = CHECKPOINT_RETENTION_S) -> None:
         self.store, self.executor, self.clock = store, executor, clock
+        self.checkpoint_retention_s = checkpoint_retention_s
+        self._discarded: set[str] = set()         # finished jobs whose checkpoints are deleted
+        self._next_sweep = 0.0
         self.max_profiling = max_profiling
         self.profiling: set[str] = set()          # jobs whose profiling run is under way
         self._to_profile: deque[str] = deque()    # jobs waiting for a profiling slot
@@ -135,7 +141,19 @@ class SchedulerService:
                 self._act(plan)
             self.pass_s = time.perf_counter() - t0
             self.metrics.observe(self)
+            self._discard_old()
             return plan
+
+    def _discard_old(self) -> None:
+        """Delete the checkpoints of jobs finished more than the retention ago (logs stay)."""
+        now = self.clock()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(SWEEP_EVERY_S, self.checkpoint_retention_s)
+        for row in self.store.jobs(statuses=(DONE, FAILED, CANCELLED)):
+            if row["id"] not in self._discarded and (row["finished"] or now) <= now - self.checkpoint_retention_s:
+                self.executor.discard(row["id"])
+                self._discarded.add(row["id"])
 
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
         self.store.update_job(row["id"], event=event, status=status, **fields)

@@ -102,7 +102,7 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, iteration: int) -> 
 def load_checkpoint(path: Path, model: nn.Module, optimizer) -> int:
     if not path.exists():
         return 0
-    state = torch.load(path, weights_only=False)
+    state = torch.load(path, weights_only=True)     # a tenant-written file: tensors only, no code
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return int(state["iteration"])
@@ -172,7 +172,7 @@ class Trainer:
                 state = [buffer.getvalue()]
             dist.broadcast_object_list(state, src=0)
             if rank != 0:
-                loaded = torch.load(io.BytesIO(state[0]), weights_only=False)
+                loaded = torch.load(io.BytesIO(state[0]), weights_only=True)
                 self.plain_model.load_state_dict(loaded["model"])
                 self.optimizer.load_state_dict(loaded["optimizer"])
                 self.iteration = int(loaded["iteration"])

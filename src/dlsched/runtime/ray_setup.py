@@ -1,0 +1,35 @@
+"""The environment Ray reads at import and at start, set by the server before it imports Ray.
+
+Ray is locked down: token authentication on every RPC and HTTP entry point (``RAY_AUTH_MODE=token``,
+the token in a 0600 file of the server's data directory, so tenant code, which runs as other
+uids and does not see that directory, cannot present it), and an embedded cluster listens on
+127.0.0.1 only (Ray's single-machine mode). An attached cluster (``--ray-address``) must run
+with the same token: its nodes are started with ``RAY_AUTH_MODE=token`` and the token
+(docs/security.md).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+
+def configure_ray(token_path: Path, embedded: bool) -> None:
+    """Token auth with the token in ``token_path`` (created 0600 if missing); loopback only
+    when ``embedded``. Must run before Ray is imported (Ray reads the loopback switch then)."""
+    if "ray" in sys.modules and embedded:
+        raise RuntimeError("configure_ray must run before ray is imported")
+    if not token_path.exists():
+        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    elif not token_path.read_text().strip():
+        raise ValueError(f"{token_path} is empty")
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_path.resolve())
+    os.environ.pop("RAY_AUTH_TOKEN", None)     # the file, not an inherited one
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    if embedded:
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"   # every Ray process on 127.0.0.1

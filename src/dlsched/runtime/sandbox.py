@@ -1,0 +1,160 @@
+"""Where tenant code runs: a separate process per worker, isolated from the server and from
+other jobs, spoken to only through a socket pair (:mod:`.tenant`).
+
+Isolated (the default), the process is started by bubblewrap in its own mount, PID, IPC and UTS
+namespaces, as the job's own unprivileged uid (``uid_base + job number % uid_count``; no account
+is needed), with no capabilities, ``no_new_privs``, and rlimits on address space, processes and
+open files. Its file system is a read-only view of the machine's with these exceptions:
+
+- ``/job`` is the job's directory (checkpoints, samples), owned by the job's uid, mode 0700, and
+  ``/tmp`` is that directory's ``tmp/``: the only writable places;
+- the server's data directory (database, tokens, other jobs' directories) is an empty,
+  read-only tmpfs;
+- ``/tmp``, ``/root``, ``/home``, ``/run``, ``/mnt``, ``/media`` of the machine are not there
+  (Ray's session directory, sockets and logs live under ``/tmp``), except the directories the
+  Python interpreter needs and those the operator exposes (``--sandbox-expose``), read-only;
+- ``/proc`` shows only the sandbox's own processes.
+
+Its environment holds no Ray address or token and no dlsched token: only what training needs.
+Trusted (``--trust-tenants``, a single-user setup) the process is the same but started directly,
+as the server's user.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import SpecError
+
+# Chosen defaults, overridable by the server's options (docs/security.md).
+DEFAULT_UID_BASE = 200_000
+DEFAULT_UID_COUNT = 100_000
+DEFAULT_MEMORY_MIB = 8192        # address space per process: torch alone maps about 1.5 GiB
+DEFAULT_MAX_PROCESSES = 256      # tasks of the job's uid: processes and their threads
+MAX_OPEN_FILES = 4096
+HIDDEN_TOP_LEVEL = {"tmp", "root", "home", "run", "mnt", "media", "proc", "dev", "sys", "lost+found"}
+JOB_DIR_IN_SANDBOX = "/job"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How tenant processes are started; built once by the server, shipped to every worker."""
+
+    hide: tuple[str, ...] = ()           # the server's data directory, at least
+    isolate: bool = True                 # False: --trust-tenants
+    uid_base: int = DEFAULT_UID_BASE
+    uid_count: int = DEFAULT_UID_COUNT
+    memory_mib: int = DEFAULT_MEMORY_MIB
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    expose: tuple[str, ...] = field(default=())   # read-only extras (program directories)
+
+    def check(self) -> None:
+        """Refuse a setup that cannot isolate: raise :class:`SpecError` naming what is missing."""
+        if not self.isolate:
+            return
+        if os.geteuid() != 0:
+            raise SpecError("trust-tenants", "isolating tenant code needs root (to run it as other uids); "
+                            "run the server as root, or say --trust-tenants on a single-user machine")
+        if shutil.which("bwrap") is None:
+            raise SpecError("trust-tenants", "isolating tenant code needs bubblewrap (apt-get install bubblewrap), "
+                            "or say --trust-tenants on a single-user machine")
+        if not (0 < self.uid_base and self.uid_base + self.uid_count < 2**32 - 1):
+            raise SpecError("tenant-uids", "the range must lie within 1 .. 2^32-2")
+        for path in self.hide:
+            for exposed in self._exposed():
+                if Path(exposed).is_relative_to(path):
+                    raise SpecError("data-dir", f"{path} holds {exposed}, which tenant code must read")
+
+    def uid(self, job_id: str) -> int:
+        """The job's own uid: its number folded into the range (a job keeps it across restarts)."""
+        number = int(job_id.rsplit("-", 1)[-1]) if job_id.rsplit("-", 1)[-1].isdigit() else abs(hash(job_id))
+        return self.uid_base + number % self.uid_count
+
+    def prepare_job_dir(self, job_dir: Path, job_id: str) -> None:
+        """Create the job's directory (and its ``tmp/``), owned by the job's uid, mode 0700."""
+        (job_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        if self.isolate:
+            uid = self.uid(job_id)
+            for path in [job_dir, *job_dir.rglob("*")]:
+                if not path.is_symlink():
+                    os.chown(path, uid, uid)
+        job_dir.chmod(0o700)
+
+    def command(self, job_dir: Path, job_id: str) -> list[str]:
+        """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3)."""
+        python = [sys.executable, "-I", "-m", "dlsched.runtime.tenant"]
+        if not self.isolate:
+            return python
+        uid = self.uid(job_id)
+        return [*self._bwrap(job_dir),
+                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                "--bounding-set=-all", "--no-new-privs", "--",
+                "prlimit", f"--as={self.memory_mib * 2**20}", f"--nproc={self.max_processes}",
+                f"--nofile={MAX_OPEN_FILES}", "--core=0", "--", *python]
+
+    def job_path(self, job_dir: Path, path: Path) -> str:
+        """Where ``path`` (in ``job_dir``) is seen by the tenant process."""
+        return str(JOB_DIR_IN_SANDBOX / path.relative_to(job_dir)) if self.isolate else str(path)
+
+    def environment(self, job_dir: Path, **extra: str) -> dict[str, str]:
+        """The tenant process's whole environment: nothing inherited from the worker."""
+        home = JOB_DIR_IN_SANDBOX if self.isolate else str(job_dir)
+        tmp = "/tmp" if self.isolate else str(job_dir / "tmp")
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
+                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **extra}
+
+    # -- the bubblewrap view -------------------------------------------------------------------
+    def _exposed(self) -> list[str]:
+        return sorted({*_interpreter_paths(), *(str(Path(p).resolve()) for p in self.expose)})
+
+    def _bwrap(self, job_dir: Path) -> list[str]:
+        args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--unshare-cgroup-try"]
+        for entry in sorted(Path("/").iterdir()):
+            if entry.name in HIDDEN_TOP_LEVEL:
+                continue
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry), str(entry)]
+            else:
+                args += ["--ro-bind", str(entry), str(entry)]
+        made: set[str] = set()
+        for exposed in self._exposed():
+            if not Path(exposed).exists():
+                continue
+            top = Path(exposed).parts[1] if len(Path(exposed).parts) > 1 else ""
+            if top in HIDDEN_TOP_LEVEL:            # parents in the sandbox's own root: traversable
+                for parent in reversed(Path(exposed).parents[:-1]):
+                    if str(parent) not in made:
+                        made.add(str(parent))
+                        args += ["--perms", "0755", "--dir", str(parent)]
+                args += ["--ro-bind", exposed, exposed]
+        for hidden in self.hide:
+            args += ["--tmpfs", str(Path(hidden).resolve()), "--remount-ro", str(Path(hidden).resolve())]
+        for device in sorted(Path("/dev").glob("nvidia*")):   # real GPUs, where there are any
+            args += ["--dev-bind", str(device), str(device)]
+        args += ["--bind", str(job_dir), JOB_DIR_IN_SANDBOX, "--bind", str(job_dir / "tmp"), "/tmp",
+                 "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", JOB_DIR_IN_SANDBOX, "--"]
+        return args
+
+
+@functools.cache
+def _interpreter_paths() -> tuple[str, ...]:
+    """What ``python -I`` reads: its prefixes and ``sys.path`` (the venv, an editable source)."""
+    out = subprocess.run([sys.executable, "-I", "-c",
+                          "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    paths = {str(Path(p).resolve()) for p in json.loads(out) if p}
+    paths.add(str(Path(sys.executable).resolve().parent))
+    # the most general first: a path inside another needs no bind of its own
+    kept: list[str] = []
+    for p in sorted(paths, key=len):
+        if not any(Path(p).is_relative_to(k) for k in kept):
+            kept.append(p)
+    return tuple(sorted(kept))

@@ -1,0 +1,235 @@
+"""The tenant process and the narrow channel to it.
+
+dlsched's worker (trusted, a Ray actor) starts one tenant process per job worker through the
+:class:`~.sandbox.Sandbox` and speaks to it over a socket pair, one JSON object per line:
+
+- requests ``{"id": n, "op": ..., **args}``: ``train`` (the job's config, its rank and world:
+  builds the :class:`~.train.Trainer`), ``setup``, ``prepare``, ``regroup``, ``run``,
+  ``profile``; answered in order by ``{"id": n, "ok": result}`` or ``{"id": n, "error": text}``;
+- ``progress``, answered at once even while ``run`` goes on;
+- ``stop`` and ``switch``, which only set the trainer's flags (no answer).
+
+The process runs the tenant's program, so everything it sends is untrusted: a line is bounded
+(``MAX_LINE``), must be JSON, and can only speak of its own job. Its stdout and stderr are the
+job's log. Run as ``python -m dlsched.runtime.tenant`` with the channel on ``DLSCHED_CHANNEL_FD``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+MAX_LINE = 256 * 1024          # bytes in one message: a traceback is cut to fit
+MAX_ERROR = 16 * 1024
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def plain(text: str, limit: int = MAX_ERROR) -> str:
+    """Text fit for an event: no terminal colour codes, at most ``limit`` characters (the end kept)."""
+    text = ANSI.sub("", text)
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+class TenantError(RuntimeError):
+    """The tenant process failed: its own error text, or the channel broke."""
+
+
+class TenantProcess:
+    """The worker's end: start the process, call it, stop it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+        ours, theirs = socket.socketpair()
+        with open(log_path, "ab", buffering=0) as log:
+            self.proc = subprocess.Popen(argv, env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         pass_fds=(theirs.fileno(),), cwd="/", start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+        theirs.close()
+        self.sock = ours
+        self.reader = ours.makefile("rb")
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self._waiting: dict[int, queue.Queue] = {}
+        self._broken: str | None = None
+        threading.Thread(target=self._read, daemon=True, name="tenant-reader").start()
+
+    def call(self, op: str, timeout_s: float | None = None, **args: Any) -> Any:
+        """Send a request and wait for its answer; :class:`TenantError` if it failed."""
+        n = next(self._ids)
+        box: queue.Queue = queue.Queue(maxsize=1)
+        self._waiting[n] = box
+        try:
+            self._send({"id": n, "op": op, **args})
+            try:
+                reply = box.get(timeout=timeout_s)
+            except queue.Empty:
+                raise TenantError(f"no answer to {op} within {timeout_s:.0f} s") from None
+        finally:
+            self._waiting.pop(n, None)
+        if "error" in reply:
+            raise TenantError(plain(str(reply["error"])))
+        return reply.get("ok")
+
+    def tell(self, op: str) -> None:
+        """A request without an answer (``stop``, ``switch``)."""
+        try:
+            self._send({"op": op})
+        except TenantError:
+            pass              # gone already: its end is reported by the call that waits on it
+
+    def kill(self) -> None:
+        """End the process and everything it started (its PID namespace goes with it)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.sock.close()
+
+    def _send(self, message: dict) -> None:
+        if self._broken:
+            raise TenantError(self._broken)
+        data = (json.dumps(message) + "\n").encode()
+        try:
+            with self._send_lock:
+                self.sock.sendall(data)
+        except OSError as e:
+            raise TenantError(f"the tenant process is gone ({e.strerror})") from None
+
+    def _read(self) -> None:
+        reason = "the tenant process exited"
+        try:
+            while True:
+                line = self.reader.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE or not line.endswith(b"\n"):
+                    reason = f"the tenant process sent a message over {MAX_LINE} bytes"
+                    break
+                try:
+                    reply = json.loads(line)
+                    box = self._waiting.get(int(reply["id"]))
+                except (ValueError, KeyError, TypeError):
+                    reason = "the tenant process broke the protocol"
+                    break
+                if box is not None and isinstance(reply, dict):
+                    box.put(reply)
+        except OSError:
+            pass
+        code = self.proc.wait()
+        self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
+        if code != 0 and self.proc.args:
+            self._broken += "; see the job's log"
+        for box in list(self._waiting.values()):
+            box.put({"error": self._broken})
+        if self.proc.poll() is None:
+            self.kill()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the worker dies (bubblewrap, when isolated, does
+    the same for everything inside its PID namespace)."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9)      # PR_SET_PDEATHSIG, SIGKILL
+
+
+def _signal_name(code: int) -> str:
+    if code < 0:
+        import signal
+        try:
+            return f", {signal.Signals(-code).name}"
+        except ValueError:
+            return ""
+    return ", out of memory?" if code == 137 else ""
+
+
+# -- the tenant's side ---------------------------------------------------------------------------
+def stamp() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+
+
+def log_line(line: str) -> None:
+    """The job's log is this process's stdout."""
+    print(f"{stamp()} {line}", flush=True)
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer the worker's requests until the channel closes."""
+    from .profile import profile_program
+    from .train import Trainer
+
+    lock = threading.Lock()
+    work: queue.Queue = queue.Queue()
+    trainer: list[Trainer] = []
+
+    def reply(message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        with lock:
+            sock.sendall(data)
+
+    def listen() -> None:
+        for line in sock.makefile("rb"):
+            message = json.loads(line)
+            op = message.get("op")
+            if op == "progress":
+                reply({"id": message["id"], "ok": trainer[0].progress() if trainer else None})
+            elif op == "stop" and trainer:
+                trainer[0].request_stop()
+            elif op == "switch" and trainer:
+                trainer[0].request_switch()
+            else:
+                work.put(message)
+        work.put(None)
+
+    threading.Thread(target=listen, daemon=True).start()
+    while (message := work.get()) is not None:
+        op = message.pop("op")
+        n = message.pop("id")
+        try:
+            if op == "train":
+                trainer.append(Trainer(message["config"], message["rank"], message["world"], log_line))
+                result = None
+            elif op == "profile":
+                result = profile_program(message["config"])
+            elif op in ("setup", "prepare", "regroup", "run"):
+                result = getattr(trainer[0], op)(**message)
+            else:
+                raise ValueError(f"unknown request {op!r}")
+        except BaseException:           # the tenant's error, whole, for the job's events
+            text = traceback.format_exc()
+            log_line(text.rstrip())
+            reply({"id": n, "error": plain(text)})
+            if op == "run":
+                break
+            continue
+        reply({"id": n, "ok": result})
+        if op == "run":
+            trainer[0].close()
+
+
+def main() -> None:
+    import torch
+    torch.set_num_threads(1)
+    sock = socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD")))
+    try:
+        serve(sock)
+    finally:
+        sys.stdout.flush()
+        os._exit(0)          # no lingering threads of the tenant's program
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean sandbox-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/dlsched compare --trace philly --cluster 64x8:V100 --policies fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf --out out/demo
 
-test: $(STAMP)
+# Tenant isolation (docs/security.md) needs bubblewrap: installed here when missing and root may
+# (without it the isolation tests are skipped and `dlsched server` needs --trust-tenants).
+sandbox-tools:
+	@command -v bwrap >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+		(apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null) || true
+	@command -v bwrap >/dev/null || echo "bubblewrap is missing: tenant isolation tests will be skipped"
+
+test: $(STAMP) sandbox-tools
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -16,10 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -72,14 +75,14 @@ def one_resize(executor, workload: dict, mechanism: str, tag: str) -> dict:
     else:
         executor.resize(jid, NEW)
     deadline = time.monotonic() + 180
-    while iterations_after_resize(executor.paths(jid)[1]) < 25:   # some at the new size
+    while iterations_after_resize(executor.log_path(jid)) < 25:   # some at the new size
         if time.monotonic() > deadline:
             raise TimeoutError(f"{jid}: too few iterations after the resize")
         time.sleep(0.2)
     executor.stop(jid, graceful=False)
     while jid in executor.active():
         time.sleep(0.1)
-    lines = parse(executor.paths(jid)[1])
+    lines = parse(executor.log_path(jid))
     iterations = [(t, int(text.split()[1])) for t, text in lines if text.startswith("iteration ")]
     marker = next(i for i, (_, text) in enumerate(lines) if is_marker(text))
     t_mark = lines[marker][0]
@@ -104,13 +107,15 @@ def main() -> None:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lm")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    from runtime_helpers import sandbox_for     # Ray and the sandbox as the server sets them up
+
     import ray
 
     from dlsched.runtime.executor import LocalRayCluster, RayExecutor
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            executor = RayExecutor(cluster.address, Path(tmp))
+            executor = RayExecutor(cluster.address, Path(tmp), sandbox_for(tmp))
             results = {"stop-resume": [], "background": []}
             for r in range(args.repeat):
                 for mechanism in results:

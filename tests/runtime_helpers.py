@@ -20,9 +20,9 @@ configure_ray(Path(tempfile.mkdtemp(prefix="dlsched-test-ray-")) / "ray.token", 
 CAN_ISOLATE = os.geteuid() == 0 and shutil.which("bwrap") is not None
 
 
-def sandbox_for(data_dir, isolate: bool = CAN_ISOLATE):
+def sandbox_for(data_dir, isolate: bool = CAN_ISOLATE, **options):
     from dlsched.runtime.sandbox import Sandbox
-    sandbox = Sandbox(hide=(str(Path(data_dir).resolve()),), isolate=isolate)
+    sandbox = Sandbox(hide=(str(Path(data_dir).resolve()),), isolate=isolate, **options)
     sandbox.check()
     return sandbox
 
@@ -41,7 +41,7 @@ class Harness:
     """A scheduler service over a Ray cluster, its loop running, and a TestClient on its API."""
 
     def __init__(self, address: str, data_dir, policy: str = "fifo", params: dict | None = None,
-                 resize_mechanism: str = "background") -> None:
+                 resize_mechanism: str = "background", sandbox=None, limiter=None) -> None:
         from fastapi.testclient import TestClient
 
         from dlsched.runtime.api import create_app, hash_token
@@ -50,11 +50,11 @@ class Harness:
         from dlsched.runtime.store import SQLiteStore
 
         self.store = SQLiteStore(data_dir / "db.sqlite")
-        self.executor = RayExecutor(address, data_dir, sandbox_for(data_dir), start_timeout_s=60)
+        self.executor = RayExecutor(address, data_dir, sandbox or sandbox_for(data_dir), start_timeout_s=60)
         self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2,
                                         resize_mechanism=resize_mechanism)
         self.service.start()
-        self.client = TestClient(create_app(self.service, self.store, hash_token("admin-secret")))
+        self.client = TestClient(create_app(self.service, self.store, hash_token("admin-secret"), limiter=limiter))
         self.admin = {"Authorization": "Bearer admin-secret"}
 
     def tenant(self, name: str) -> dict:

@@ -142,13 +142,17 @@ def check_every_iteration_once(samples_path, iterations, batch, dataset_size):
     return worlds
 
 
+ELASTIC_ITERATIONS = 4000
+
+
 @pytest.mark.parametrize("harness", [("elastic-tiresias", None)], indirect=True)
 def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness):
     h = harness
     alice = h.tenant("alice")
     fixed = h.submit(alice, **LM, gpus=2, batch_size=16, iterations=100)
     h.wait_status(fixed, "running")
-    elastic = h.submit(alice, **LM, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=700,
+    # long enough to outlast the fixed job and two resizes (a tenant process starts in 2-3 s)
+    elastic = h.submit(alice, **LM, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=ELASTIC_ITERATIONS,
                        checkpoint_every=0, record_samples=True)
     h.wait_status(fixed, "done")
     # the fixed job's GPUs freed: the elastic one grows to 4 in the background
@@ -157,10 +161,10 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
     newcomer = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=30)
     assert h.wait_status(newcomer, "done")["iteration"] == 30       # it got GPUs back from the elastic job
     job = h.wait_status(elastic, "done", timeout_s=240)
-    assert job["iteration"] == 700 and job["preemptions"] == 0 and job["failures"] == 0
+    assert job["iteration"] == ELASTIC_ITERATIONS and job["preemptions"] == 0 and job["failures"] == 0
     resizes = [e["message"] for e in job["events"] if "background resize done" in e["message"]]
     assert len(resizes) >= 2                                         # grew, shrank (and maybe grew again)
-    worlds = check_every_iteration_once(h.executor.samples_path(elastic), 700, 16, 256)
+    worlds = check_every_iteration_once(h.executor.samples_path(elastic), ELASTIC_ITERATIONS, 16, 256)
     assert {2, 4} <= worlds
 
 

@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from runtime_helpers import LM, wait_for
+from runtime_helpers import CAN_ISOLATE, LM, wait_for
 
 pytestmark = pytest.mark.runtime
 ADMIN = "admin-secret"
@@ -37,7 +37,7 @@ class Server:
         # after a crash everything it started can be stopped by that group alone
         self.proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli", "server", "--data-dir", str(self.data_dir),
                                       "--port", str(self.port), "--nodes", "2", "--gpus-per-node", "2",
-                                      "--interval-s", "0.2"],
+                                      "--interval-s", "0.2", *([] if CAN_ISOLATE else ["--trust-tenants"])],
                                      env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: self._healthy(), 90, what="the server to answer")
 

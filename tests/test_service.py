@@ -52,6 +52,20 @@ def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
     assert a not in s.service.live and not s.service.books.running   # nothing kept in memory
 
 
+def test_a_finished_jobs_checkpoint_is_deleted_after_the_retention_only(tmp_path):
+    s = Setup(tmp_path, checkpoint_retention_s=3600.0)
+    a, b = s.submit(gpus=1), s.submit(gpus=1)
+    s.step()
+    s.executor.finish(a)
+    s.step()                                   # a done; b still running
+    s.step(3000.0)
+    assert ("discard", a) not in s.executor.log        # not yet an hour
+    s.step(700.0)
+    assert ("discard", a) in s.executor.log and ("discard", b) not in s.executor.log
+    s.step(4000.0)
+    assert s.executor.log.count(("discard", a)) == 1   # once
+
+
 def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
     # the old books kept every job, its heap entries and its profile for ever
     s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 2}, max_profiling=3)

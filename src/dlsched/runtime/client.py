@@ -81,6 +81,19 @@ def cmd_logs(args) -> int:
     return 0
 
 
+def cmd_events(args) -> int:
+    """A job's events, oldest first, each message whole (a failure's full traceback)."""
+    job = _call(args, "GET", f"/v1/jobs/{args.id}").json()
+    print(f"{job['id']} ({job['status']})")
+    for e in job["events"]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["t"]))
+        lines = e["message"].rstrip().splitlines() or [""]
+        print(f"{when}  {e['status']:<9} {lines[0]}")
+        for line in lines[1:]:
+            print(f"{'':30}{line}")
+    return 0
+
+
 def cmd_cancel(args) -> int:
     _call(args, "POST", f"/v1/jobs/{args.id}/cancel")
     print(f"cancel requested for {args.id}")
@@ -124,6 +137,9 @@ def add_client_parsers(sub) -> None:
     p = common(sub.add_parser("logs", help="a job's log"))
     p.add_argument("id")
     p.set_defaults(func=cmd_logs)
+    p = common(sub.add_parser("events", help="a job's events: starts, preemptions, resizes, failures with their reason"))
+    p.add_argument("id")
+    p.set_defaults(func=cmd_events)
     p = common(sub.add_parser("cancel", help="cancel a queued or running job"))
     p.add_argument("id")
     p.set_defaults(func=cmd_cancel)

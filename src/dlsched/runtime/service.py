@@ -61,7 +61,7 @@ class SchedulerService:
                  checkpoint_retention_s: float = CHECKPOINT_RETENTION_S) -> None:
         self.store, self.executor, self.clock = store, executor, clock
         self.checkpoint_retention_s = checkpoint_retention_s
-        self._discarded: set[str] = set()         # finished jobs whose checkpoints are deleted
+        self._swept_until = float("-inf")        # jobs finished before this have no checkpoint left
         self._next_sweep = 0.0
         self.max_profiling = max_profiling
         self.profiling: set[str] = set()          # jobs whose profiling run is under way
@@ -150,10 +150,10 @@ class SchedulerService:
         if now < self._next_sweep:
             return
         self._next_sweep = now + min(SWEEP_EVERY_S, self.checkpoint_retention_s)
-        for row in self.store.jobs(statuses=(DONE, FAILED, CANCELLED)):
-            if row["id"] not in self._discarded and (row["finished"] or now) <= now - self.checkpoint_retention_s:
-                self.executor.discard(row["id"])
-                self._discarded.add(row["id"])
+        cutoff = now - self.checkpoint_retention_s
+        for jid in self.store.finished_between(self._swept_until, cutoff):
+            self.executor.discard(jid)
+        self._swept_until = cutoff
 
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
         self.store.update_job(row["id"], event=event, status=status, **fields)

@@ -30,6 +30,7 @@ class Store:
     def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
              after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]: ...
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
+    def finished_between(self, after: float, until: float) -> list[str]: ...
     def events(self, job_id: str) -> list[dict]: ...
     def get_setting(self, key: str) -> str | None: ...
     def set_setting(self, key: str, value: str) -> None: ...
@@ -124,6 +125,11 @@ class SQLiteStore(Store):
             sql += f" AND status IN ({','.join('?' * len(statuses))})"
             args.extend(statuses)
         return [self._decode(r) for r in self._rows(sql + " ORDER BY n", tuple(args))]
+
+    def finished_between(self, after: float, until: float) -> list[str]:
+        """Ids of jobs that finished (done, failed or cancelled) in ``(after, until]``."""
+        return [r["id"] for r in self._rows("SELECT id FROM jobs WHERE finished > ? AND finished <= ? ORDER BY n",
+                                            (after, until))]
 
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None:
         unknown = set(fields) - _JOB_FIELDS

@@ -1,0 +1,67 @@
+"""A hostile tenant's training program (tests/test_security.py): ``build`` tries each attack on
+the server and on other tenants, prints one line per attempt to its log, then fails."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+
+def attempt(name, action):
+    try:
+        detail = action()
+        print(f"ATTACK {name}: SUCCEEDED {str(detail)[:200]}", flush=True)
+    except BaseException as e:            # noqa: BLE001 (a blocked attempt is any error)
+        print(f"ATTACK {name}: blocked ({type(e).__name__}: {str(e)[:200]})", flush=True)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read(64)
+
+
+def write(path):
+    with open(path, "w") as f:
+        f.write("owned")
+    return path
+
+
+def ray_call(address, actor):
+    code = ("import ray; ray.init(address=%r, namespace='dlsched', logging_level='ERROR'); "
+            "a = ray.get_actor(%r, namespace='dlsched'); ray.kill(a); print('KILLED')" % (address, actor))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
+    if out.returncode or "KILLED" not in out.stdout:
+        raise ConnectionError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}")
+    return out.stdout
+
+
+def many_threads(n):
+    stop = threading.Event()
+    started = 0
+    try:
+        for _ in range(n):
+            threading.Thread(target=stop.wait, daemon=True).start()
+            started += 1
+    finally:
+        stop.set()
+    return f"{started} threads"
+
+
+def build(args):
+    data, victim_dir = args["data_dir"], args["victim_dir"]
+    print("IDENTITY " + json.dumps({"uid": os.getuid(), "env": sorted(os.environ)}), flush=True)
+    attempt("read admin token", lambda: read(os.path.join(data, "admin.token")))
+    attempt("read database", lambda: read(os.path.join(data, "db.sqlite")))
+    attempt("read ray token", lambda: read(args["ray_token"]))
+    attempt("list other job", lambda: os.listdir(victim_dir))
+    attempt("read other checkpoint", lambda: read(os.path.join(victim_dir, "checkpoint.pt")))
+    attempt("write data dir", lambda: write(os.path.join(data, "owned")))
+    attempt("write other job", lambda: write(os.path.join(victim_dir, "owned")))
+    attempt("write server tree", lambda: write(os.path.join(args["writable_by_server"], "owned")))
+    attempt("signal other worker", lambda: os.kill(args["victim_pid"], 9))
+    attempt("ray kill other actor", lambda: ray_call(args["ray_address"], args["victim_actor"]))
+    attempt("start 1000 threads", lambda: many_threads(1000))
+    attempt("allocate 12 GiB", lambda: len(bytearray(12 * 2**30)))
+    attempt("write own job dir", lambda: write("/job/mine") and "expected")
+    raise RuntimeError("attack program done")

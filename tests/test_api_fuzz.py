@@ -1,0 +1,71 @@
+"""A schema-driven fuzz of the REST API (schemathesis, from the app's own OpenAPI schema): every
+generated request, valid or not, is sent as the admin, as two tenants, with a wrong token and with
+none. No answer may be a 5xx, and nothing another tenant's job left (its ids, its name, its
+tenant's name) may show in an answer to anyone but that tenant and the admin. The service runs
+over the in-memory executor (no Ray), so a few thousand requests take seconds."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from types import SimpleNamespace
+
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, settings
+
+from dlsched.runtime.api import create_app, hash_token
+from dlsched.runtime.limits import SubmitLimiter
+from dlsched.runtime.service import SchedulerService
+from dlsched.runtime.store import SQLiteStore
+
+from fake_executor import Clock, FakeExecutor
+
+EXAMPLES = 120        # per operation; each is sent five times (a few thousand requests in all)
+SECRET_TENANT, SECRET_NAME = "zq-private-tenant", "zq-private-run-name"
+JOB_ID = re.compile(r"\bjob-\d+\b")
+
+
+def make_target():
+    store = SQLiteStore(tempfile.mkdtemp(prefix="dlsched-fuzz-") + "/db.sqlite")
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
+    app = create_app(service, store, hash_token("admin-secret"), limiter=SubmitLimiter(per_s=1000.0, burst=1000))
+    client = TestClient(app)
+    admin = {"Authorization": "Bearer admin-secret"}
+
+    def tenant(name):
+        return client.post("/v1/tenants", json={"name": name}, headers=admin).json()["token"]
+    secret, other = tenant(SECRET_TENANT), tenant("fuzzer")
+    spec = {"entrypoint": "dlsched.workloads.lm:build", "gpus": 1, "batch_size": 8, "iterations": 5,
+            "name": SECRET_NAME, "args": {"note": SECRET_NAME}}
+    ids = {client.post("/v1/jobs", json={**spec, "gpus": g}, headers={"Authorization": f"Bearer {secret}"}).json()["id"]
+           for g in (1, 4)}
+    service.step()                              # one runs, one waits
+    return SimpleNamespace(app=app, secret_ids=ids, callers={
+        "admin": "admin-secret", "owner": secret, "other": other, "wrong": "not-a-token", "none": None})
+
+
+SENT: list[int] = []          # every answer's status, for the check that the fuzz did fuzz
+TARGET = make_target()         # built at import: schemathesis reads the schema when collecting
+schema = schemathesis.openapi.from_asgi("/openapi.json", TARGET.app)
+
+
+@schema.parametrize()
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_5xx_and_no_cross_tenant_read(case):
+    target = TARGET
+    for who, token in target.callers.items():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        response = case.call(headers=headers)
+        SENT.append(response.status_code)
+        assert response.status_code < 500, (who, case.method, case.path, response.text[:500])
+        if who in ("other", "wrong", "none"):
+            text = response.text
+            assert SECRET_TENANT not in text and SECRET_NAME not in text, (who, case.path, text[:500])
+            assert not target.secret_ids & set(JOB_ID.findall(text)), (who, case.path, text[:500])
+
+
+def test_the_fuzz_sent_thousands_of_requests_good_and_bad():
+    """Runs after the fuzz (pytest keeps file order): it was not vacuous."""
+    assert len(SENT) >= 2000, len(SENT)
+    assert {200, 201, 401, 404, 422} <= set(SENT), sorted(set(SENT))

@@ -1,0 +1,200 @@
+"""The attacks of issue 13, each shown to fail against the runtime as it runs by default (tenant
+code isolated; these tests run as root with bubblewrap, as the server would). The API's own
+limits without Ray (body size, number bounds, rate limits, cross-tenant reads) are in
+test_api.py; here they are checked again on the live runtime."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runtime_helpers import CAN_ISOLATE, LM, Harness, sandbox_for, wait_for
+
+pytestmark = [pytest.mark.runtime,
+              pytest.mark.skipif(not CAN_ISOLATE, reason="tenant isolation needs root and bubblewrap")]
+PROGRAMS = Path(__file__).parent / "programs"
+ATTACK = re.compile(r"^ATTACK (?P<name>.+?): (?P<result>blocked|SUCCEEDED)", re.M)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    from dlsched.runtime.executor import LocalRayCluster
+    cluster = LocalRayCluster(nodes=2, gpus_per_node=2, cpus_per_node=4)
+    yield cluster
+    import ray
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture
+def harness(ray_cluster, tmp_path):
+    from dlsched.runtime.limits import SubmitLimiter
+    sandbox = sandbox_for(tmp_path, expose=(str(PROGRAMS),), memory_mib=4096)
+    h = Harness(ray_cluster.address, tmp_path, "sjf-bsbf", sandbox=sandbox,
+                limiter=SubmitLimiter(per_s=100.0, burst=100))
+    yield h
+    h.close()
+
+
+def test_a_hostile_program_reaches_neither_the_server_nor_another_tenant(harness, ray_cluster, tmp_path):
+    h = harness
+    alice, mallory = h.tenant("alice"), h.tenant("mallory")
+    victim = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=100_000, checkpoint_every=5)
+    job = h.wait_status(victim, "running")
+    wait_for(lambda: h.executor.job_dir(victim).joinpath("checkpoint.pt").exists(), 120, what="a checkpoint")
+    node, index = job["gpus"][0]
+    victim_pid = h.executor.worker_pids(victim)[0]
+    from dlsched.runtime.ray_setup import configure_ray  # noqa: F401 (the token file it set)
+    attacker = h.submit(mallory, entrypoint=f"{PROGRAMS / 'attack.py'}:build", gpus=1, batch_size=8,
+                        iterations=10, args={
+                            "data_dir": str(tmp_path), "victim_dir": str(h.executor.job_dir(victim)),
+                            "ray_token": os.environ["RAY_AUTH_TOKEN_PATH"], "ray_address": ray_cluster.address,
+                            "victim_actor": f"{victim}-a{job['attempt']}-{node}-{index}",
+                            "victim_pid": victim_pid, "writable_by_server": str(Path(__file__).parent)})
+    h.wait_status(attacker, "failed", timeout_s=300)
+    log = h.client.get(f"/v1/jobs/{attacker}/logs", headers=h.admin).text
+    results = {m["name"]: m["result"] for m in ATTACK.finditer(log)}
+    assert len(results) == 13, log[-4000:]
+    assert results.pop("write own job dir") == "SUCCEEDED", log[-4000:]     # the sandbox works at all
+    assert all(r == "blocked" for r in results.values()), {k: v for k, v in results.items() if v != "blocked"}
+    identity = re.search(r"IDENTITY (.+)", log)[1]
+    assert '"uid": 0' not in identity and not re.search(r"RAY|DLSCHED|TOKEN", identity), identity
+    # the failure's whole reason is in the attacker's events, without colour codes
+    events = " ".join(e["message"] for e in h.job(attacker)["events"])
+    assert "RuntimeError: attack program done" in events and "\x1b[" not in events
+    # the victim never noticed
+    v = h.job(victim)
+    assert v["status"] == "running" and v["failures"] == 0 and v["attempt"] == job["attempt"]
+    assert not (tmp_path / "owned").exists() and not (Path(__file__).parent / "owned").exists()
+
+
+def test_the_shell_entrypoint_of_the_report_runs_confined(harness, tmp_path):
+    """``subprocess:run`` with args whose keys form an argv (as reported): it runs, but as the
+    job's uid in its sandbox, where the admin token and the database do not exist."""
+    h = harness
+    (tmp_path / "admin.token").write_text("the-admin-token\n")
+    mallory = h.tenant("mallory")
+    script = f"id -u; cat {tmp_path}/admin.token {tmp_path}/db.sqlite; ls {tmp_path}; touch {tmp_path}/owned"
+    jid = h.submit(mallory, entrypoint="subprocess:run", gpus=1, batch_size=8, iterations=1,
+                   args={"sh": 0, "-c": 0, script: 0})
+    job = h.wait_status(jid, "failed", timeout_s=120)
+    log = h.client.get(f"/v1/jobs/{jid}/logs", headers=h.admin).text
+    assert "the-admin-token" not in log and "SQLite" not in log and not (tmp_path / "owned").exists()
+    uid = int(re.search(r"^(\d+)$", log, re.M)[1])
+    assert uid >= 200_000, log
+    assert "No such file" in log and "profiling failed" in job["message"]
+
+
+def test_a_hog_is_stopped_by_its_limits_and_a_huge_batch_before_it_runs(harness):
+    h = harness
+    alice = h.tenant("alice")
+    hog = h.submit(alice, entrypoint=f"{PROGRAMS / 'hog.py'}:build", gpus=1, batch_size=8, iterations=5)
+    job = h.wait_status(hog, "failed", timeout_s=120)
+    assert "MemoryError" in job["message"], job["message"]
+    huge = h.submit(alice, entrypoint=f"{PROGRAMS / 'hog.py'}:big_samples", gpus=1, batch_size=65_536, iterations=5)
+    job = h.wait_status(huge, "failed", timeout_s=120)
+    assert "over the job's memory limit" in job["message"], job["message"]
+
+
+def tenant_processes(profiling_only: bool) -> int:
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"dlsched.runtime.tenant" in cmd and cmd.startswith(b"bwrap"):
+            count += (b"CUDA_VISIBLE_DEVICES=\0" in env) or not profiling_only
+    return count
+
+
+def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
+    h = harness
+    tokens = [h.tenant(f"t{i}") for i in range(5)]
+    jobs = [h.submit(tokens[i % 5], **LM, gpus=1, batch_size=8, iterations=5) for i in range(50)]
+    seen, deadline = [], time.monotonic() + 25
+    while time.monotonic() < deadline:
+        seen.append(tenant_processes(profiling_only=True))
+        time.sleep(0.1)
+    assert 1 <= max(seen) <= h.service.max_profiling, seen
+    for jid in jobs:
+        h.client.post(f"/v1/jobs/{jid}/cancel", headers=h.admin)
+
+
+def test_the_live_api_bounds_and_hides(harness):
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    jid = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=100_000)
+    h.wait_status(jid, "running")
+    big = h.client.post("/v1/jobs", json={**LM, "gpus": 1, "batch_size": 8, "iterations": 5,
+                                          "args": {"x": "y" * (2 << 20)}}, headers=bob)
+    assert big.status_code == 413
+    huge = h.client.post("/v1/jobs", content=b'{"entrypoint": "m:f", "gpus": 1, "batch_size": 8, "iterations": 1'
+                         + b"0" * 400 + b"}", headers={**bob, "Content-Type": "application/json"})
+    assert huge.status_code == 422 and huge.json()["detail"]["field"] == "iterations"
+    seen = " ".join(h.client.get(path, headers=bob).text for path in
+                    ("/v1/jobs", "/v1/cluster", f"/v1/jobs/{jid}", f"/v1/jobs/{jid}/logs", "/metrics"))
+    assert jid not in seen and "alice" not in seen
+    assert h.client.get(f"/v1/jobs/{jid}/logs", headers=bob).status_code == 404
+
+
+# -- the server's lifecycle ---------------------------------------------------------------------
+def start_server(tmp_path, port):
+    from dlsched.runtime.reaper import _processes, ray_descendants  # noqa: F401
+    env = {**os.environ, "DLSCHED_ADMIN_TOKEN": "admin-secret", "OMP_NUM_THREADS": "1"}
+    for key in ("RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        env.pop(key, None)                # the server sets up its own Ray
+    log = open(tmp_path / "server.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli", "server", "--data-dir", str(tmp_path / "data"),
+                             "--port", str(port), "--nodes", "1", "--gpus-per-node", "2"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def healthy():
+        assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+    wait_for(healthy, 120, what="the server to answer")
+    return proc
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sigkill_of_the_server_leaves_no_ray_process(tmp_path):
+    from dlsched.runtime.reaper import _processes, ray_descendants
+    proc = start_server(tmp_path, free_port())
+    ray = ray_descendants(proc.pid, _processes())
+    assert any("raylet" in _processes()[p][2] for p in ray), ray
+    proc.kill()
+    proc.wait()
+
+    def alive():
+        now = _processes()
+        return [p for p, start in ray.items() if p in now and now[p][1] == start]
+    wait_for(lambda: not alive(), 60, what=f"the server's Ray processes {alive()} to end")
+
+
+def test_sigterm_stops_the_server_quietly_with_exit_code_0(tmp_path):
+    from dlsched.runtime.reaper import _processes, ray_descendants
+    proc = start_server(tmp_path, free_port())
+    ray = ray_descendants(proc.pid, _processes())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=90) == 0
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log, log[-3000:]
+    wait_for(lambda: not [p for p in ray if p in _processes()], 60, what="Ray to stop")

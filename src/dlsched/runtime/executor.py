@@ -437,7 +437,6 @@ class RayExecutor:
 def _error_text(e: BaseException) -> str:
     """The whole reason a run failed: the tenant's own traceback when it raised, else Ray's
     error, without terminal colour codes."""
-    cause = e
-    while cause is not None and not isinstance(cause, TenantError):
-        cause = getattr(cause, "cause", None) or cause.__cause__
-    return plain(str(cause) if cause is not None else f"{type(e).__name__}: {e}")
+    if isinstance(e, ray.exceptions.RayTaskError) and getattr(e, "cause", None) is not None:
+        e = e.cause                   # what the worker raised, without Ray's wrapping
+    return plain(str(e) if isinstance(e, TenantError) else f"{type(e).__name__}: {e}")

@@ -114,18 +114,23 @@ def serve(args, params: dict) -> int:
     app = create_app(service, store, digest)
     print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
           f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes)", flush=True)
+    # uvicorn stops on SIGTERM or SIGINT, then raises the signal again for the handler it found
+    # (Ray's, which exits with a traceback): this one lets the shutdown below run, then exit 0
+    signal.signal(signal.SIGTERM, lambda *_: None)
     try:
-        # uvicorn stops on SIGTERM or SIGINT, then re-raises the signal: ours ends the process
-        # quietly, with exit code 0, after everything below has stopped
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         service.stop()
         executor.shutdown()
         if local is not None:
+            import ray
+            ray.shutdown()              # the driver leaves before its cluster goes
             local.shutdown()
+    print("dlsched: stopped", flush=True)
     return 0
 
 

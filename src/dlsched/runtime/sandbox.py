@@ -23,6 +23,7 @@ as the server's user.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -73,18 +74,25 @@ class Sandbox:
                     raise SpecError("data-dir", f"{path} holds {exposed}, which tenant code must read")
 
     def uid(self, job_id: str) -> int:
-        """The job's own uid: its number folded into the range (a job keeps it across restarts)."""
-        number = int(job_id.rsplit("-", 1)[-1]) if job_id.rsplit("-", 1)[-1].isdigit() else abs(hash(job_id))
+        """The job's own uid: its number (``job-N``; other ids by a stable hash) folded into the
+        range. A job keeps it across restarts, and its files with it."""
+        suffix = job_id.rsplit("-", 1)[-1]
+        number = int(suffix) if suffix.isdigit() else int(hashlib.sha256(job_id.encode()).hexdigest()[:12], 16)
         return self.uid_base + number % self.uid_count
 
     def prepare_job_dir(self, job_dir: Path, job_id: str) -> None:
-        """Create the job's directory (and its ``tmp/``), owned by the job's uid, mode 0700."""
-        (job_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        """Create the job's directory and its ``tmp/``, owned by the job's uid, mode 0700. What
+        is inside was written by that uid: nothing is chowned recursively (a link the program
+        planted must not turn a root-owned file into its own)."""
+        job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = job_dir / "tmp"
+        if tmp.is_symlink() or (tmp.exists() and not tmp.is_dir()):
+            tmp.unlink()                  # bubblewrap would follow it
+        tmp.mkdir(mode=0o700, exist_ok=True)
         if self.isolate:
             uid = self.uid(job_id)
-            for path in [job_dir, *job_dir.rglob("*")]:
-                if not path.is_symlink():
-                    os.chown(path, uid, uid)
+            for path in (job_dir, tmp):
+                os.chown(path, uid, uid, follow_symlinks=False)
         job_dir.chmod(0o700)
 
     def command(self, job_dir: Path, job_id: str) -> list[str]:

@@ -21,6 +21,7 @@ import json
 import os
 import queue
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -90,13 +91,16 @@ class TenantProcess:
 
     def kill(self) -> None:
         """End the process and everything it started (its PID namespace goes with it)."""
+        self._end_process()
+        self.sock.close()
+
+    def _end_process(self) -> int:
         if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, 9)
+                os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
-        self.sock.close()
+        return self.proc.wait()
 
     def _send(self, message: dict) -> None:
         if self._broken:
@@ -128,14 +132,12 @@ class TenantProcess:
                     box.put(reply)
         except OSError:
             pass
-        code = self.proc.wait()
+        code = self._end_process()        # a process that left the channel is done with
         self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
-        if code != 0 and self.proc.args:
+        if code != 0:
             self._broken += "; see the job's log"
         for box in list(self._waiting.values()):
             box.put({"error": self._broken})
-        if self.proc.poll() is None:
-            self.kill()
 
 
 def _die_with_parent() -> None:
@@ -147,7 +149,6 @@ def _die_with_parent() -> None:
 
 def _signal_name(code: int) -> str:
     if code < 0:
-        import signal
         try:
             return f", {signal.Signals(-code).name}"
         except ValueError:

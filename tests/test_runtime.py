@@ -68,6 +68,12 @@ def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness):
     stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
     assert stopped_at >= 20 and f"start at iteration {stopped_at} of 300" in log
     assert any("preempted by tiresias" in e["message"] for e in job["events"])
+    # S's workers started only once L's had stopped (checkpointed and gone) from their GPUs
+    short_log = log_of(h, short)
+    assert f"waits for {long_job} to release its GPUs" in short_log
+    stopped_when = next(line[:23] for line in log.splitlines() if "stopped at iteration" in line)
+    short_started = next(line[:23] for line in short_log.splitlines() if "start at iteration 0" in line)
+    assert stopped_when < short_started, (stopped_when, short_started)
 
 
 def test_cancel_a_running_and_a_queued_job(harness):

@@ -113,6 +113,8 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     code, log, _ = server.cli("logs", running, token=token)
     starts = [int(line.split("start at iteration ")[1].split()[0]) for line in log.splitlines() if "start at" in line]
     assert starts[0] == 0 and starts[-1] >= 40 and len(starts) == 2
+    code, events, _ = server.cli("events", running, token=token)
+    assert code == 0 and events.index("submitted") < events.index("server restarted") < events.index("done after 400")
     assert wait_for(lambda: server.job(queued)["status"] == "done", 120, what="the queued job")   # not lost
     code, _, err = server.cli("cancel", queued, token=token)
     assert code == 4 and "409" in err                   # already done

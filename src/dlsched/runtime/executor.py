@@ -319,6 +319,7 @@ class RayExecutor:
                        if r is not run and (r.stop.is_set() or r.kill.is_set()) and mine & set(r.placement)]
         for other in leaving:
             if other.thread is not None:
+                self.log(run.job_id, f"waits for {other.job_id} to release its GPUs")
                 other.thread.join()
 
     def _finish(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:

@@ -7,7 +7,7 @@ is needed), with no capabilities, ``no_new_privs``, and rlimits on address space
 open files. Its file system is a read-only view of the machine's with these exceptions:
 
 - ``/job`` is the job's directory (checkpoints, samples), owned by the job's uid, mode 0700, and
-  ``/tmp`` is that directory's ``tmp/``: the only writable places;
+  ``/tmp`` a private tmpfs of ``TMP_MIB``: the only writable places;
 - the server's data directory (database, tokens, other jobs' directories) is an empty,
   read-only tmpfs;
 - ``/tmp``, ``/root``, ``/home``, ``/run``, ``/mnt``, ``/media`` of the machine are not there
@@ -40,6 +40,7 @@ DEFAULT_UID_COUNT = 100_000
 DEFAULT_MEMORY_MIB = 8192        # address space per process: torch alone maps about 1.5 GiB
 DEFAULT_MAX_PROCESSES = 256      # tasks of the job's uid: processes and their threads
 MAX_OPEN_FILES = 4096
+TMP_MIB = 1024                   # the sandbox's own /tmp, in memory
 HIDDEN_TOP_LEVEL = {"tmp", "root", "home", "run", "mnt", "media", "proc", "dev", "sys", "lost+found"}
 JOB_DIR_IN_SANDBOX = "/job"
 
@@ -81,18 +82,13 @@ class Sandbox:
         return self.uid_base + number % self.uid_count
 
     def prepare_job_dir(self, job_dir: Path, job_id: str) -> None:
-        """Create the job's directory and its ``tmp/``, owned by the job's uid, mode 0700. What
-        is inside was written by that uid: nothing is chowned recursively (a link the program
-        planted must not turn a root-owned file into its own)."""
+        """Create the job's directory, owned by the job's uid, mode 0700. What is inside was
+        written by that uid: nothing is chowned recursively (a link the program planted must not
+        turn a root-owned file into its own)."""
         job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = job_dir / "tmp"
-        if tmp.is_symlink() or (tmp.exists() and not tmp.is_dir()):
-            tmp.unlink()                  # bubblewrap would follow it
-        tmp.mkdir(mode=0o700, exist_ok=True)
         if self.isolate:
             uid = self.uid(job_id)
-            for path in (job_dir, tmp):
-                os.chown(path, uid, uid, follow_symlinks=False)
+            os.chown(job_dir, uid, uid, follow_symlinks=False)
         job_dir.chmod(0o700)
 
     def command(self, job_dir: Path, job_id: str) -> list[str]:
@@ -114,7 +110,7 @@ class Sandbox:
     def environment(self, job_dir: Path, **extra: str) -> dict[str, str]:
         """The tenant process's whole environment: nothing inherited from the worker."""
         home = JOB_DIR_IN_SANDBOX if self.isolate else str(job_dir)
-        tmp = "/tmp" if self.isolate else str(job_dir / "tmp")
+        tmp = "/tmp" if self.isolate else str(job_dir)
         return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
                 "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **extra}
 
@@ -132,23 +128,24 @@ class Sandbox:
                 args += ["--symlink", os.readlink(entry), str(entry)]
             else:
                 args += ["--ro-bind", str(entry), str(entry)]
+        # a private /tmp of bounded size, in memory: the machine's (Ray's sockets) is not there
+        args += ["--size", str(TMP_MIB * 2**20), "--perms", "1777", "--tmpfs", "/tmp"]
         made: set[str] = set()
         for exposed in self._exposed():
-            if not Path(exposed).exists():
-                continue
-            top = Path(exposed).parts[1] if len(Path(exposed).parts) > 1 else ""
-            if top in HIDDEN_TOP_LEVEL:            # parents in the sandbox's own root: traversable
-                for parent in reversed(Path(exposed).parents[:-1]):
-                    if str(parent) not in made:
-                        made.add(str(parent))
-                        args += ["--perms", "0755", "--dir", str(parent)]
-                args += ["--ro-bind", exposed, exposed]
+            path = Path(exposed)
+            if not path.exists() or len(path.parts) < 2 or path.parts[1] not in HIDDEN_TOP_LEVEL:
+                continue                           # visible already, read-only
+            for parent in reversed(path.parents[:-1]):   # traversable parents in the sandbox's root
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args += ["--perms", "0755", "--dir", str(parent)]
+            args += ["--ro-bind", exposed, exposed]
         for hidden in self.hide:
             args += ["--tmpfs", str(Path(hidden).resolve()), "--remount-ro", str(Path(hidden).resolve())]
         for device in sorted(Path("/dev").glob("nvidia*")):   # real GPUs, where there are any
             args += ["--dev-bind", str(device), str(device)]
-        args += ["--bind", str(job_dir), JOB_DIR_IN_SANDBOX, "--bind", str(job_dir / "tmp"), "/tmp",
-                 "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", JOB_DIR_IN_SANDBOX, "--"]
+        args += ["--bind", str(job_dir), JOB_DIR_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
+                 "--remount-ro", "/", "--chdir", JOB_DIR_IN_SANDBOX, "--"]
         return args
 
 

@@ -9,7 +9,7 @@ from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems
 
-POLICIES = ["fifo", "sjf", "srtf", "tiresias"]
+POLICIES = ["fifo", "sjf", "srtf", "tiresias", "edf", "genie"]
 
 
 def checked(sim: Simulator) -> Simulator:
@@ -33,10 +33,11 @@ def workloads(draw):
     n = draw(st.integers(1, 12))
     jobs = []
     for k in range(n):
-        jobs.append(JobSpec(job_id=f"j{k}", submit_time_s=float(draw(st.integers(0, 200))),
-                            num_gpus=draw(st.integers(1, total)),
-                            duration_s=float(draw(st.integers(1, 300))),
-                            tenant=draw(st.sampled_from(["a", "b"]))))
+        submit, duration = float(draw(st.integers(0, 200))), float(draw(st.integers(1, 300)))
+        slack = draw(st.one_of(st.none(), st.floats(1.1, 5.0)))       # a deadline, for EDF and GENIE
+        jobs.append(JobSpec(job_id=f"j{k}", submit_time_s=submit, num_gpus=draw(st.integers(1, total)),
+                            duration_s=duration, tenant=draw(st.sampled_from(["a", "b"])),
+                            deadline_s=None if slack is None else submit + slack * duration))
     return f"{nodes}x{per_node}", jobs
 
 
@@ -56,8 +57,9 @@ def simulate_checked(cluster, jobs, policy, config, **params):
 def test_invariants(workload, policy, scan, config, placement):
     cluster, jobs = workload
     params = {"thresholds_gpu_s": [50, 400], "starvation_factor": 1.5} if policy == "tiresias" else {}
-    result = simulate_checked(cluster, jobs, policy, config, scan=scan, placement=placement,
-                              **params)
+    if policy != "genie":                  # GENIE's pass is its own (greedy)
+        params["scan"] = scan
+    result = simulate_checked(cluster, jobs, policy, config, placement=placement, **params)
     # every job finishes exactly once
     assert sorted(j.job_id for j in result.jobs) == sorted(s.job_id for s in jobs)
     for j in result.jobs:

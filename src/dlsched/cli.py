@@ -91,6 +91,9 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                         "the model's weights and optimizer state (default %(default)s MiB/s, chosen)")
     p.add_argument("--no-perf", action="store_true",
                    help="run every job at its trace speed instead of the performance model's")
+    p.add_argument("--deadlines", action="store_true",
+                   help="give jobs without a deadline one: submit + factor x solo run time, the factor "
+                        "from a tight, normal or loose class (seeded; docs/experiments/genie.md)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -100,7 +103,7 @@ def _load_workload(args):
     return prepare(args.trace, args.cluster, fmt=args.format, mapping=args.mapping,
                    trace_params=_key_values(args.trace_param, "trace-param"), skip_invalid=args.skip_invalid,
                    perf=not args.no_perf, seed=args.seed, elastic_fraction=args.elastic_fraction,
-                   limit=args.limit)
+                   limit=args.limit, deadlines=args.deadlines)
 
 
 def _run_one(policy_name: str, args, workload, out: Path) -> dict:
@@ -137,8 +140,8 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
 
 
 def _table(summaries: list[dict]) -> str:
-    from .report.columns import COLUMNS, format_cell
-    cols = [c for c in COLUMNS if c[0] not in ("jobs",)]
+    from .report.columns import format_cell, shown_columns
+    cols = [c for c in shown_columns(summaries) if c[0] not in ("jobs",)]
     header = ["policy"] + [label for _, label, _ in cols] + ["wall"]
     rows = [[s["policy"]] + [format_cell(s.get(k), fmt) for k, _, fmt in cols] + [f"{s['wall_s']:.1f} s"]
             for s in summaries]
@@ -196,6 +199,21 @@ def cmd_traces(args) -> int:
         rows.append([name, f"{len(trace.jobs):,}", b.description + dropped])
     rows.append(["synthetic", "-", "seeded Poisson arrivals with Philly's size and duration mix"])
     print(tabulate(rows, ["name", "jobs", "description"], disable_numparse=True, colalign=("left", "right", "left")))
+    return 0
+
+
+def cmd_perf_predict(args) -> int:
+    from .perf.measurements import pollux_apps
+    from .perf.predictor import pollux_holdout
+
+    print("GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a profiling "
+          "run measures), tested on every measured placement with more")
+    rows = []
+    for app in [args.model] if args.model else pollux_apps():
+        h = pollux_holdout(app)
+        rows.append([app, h.profiled, h.tested] + [f"{v:.1%}" for v in (h.median, h.p90, h.worst)])
+    print(tabulate(rows, ["model", "profiled points", "held-out points", "median err", "p90 err", "worst err"],
+                   disable_numparse=True, colalign=["left"] + ["right"] * 5))
     return 0
 
 
@@ -300,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="one model only (default: all)")
     p.add_argument("--points", action="store_true", help="print every point, not only the summary")
     p.set_defaults(func=cmd_perf_validate)
+    p = perf_sub.add_parser("predict", help="GENIE's predictor: fitted to small placements, its error on larger ones")
+    p.add_argument("--model", help="one model only (default: all)")
+    p.set_defaults(func=cmd_perf_predict)
     p = perf_sub.add_parser("show", help="a model's iteration time and throughput by GPU count")
     p.add_argument("model")
     p.add_argument("--batch", type=float, help="per-GPU batch (default: the model's)")

@@ -28,6 +28,7 @@ class JobSpec:
     min_gpus: int | None = None  # elastic jobs only
     max_gpus: int | None = None
     deadline_s: float | None = None  # absolute QoS deadline
+    qos_class: str | None = None     # how the deadline was set (dlsched.qos): tight, normal, loose, given
     gpu_milli: int = 1000        # share of one GPU when num_gpus == 1 (Alibaba openb)
     gpu_types: tuple[str, ...] | None = None  # allowed GPU types, None = any
 
@@ -42,6 +43,12 @@ class JobSpec:
     def gpu_range(self) -> tuple[int, int]:
         """The GPU counts it may run on: min..max for an elastic job, else its request."""
         return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
+
+    def start_range(self, moldable: bool) -> tuple[int, int]:
+        """The GPU counts it may start on: its range, or 1..its request under a policy that
+        chooses a rigid job's size (GENIE; the global batch is kept)."""
+        low, high = self.gpu_range
+        return (1 if moldable and not self.elastic else low, high)
 
 
 def _finite_number(v) -> bool:

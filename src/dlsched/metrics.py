@@ -8,10 +8,12 @@ import math
 from pathlib import Path
 
 from .jobs import JobState
+from .qos import qos_summary
 
 JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
                "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s",
-               "shared_s", "sharing_slowdown", "mean_gpus", "resizes", "resize_lost_gpu_s")
+               "shared_s", "sharing_slowdown", "mean_gpus", "resizes", "resize_lost_gpu_s",
+               "deadline_s", "qos_class", "met_deadline")
 
 
 def job_rows(jobs: list[JobState]) -> list[dict]:
@@ -34,6 +36,8 @@ def job_rows(jobs: list[JobState]) -> list[dict]:
             # time spent sharing a GPU, and the mean slowdown over that time
             "shared_s": j.shared_s,
             "sharing_slowdown": j.shared_slowdown_s / j.shared_s if j.shared_s else None,
+            "deadline_s": s.deadline_s, "qos_class": s.qos_class,
+            "met_deadline": None if s.deadline_s is None else done and j.finish <= s.deadline_s,
         })
     return rows
 
@@ -90,6 +94,10 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     for r in rows:
         tenants.setdefault(r["tenant"], []).append(r)
     summary["tenants"] = {t: _stats(rs) for t, rs in sorted(tenants.items())}
+    qos = qos_summary(rows)
+    summary["qos_pct"] = qos["qos_pct"] if qos else None
+    if qos is not None:
+        summary["qos"] = qos
     return summary
 
 

@@ -35,9 +35,10 @@ class Workload:
 def prepare(trace: str, cluster: str | Cluster, *, fmt: str | None = None, mapping: str | None = None,
             trace_params: dict | None = None, skip_invalid: bool = False, perf: bool = True,
             seed: int = 0, load: float = 1.0, elastic_fraction: float = 0.0,
-            limit: int | None = None) -> Workload:
+            limit: int | None = None, deadlines: bool = False) -> Workload:
     """``load`` replays the trace with every arrival time after the first divided by it (2.0:
-    twice the arrival rate). Jobs larger than the cluster stop with an error naming the first,
+    twice the arrival rate); ``deadlines`` gives jobs without one a generated deadline
+    (:mod:`dlsched.qos`). Jobs larger than the cluster stop with an error naming the first,
     or with ``skip_invalid`` are dropped and counted in ``trace.dropped``."""
     params = dict(trace_params or {})
     if isinstance(cluster, str):
@@ -60,6 +61,9 @@ def prepare(trace: str, cluster: str | Cluster, *, fmt: str | None = None, mappi
         jobs = make_elastic(jobs, elastic_fraction, cluster.pool_gpus("training"), seed=seed)
     if limit is not None:
         jobs = jobs[:limit]
+    if deadlines:
+        from .qos import assign_deadlines
+        jobs = assign_deadlines(jobs, seed=seed)
     problems = [(j, unplaceable(j, cluster)) for j in jobs]
     too_big = [(j, why) for j, why in problems if why]
     if too_big:

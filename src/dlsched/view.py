@@ -65,6 +65,7 @@ class PolicyHooks(Protocol):
     """What the state tells a policy (:class:`dlsched.policies.base.Policy` implements it)."""
 
     name: str
+    moldable: bool      # may start a job on 1..its request GPUs (at its requested global batch)
 
     def job_arrived(self, job: JobState, now: float) -> None: ...
     def job_finished(self, job: JobState, now: float) -> None: ...

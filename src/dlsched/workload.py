@@ -37,6 +37,11 @@ class WorkloadModel(Protocol):
     def checkpoint_mib(self, spec: JobSpec) -> float | None:
         """The size of the job's checkpoint (weights and optimizer state); None when unknown."""
 
+    def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
+        """Seconds per iteration at ``local_batch`` per GPU on ``gpus`` GPUs of the reference type
+        over ``nodes`` nodes, alone: what a profiling run of a few iterations measures (GENIE's
+        predictor is fitted to such samples); None when unknown."""
+
 
 class TraceModel:
     """Without a performance model: every job runs at its trace speed, and since no job's
@@ -58,6 +63,9 @@ class TraceModel:
         return 1.0
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:
+        return None
+
+    def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
         return None
 
 

@@ -72,21 +72,27 @@ def _features(points: Sequence[Point]) -> np.ndarray:
     return np.array(rows)
 
 
-def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
-    if len(points) < len(COEFFICIENTS):
-        raise SpecError("points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients")
-    a = _features(points)
-    y = np.array([p.step_s for p in points])
+def nonnegative_fit(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares of ``a @ coef = y`` weighted by 1/y (relative error), every coefficient
+    >= 0: one that comes out negative is held at 0 and the rest refitted."""
     w = 1.0 / y
-    active = list(range(len(COEFFICIENTS)))
+    active = list(range(a.shape[1]))
     while True:
         coef, *_ = np.linalg.lstsq(a[:, active] * w[:, None], y * w, rcond=None)
         negative = [active[i] for i, c in enumerate(coef) if c < 0]
         if not negative:
             break
         active.remove(negative[0])
-    full = dict.fromkeys(COEFFICIENTS, 0.0)
-    full.update({COEFFICIENTS[i]: float(c) for i, c in zip(active, coef)})
+    full = np.zeros(a.shape[1])
+    full[active] = coef
+    return full
+
+
+def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
+    if len(points) < len(COEFFICIENTS):
+        raise SpecError("points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients")
+    coef = nonnegative_fit(_features(points), np.array([p.step_s for p in points]))
+    full = dict(zip(COEFFICIENTS, map(float, coef)))
     sources = sorted({p.source for p in points})
     return ScalingFit(app=app, points=len(points), source=", ".join(sources), **full)
 

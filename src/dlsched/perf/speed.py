@@ -67,6 +67,11 @@ class PerfSpeed:
             speed = self._cache[key] = self._speed(spec, gpus, self.reference_nodes(gpus), (REFERENCE_GPU,), 1)
         return speed
 
+    def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
+        if spec.model is None:
+            return None
+        return self.perf.iteration_s(spec.model, gpus, local_batch, nodes, gpu_type=REFERENCE_GPU)
+
     def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
         """How much longer an optimizer step takes at its requested size with gradient
         accumulation over ``accumulation`` sub-batches (1.0 for none)."""

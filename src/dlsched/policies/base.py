@@ -33,6 +33,7 @@ class Policy:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     shares_gpus: ClassVar[bool] = False   # may put two jobs on one GPU (needs their memory)
+    moldable: ClassVar[bool] = False      # may start a job on fewer GPUs than it asked for (GENIE)
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:

@@ -9,13 +9,14 @@ from ..errors import SpecError
 from .base import Policy
 from .elastic import ElasticFifo, ElasticTiresias
 from .fifo import Fifo
+from .genie import Edf, Genie, GenieOracle
 from .sharing import SjfBsbf, SjfBsbfConsolidated, SjfFfs, SjfFfsConsolidated
 from .sjf import Sjf, Srtf
 from .tiresias import Tiresias
 
 POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in sorted(
     (Fifo, Sjf, Srtf, Tiresias, SjfFfs, SjfBsbf, SjfFfsConsolidated, SjfBsbfConsolidated,
-     ElasticTiresias, ElasticFifo), key=lambda c: c.name)}
+     ElasticTiresias, ElasticFifo, Genie, GenieOracle, Edf), key=lambda c: c.name)}
 
 
 def make_policy(name: str, **params) -> Policy:

@@ -10,7 +10,12 @@ COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
            ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
            ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
            ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
-           ("preemptions", "preemptions", "{:,}"))
+           ("preemptions", "preemptions", "{:,}"), ("qos_pct", "QoS met", "{:.1f}%"))
+
+
+def shown_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
+    """The columns with a value in some summary (QoS only when jobs have deadlines)."""
+    return [c for c in COLUMNS if any(s.get(c[0]) is not None for s in summaries)]
 
 
 def human_duration(seconds) -> str:

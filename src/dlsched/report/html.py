@@ -9,7 +9,7 @@ import html
 import json
 from pathlib import Path
 
-from .columns import COLUMNS, format_cell
+from .columns import format_cell, shown_columns
 from .plots import plt, scaling_figure_svg, svg_of
 
 def load_run(run_dir: Path) -> dict:
@@ -87,11 +87,12 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
     runs = [load_run(Path(d)) for d in run_dirs]
     if not runs:
         raise ValueError("no runs to report")
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in COLUMNS)
+    columns = shown_columns([r["summary"] for r in runs])
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in columns)
     body = ""
     for run in runs:
         s = run["summary"]
-        cells = "".join(f"<td>{format_cell(s.get(k), fmt)}</td>" for k, _, fmt in COLUMNS)
+        cells = "".join(f"<td>{format_cell(s.get(k), fmt)}</td>" for k, _, fmt in columns)
         body += f"<tr><th>{html.escape(run['name'])}</th>{cells}</tr>"
     first = runs[0]["summary"]
     dropped = first.get("dropped") or {}

@@ -59,3 +59,11 @@ class RuntimeSpeed:
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:
         return None    # not measured: a real resize's pause is what it takes, not predicted
+
+    def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
+        """One worker's measured compute line (the profiling run: c0 + c1 x batch); the
+        all-reduce of several workers is not measured."""
+        p = self.profiles.get(spec.job_id)
+        if p is None or gpus != 1:
+            return None
+        return p["c0_s"] + p["c1_s"] * local_batch

@@ -222,7 +222,7 @@ class ClusterState:
         name = self.policy.name
         if job.status is not Status.PENDING:
             raise PlanError(f"policy {name} started job {job.job_id}, which is {job.status.value}")
-        low, high = job.spec.gpu_range
+        low, high = job.spec.start_range(self.policy.moldable)
         if not low <= len(set(gpus)) == len(gpus) <= high:
             raise PlanError(f"policy {name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
                             f"it needs {low if low == high else f'{low}..{high}'} (gang)")

@@ -20,7 +20,7 @@ def problems(state: ClusterState) -> list[str]:
     for jid, job in state.running.items():
         if job.status is not Status.RUNNING:
             out.append(f"running job {jid} is {job.status.value}")
-        low, high = job.spec.gpu_range
+        low, high = job.spec.start_range(state.policy.moldable)
         if not low <= len(set(job.gpus)) == len(job.gpus) <= high:
             out.append(f"job {jid} holds {job.gpus}, outside its gang of {low}..{high}")
         for g in job.gpus:

@@ -1,0 +1,224 @@
+"""GENIE (Chen et al., IEEE TPDS 2020): QoS-aware scheduling by Shortest Waiting Allowance First,
+with each job's run time on any placement predicted by a model fitted to its profiling run; and
+EDF, the deadline baseline.
+
+GENIE is event-driven (a pass at every arrival and completion) and non-preemptive. A job's
+waiting allowance is its deadline - now - its predicted run time left at its best placement
+(the fastest size it may use, on the fewest nodes). Waiting jobs are taken in order of
+allowance; those whose allowance is already negative, and those without a deadline, come after
+the others, in arrival order (best effort). Each gets, of the placements the idle GPUs allow now,
+the one with the fewest GPUs predicted to meet its deadline, else the fastest (a best-effort job:
+the fastest). A job may run on fewer GPUs than it asked for (GENIE chooses the number of
+workers, the global batch kept), never on more; sizes are its request and the powers of two
+below it whose per-GPU memory fits.
+
+Predictions: ``predictor="profiled"`` fits :mod:`dlsched.perf.predictor` per job to a simulated
+profiling run (the workload model's iteration times, read with ``noise``); ``"oracle"`` uses
+the workload model itself, to separate prediction error from the policy. A job's length in
+iterations is known (users give iterations or epochs); only its speed is predicted. Jobs the
+workload model cannot measure are predicted at their trace duration, on their requested size
+only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from bisect import bisect_left, insort
+from typing import NamedTuple
+
+from ..errors import SpecError
+from ..jobs import JobState
+from ..perf.predictor import DEFAULT_PROFILE_NOISE, GenieFit, fit, profile_samples
+from .base import Plan, Policy, PolicyView
+from .queued import QueuedPolicy
+
+_NO_PLAN = Plan()
+PREDICTORS = ("profiled", "oracle")
+
+
+class _Entry(NamedTuple):
+    key: float            # deadline - predicted run time at the best placement (static while waiting)
+    seq: int
+    job: JobState
+
+
+class _Prediction:
+    """One job's predicted run time left on n GPUs over m nodes."""
+
+    def __init__(self, job: JobState, view: PolicyView, predictor: str, noise: float, seed: int) -> None:
+        spec, workload = job.spec, view.workload
+        self.batch = float(spec.batch_size or 0)
+        cluster = view.cluster
+        reference_nodes = cluster.min_nodes_for(spec.num_gpus)
+        measure = None
+        if spec.batch_size:
+            def measure(n: int, m: int, b: float) -> float | None:
+                return workload.iteration_s(spec, n, m, b)
+        truth_at_request = measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus) if measure else None
+        self.fit: GenieFit | None = None
+        self.measure = None
+        if truth_at_request:
+            self.iterations = spec.duration_s / truth_at_request      # its length: known
+            if predictor == "oracle":
+                self.measure = measure
+            else:
+                rng = random.Random(f"{seed}:{spec.job_id}")
+                samples = profile_samples(measure, self.batch / spec.num_gpus, noise, rng)
+                self.fit = fit(samples) if samples else None
+        low, high = spec.gpu_range
+        sizes = {high} if self.fit or self.measure else {spec.num_gpus}
+        if self.fit or self.measure:
+            n = 1
+            while n < high:
+                sizes.add(n)
+                n *= 2
+        memory = min(node.gpu_mem_mib for node in cluster.nodes)
+        fits = [n for n in sorted(sizes) if n >= (1 if not spec.elastic else low)
+                and (workload.memory_mib(spec, n) or 0.0) <= memory]
+        self.sizes = fits or [spec.num_gpus]
+        self.duration = spec.duration_s
+        self.reference_nodes = {n: cluster.min_nodes_for(n) for n in self.sizes}
+
+    def run_s(self, job: JobState, gpus: int, nodes: int) -> float:
+        """Predicted run time left on ``gpus`` GPUs over ``nodes`` nodes."""
+        left = max(0.0, 1.0 - job.done_s / self.duration)
+        if self.fit is not None:
+            return left * self.iterations * self.fit.iteration_s(self.batch / gpus, gpus, nodes)
+        if self.measure is not None:
+            return left * self.iterations * self.measure(gpus, nodes, self.batch / gpus)
+        return left * self.duration
+
+    def best_s(self, job: JobState) -> float:
+        return min(self.run_s(job, n, self.reference_nodes[n]) for n in self.sizes)
+
+
+class Genie(Policy):
+    name = "genie"
+    description = "GENIE: shortest waiting allowance first, fewest GPUs predicted to meet the deadline"
+    moldable = True           # may start a job on fewer GPUs than it asked for
+
+    def __init__(self, predictor: str = "profiled", noise: float = DEFAULT_PROFILE_NOISE, seed: int = 0,
+                 placement: str = "best-fit") -> None:
+        super().__init__(placement, "greedy")
+        if predictor not in PREDICTORS:
+            raise SpecError("predictor", f"unknown predictor '{predictor}': choose from {', '.join(PREDICTORS)}")
+        if not (isinstance(noise, (int, float)) and 0 <= noise < 1):
+            raise SpecError("noise", f"must be a number in [0, 1), got {noise!r}")
+        self.predictor, self.noise, self.seed = predictor, float(noise), int(seed)
+        self.predictions: dict[str, _Prediction] = {}
+        self.arrived: list[JobState] = []        # arrived since the last pass: predicted then
+        self.on_time: list[_Entry] = []           # by key; a key below now is late
+        self.late: list[tuple[int, JobState]] = []   # by arrival: best effort
+
+    def params(self) -> dict:
+        return {**super().params(), "predictor": self.predictor, "noise": self.noise, "seed": self.seed}
+
+    # -- the queue ---------------------------------------------------------------------------
+    def job_arrived(self, job: JobState, now: float) -> None:
+        self.arrived.append(job)
+
+    def job_requeued(self, job: JobState, now: float) -> None:
+        self.arrived.append(job)                 # its key again, with its work done
+
+    def job_finished(self, job: JobState, now: float) -> None:
+        self.predictions.pop(job.job_id, None)
+
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        self.predictions.pop(job.job_id, None)
+        if job in self.arrived:
+            self.arrived.remove(job)
+        self.on_time = [e for e in self.on_time if e.job is not job]
+        self.late = [e for e in self.late if e[1] is not job]
+
+    def predict(self, job: JobState, view: PolicyView) -> _Prediction:
+        """The job's predictions (made once, at its first arrival)."""
+        return _Prediction(job, view, self.predictor, self.noise, self.seed)
+
+    def _enter(self, job: JobState, view: PolicyView) -> None:
+        p = self.predictions.get(job.job_id)
+        if p is None:
+            p = self.predictions[job.job_id] = self.predict(job, view)
+        deadline = job.spec.deadline_s
+        key = deadline - p.best_s(job) if deadline is not None else -math.inf
+        if key >= view.now:
+            insort(self.on_time, _Entry(key, job.seq, job))
+        else:
+            insort(self.late, (job.seq, job))
+
+    def allowance(self, job: JobState, now: float) -> float:
+        """Deadline - now - predicted run time left at the best placement (-inf: no deadline)."""
+        p = self.predictions[job.job_id]
+        return (job.spec.deadline_s - now - p.best_s(job)) if job.spec.deadline_s is not None else -math.inf
+
+    def predicted_run_s(self, job: JobState, gpus: int, nodes: int) -> float:
+        return self.predictions[job.job_id].run_s(job, gpus, nodes)
+
+    # -- a pass ------------------------------------------------------------------------------
+    def schedule(self, view: PolicyView) -> Plan:
+        for job in self.arrived:
+            self._enter(job, view)
+        self.arrived = []
+        now = view.now
+        cut = bisect_left(self.on_time, now, key=lambda e: e.key)
+        if cut:                                   # allowances that went negative: best effort now
+            for e in self.on_time[:cut]:
+                insort(self.late, (e.seq, e.job))
+            del self.on_time[:cut]
+        if view.free.total == 0 or not (self.on_time or self.late):
+            return _NO_PLAN
+        free = view.free.copy()
+        plan = Plan()
+        started: set[int] = set()
+        for job, on_time in [(e.job, True) for e in self.on_time] + [(job, False) for _, job in self.late]:
+            choice = self._choose(job, on_time, free, now, view)
+            if choice is not None:
+                free.take(choice)
+                plan.start.append((job, choice))
+                started.add(job.seq)
+                if free.total == 0:
+                    break
+        if started:
+            self.on_time = [e for e in self.on_time if e.seq not in started]
+            self.late = [e for e in self.late if e[0] not in started]
+        return plan
+
+    def _choose(self, job: JobState, on_time: bool, free, now: float, view: PolicyView) -> tuple[int, ...] | None:
+        """The fewest GPUs predicted to meet the deadline, else the fastest placement now."""
+        p = self.predictions[job.job_id]
+        fastest, fastest_end = None, math.inf
+        gpu_node = view.cluster.gpu_node
+        for n in p.sizes:
+            if n > free.total:
+                break
+            gpus = self.place(free, n, job.spec.gpu_types)
+            if gpus is None:
+                continue
+            end = now + p.run_s(job, n, len({gpu_node[g] for g in gpus}))
+            if on_time and end <= job.spec.deadline_s:
+                return gpus
+            if end < fastest_end:
+                fastest, fastest_end = gpus, end
+        return fastest
+
+
+class GenieOracle(Genie):
+    name = "genie-oracle"
+    description = "GENIE with exact predictions (the workload model): the policy without prediction error"
+
+    def __init__(self, seed: int = 0, placement: str = "best-fit") -> None:
+        super().__init__("oracle", 0.0, seed, placement)
+
+
+def deadline_first(job: JobState) -> tuple:
+    """Earliest deadline first; jobs without one after, in arrival order."""
+    deadline = job.spec.deadline_s
+    return (deadline is None, deadline if deadline is not None else 0.0, job.spec.submit_time_s)
+
+
+class Edf(QueuedPolicy):
+    name = "edf"
+    description = "earliest deadline first; non-preemptive, at the requested size (backfill unless --scan strict)"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
+        super().__init__(deadline_first, placement, scan)

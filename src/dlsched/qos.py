@@ -1,0 +1,76 @@
+"""QoS targets (completion deadlines) for traces that have none, and what is measured of them.
+
+A trace's own deadlines are used as given (class ``given``). Otherwise each job gets
+
+    deadline = submit + factor x its solo run time at its request (the trace's duration)
+
+with its class drawn with equal odds from ``DEADLINE_CLASSES`` and its factor uniform in that
+class's range, both from a generator seeded by the seed and the job id (the same job gets the
+same deadline whatever else is in the workload). The classes and ranges are chosen defaults, not
+fitted to any paper's result; override them with ``classes``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from .errors import SpecError
+from .jobs import JobSpec
+
+DEADLINE_CLASSES: dict[str, tuple[float, float]] = {
+    "tight": (1.2, 1.5),       # hardly any waiting, and little slowdown, allowed
+    "normal": (1.5, 3.0),
+    "loose": (3.0, 6.0),
+}
+
+
+def assign_deadlines(jobs: list[JobSpec], seed: int = 0,
+                     classes: dict[str, tuple[float, float]] | None = None) -> list[JobSpec]:
+    """Jobs with a deadline each (those that had one keep it)."""
+    classes = classes or DEADLINE_CLASSES
+    for name, (low, high) in classes.items():
+        if not 1.0 <= low <= high:
+            raise SpecError("deadline-classes", f"{name}: the factor range must satisfy 1 <= low <= high, got {low}..{high}")
+    names = sorted(classes)
+    out = []
+    for job in jobs:
+        if job.deadline_s is not None:
+            out.append(job if job.qos_class else replace(job, qos_class="given"))
+            continue
+        rng = random.Random(f"{seed}:{job.job_id}")
+        name = rng.choice(names)
+        factor = rng.uniform(*classes[name])
+        out.append(replace(job, deadline_s=job.submit_time_s + factor * job.duration_s, qos_class=name))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    from .metrics import percentile
+    return percentile(sorted(values), q)
+
+
+def qos_summary(rows: list[dict]) -> dict | None:
+    """QoS-guarantee percentage (finished by the deadline, of the jobs with one) overall, per
+    class and per tenant; lateness of the late jobs (finish - deadline); None when no job has a
+    deadline. A job that never finished counts as missed."""
+    judged = [r for r in rows if r.get("deadline_s") is not None]
+    if not judged:
+        return None
+
+    def share(rs: list[dict]) -> float:
+        return 100.0 * sum(bool(r["met_deadline"]) for r in rs) / len(rs)
+
+    def grouped(key: str) -> dict:
+        groups: dict[str, list[dict]] = {}
+        for r in judged:
+            groups.setdefault(r[key] or "", []).append(r)
+        return {k: {"jobs": len(v), "qos_pct": share(v)} for k, v in sorted(groups.items())}
+
+    late = [r["finish_s"] - r["deadline_s"] for r in judged if r["finish_s"] is not None and not r["met_deadline"]]
+    return {
+        "jobs": len(judged), "qos_pct": share(judged),
+        "by_class": grouped("qos_class"), "by_tenant": grouped("tenant"),
+        "late_jobs": len(late),
+        "lateness_s": {f"p{q}": _percentile(late, q) for q in (50, 95, 99)} if late else None,
+    }

@@ -32,6 +32,7 @@ test: $(STAMP) sandbox-tools
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/sim_speed.py --policies tiresias,elastic-tiresias,elastic-fifo --elastic-fraction 0.5
+	$(BIN)/python benchmarks/sim_speed.py --policies fifo,edf,genie,genie-oracle --deadlines
 	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
 	$(BIN)/python benchmarks/scaling.py --repeat 3
 

@@ -29,10 +29,12 @@ def main() -> None:
     parser.add_argument("--elastic-fraction", type=float, default=0.0,
                         help="share of jobs made elastic by the seeded rule (default 0)")
     parser.add_argument("--resize-mechanism", default="background", choices=["background", "stop-resume"])
+    parser.add_argument("--deadlines", action="store_true", help="generated deadlines (for edf and genie)")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    workload = prepare(args.trace, args.cluster, perf=not args.no_perf, elastic_fraction=args.elastic_fraction)
+    workload = prepare(args.trace, args.cluster, perf=not args.no_perf, elastic_fraction=args.elastic_fraction,
+                       deadlines=args.deadlines)
     cluster, jobs = workload.cluster, workload.jobs
     load_s = time.perf_counter() - t0
     print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "

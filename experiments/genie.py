@@ -1,0 +1,133 @@
+"""Reproduction experiment for GENIE's QoS-aware scheduling (docs/experiments/genie.md).
+
+    .venv/bin/python experiments/genie.py [--out out/genie] [--loads 0.5,0.8,1.1] [--skip-philly]
+
+Workloads, every job with a generated deadline (dlsched.qos: tight, normal or loose, seeded):
+(a) synthetic, Poisson arrivals at each load (offered GPU demand / GPUs), Philly's size and
+duration mix, models from the zoo, on 16 x 8 V100 (128 GPUs); (b) the full Philly trace on
+64 x 8 V100. Policies: GENIE with its profiled predictor, GENIE with exact predictions, EDF,
+and FIFO, SJF and Tiresias; FIFO and SJF with backfill (as GENIE and EDF take any job that fits
+idle GPUs). Writes summary.md, results.json, qos.png and lateness_cdf.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from dlsched.metrics import job_rows, summarize
+from dlsched.policies.catalog import make_policy
+from dlsched.prepare import prepare
+from dlsched.sim import SimConfig, simulate
+
+POLICIES = [("genie", "genie", {}), ("genie (oracle)", "genie-oracle", {}), ("edf", "edf", {}),
+            ("fifo", "fifo", {"scan": "backfill"}), ("sjf", "sjf", {"scan": "backfill"}),
+            ("tiresias", "tiresias", {})]
+SYNTHETIC_CLUSTER = "16x8:V100"
+SYNTHETIC_JOBS = 2000
+
+
+def run_one(task: tuple) -> dict:
+    workload_name, load, label, policy, params = task
+    if workload_name == "philly":
+        w = prepare("philly", "64x8:V100", deadlines=True)
+    else:
+        w = prepare("synthetic", SYNTHETIC_CLUSTER, deadlines=True,
+                    trace_params={"num_jobs": SYNTHETIC_JOBS, "load": load})
+    t0 = time.perf_counter()
+    result = simulate(w.cluster, w.jobs, make_policy(policy, **params), SimConfig(), workload=w.model())
+    wall = time.perf_counter() - t0
+    rows = job_rows(result.jobs)
+    s = summarize(result, rows)
+    late = sorted(r["finish_s"] - r["deadline_s"] for r in rows if r["met_deadline"] is False)
+    return {"workload": workload_name, "load": load, "run": label, "wall_s": wall, "qos": s["qos"],
+            "late_s": late, **{k: s[k] for k in ("jobs", "mean_jct_s", "makespan_s", "mean_queue_s",
+                                                  "gpu_utilization", "mean_size_vs_requested", "preemptions")}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="out/genie")
+    parser.add_argument("--loads", default="0.5,0.8,1.1", help="offered loads of the synthetic workload")
+    parser.add_argument("--skip-philly", action="store_true")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    workloads = [("synthetic", float(x)) for x in args.loads.split(",")]
+    if not args.skip_philly:
+        workloads.insert(0, ("philly", 1.0))
+    tasks = [(name, load, label, policy, params) for name, load in workloads for label, policy, params in POLICIES]
+    rows = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        for row in pool.map(run_one, tasks):
+            rows.append(row)
+            print(f"{row['workload']} load {row['load']:g} {row['run']}: QoS {row['qos']['qos_pct']:.1f}%, "
+                  f"makespan {row['makespan_s'] / 86400:.2f} d ({row['wall_s']:.1f} s)", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    write_summary(rows, out)
+
+
+def write_summary(rows: list[dict], out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = ["| workload | load | policy | QoS met | tight | normal | loose | vs best baseline | makespan (d) | "
+             "vs best baseline | mean JCT (h) | p50 / p95 / p99 lateness (h) | size / request | wall (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    groups = list(dict.fromkeys((r["workload"], r["load"]) for r in rows))
+    for group in groups:
+        these = [r for r in rows if (r["workload"], r["load"]) == group]
+        baselines = [r for r in these if not r["run"].startswith("genie")]
+        best_qos = max(r["qos"]["qos_pct"] for r in baselines)
+        best_makespan = min(r["makespan_s"] for r in baselines)
+        for r in these:
+            q = r["qos"]
+            by = {k: f"{v['qos_pct']:.1f}%" for k, v in q["by_class"].items()}
+            late = q["lateness_s"] or {}
+            lateness = " / ".join(f"{late[p] / 3600:,.1f}" for p in ("p50", "p95", "p99")) if late else "-"
+            lines.append(
+                f"| {r['workload']} | {r['load']:g} | {r['run']} | {q['qos_pct']:.1f}% | {by.get('tight', '-')} | "
+                f"{by.get('normal', '-')} | {by.get('loose', '-')} | {q['qos_pct'] - best_qos:+.1f} pts | "
+                f"{r['makespan_s'] / 86400:,.2f} | {r['makespan_s'] / best_makespan - 1:+.1%} | "
+                f"{r['mean_jct_s'] / 3600:,.2f} | {lateness} | {r['mean_size_vs_requested']:.2f} | {r['wall_s']:.1f} |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 3.6))
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    width = 0.8 / len(runs)
+    for i, run in enumerate(runs):
+        values = [next((r["qos"]["qos_pct"] for r in rows if (r["workload"], r["load"]) == g and r["run"] == run), 0)
+                  for g in groups]
+        ax.bar([k + i * width for k in range(len(groups))], values, width, label=run)
+    ax.set_xticks([k + width * (len(runs) - 1) / 2 for k in range(len(groups))],
+                  [f"{w}\nload {load:g}" if w != "philly" else "philly" for w, load in groups], fontsize=8)
+    ax.set_ylabel("QoS-guarantee %")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "qos.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False)
+    for ax, group in zip(axes[0], groups):
+        for r in [r for r in rows if (r["workload"], r["load"]) == group]:
+            late = [x / 3600 for x in r["late_s"]]
+            if late:
+                ax.plot(late, [(i + 1) / len(late) for i in range(len(late))], label=r["run"])
+        ax.set_xscale("log")
+        ax.set_title(group[0] if group[0] == "philly" else f"{group[0]}, load {group[1]:g}", fontsize=9)
+        ax.set_xlabel("lateness of late jobs (h)")
+    axes[0][0].set_ylabel("CDF")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "lateness_cdf.png", dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -37,7 +37,7 @@ from ..errors import SpecError
 # Chosen defaults, overridable by the server's options (docs/security.md).
 DEFAULT_UID_BASE = 200_000
 DEFAULT_UID_COUNT = 100_000
-DEFAULT_MEMORY_MIB = 8192        # address space per process: torch alone maps about 1.5 GiB
+DEFAULT_MEMORY_MIB = 8192        # address space per process: torch alone maps about 1.5 GiB; 0: no limit
 DEFAULT_MAX_PROCESSES = 256      # tasks of the job's uid: processes and their threads
 MAX_OPEN_FILES = 4096
 TMP_MIB = 1024                   # the sandbox's own /tmp, in memory
@@ -100,8 +100,8 @@ class Sandbox:
         return [*self._bwrap(job_dir),
                 "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                 "--bounding-set=-all", "--no-new-privs", "--",
-                "prlimit", f"--as={self.memory_mib * 2**20}", f"--nproc={self.max_processes}",
-                f"--nofile={MAX_OPEN_FILES}", "--core=0", "--", *python]
+                "prlimit", *([f"--as={self.memory_mib * 2**20}"] if self.memory_mib else []),
+                f"--nproc={self.max_processes}", f"--nofile={MAX_OPEN_FILES}", "--core=0", "--", *python]
 
     def job_path(self, job_dir: Path, path: Path) -> str:
         """Where ``path`` (in ``job_dir``) is seen by the tenant process."""

@@ -166,7 +166,8 @@ def add_server_parser(sub):
     g.add_argument("--tenant-uids", default=f"{DEFAULT_UID_BASE}-{DEFAULT_UID_BASE + DEFAULT_UID_COUNT - 1}",
                    metavar="FIRST-LAST", help="uids tenant processes run as, one per job (default %(default)s)")
     g.add_argument("--job-memory-mib", type=int, default=DEFAULT_MEMORY_MIB,
-                   help="address space limit of each tenant process (default %(default)s)")
+                   help="address space limit of each tenant process, 0 for none (CUDA reserves much "
+                        "address space: raise it or use 0 on real GPUs; default %(default)s)")
     g.add_argument("--job-max-processes", type=int, default=DEFAULT_MAX_PROCESSES,
                    help="processes and threads a job's uid may have (default %(default)s)")
     g.add_argument("--sandbox-expose", action="append", metavar="DIR",

@@ -1,6 +1,6 @@
 """Reproduction experiment for GENIE's QoS-aware scheduling (docs/experiments/genie.md).
 
-    .venv/bin/python experiments/genie.py [--out out/genie] [--loads 0.5,0.8,1.1] [--skip-philly]
+    .venv/bin/python experiments/genie.py [--out out/genie] [--loads 2,4,8] [--skip-philly]
 
 Workloads, every job with a generated deadline (dlsched.qos: tight, normal or loose, seeded):
 (a) synthetic, Poisson arrivals at each load (offered GPU demand / GPUs), Philly's size and
@@ -51,7 +51,7 @@ def run_one(task: tuple) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/genie")
-    parser.add_argument("--loads", default="0.5,0.8,1.1", help="offered loads of the synthetic workload")
+    parser.add_argument("--loads", default="2,4,8", help="nominal offered loads of the synthetic workload (default %(default)s)")
     parser.add_argument("--skip-philly", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()

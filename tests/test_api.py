@@ -52,6 +52,14 @@ def test_the_schema_shows_the_job_fields_with_their_bounds_and_the_bearer_scheme
     ({"entrypoint": "no-function"}, "entrypoint"),
     ({"gpus": 2, "batch_size": 1}, "batch_size"),
     ({"priority": 10**30}, "priority"),
+    ({"deadline": "next tuesday"}, "deadline"),          # unparseable
+    ({"deadline": "2020-01-01T00:00:00Z"}, "deadline"),  # before submission
+    ({"deadline": "2099-01-01T00:00:00"}, "deadline"),   # no time zone
+    ({"deadline": 10**400}, "deadline"),
+    ({"within": "2 weeks"}, "within"),
+    ({"within": 0}, "within"),
+    ({"within": "1h", "deadline": "2099-01-01T00:00:00Z"}, "within"),   # both
+    ({"deadline": "2099-01-01T00:00:00Z"}, "deadline"),  # more than 10^8 s (3 years) away
 ])
 def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(api, change, field):
     client, alice, store = api
@@ -75,6 +83,21 @@ def test_a_good_spec_is_stored_normalized(api):
     assert r.status_code == 201, r.text
     spec = store.job(r.json()["id"])["spec"]
     assert spec["duration_s"] == 120 and spec["checkpoint_every"] == 50 and "epochs" not in spec
+
+
+def test_a_deadline_is_stored_absolute_and_shown_with_the_job(api):
+    import time
+    client, alice, store = api
+    before = time.time()
+    r = client.post("/v1/jobs", json={**OK, "within": "2h"}, headers=alice)
+    assert r.status_code == 201, r.text
+    job = client.get(f"/v1/jobs/{r.json()['id']}", headers=alice).json()
+    assert before + 7200 <= job["deadline"] <= time.time() + 7200 and "within" not in job["spec"]
+    from datetime import datetime, timedelta, timezone
+    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)
+    r = client.post("/v1/jobs", json={**OK, "deadline": tomorrow.isoformat().replace("+00:00", "Z")}, headers=alice)
+    assert r.status_code == 201, r.text
+    assert client.get(f"/v1/jobs/{r.json()['id']}", headers=alice).json()["deadline"] == tomorrow.timestamp()
 
 
 def test_a_tenant_sees_and_touches_only_its_own_jobs(api):

@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 from .jobs import JobState
-from .qos import qos_summary
 
 JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
                "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s",
@@ -76,6 +75,32 @@ def _stats(rows: list[dict]) -> dict:
         # the jobs' GPU-time: each job's GPUs x time held, summed (a GPU two jobs share counts
         # twice); the cluster's allocated GPU-time is in the summary
         "job_gpu_time_s": sum(r["gpu_time_s"] for r in rows),
+    }
+
+
+def qos_summary(rows: list[dict]) -> dict | None:
+    """QoS-guarantee percentage (finished by the deadline, of the jobs with one) overall, per
+    class and per tenant; lateness of the late jobs (finish - deadline); None when no job has a
+    deadline. A job that never finished counts as missed."""
+    judged = [r for r in rows if r.get("deadline_s") is not None]
+    if not judged:
+        return None
+
+    def share(rs: list[dict]) -> float:
+        return 100.0 * sum(bool(r["met_deadline"]) for r in rs) / len(rs)
+
+    def grouped(key: str) -> dict:
+        groups: dict[str, list[dict]] = {}
+        for r in judged:
+            groups.setdefault(r[key] or "", []).append(r)
+        return {k: {"jobs": len(v), "qos_pct": share(v)} for k, v in sorted(groups.items())}
+
+    late = sorted(r["finish_s"] - r["deadline_s"] for r in judged if r["finish_s"] is not None and not r["met_deadline"])
+    return {
+        "jobs": len(judged), "qos_pct": share(judged),
+        "by_class": grouped("qos_class"), "by_tenant": grouped("tenant"),
+        "late_jobs": len(late),
+        "lateness_s": {f"p{q}": percentile(late, q) for q in (50, 95, 99)} if late else None,
     }
 
 

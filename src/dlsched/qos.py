@@ -1,4 +1,5 @@
-"""QoS targets (completion deadlines) for traces that have none, and what is measured of them.
+"""QoS targets (completion deadlines) for traces that have none (what is measured of them:
+:func:`dlsched.metrics.qos_summary`).
 
 A trace's own deadlines are used as given (class ``given``). Otherwise each job gets
 
@@ -43,34 +44,3 @@ def assign_deadlines(jobs: list[JobSpec], seed: int = 0,
         factor = rng.uniform(*classes[name])
         out.append(replace(job, deadline_s=job.submit_time_s + factor * job.duration_s, qos_class=name))
     return out
-
-
-def _percentile(values: list[float], q: float) -> float:
-    from .metrics import percentile
-    return percentile(sorted(values), q)
-
-
-def qos_summary(rows: list[dict]) -> dict | None:
-    """QoS-guarantee percentage (finished by the deadline, of the jobs with one) overall, per
-    class and per tenant; lateness of the late jobs (finish - deadline); None when no job has a
-    deadline. A job that never finished counts as missed."""
-    judged = [r for r in rows if r.get("deadline_s") is not None]
-    if not judged:
-        return None
-
-    def share(rs: list[dict]) -> float:
-        return 100.0 * sum(bool(r["met_deadline"]) for r in rs) / len(rs)
-
-    def grouped(key: str) -> dict:
-        groups: dict[str, list[dict]] = {}
-        for r in judged:
-            groups.setdefault(r[key] or "", []).append(r)
-        return {k: {"jobs": len(v), "qos_pct": share(v)} for k, v in sorted(groups.items())}
-
-    late = [r["finish_s"] - r["deadline_s"] for r in judged if r["finish_s"] is not None and not r["met_deadline"]]
-    return {
-        "jobs": len(judged), "qos_pct": share(judged),
-        "by_class": grouped("qos_class"), "by_tenant": grouped("tenant"),
-        "late_jobs": len(late),
-        "lateness_s": {f"p{q}": _percentile(late, q) for q in (50, 95, 99)} if late else None,
-    }

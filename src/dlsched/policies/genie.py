@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 from ..errors import SpecError
 from ..jobs import JobState
-from ..perf.predictor import DEFAULT_PROFILE_NOISE, GenieFit, fit, profile_samples
 from .base import Plan, Policy, PolicyView
 from .queued import QueuedPolicy
 
@@ -51,12 +50,13 @@ class _Prediction:
         self.batch = float(spec.batch_size or 0)
         cluster = view.cluster
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
+        from ..perf.predictor import fit, profile_samples     # numpy: only once a job is predicted
         measure = None
         if spec.batch_size:
             def measure(n: int, m: int, b: float) -> float | None:
                 return workload.iteration_s(spec, n, m, b)
         truth_at_request = measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus) if measure else None
-        self.fit: GenieFit | None = None
+        self.fit = None
         self.measure = None
         if truth_at_request:
             self.iterations = spec.duration_s / truth_at_request      # its length: known
@@ -98,11 +98,16 @@ class Genie(Policy):
     description = "GENIE: shortest waiting allowance first, fewest GPUs predicted to meet the deadline"
     moldable = True           # may start a job on fewer GPUs than it asked for
 
-    def __init__(self, predictor: str = "profiled", noise: float = DEFAULT_PROFILE_NOISE, seed: int = 0,
+    def __init__(self, predictor: str = "profiled", noise: float | None = None, seed: int = 0,
                  placement: str = "best-fit") -> None:
+        """``noise``: the simulated profiling's relative error (None: the predictor's default,
+        :data:`dlsched.perf.predictor.DEFAULT_PROFILE_NOISE`)."""
         super().__init__(placement, "greedy")
         if predictor not in PREDICTORS:
             raise SpecError("predictor", f"unknown predictor '{predictor}': choose from {', '.join(PREDICTORS)}")
+        if noise is None:
+            from ..perf.predictor import DEFAULT_PROFILE_NOISE
+            noise = DEFAULT_PROFILE_NOISE
         if not (isinstance(noise, (int, float)) and 0 <= noise < 1):
             raise SpecError("noise", f"must be a number in [0, 1), got {noise!r}")
         self.predictor, self.noise, self.seed = predictor, float(noise), int(seed)

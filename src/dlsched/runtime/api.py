@@ -115,13 +115,17 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
         service.wake()
         return job
 
+    def shown(row: dict) -> dict:
+        """A job as the API shows it: its row, its deadline and its predicted finish."""
+        return {**row, "deadline": row["spec"].get("deadline"), "predicted_finish": service.predicted_finish(row["id"])}
+
     @app.get("/v1/jobs")
     def list_jobs(who: str = Depends(caller)) -> list[dict]:
-        return store.jobs(None if who == ADMIN else who)
+        return [shown(row) for row in store.jobs(None if who == ADMIN else who)]
 
     @app.get("/v1/jobs/{job_id}")
     def job_status(job_id: str, who: str = Depends(caller)) -> dict:
-        return {**own_job(job_id, who), "events": store.events(job_id)}
+        return {**shown(own_job(job_id, who)), "events": store.events(job_id)}
 
     @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse)
     def job_logs(job_id: str, who: str = Depends(caller)) -> str:

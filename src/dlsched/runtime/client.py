@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import yaml
+from tabulate import tabulate
 
 from ..errors import SpecError
+from ..report.columns import human_duration
 from .server import DEFAULT_PORT
 
 
@@ -63,16 +65,41 @@ def _ago(t: float | None) -> str:
     return "-" if not t else f"{time.time() - t:,.0f} s ago"
 
 
+def _in(t: float | None) -> str:
+    """A time relative to now: 'in 1.5 h', '3 min ago'."""
+    if not t:
+        return "-"
+    dt = t - time.time()
+    text = human_duration(abs(dt))
+    return f"in {text}" if dt >= 0 else f"{text} ago"
+
+
+def on_track(job: dict) -> str:
+    """Whether a job with a deadline meets it: as finished, or as predicted."""
+    deadline = job.get("deadline")
+    if deadline is None:
+        return "-"
+    if job["status"] == "done":
+        return "met" if job["finished"] <= deadline else "missed"
+    if job["status"] in ("failed", "cancelled"):
+        return "missed" if job["status"] == "failed" else "-"
+    if job.get("predicted_finish") is not None:
+        return "yes" if job["predicted_finish"] <= deadline else "late"
+    return "waiting" if time.time() < deadline else "late"
+
+
 def cmd_jobs(args) -> int:
     jobs = _call(args, "GET", "/v1/jobs").json()
-    print(f"{'id':<10} {'tenant':<10} {'status':<10} {'gpus':>4} {'progress':>12} {'ms/it':>7} "
-          f"{'preempt':>7} {'fails':>5} {'submitted':>14}")
+    rows = []
     for j in jobs:
         spec = j["spec"]
         ms = f"{j['iteration_s'] * 1000:.0f}" if j["iteration_s"] else "-"
-        print(f"{j['id']:<10} {j['tenant_id']:<10} {j['status']:<10} {spec['gpus']:>4} "
-              f"{j['iteration']:>5}/{spec.get('iterations') or str(spec['epochs']) + 'ep':<6} {ms:>7} {j['preemptions']:>7} {j['failures']:>5} "
-              f"{_ago(j['submitted']):>14}")
+        rows.append([j["id"], j["tenant_id"], j["status"], spec["gpus"],
+                     f"{j['iteration']}/{spec.get('iterations') or str(spec['epochs']) + 'ep'}", ms,
+                     j["preemptions"], j["failures"], _ago(j["submitted"]), _in(j.get("deadline")),
+                     _in(j.get("predicted_finish")), on_track(j)])
+    print(tabulate(rows, ["id", "tenant", "status", "gpus", "progress", "ms/it", "preempt", "fails", "submitted",
+                          "deadline", "predicted end", "on track"], disable_numparse=True))
     return 0
 
 

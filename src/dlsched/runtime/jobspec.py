@@ -15,11 +15,16 @@ takes to run the program. Given as a mapping (from YAML or JSON)::
     log_every: 10
     seed: 0
     record_samples: false   # write each iteration's sample indices to the job's folder (checks)
+    deadline: 2026-11-23T18:00:00Z   # finish by (ISO 8601 with a zone, or Unix seconds); or
+    within: 2h                       # finish within this of submission (s, min, h, d)
 """
 
 from __future__ import annotations
 
+import math
+import re
 import time
+from datetime import datetime
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -65,6 +70,9 @@ class JobRequest(BaseModel):
     log_every: int | None = Field(None, ge=1, le=MAX_ITERATIONS)
     seed: int | None = Field(None, ge=0, le=2**31 - 1)
     record_samples: bool | None = None
+    deadline: float | str | None = Field(None, description="finish by: ISO 8601 time with a zone, or Unix seconds")
+    within: float | str | None = Field(None, description="finish within this of submission: '2h', '90min', '45s', "
+                                                          "'1.5d', or seconds")
 
 
 def spec_error(errors: list[dict]) -> SpecError:
@@ -92,8 +100,47 @@ def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
         raise SpecError(field, f"asks for {high} GPUs; the cluster has {capacity_gpus}")
     if out["batch_size"] < high:
         raise SpecError("batch_size", f"must be at least the GPU count ({high}): every worker needs a sample")
-    to_job_spec(out, "check", "check", time.time())      # the simulator's own checks
+    now = time.time()
+    deadline = absolute_deadline(out.pop("deadline", None), out.pop("within", None), now)
+    if deadline is not None:
+        out["deadline"] = deadline
+    to_job_spec(out, "check", "check", now)      # the simulator's own checks
     return out
+
+
+UNITS_S = {"s": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+WITHIN = re.compile(r"^\s*(?P<n>\d+(\.\d+)?)\s*(?P<unit>s|min|m|h|d)\s*$")
+
+
+def absolute_deadline(deadline, within, now: float) -> float | None:
+    """The deadline as Unix seconds from ``deadline`` (absolute) or ``within`` (from now);
+    :class:`SpecError` naming the field when it cannot be read or is not in the future."""
+    if deadline is not None and within is not None:
+        raise SpecError("within", "give deadline or within, not both")
+    if within is not None:
+        if isinstance(within, str):
+            m = WITHIN.match(within)
+            if not m:
+                raise SpecError("within", f"expected a duration such as '2h', '90min' or '45s', got {within!r}")
+            within = float(m["n"]) * UNITS_S[m["unit"]]
+        if not (math.isfinite(within) and 0 < within <= MAX_DURATION_S):
+            raise SpecError("within", f"must be more than 0 s and at most {MAX_DURATION_S:g} s")
+        return now + within
+    if deadline is None:
+        return None
+    if isinstance(deadline, str):
+        try:
+            parsed = datetime.fromisoformat(deadline.strip().replace("Z", "+00:00"))
+            if parsed.tzinfo is None:
+                raise SpecError("deadline", "give the time zone (e.g. a trailing Z for UTC)")
+            deadline = parsed.timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise SpecError("deadline", f"expected an ISO 8601 time such as 2026-11-23T18:00:00Z, got {deadline[:64]!r}") from None
+    if not math.isfinite(deadline) or deadline <= now:
+        raise SpecError("deadline", "must be a time after submission")
+    if deadline > now + MAX_DURATION_S:
+        raise SpecError("deadline", f"is more than {MAX_DURATION_S:g} s away")
+    return float(deadline)
 
 
 def to_job_spec(spec: dict, job_id: str, tenant: str, submit_time_s: float,
@@ -110,4 +157,5 @@ def to_job_spec(spec: dict, job_id: str, tenant: str, submit_time_s: float,
         duration = iterations * (iteration_s or DEFAULT_ITERATION_S)
     return JobSpec(job_id=job_id, submit_time_s=submit_time_s, num_gpus=spec["gpus"], duration_s=duration,
                    tenant=tenant, model=spec["entrypoint"] if profile else None, batch_size=spec["batch_size"], iterations=iterations,
-                   priority=spec.get("priority", 0), min_gpus=spec.get("min_gpus"), max_gpus=spec.get("max_gpus"))
+                   priority=spec.get("priority", 0), min_gpus=spec.get("min_gpus"), max_gpus=spec.get("max_gpus"),
+                   deadline_s=spec.get("deadline"), qos_class="given" if spec.get("deadline") else None)

@@ -24,6 +24,8 @@ class RuntimeMetrics:
                                        ["from_state", "to_state"], registry=r)
         self.pass_seconds = Histogram("dlsched_schedule_pass_seconds", "Wall time of one policy pass",
                                       registry=r, buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5))
+        self.deadlines = PromCounter("dlsched_deadlines_total", "Jobs with a deadline that ended: met it, or missed it "
+                                     "(finished late or failed for good)", ["outcome"], registry=r)
         self._tenants: set[str] = set()
 
     def transition(self, old: str, new: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -242,6 +243,7 @@ class SchedulerService:
             self._retire(jid)
             self._set_status(self.store.job(jid), DONE, f"done after {outcome.iteration} iterations",
                              finished=self.clock(), **fields)
+            self._judge_deadline(job, met=self.clock() <= (job.spec.deadline_s or 0))
         elif outcome.kind == "switched":
             self.books.switch(job)
             self.store.update_job(jid, event=f"background resize done at iteration {outcome.iteration} "
@@ -257,9 +259,22 @@ class SchedulerService:
                 self._retire(jid)
                 self._set_status(row, FAILED, f"failed {job.failures} times, last: {outcome.detail}",
                                  failures=job.failures, message=outcome.detail, finished=self.clock(), **fields)
+                self._judge_deadline(job, met=False)
             else:
                 self._set_status(row, QUEUED, f"failed ({outcome.detail}): requeued", failures=job.failures,
                                  message=outcome.detail, **fields)
+
+    def _judge_deadline(self, job: JobState, met: bool) -> None:
+        if job.spec.deadline_s is not None:
+            self.metrics.deadlines.labels("met" if met else "missed").inc()
+
+    def predicted_finish(self, job_id: str) -> float | None:
+        """When a running job is predicted to end: its work left at its measured speed."""
+        live = self.live.get(job_id)
+        if live is None or live.state.status is not Status.RUNNING:
+            return None
+        finish = self.books.projected_finish(live.state)
+        return finish if math.isfinite(finish) else None
 
     def _progress(self) -> None:
         """Bring the books' view of running jobs to what the workers measure: the work done,

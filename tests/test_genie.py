@@ -153,3 +153,13 @@ def test_genie_end_to_end_with_the_performance_model_keeps_the_invariants():
         assert all(r["finish_s"] is not None for r in rows)
         assert any(r["mean_gpus"] < r["num_gpus"] for r in rows)         # it chose smaller sizes
         assert 0 < summarize(result)["qos_pct"] <= 100
+
+
+def test_the_report_shows_qos_per_policy_and_class_and_the_lateness_cdf(tmp_path, capsys):
+    from dlsched.cli import main
+    assert main(["compare", "--trace", "synthetic", "--trace-param", "num_jobs=300;load=4", "--cluster", "2x8:V100",
+                 "--deadlines", "--policies", "fifo,genie", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "QoS met" in capsys.readouterr().out
+    page = (tmp_path / "report.html").read_text()
+    assert "<h2>Deadlines</h2>" in page and "Lateness (finish - deadline)" in page
+    assert page.count("<th>tight</th>") == 1 and "<th>genie</th><td>" in page

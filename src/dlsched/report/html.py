@@ -15,16 +15,22 @@ from .plots import plt, scaling_figure_svg, svg_of
 def load_run(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
     with (run_dir / "jobs.csv").open() as f:
-        jcts = sorted(float(r["jct_s"]) for r in csv.DictReader(f) if r["jct_s"])
+        rows = list(csv.DictReader(f))
+    jcts = sorted(float(r["jct_s"]) for r in rows if r["jct_s"])
+    # lateness of the jobs that finished after their deadline
+    late = sorted(float(r["finish_s"]) - float(r["deadline_s"]) for r in rows
+                  if r.get("met_deadline") == "False" and r["finish_s"])
     with (run_dir / "timeseries.csv").open() as f:
         series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
-    return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "series": series}
+    return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "late": late,
+            "series": series}
 
 
-def _cdf_plot(runs: list[dict]) -> str:
+def _cdf_plot(runs: list[dict], key: str = "jcts", xlabel: str = "job completion time (hours, log scale)",
+              title: str = "JCT distribution") -> str:
     fig, ax = plt.subplots(figsize=(7, 4))
     for run in runs:
-        xs = run["jcts"]
+        xs = run[key]
         if not xs:
             continue
         step = max(1, len(xs) // 2000)   # thin the curve; keep the last point
@@ -33,12 +39,31 @@ def _cdf_plot(runs: list[dict]) -> str:
         ys[-1] = 1.0
         ax.plot([max(p, 1.0) / 3600 for p in pts], ys, label=run["name"])
     ax.set_xscale("log")
-    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title("JCT distribution")
+    ax.set_title(title)
     return svg_of(fig)
+
+
+def _qos_section(runs: list[dict]) -> str:
+    """With deadlines: the QoS-guarantee % per policy and class, and the lateness CDF."""
+    if not any(r["summary"].get("qos") for r in runs):
+        return ""
+    classes = sorted({c for r in runs for c in (r["summary"].get("qos") or {}).get("by_class", {})})
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in classes)
+    body = ""
+    for run in runs:
+        q = run["summary"].get("qos") or {}
+        cells = "".join(f"<td>{q['by_class'][c]['qos_pct']:.1f}%</td>" if c in q.get("by_class", {}) else "<td>-</td>"
+                        for c in classes)
+        body += (f"<tr><th>{html.escape(run['name'])}</th><td>{q.get('qos_pct', 0):.1f}%</td>{cells}"
+                 f"<td>{q.get('late_jobs', 0):,}</td></tr>")
+    late = (_cdf_plot(runs, "late", "lateness of the late jobs (hours, log scale)", "Lateness (finish - deadline)")
+            if any(r["late"] for r in runs) else "")
+    return (f"<h2>Deadlines</h2><table><tr><th>policy</th><th>QoS met</th>{head}<th>late jobs</th></tr>{body}</table>"
+            + late)
 
 
 def _series_plot(runs: list[dict], key: str, label: str, title: str, percent: bool = False) -> str:
@@ -115,6 +140,7 @@ tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</s
 {_series_plot(runs, "utilization", "allocated GPUs (%)", "GPU utilization over time", percent=True)}
 {_series_plot(runs, "queue_mean", "jobs waiting", "Queue length over time")}
 {_tenant_plot(runs)}
+{_qos_section(runs)}
 {_perf_section(runs)}</div>
 <h2>Parameters</h2><ul>{params}</ul>
 </body></html>"""

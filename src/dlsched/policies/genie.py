@@ -66,17 +66,12 @@ class _Prediction:
                 rng = random.Random(f"{seed}:{spec.job_id}")
                 samples = profile_samples(measure, self.batch / spec.num_gpus, noise, rng)
                 self.fit = fit(samples) if samples else None
-        low, high = spec.gpu_range
-        sizes = {high} if self.fit or self.measure else {spec.num_gpus}
-        if self.fit or self.measure:
-            n = 1
-            while n < high:
-                sizes.add(n)
-                n *= 2
+        sizes = {spec.num_gpus}                  # unpredictable: only as asked
+        if self.fit or self.measure:             # the largest allowed and the powers of two below
+            low, high = spec.start_range(moldable=True)
+            sizes = {high} | {2 ** k for k in range(high.bit_length()) if low <= 2 ** k < high}
         memory = min(node.gpu_mem_mib for node in cluster.nodes)
-        fits = [n for n in sorted(sizes) if n >= (1 if not spec.elastic else low)
-                and (workload.memory_mib(spec, n) or 0.0) <= memory]
-        self.sizes = fits or [spec.num_gpus]
+        self.sizes = [n for n in sorted(sizes) if (workload.memory_mib(spec, n) or 0.0) <= memory] or [spec.num_gpus]
         self.duration = spec.duration_s
         self.reference_nodes = {n: cluster.min_nodes_for(n) for n in self.sizes}
 

@@ -142,7 +142,8 @@ class TenantProcess:
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the worker dies (bubblewrap, when isolated, does
-    the same for everything inside its PID namespace)."""
+    the same for everything inside its PID namespace). Linux ties this to the thread that
+    started the child: here a Ray actor's, which lives as long as the actor."""
     import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(1, 9)      # PR_SET_PDEATHSIG, SIGKILL
 

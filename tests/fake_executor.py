@@ -67,7 +67,7 @@ class FakeExecutor:
         self.log.append(("resize", job_id, tuple(map(tuple, placement))))
         self.runs[job_id].resize_to = [tuple(p) for p in placement]
 
-    def profile(self, job_id, config) -> None:
+    def profile(self, job_id, config, placements=False) -> None:
         self.log.append(("profile", job_id))
         self.profiling.append(job_id)
 

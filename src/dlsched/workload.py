@@ -15,6 +15,7 @@ from .jobs import JobSpec, JobState
 
 @runtime_checkable
 class WorkloadModel(Protocol):
+    measures_real_runs: bool   # its iteration times are measured (the runtime), not modelled
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
         """The job's speed (solo seconds of work per second) on ``gpus`` at its current
         sub-batch count, alone on them."""
@@ -46,6 +47,8 @@ class WorkloadModel(Protocol):
 class TraceModel:
     """Without a performance model: every job runs at its trace speed, and since no job's
     memory or co-location slowdown is known, none may share a GPU."""
+
+    measures_real_runs = False
 
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
         return 1.0

@@ -12,12 +12,13 @@ the fastest). A job may run on fewer GPUs than it asked for (GENIE chooses the n
 workers, the global batch kept), never on more; sizes are its request and the powers of two
 below it whose per-GPU memory fits.
 
-Predictions: ``predictor="profiled"`` fits :mod:`dlsched.perf.predictor` per job to a simulated
-profiling run (the workload model's iteration times, read with ``noise``); ``"oracle"`` uses
-the workload model itself, to separate prediction error from the policy. A job's length in
-iterations is known (users give iterations or epochs); only its speed is predicted. Jobs the
-workload model cannot measure are predicted at their trace duration, on their requested size
-only.
+Predictions: ``predictor="profiled"`` fits :mod:`dlsched.perf.predictor` per job to its
+profiling samples: in the simulator the workload model's iteration times read with ``noise``;
+in the runtime the job's real profiling run (1 worker, 2 on one node, 2 on two nodes, at two
+batches). ``"oracle"`` (simulator only) uses the workload model itself, to separate prediction
+error from the policy. A job's length in iterations is known (users give iterations or epochs);
+only its speed is predicted. Jobs that cannot be measured are predicted from their duration
+estimate, on their requested size only.
 """
 
 from __future__ import annotations
@@ -55,16 +56,23 @@ class _Prediction:
         if spec.batch_size:
             def measure(n: int, m: int, b: float) -> float | None:
                 return workload.iteration_s(spec, n, m, b)
-        truth_at_request = measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus) if measure else None
+        # its length in iterations: the real count in the runtime; in the simulator what its
+        # duration means at the workload model's speed
+        if workload.measures_real_runs:
+            iterations = spec.iterations
+        else:
+            truth = measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus) if measure else None
+            iterations = spec.duration_s / truth if truth else None
         self.fit = None
         self.measure = None
-        if truth_at_request:
-            self.iterations = spec.duration_s / truth_at_request      # its length: known
-            if predictor == "oracle":
+        if iterations and measure:
+            self.iterations = iterations
+            if predictor == "oracle" and not workload.measures_real_runs:
                 self.measure = measure
-            else:
+            else:                                # (the runtime has no oracle: it fits its measurements)
                 rng = random.Random(f"{seed}:{spec.job_id}")
-                samples = profile_samples(measure, self.batch / spec.num_gpus, noise, rng)
+                samples = profile_samples(measure, self.batch / spec.num_gpus,
+                                          0.0 if workload.measures_real_runs else noise, rng)
                 self.fit = fit(samples) if samples else None
         sizes = {spec.num_gpus}                  # unpredictable: only as asked
         if self.fit or self.measure:             # the largest allowed and the powers of two below
@@ -72,17 +80,17 @@ class _Prediction:
             sizes = {high} | {2 ** k for k in range(high.bit_length()) if low <= 2 ** k < high}
         memory = min(node.gpu_mem_mib for node in cluster.nodes)
         self.sizes = [n for n in sorted(sizes) if (workload.memory_mib(spec, n) or 0.0) <= memory] or [spec.num_gpus]
-        self.duration = spec.duration_s
         self.reference_nodes = {n: cluster.min_nodes_for(n) for n in self.sizes}
 
     def run_s(self, job: JobState, gpus: int, nodes: int) -> float:
         """Predicted run time left on ``gpus`` GPUs over ``nodes`` nodes."""
-        left = max(0.0, 1.0 - job.done_s / self.duration)
+        duration = job.spec.duration_s          # (the runtime re-estimates it as the job runs)
+        left = max(0.0, 1.0 - job.done_s / duration)
         if self.fit is not None:
             return left * self.iterations * self.fit.iteration_s(self.batch / gpus, gpus, nodes)
         if self.measure is not None:
             return left * self.iterations * self.measure(gpus, nodes, self.batch / gpus)
-        return left * self.duration
+        return left * duration
 
     def best_s(self, job: JobState) -> float:
         return min(self.run_s(job, n, self.reference_nodes[n]) for n in self.sizes)

@@ -42,8 +42,9 @@ class Executor(Protocol):
     def resize(self, job_id: str, placement: Placement) -> None:
         """Move a running job to these GPUs in the background (reported as "switched")."""
 
-    def profile(self, job_id: str, config: dict) -> None:
-        """Profile the job (reported as "profiled" with the result as JSON, or "failed")."""
+    def profile(self, job_id: str, config: dict, placements: bool = False) -> None:
+        """Profile the job (reported as "profiled" with the result as JSON, or "failed"); with
+        ``placements``, also on 2 workers on one node and on two (GENIE's samples)."""
 
     def progress(self, job_id: str) -> dict | None:
         """The run's last measured progress: iteration, iterations, iteration_s."""

@@ -30,6 +30,7 @@ from pathlib import Path
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import ray  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from .execution import NodeInfo, Outcome  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
@@ -75,6 +76,33 @@ def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbo
         process.kill()
 
 
+def _free_address() -> str:
+    """host:port free on this node, for a process group's rendezvous."""
+    import socket
+    host = ray.util.get_node_ip_address()
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return f"{host}:{s.getsockname()[1]}"
+
+
+@ray.remote(num_cpus=0)
+class ProfileWorker:
+    """One worker of a profiling group (GENIE's 2-GPU placements), in its tenant process."""
+
+    def __init__(self, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> None:
+        self.process = _tenant_process(sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES="")
+
+    def address(self) -> str:
+        return _free_address()
+
+    def measure(self, config: dict, rank: int, world: int, master: str) -> list[dict]:
+        try:
+            return self.process.call("profile_group", PROFILE_TIMEOUT_S, config=config, rank=rank, world=world,
+                                     master=master)
+        finally:
+            self.process.kill()
+
+
 def _tenant_process(sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, **env: str) -> TenantProcess:
     return TenantProcess(sandbox.command(job_dir, job_id), sandbox.environment(job_dir, **env), log_path)
 
@@ -95,11 +123,7 @@ class TrainWorker:
         self.process.call("train", config=config, rank=rank, world=world)
 
     def address(self) -> str:
-        import socket
-        host = ray.util.get_node_ip_address()
-        with socket.socket() as s:
-            s.bind((host, 0))
-            return f"{host}:{s.getsockname()[1]}"
+        return _free_address()
 
     def setup(self, master: str | None) -> int:
         return self.process.call("setup", master=master)
@@ -185,7 +209,7 @@ class RayExecutor:
         self._outcomes: list[Outcome] = []
         self._lock = threading.Lock()
         self._known: dict[str, NodeInfo] = {}
-        self._profiling: dict = {}          # profiling task ref -> job id
+        self._ray_ids: dict[str, str] = {}  # node name -> Ray's node id
 
     # -- the cluster -------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:
@@ -199,6 +223,7 @@ class RayExecutor:
                 m = RESOURCE.match(resource)
                 if m:
                     alive[m["node"]] = max(alive.get(m["node"], 0), int(m["index"]) + 1)
+                    self._ray_ids[m["node"]] = node["NodeID"]
         for name, gpus in alive.items():
             self._known[name] = NodeInfo(name, gpus, True)
         for name, info in self._known.items():
@@ -245,14 +270,47 @@ class RayExecutor:
         if run is not None:
             (run.stop if graceful else run.kill).set()
 
-    def profile(self, job_id: str, config: dict) -> None:
+    def profile(self, job_id: str, config: dict, placements: bool = False) -> None:
         """Start a job's profiling run (:mod:`.profile`); reported as a "profiled" outcome whose
-        detail is the result as JSON, or "failed". It runs on any node's CPU and holds no GPU:
-        exact for emulated GPUs; on real GPUs the time and memory it reports are the CPU's."""
+        detail is the result as JSON, or "failed". It runs on CPUs and holds no GPU: exact for
+        emulated GPUs; on real GPUs the time and memory it reports are the CPU's. With
+        ``placements`` (GENIE) it also times the job on 2 workers on one node and on 2 nodes
+        (``placements`` in the result: gpus, nodes, batch, iteration_s)."""
         self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
-        ref = _profile_task.remote(config, job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
+        threading.Thread(target=self._profile, args=(job_id, config, placements), daemon=True,
+                         name=f"profile-{job_id}").start()
+
+    def _profile(self, job_id: str, config: dict, placements: bool) -> None:
+        args = (job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
+        try:
+            result = ray.get(_profile_task.remote(config, *args))
+            if placements:
+                result["placements"] = [{"gpus": 1, "nodes": 1, "batch": p["batch"], "iteration_s": p["iteration_s"]}
+                                        for p in result["points"]]
+                config = {**config, "memory_limit_mib": self.sandbox.memory_mib}
+                for nodes in self._profile_node_pairs():
+                    workers = [ProfileWorker.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False))
+                               .remote(*args) for n in nodes]
+                    try:
+                        master = ray.get(workers[0].address.remote(), timeout=self.start_timeout_s)
+                        points = ray.get([w.measure.remote(config, rank, 2, master) for rank, w in enumerate(workers)],
+                                         timeout=PROFILE_TIMEOUT_S)[0]
+                    finally:
+                        for w in workers:         # a failed one leaves its partner waiting
+                            ray.kill(w)
+                    result["placements"] += [{"gpus": 2, "nodes": len(set(nodes)), **p} for p in points]
+            outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
+        except Exception as e:      # a program that cannot even build
+            detail = f"profiling failed: {_error_text(e)}"
+            self.log(job_id, detail)
+            outcome = Outcome(job_id, 0, "failed", detail=detail)
         with self._lock:
-            self._profiling[ref] = job_id
+            self._outcomes.append(outcome)
+
+    def _profile_node_pairs(self) -> list[tuple[str, str]]:
+        """Ray node ids for 2 workers on one node, and (when there are two) on two nodes."""
+        alive = [self._ray_ids[n.name] for n in self.inventory() if n.alive and n.name in self._ray_ids]
+        return [(alive[0], alive[0])] + ([(alive[0], alive[1])] if len(alive) > 1 else [])
 
     def resize(self, job_id: str, placement: list[tuple[str, int]]) -> None:
         """Background scaling (Amoeba/EDL): workers for the added GPUs start and prepare while
@@ -268,18 +326,6 @@ class RayExecutor:
         return run.progress if run else None
 
     def poll(self) -> list[Outcome]:
-        with self._lock:
-            refs = list(self._profiling)
-        if refs:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in ready:
-                job_id = self._profiling.pop(ref)
-                try:
-                    self._outcomes.append(Outcome(job_id, 0, "profiled", detail=json.dumps(ray.get(ref))))
-                except Exception as e:      # a program that cannot even build
-                    detail = f"profiling failed: {_error_text(e)}"
-                    self.log(job_id, detail)
-                    self._outcomes.append(Outcome(job_id, 0, "failed", detail=detail))
         with self._lock:
             out, self._outcomes = self._outcomes, []
         return out

@@ -40,33 +40,46 @@ def check_batch_fits(sample, batch: int, limit_mib: float | None) -> None:
                           f"alone, over the job's memory limit of {limit_mib:,.0f} MiB")
 
 
-def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
+def _build(config: dict):
+    """The job's program built, its per-worker batch b (at its requested size) and the batches
+    measured: b / 2 and b, the smaller first (peak memory only grows)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
     torch.set_num_threads(1)
-    from .train import collate, load_entrypoint
+    from .train import load_entrypoint
 
     workload = load_entrypoint(config["entrypoint"])(dict(config.get("args") or {}))
-    model = workload.model
-    data = workload.dataset
     local = max(1, int(config["batch_size"]) // int(config["gpus"]))
-    check_batch_fits(data[0], local, config.get("memory_limit_mib"))
+    check_batch_fits(workload.dataset[0], local, config.get("memory_limit_mib"))
+    return torch, workload, local, sorted({max(1, local // 2), local})
+
+
+def _median_pass_s(workload, model, batch: int, repeats: int) -> float:
+    """The median time of a forward and backward pass at ``batch`` (after one warm-up)."""
+    from .train import collate
+    data = workload.dataset
+    items = collate([data[i % len(data)] for i in range(batch)])
+    times = []
+    for r in range(repeats + 1):
+        t0 = time.perf_counter()
+        model.zero_grad()
+        if workload.step is not None:
+            loss = workload.step(model, items)
+        else:
+            inputs, targets = items
+            loss = workload.loss(model(inputs), targets)
+        loss.backward()                    # under DDP: the gradient all-reduce too
+        if r:
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
+    torch, workload, local, batches = _build(config)
     points = []
-    for batch in sorted({max(1, local // 2), local}):     # the smaller first: peak memory only grows
-        items = collate([data[i % len(data)] for i in range(batch)])
-        times = []
-        for r in range(repeats + 1):
-            t0 = time.perf_counter()
-            model.zero_grad()
-            if workload.step is not None:
-                loss = workload.step(model, items)
-            else:
-                inputs, targets = items
-                loss = workload.loss(model(inputs), targets)
-            loss.backward()
-            if r:                                          # the first pass warms up
-                times.append(time.perf_counter() - t0)
-        points.append({"batch": batch, "iteration_s": sorted(times)[len(times) // 2], "memory_mib": _peak_mib(torch)})
+    for batch in batches:
+        t = _median_pass_s(workload, workload.model, batch, repeats)
+        points.append({"batch": batch, "iteration_s": t, "memory_mib": _peak_mib(torch)})
     lo, hi = points[0], points[-1]
     span = hi["batch"] - lo["batch"]
     c1 = max(0.0, (hi["iteration_s"] - lo["iteration_s"]) / span) if span else 0.0
@@ -74,3 +87,19 @@ def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
     return {"local_batch": local, "points": points,
             "c0_s": max(1e-6, hi["iteration_s"] - c1 * hi["batch"]), "c1_s": c1,
             "fixed_mib": hi["memory_mib"] - per_sample * hi["batch"], "per_sample_mib": per_sample}
+
+
+def profile_group(config: dict, rank: int, world: int, master: str, repeats: int = PROFILE_REPEATS) -> list[dict]:
+    """One worker of a profiling group (GENIE's 2-GPU placements): the job's model under DDP
+    in a gloo (CPU) or NCCL group of ``world``, each pass timed with its gradient all-reduce,
+    at the per-worker batches b / 2 and b."""
+    torch, workload, _, batches = _build(config)
+    import torch.distributed as dist
+    from torch import nn
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://{master}", rank=rank, world_size=world)
+    try:
+        model = nn.parallel.DistributedDataParallel(workload.model)
+        return [{"batch": b, "iteration_s": _median_pass_s(workload, model, b, repeats)} for b in batches]
+    finally:
+        dist.destroy_process_group()

@@ -192,15 +192,16 @@ class SchedulerService:
             self._seen_seq = max(self._seen_seq, row["seq"])
             if row["id"] in self.live:
                 continue
-            if self.policy.shares_gpus and row["profile"] is None:
-                # a sharing policy needs the job's memory: profile it before it may be scheduled
+            if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
+                # a sharing policy needs the job's memory, GENIE its speed on other placements:
+                # profile it before it may be scheduled
                 self._to_profile.append(row["id"])
             else:
                 self._enter(row)
         while self._to_profile and len(self.profiling) < self.max_profiling:
             row = self.store.job(self._to_profile.popleft())
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
-                self.executor.profile(row["id"], row["spec"])
+                self.executor.profile(row["id"], row["spec"], placements=self.policy.moldable)
                 self.profiling.add(row["id"])
                 self.store.update_job(row["id"], event="profiling")
 

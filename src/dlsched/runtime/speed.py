@@ -29,6 +29,8 @@ def median_measured_slowdown() -> float:
 class RuntimeSpeed:
     """Implements :class:`~dlsched.workload.WorkloadModel` for real jobs."""
 
+    measures_real_runs = True      # its iteration times are measurements: no simulated noise
+
     def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
         self.exponent = exponent
         self.profiles: dict[str, dict] = {}      # job id -> its profiling run's result
@@ -61,9 +63,14 @@ class RuntimeSpeed:
         return None    # not measured: a real resize's pause is what it takes, not predicted
 
     def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
-        """One worker's measured compute line (the profiling run: c0 + c1 x batch); the
-        all-reduce of several workers is not measured."""
+        """What the job's profiling run measured on ``gpus`` workers over ``nodes`` nodes at the
+        per-worker batch nearest ``local_batch`` (within 10%); one worker's compute line
+        (c0 + c1 x batch) when that placement was not measured on its own."""
         p = self.profiles.get(spec.job_id)
-        if p is None or gpus != 1:
+        if p is None:
             return None
-        return p["c0_s"] + p["c1_s"] * local_batch
+        measured = [m for m in p.get("placements", ()) if m["gpus"] == gpus and m["nodes"] == nodes]
+        if measured:
+            nearest = min(measured, key=lambda m: abs(m["batch"] - local_batch))
+            return nearest["iteration_s"] if abs(nearest["batch"] - local_batch) <= 0.1 * local_batch else None
+        return p["c0_s"] + p["c1_s"] * local_batch if gpus == 1 else None

@@ -144,6 +144,8 @@ class Genie(Policy):
         return _Prediction(job, view, self.predictor, self.noise, self.seed)
 
     def _enter(self, job: JobState, view: PolicyView) -> None:
+        """Queue it by its allowance's static part: deadline - predicted run time left at its
+        best size (the allowance is that minus now; -inf: no deadline, best effort)."""
         p = self.predictions.get(job.job_id)
         if p is None:
             p = self.predictions[job.job_id] = self.predict(job, view)
@@ -153,14 +155,6 @@ class Genie(Policy):
             insort(self.on_time, _Entry(key, job.seq, job))
         else:
             insort(self.late, (job.seq, job))
-
-    def allowance(self, job: JobState, now: float) -> float:
-        """Deadline - now - predicted run time left at the best placement (-inf: no deadline)."""
-        p = self.predictions[job.job_id]
-        return (job.spec.deadline_s - now - p.best_s(job)) if job.spec.deadline_s is not None else -math.inf
-
-    def predicted_run_s(self, job: JobState, gpus: int, nodes: int) -> float:
-        return self.predictions[job.job_id].run_s(job, gpus, nodes)
 
     # -- a pass ------------------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:

@@ -17,6 +17,7 @@ from typing import Mapping, Protocol
 from .cluster import Cluster
 from .jobs import JobState
 from .state.free import FreeGpus
+from .state.loans import LoanBook
 from .state.occupancy import GpuOccupancy
 from .workload import WorkloadModel
 
@@ -50,6 +51,8 @@ class PolicyView(Protocol):
     def occupancy(self) -> GpuOccupancy: ...              # which jobs hold each GPU, their memory
     @property
     def workload(self) -> WorkloadModel: ...              # speed, memory, co-location
+    @property
+    def loans(self) -> LoanBook: ...                      # inference servers loaned / reclaiming
 
     def projected_finish(self, job: JobState) -> float:
         """When a running job ends at its current speed (inf when not running)."""
@@ -60,12 +63,20 @@ class PolicyView(Protocol):
     def resizing(self, job: JobState) -> bool:
         """A background resize of the running job is under way."""
 
+    def preemption_cost_gpu_s(self, job: JobState) -> float:
+        """GPU-seconds a preemption of the running job now would waste."""
+
 
 class PolicyHooks(Protocol):
     """What the state tells a policy (:class:`dlsched.policies.base.Policy` implements it)."""
 
     name: str
     moldable: bool      # may start a job on 1..its request GPUs (at its requested global batch)
+    loans_servers: bool  # borrows the inference servers the inference side does not need
+
+    def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
+        """Which ``count`` loaned servers to give back, and the plan that takes its jobs off
+        them (shrinks and preemptions); called only when ``loans_servers``."""
 
     def job_arrived(self, job: JobState, now: float) -> None: ...
     def job_finished(self, job: JobState, now: float) -> None: ...

@@ -34,6 +34,7 @@ class Policy:
     description: ClassVar[str] = ""
     shares_gpus: ClassVar[bool] = False   # may put two jobs on one GPU (needs their memory)
     moldable: ClassVar[bool] = False      # may start a job on fewer GPUs than it asked for (GENIE)
+    loans_servers: bool = False           # borrows idle inference servers (Aryl)
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:
@@ -72,6 +73,11 @@ class Policy:
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         raise NotImplementedError
+
+    def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
+        """Which ``count`` loaned servers to hand back to inference, and the plan that takes
+        their jobs off them. Only a policy that loans servers is asked."""
+        raise NotImplementedError(f"policy {self.name} does not loan servers")
 
     def params(self) -> dict:
         """The parameters in force, for reports."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 
 from ..errors import SpecError
+from .aryl import Aryl, ArylBase, ArylNaiveReclaim, ArylNoElastic, ArylNoLoan
 from .base import Policy
 from .elastic import ElasticFifo, ElasticTiresias
 from .fifo import Fifo
@@ -16,7 +17,8 @@ from .tiresias import Tiresias
 
 POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in sorted(
     (Fifo, Sjf, Srtf, Tiresias, SjfFfs, SjfBsbf, SjfFfsConsolidated, SjfBsbfConsolidated,
-     ElasticTiresias, ElasticFifo, Genie, GenieOracle, Edf), key=lambda c: c.name)}
+     ElasticTiresias, ElasticFifo, Genie, GenieOracle, Edf,
+     Aryl, ArylNoLoan, ArylNoElastic, ArylNaiveReclaim, ArylBase), key=lambda c: c.name)}
 
 
 def make_policy(name: str, **params) -> Policy:

@@ -18,10 +18,12 @@ from typing import Callable, Iterable, Sequence
 
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
+from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
 from ..jobs import JobSpec, JobState, Status
 from ..policies.base import Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
+from ..state.loans import LoanStats
 from ..workload import TRACE_MODEL, WorkloadModel
 
 INF = math.inf
@@ -50,6 +52,11 @@ class SimConfig(Costs):
     # GPU goes back to its full batch (no gradient accumulation).
     max_jobs_per_gpu: int = 2
     restore_full_batch: bool = True
+    # Capacity loaning (Aryl): the inference pool's demand, repeated from the start
+    # (:mod:`dlsched.inference`; None: the pool is idle and never loaned), and the notice a
+    # reclaimed server's jobs get to leave it.
+    inference_demand: DemandCycle | None = None
+    reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S
 
     def __post_init__(self) -> None:
         Costs.__post_init__(self)
@@ -79,6 +86,14 @@ class SimResult:
     ts_queue: array = field(default_factory=lambda: array("l"))
     ts_used: array = field(default_factory=lambda: array("l"))
     ts_usable: array = field(default_factory=lambda: array("l"))
+    # capacity loaning: servers loaned (or being reclaimed) and inference's own need
+    ts_loaned: array = field(default_factory=lambda: array("l"))
+    ts_inference: array = field(default_factory=lambda: array("l"))
+    loans: LoanStats = field(default_factory=LoanStats)
+    inference_gpu_s: float = 0.0          # integral of GPUs inference used (its need)
+    inference_short_server_s: float = 0.0  # integral of servers inference needed but lacked
+    inference_max_short: int = 0
+    loaned_server_s: float = 0.0          # integral of servers lent to training
 
 
 class Simulator:
@@ -108,8 +123,13 @@ class Simulator:
         self.state = ClusterState(
             cluster, policy, config, workload, config.max_jobs_per_gpu,
             config.restore_full_batch, now=specs[0].submit_time_s if specs else 0.0,
-            on_finish_scheduled=self._push_completion, on_switch_scheduled=self._push_switch)
+            on_finish_scheduled=self._push_completion, on_switch_scheduled=self._push_switch,
+            reclaim_notice_s=config.reclaim_notice_s)
         self._node_events = sorted(config.node_events)
+        demand = config.inference_demand
+        if demand is not None and demand.servers != len(self.state.loans.inference_nodes):
+            raise SpecError("inference_demand", f"the demand is scaled to {demand.servers} servers; "
+                            f"the cluster's inference pool has {len(self.state.loans.inference_nodes)}")
 
     def _push_completion(self, job: JobState) -> None:
         heapq.heappush(self._completions, (job.finish_time, job.seq, job.version, job))
@@ -138,6 +158,14 @@ class Simulator:
         last_rec = (-1, -1, -1)
         busy_area = cap_area = shared_area = 0.0
         occupancy = state.occupancy
+        loans = state.loans
+        demand = cfg.inference_demand
+        next_demand = res.start_s if demand is not None else INF
+        cycle = di = 0
+        needed = 0                            # servers inference needs now
+        inf_gpus_per_server = (self.cluster.pool_gpus("inference") / len(loans.inference_nodes)
+                               if loans.inference_nodes else 0.0)
+        inf_area = short_area = loaned_area = 0.0
         done_before = arrived_before = idle_passes = 0
         stall_limit = cfg.stall_limit
         while True:
@@ -150,6 +178,12 @@ class Simulator:
                 t = states[i].spec.submit_time_s
             if ei < len(node_events) and node_events[ei][0] < t:
                 t = node_events[ei][0]
+            if next_demand < t:
+                t = next_demand
+            if loans.reclaiming:
+                deadline = loans.next_deadline()
+                if deadline < t:
+                    t = deadline
             if not (i < n or pending or running):
                 break                        # nothing left to do: later events do not count
             if wakeup < t:
@@ -164,6 +198,12 @@ class Simulator:
                 busy_area += used * dt
                 cap_area += usable_total * dt
                 shared_area += occupancy.shared_gpus * dt
+                if demand is not None:
+                    inf_area += needed * inf_gpus_per_server * dt
+                    short = needed - loans.held
+                    if short > 0:
+                        short_area += short * dt
+                    loaned_area += (len(loans.loaned) + len(loans.reclaiming)) * dt
             last_t = t
             state.now = t
             # completions free GPUs before anything else at the same instant
@@ -189,6 +229,19 @@ class Simulator:
                 usable_total = sum(self.cluster.nodes[u].num_gpus for u in free.usable)
                 ei += 1
                 res.events += 1
+            if next_demand <= t or (loans.reclaiming and loans.next_deadline() <= t):
+                while next_demand <= t:
+                    step = demand.steps[di]
+                    needed = step.needed
+                    state.set_inference_demand(step.announced)
+                    di += 1
+                    if di == len(demand.steps):
+                        di, cycle = 0, cycle + 1
+                    next_demand = res.start_s + cycle * demand.period_s + demand.steps[di].time_s
+                    res.events += 1
+                state.enforce_reclaims()
+                res.inference_max_short = max(res.inference_max_short, needed - loans.held)
+                usable_total = sum(self.cluster.nodes[u].num_gpus for u in free.usable)
             while i < n and states[i].spec.submit_time_s <= t:
                 state.arrive(states[i])
                 i += 1
@@ -215,12 +268,15 @@ class Simulator:
             if plan.wakeup_at is not None and plan.wakeup_at > t:
                 wakeup = plan.wakeup_at
             if record:
-                rec = (len(pending), usable_total - free.total, usable_total)
+                rec = (len(pending), usable_total - free.total, usable_total,
+                       len(loans.loaned) + len(loans.reclaiming), needed)
                 if rec != last_rec:
                     res.ts_time.append(t)
                     res.ts_queue.append(rec[0])
                     res.ts_used.append(rec[1])
                     res.ts_usable.append(rec[2])
+                    res.ts_loaned.append(rec[3])
+                    res.ts_inference.append(rec[4])
                     last_rec = rec
         if self.progress is not None and done % 1000:
             self.progress(done % 1000)
@@ -229,6 +285,10 @@ class Simulator:
         res.gpu_busy_s = busy_area
         res.gpu_shared_s = shared_area
         res.gpu_capacity_s = cap_area
+        res.loans = loans.stats
+        res.inference_gpu_s = inf_area
+        res.inference_short_server_s = short_area
+        res.loaned_server_s = loaned_area
         return res
 
 

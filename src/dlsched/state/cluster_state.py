@@ -23,9 +23,11 @@ from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..jobs import JobSpec, JobState, Status
 from ..view import Plan, PolicyHooks
+from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..workload import TRACE_MODEL, WorkloadModel
 from .costs import Costs
 from .free import FreeGpus
+from .loans import LoanBook
 from .occupancy import GpuOccupancy
 
 INF = math.inf
@@ -44,6 +46,10 @@ def _no_event(job: JobState) -> None:
     pass
 
 
+def _no_return(nid: int) -> None:
+    pass
+
+
 class ClusterState:
     """Implements :class:`~dlsched.view.PolicyView` for the policy it drives."""
 
@@ -51,7 +57,9 @@ class ClusterState:
                  workload: WorkloadModel = TRACE_MODEL, max_jobs_per_gpu: int = 2,
                  restore_full_batch: bool = True, now: float = 0.0,
                  on_finish_scheduled: Callable[[JobState], None] = _no_event,
-                 on_switch_scheduled: Callable[[JobState], None] = _no_event) -> None:
+                 on_switch_scheduled: Callable[[JobState], None] = _no_event,
+                 reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
+                 on_server_returned: Callable[[int], None] = _no_return) -> None:
         self.cluster = cluster
         self.policy = policy
         self.costs = costs or Costs()
@@ -67,6 +75,9 @@ class ClusterState:
         self.down_nodes: set[int] = set()
         self.on_finish_scheduled = on_finish_scheduled
         self.on_switch_scheduled = on_switch_scheduled
+        # capacity loaning: inference servers lent to training and asked back (Aryl)
+        self.loans = LoanBook.for_cluster(cluster, reclaim_notice_s)
+        self.on_server_returned = on_server_returned
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -78,6 +89,15 @@ class ClusterState:
 
     def resizing(self, job: JobState) -> bool:
         return job.switch_at is not None
+
+    def preemption_cost_gpu_s(self, job: JobState) -> float:
+        """GPU-seconds a preemption of the running job now would waste: its restart pause, and
+        the work since its last checkpoint unless preemptions checkpoint first."""
+        lost = self.costs.restart_overhead_s
+        interval = self.costs.checkpoint_interval_s
+        if not self.costs.checkpoint_on_preempt and interval is not None and self.now > job.resume_at:
+            lost += (self.now - job.resume_at) % interval
+        return len(job.gpus) * lost
 
     # -- arrivals --------------------------------------------------------------------------------
     def advance_to(self, now: float) -> None:
@@ -110,6 +130,66 @@ class ClusterState:
             self._resize(job, tuple(gpus))
         for job, gpus in plan.start:
             self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
+        if self.loans.reclaiming:
+            self._settle_reclaims()
+
+    # -- capacity loaning ----------------------------------------------------------------------
+    def set_inference_demand(self, servers: int) -> None:
+        """The inference side announces how many of its servers it needs (by the end of the
+        notice): servers it does not need are loaned to training when the policy loans; when
+        it needs more than it holds, the policy picks loaned servers to reclaim and plans how
+        their jobs leave (scale in or preempt), and each must be back by now + notice."""
+        book = self.loans
+        total = len(book.inference_nodes)
+        if isinstance(servers, bool) or not isinstance(servers, int) or not 0 <= servers <= total:
+            raise SpecError("servers", f"must be an integer in 0..{total} (the inference servers), got {servers!r}")
+        book.announced = servers
+        short = servers - book.held
+        if short > 0 and book.loaned:
+            count = min(short, len(book.loaned))
+            nodes, plan = self.policy.reclaim(self, count)
+            if len(set(nodes)) != count or any(n not in book.loaned for n in nodes):
+                raise PlanError(f"policy {self.policy.name} picked {sorted(nodes)} to reclaim; it "
+                                f"must pick {count} distinct loaned servers of {sorted(book.loaned)}")
+            deadline = self.now + book.notice_s
+            for nid in nodes:
+                del book.loaned[nid]
+                book.reclaiming[nid] = (self.now, deadline)
+                self.free.retire_node(nid)
+            book.stats.reclaims += count
+            book.stats.reclaim_preemptions += len(plan.preempt)
+            book.stats.reclaim_scale_ins += len(plan.resize)
+            self.apply(plan)
+            self._settle_reclaims()
+        elif short < 0 and self.policy.loans_servers:
+            for nid in book.lendable(-short, self.down_nodes):
+                self.free.add_node(nid)
+                book.loaned[nid] = self.now
+                book.stats.loans += 1
+
+    def enforce_reclaims(self) -> None:
+        """Servers whose notice ran out: the jobs still on them are preempted now."""
+        book = self.loans
+        for nid, (_, deadline) in list(book.reclaiming.items()):
+            if deadline <= self.now:
+                victims = list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids
+                                             for j in self.occupancy.jobs[g]))
+                for job in victims:
+                    self._stop(job, by_policy=True)
+                    book.stats.forced_preemptions += 1
+                    self.policy.job_requeued(job, self.now)
+        self._settle_reclaims()
+
+    def _settle_reclaims(self) -> None:
+        """Hand back every reclaiming server no job holds any more."""
+        book, jobs = self.loans, self.occupancy.jobs
+        for nid, (asked, deadline) in list(book.reclaiming.items()):
+            if not any(jobs[g] for g in self.cluster.nodes[nid].gpu_ids):
+                del book.reclaiming[nid]
+                book.stats.returned += 1
+                book.stats.returned_late += self.now > deadline
+                book.stats.return_wait_s += self.now - asked
+                self.on_server_returned(nid)
 
     # -- what happens outside the policy's control ------------------------------------------------
     def finish(self, job: JobState) -> None:
@@ -124,12 +204,16 @@ class ClusterState:
         for partner in partners:
             self._refresh(partner)
         self.policy.job_finished(job, now)
+        if self.loans.reclaiming:
+            self._settle_reclaims()
 
     def fail(self, job: JobState) -> None:
         """A running job failed (crash, lost worker, failed start, lost node): it waits again,
         losing the work since its last periodic checkpoint."""
         self._stop(job, by_policy=False)
         self.policy.job_requeued(job, self.now)
+        if self.loans.reclaiming:
+            self._settle_reclaims()
 
     def cancel(self, job: JobState) -> None:
         """A user cancelled the job: it leaves the queue, or its GPUs (its partners get their
@@ -143,6 +227,8 @@ class ClusterState:
             for partner in partners:
                 self._refresh(partner)
             self.policy.job_finished(job, self.now)
+            if self.loans.reclaiming:
+                self._settle_reclaims()
         elif job.status is Status.PENDING:
             del self.pending[job.job_id]
             job.status = Status.CANCELLED
@@ -188,7 +274,8 @@ class ClusterState:
         self._check_node(nid)
         if nid in self.down_nodes:
             self.down_nodes.discard(nid)
-            self.free.add_node(nid)
+            if self.cluster.nodes[nid].pool == "training" or nid in self.loans.loaned:
+                self.free.add_node(nid)
 
     def _check_node(self, nid: int) -> None:
         if not 0 <= nid < len(self.cluster.nodes):

@@ -73,6 +73,11 @@ class FreeGpus:
         """Stop using a node; its busy GPUs must have been released first."""
         if len(self.free[nid]) != self.cluster.nodes[nid].num_gpus:
             raise ValueError(f"node {nid} still has GPUs in use")
+        self.retire_node(nid)
+
+    def retire_node(self, nid: int) -> None:
+        """Stop offering a node whose GPUs may still be in use (a reclaimed loan): its free
+        GPUs leave the index now, and GPUs its jobs release later are not given back."""
         self._bucket(len(self.free[nid])).discard(nid)
         self.total -= len(self.free[nid])
         self.free[nid] = []

@@ -1,0 +1,393 @@
+"""Aryl (Li et al., arXiv 2202.07896; Lyra, EuroSys'23): capacity loaning and elastic scaling
+(PAPERS.md section 3; what is reconstructed is stated there and below).
+
+A pass:
+
+1. **Base demand, shortest job first.** Waiting jobs in order of (oracle) duration start at their
+   base size: an elastic job's minimum, a rigid job's request. Placement is best-fit
+   (decreasing: the pass takes the queue as it comes, but each job gets the fullest node that
+   fits it), on owned (training) servers first, then on loaned ones. A job that does not fit may
+   take GPUs back from elastic jobs' extra workers (scaled in, background, no preemption), those
+   whose loss lengthens their job least first; if even all extras would not make room, nothing
+   is taken. Later jobs may start past one that cannot (``scan="backfill"``).
+2. **Extra workers by a multiple-choice knapsack.** The GPUs left go to elastic jobs (running,
+   or starting in this pass) as extra workers: each job offers options "k more GPUs" (up to its
+   maximum) valued by the JCT reduction T(n) - T(n + k), T(n) = work left / speed at n GPUs (the
+   workload model's speed-vs-size curve); :mod:`.knapsack` picks the best set exactly. Extras
+   go to loaned servers first, nearest the job first.
+3. **Reclaim** (when the inference side needs servers back): the loaned servers with the lowest
+   *server preemption cost*, one at a time, costs recomputed after each pick. A job on the
+   server costs nothing when it can scale in (elastic, its GPUs elsewhere still at least its
+   minimum); otherwise it costs the GPU-seconds its preemption wastes (the state's restart pause
+   and lost work). Ties: fewer busy GPUs, then the most recently loaned. The chosen servers'
+   jobs scale in or are preempted at once; the state hands the servers back when empty.
+
+Ablations (the paper's): ``loaning=False`` (the inference pool stays idle), ``elasticity=False``
+(every job at its request, no extras), ``reclaim="recent"`` or ``"random"`` (naive reclaim:
+most recently loaned, or seeded random servers). Without a performance model no speed-vs-size
+curve is known, so nothing grows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from bisect import insort
+
+from ..errors import SpecError
+from ..jobs import JobState
+from ..state.free import FreeGpus
+from . import knapsack
+from .base import Plan, Policy, PolicyView
+from .elastic import keep_consolidated
+from .queued import QueueEntry, shortest_first
+
+RECLAIM_RULES = ("cost", "recent", "random")
+
+
+class Aryl(Policy):
+    name = "aryl"
+    description = ("Aryl: SJF base demand, spare GPUs to elastic jobs by a knapsack on JCT reduction, "
+                   "idle inference servers loaned and reclaimed at the least preemption cost")
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = True,
+                 elasticity: bool = True, reclaim: str = "cost", seed: int = 0) -> None:
+        super().__init__(placement, scan)
+        if reclaim not in RECLAIM_RULES:
+            raise SpecError("reclaim", f"must be one of {', '.join(RECLAIM_RULES)}, got {reclaim!r}")
+        self.loans_servers = bool(loaning)
+        self.elasticity = bool(elasticity)
+        self.reclaim_rule = reclaim
+        self.seed = seed
+        self._rng = random.Random(seed)
+        self.queue: list[QueueEntry] = []          # SJF order
+        self.base_sizes: dict[int, int] = {}       # base size -> waiting jobs of that size
+        self.size: dict[str, tuple[JobState, int]] = {}   # running elastic jobs and their GPUs
+        self.extra_total = 0                       # GPUs held above base sizes, in total
+
+    def params(self) -> dict:
+        return {**super().params(), "loaning": self.loans_servers, "elasticity": self.elasticity,
+                "reclaim": self.reclaim_rule, "seed": self.seed}
+
+    def base(self, job: JobState) -> int:
+        return job.spec.gpu_range[0] if self.elasticity else job.num_gpus
+
+    # -- indexes ------------------------------------------------------------------------------
+    def _enqueue(self, job: JobState) -> None:
+        n = self.base(job)
+        insort(self.queue, QueueEntry(shortest_first(job), job.seq, (n, job.spec.gpu_types), job))
+        self.base_sizes[n] = self.base_sizes.get(n, 0) + 1
+
+    def _dequeue(self, indexes: list[int]) -> None:
+        gone = set(indexes)
+        for i in indexes:
+            n = self.queue[i].kind[0]
+            self.base_sizes[n] -= 1
+            if not self.base_sizes[n]:
+                del self.base_sizes[n]
+        self.queue = [e for i, e in enumerate(self.queue) if i not in gone]
+
+    def _track(self, job: JobState, size: int) -> None:
+        self._untrack(job)
+        if self.elasticity and job.spec.elastic:
+            self.size[job.job_id] = (job, size)
+            self.extra_total += size - self.base(job)
+
+    def _untrack(self, job: JobState) -> None:
+        entry = self.size.pop(job.job_id, None)
+        if entry is not None:
+            self.extra_total -= entry[1] - self.base(job)
+
+    def job_arrived(self, job: JobState, now: float) -> None:
+        self._enqueue(job)
+
+    def job_finished(self, job: JobState, now: float) -> None:
+        self._untrack(job)
+
+    def job_requeued(self, job: JobState, now: float) -> None:
+        self._untrack(job)
+        self._enqueue(job)
+
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        self._dequeue([next(i for i, e in enumerate(self.queue) if e.job is job)])
+
+    # -- JCT model ----------------------------------------------------------------------------
+    @staticmethod
+    def _time_left(view: PolicyView, job: JobState, gpus: int) -> float | None:
+        """Seconds the job needs to finish at ``gpus`` GPUs (None: speed unknown)."""
+        speed = view.workload.speed_at_size(job.spec, gpus)
+        return None if not speed else job.remaining_at(view.now) / speed
+
+    # -- the pass -----------------------------------------------------------------------------
+    def schedule(self, view: PolicyView) -> Plan:
+        plan = Plan()
+        free = view.free
+        planned: dict[str, tuple[int, ...]] = {}          # this pass's shrinks and growths
+        if self.queue and free.total + self.extra_total >= min(self.base_sizes):
+            free = free.copy()
+            started: list[int] = []
+            failed: set[tuple] = set()
+            for i, entry in enumerate(self.queue):
+                kind, job = entry.kind, entry.job
+                if kind in failed:
+                    continue
+                need = kind[0]
+                gpus = self._place_base(view, free, need, job.spec.gpu_types) if need <= free.total else None
+                if gpus is None and self.extra_total and need <= free.total + self.extra_total:
+                    free, gpus = self._make_room(view, free, need, job.spec.gpu_types, planned)
+                if gpus is None:
+                    if not self.backfill:
+                        break
+                    failed.add(kind)
+                    if len(failed) == len(self.base_sizes):
+                        break
+                    continue
+                free.take(gpus)
+                plan.start.append((job, gpus))
+                started.append(i)
+            if started:
+                self._dequeue(started)
+        if self.elasticity and free.total > 0 and (self.size or plan.start):
+            if free is view.free:
+                free = free.copy()
+            self._grow(view, plan, free, planned)
+        for job, gpus in plan.start:
+            self._track(job, len(gpus))
+        for jid, gpus in planned.items():
+            job = self.size[jid][0]
+            plan.resize.append((job, gpus))
+            self._track(job, len(gpus))
+        return plan
+
+    def _place_base(self, view: PolicyView, free: FreeGpus, need: int, types) -> tuple[int, ...] | None:
+        """Owned servers first, then loaned ones too."""
+        loaned = view.loans.loaned
+        if loaned:
+            gpus = _best_fit_within(free, need, types, lambda nid: nid not in loaned)
+            if gpus is not None:
+                return gpus
+        return self.place(free, need, types)
+
+    def _resizable(self, view: PolicyView, job: JobState, planned: dict) -> bool:
+        return job.job_id not in planned and not view.resizing(job) and not view.occupancy.partners(job)
+
+    def _make_room(self, view: PolicyView, free: FreeGpus, need: int, types,
+                   planned: dict) -> tuple[FreeGpus, tuple[int, ...] | None]:
+        """Scale in extra workers, cheapest loss first, until ``need`` GPUs can be placed;
+        returns the index to go on with and the GPUs (or the old index and None)."""
+        trial = free.copy()
+        shrunk: dict[str, list[int]] = {}
+        heap = []
+        for jid, (job, size) in self.size.items():
+            if size > self.base(job) and self._resizable(view, job, planned):
+                loss = self._shrink_loss(view, job, size)
+                if loss is not None:
+                    heap.append((loss, job.seq, jid))
+        heapq.heapify(heap)
+        gpu_node = view.cluster.gpu_node
+        while heap:
+            _, _, jid = heapq.heappop(heap)
+            job = self.size[jid][0]
+            gpus = shrunk.setdefault(jid, list(job.gpus))
+            kept = keep_consolidated(tuple(gpus), len(gpus) - 1, gpu_node)
+            trial.release([g for g in gpus if g not in kept])
+            gpus[:] = kept
+            if len(gpus) > self.base(job):
+                loss = self._shrink_loss(view, job, len(gpus))
+                if loss is not None:
+                    heapq.heappush(heap, (loss, job.seq, jid))
+            if trial.total >= need:
+                placed = self._place_base(view, trial, need, types)
+                if placed is not None:
+                    for jid2, gpus2 in shrunk.items():
+                        planned[jid2] = tuple(gpus2)
+                    return trial, placed
+        return free, None
+
+    def _shrink_loss(self, view: PolicyView, job: JobState, size: int) -> float | None:
+        now, fewer = self._time_left(view, job, size), self._time_left(view, job, size - 1)
+        return None if now is None or fewer is None else fewer - now
+
+    def _grow(self, view: PolicyView, plan: Plan, free: FreeGpus, planned: dict) -> None:
+        """Hand the spare GPUs to elastic jobs by the knapsack on JCT reduction."""
+        spare = free.total
+        candidates: list[tuple[JobState, list[int], int]] = []   # job, its GPUs, plan.start index
+        starting = {job.job_id: i for i, (job, _) in enumerate(plan.start)}
+        for job, gpus in plan.start:
+            if self.elasticity and job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
+                candidates.append((job, list(gpus), starting[job.job_id]))
+        for jid, (job, size) in self.size.items():
+            if size < job.spec.gpu_range[1] and self._resizable(view, job, planned):
+                candidates.append((job, list(job.gpus), -1))
+        groups, kept = [], []
+        for job, gpus, index in candidates:
+            options = self._options(view, job, len(gpus), spare)
+            if options:
+                groups.append(options)
+                kept.append((job, gpus, index))
+        if not groups:
+            return
+        chosen = knapsack.solve(groups, spare)
+        loaned = view.loans.loaned
+        for (job, gpus, index), options, pick in zip(kept, groups, chosen):
+            if pick < 0:
+                continue
+            extra = _place_extras(free, gpus, options[pick][0], job.spec.gpu_types, loaned, view.cluster.gpu_node)
+            if not extra:
+                continue
+            free.take(extra)
+            grown = tuple(gpus) + extra
+            if index >= 0:
+                plan.start[index] = (job, grown)
+            else:
+                planned[job.job_id] = grown
+
+    def _options(self, view: PolicyView, job: JobState, size: int, spare: int) -> list[knapsack.Option]:
+        """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, dominated ones dropped."""
+        base_time = self._time_left(view, job, size)
+        if base_time is None:
+            return []
+        options: list[knapsack.Option] = []
+        best = 0.0
+        for k in range(1, min(job.spec.gpu_range[1] - size, spare) + 1):
+            t = self._time_left(view, job, size + k)
+            if t is not None and base_time - t > best:
+                best = base_time - t
+                options.append((k, best))
+        return options
+
+    # -- reclaim -----------------------------------------------------------------------------
+    def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
+        loans = view.loans
+        leaving = set(loans.reclaiming)
+        if self.reclaim_rule == "recent":
+            chosen = sorted(loans.loaned, key=lambda n: (-loans.loaned[n], -n))[:count]
+        elif self.reclaim_rule == "random":
+            chosen = self._rng.sample(sorted(loans.loaned), count)
+        else:
+            chosen = []
+            candidates = set(loans.loaned)
+            for _ in range(count):
+                best = min(candidates, key=lambda n: (self.server_cost(view, n, leaving | set(chosen)),
+                                                      self._busy_gpus(view, n), -loans.loaned[n], -n))
+                chosen.append(best)
+                candidates.discard(best)
+        plan = Plan()
+        leaving |= set(chosen)
+        for job in _jobs_on(view, chosen):
+            keep = self._kept_if_scaled_in(view, job, leaving)
+            if keep is not None:
+                plan.resize.append((job, keep))
+                self._track(job, len(keep))
+            else:
+                plan.preempt.append(job)
+                self._untrack(job)
+                self._enqueue(job)
+        return chosen, plan
+
+    def server_cost(self, view: PolicyView, nid: int, leaving: set[int]) -> float:
+        """What reclaiming server ``nid`` costs when the servers in ``leaving`` go too: the
+        preemption cost of each job there that cannot scale in, unless an earlier pick already
+        preempts it."""
+        cost = 0.0
+        for job in _jobs_on(view, [nid]):
+            if self._kept_if_scaled_in(view, job, leaving) is None:   # preempted by earlier picks
+                continue
+            if self._kept_if_scaled_in(view, job, leaving | {nid}) is None:
+                cost += view.preemption_cost_gpu_s(job)
+        return cost
+
+    def _kept_if_scaled_in(self, view: PolicyView, job: JobState, leaving: set[int]) -> tuple[int, ...] | None:
+        """The GPUs the job keeps when it scales in off ``leaving`` (all of them if it has none
+        there), or None when it must be preempted."""
+        gpu_node = view.cluster.gpu_node
+        keep = tuple(g for g in job.gpus if gpu_node[g] not in leaving)
+        if len(keep) == len(job.gpus):
+            return keep
+        if (self.elasticity and job.spec.elastic and keep and len(keep) >= job.spec.gpu_range[0]
+                and not view.resizing(job) and not view.occupancy.partners(job)):
+            return keep
+        return None
+
+    @staticmethod
+    def _busy_gpus(view: PolicyView, nid: int) -> int:
+        return sum(1 for g in view.cluster.nodes[nid].gpu_ids if view.occupancy.jobs[g])
+
+
+def _jobs_on(view: PolicyView, nodes) -> list[JobState]:
+    jobs = view.occupancy.jobs
+    return list(dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g]))
+
+
+def _best_fit_within(free: FreeGpus, need: int, types, allowed) -> tuple[int, ...] | None:
+    """Best fit on the nodes ``allowed(nid)`` accepts: the fullest single node that fits, else
+    the fewest nodes, emptiest first; None if they cannot hold ``need``."""
+    nodes = free.cluster.nodes
+    ok = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]
+          if allowed(n) and (types is None or nodes[n].gpu_type in types)]
+    if sum(len(free.free[n]) for n in ok) < need:
+        return None
+    single = [n for n in ok if len(free.free[n]) >= need]
+    if single:
+        nid = min(single, key=lambda n: (len(free.free[n]), n))
+        return tuple(sorted(free.free[nid])[:need])
+    taken: list[int] = []
+    for nid in sorted(ok, key=lambda n: (-len(free.free[n]), n)):
+        taken.extend(sorted(free.free[nid])[:need - len(taken)])
+        if len(taken) == need:
+            break
+    return tuple(taken)
+
+
+def _place_extras(free: FreeGpus, gpus: list[int], k: int, types, loaned, gpu_node) -> tuple[int, ...]:
+    """Up to ``k`` GPUs for extra workers: loaned servers before owned ones, and within each,
+    the job's own nodes first, then the nodes with the fewest free GPUs."""
+    own = {gpu_node[g] for g in gpus}
+    nodes = free.cluster.nodes
+    usable = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]
+              if types is None or nodes[n].gpu_type in types]
+    usable.sort(key=lambda n: (n not in loaned, n not in own, len(free.free[n]), n))
+    taken: list[int] = []
+    for nid in usable:
+        taken.extend(sorted(free.free[nid])[:k - len(taken)])
+        if len(taken) == k:
+            break
+    return tuple(taken)
+
+
+# The paper's ablations under their own names, for `dlsched compare` (each is Aryl with one
+# default changed; every parameter can still be given).
+class ArylNoLoan(Aryl):
+    name = "aryl-no-loan"
+    description = "Aryl without capacity loaning (elastic scaling on the training pool only)"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = False,
+                 elasticity: bool = True, reclaim: str = "cost", seed: int = 0) -> None:
+        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+
+
+class ArylNoElastic(Aryl):
+    name = "aryl-no-elastic"
+    description = "Aryl without elastic scaling (loaned servers run jobs at their requested size)"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = True,
+                 elasticity: bool = False, reclaim: str = "cost", seed: int = 0) -> None:
+        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+
+
+class ArylNaiveReclaim(Aryl):
+    name = "aryl-naive-reclaim"
+    description = "Aryl reclaiming the most recently loaned servers instead of the cheapest"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = True,
+                 elasticity: bool = True, reclaim: str = "recent", seed: int = 0) -> None:
+        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+
+
+class ArylBase(Aryl):
+    name = "aryl-base"
+    description = "the scheduler Aryl is compared against: SJF with backfill, no loaning, no elasticity"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = False,
+                 elasticity: bool = False, reclaim: str = "cost", seed: int = 0) -> None:
+        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)

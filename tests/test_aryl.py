@@ -1,0 +1,234 @@
+"""Aryl: the knapsack, reclaim by server preemption cost, the notice the state enforces, and
+loaning invariants over random demand curves and workloads."""
+
+import itertools
+
+from hypothesis import given, settings, strategies as st
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.inference import DemandCycle, DemandStep, demand_cycle, load_curve, servers_needed
+from dlsched.jobs import JobSpec, Status
+from dlsched.policies import knapsack
+from dlsched.policies.catalog import make_policy
+from dlsched.sim import SimConfig
+from dlsched.sim.engine import Simulator
+from dlsched.state.cluster_state import ClusterState
+from dlsched.state.costs import Costs
+from dlsched.state.invariants import problems
+from dlsched.view import Plan
+from dlsched.workload import TraceModel
+
+
+class PowerLaw(TraceModel):
+    """Speed at n GPUs = (n / request) ** exponent: diminishing returns."""
+
+    def __init__(self, exponent=0.8):
+        self.exponent = exponent
+
+    def __call__(self, job, gpus):
+        return (len(gpus) / job.num_gpus) ** self.exponent
+
+    def speed_at_size(self, spec, gpus):
+        return (gpus / spec.num_gpus) ** self.exponent
+
+
+# -- the knapsack -----------------------------------------------------------------------------
+def brute_force(groups, capacity):
+    best = 0.0
+    for choice in itertools.product(*[range(-1, len(g)) for g in groups]):
+        weight = sum(groups[g][i][0] for g, i in enumerate(choice) if i >= 0)
+        if weight <= capacity:
+            best = max(best, knapsack.total_value(groups, list(choice)))
+    return best
+
+
+def test_knapsack_small_instance_exact_optimum():
+    # capacity 4. Greedy by the first marginal would take A's 1 GPU (6) and then be stuck
+    # with B's poor single option; the optimum is B's 3 GPUs (10) and A's 1 (6) = 16.
+    groups = [[(1, 6.0), (2, 7.0)],            # A
+              [(1, 1.0), (3, 10.0)],           # B: not concave, so the DP runs
+              [(2, 5.0)]]                      # C
+    chosen = knapsack.solve(groups, 4)
+    assert chosen == [0, 1, -1]
+    assert knapsack.total_value(groups, chosen) == 16.0 == brute_force(groups, 4)
+
+
+def test_knapsack_concave_fast_path_gives_the_same_optimum():
+    groups = [[(1, 5.0), (2, 9.0), (3, 12.0)], [(1, 4.0), (2, 7.5)], [(1, 4.5)]]
+    assert knapsack._concave_marginals(groups) is not None
+    for capacity in range(7):
+        fast = knapsack.total_value(groups, knapsack.solve(groups, capacity))
+        assert fast == knapsack.total_value(groups, knapsack.solve_dp(groups, capacity)) == brute_force(groups, capacity)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(1, 4), st.floats(0.0, 20.0, allow_nan=False)), min_size=1, max_size=3),
+                min_size=1, max_size=4), st.integers(0, 8))
+def test_knapsack_dp_matches_brute_force(groups, capacity):
+    chosen = knapsack.solve(groups, capacity)
+    weight = sum(groups[g][i][0] for g, i in enumerate(chosen) if i >= 0)
+    assert weight <= capacity
+    assert abs(knapsack.total_value(groups, chosen) - brute_force(groups, capacity)) < 1e-9
+
+
+# -- reclaim -----------------------------------------------------------------------------------
+def loaned_state(**policy_params):
+    """1 owned server and 3 inference servers (4 GPUs each), all three loaned."""
+    cluster = parse_cluster_spec("1x4:V100,3x4:V100@inference")
+    policy = make_policy("aryl", **policy_params)
+    state = ClusterState(cluster, policy, Costs(restart_overhead_s=30.0), workload=PowerLaw(),
+                         reclaim_notice_s=60.0)
+    state.set_inference_demand(0)
+    assert sorted(state.loans.loaned) == [1, 2, 3]
+    return state, policy
+
+
+def start(state, spec, gpus):
+    job = state.submit(spec)
+    state.policy.queue.clear(), state.policy.base_sizes.clear()     # placed by hand here
+    state.apply(Plan(start=[(job, tuple(gpus))]))
+    state.policy._track(job, len(gpus))
+    return job
+
+
+def test_reclaim_scales_in_extras_first_then_preempts_the_cheapest_server_only():
+    state, _ = loaned_state()
+    # server 1 (GPUs 4-7): a rigid 2-GPU job (costs 2 x 30 s); server 2 (8-11): only the extra
+    # workers of an elastic job whose base is on the owned server (costs nothing); server 3
+    # (12-15): a rigid 4-GPU job (costs 4 x 30 s)
+    rigid2 = start(state, JobSpec("r2", 0.0, 2, 1000.0), [4, 5])
+    elastic = start(state, JobSpec("e", 0.0, 4, 1000.0, min_gpus=2, max_gpus=8), [0, 1, 2, 3, 8, 9, 10, 11])
+    rigid4 = start(state, JobSpec("r4", 0.0, 4, 1000.0), [12, 13, 14, 15])
+    state.set_inference_demand(1)
+    assert state.loans.stats.reclaims == 1 and 2 not in state.loans.loaned
+    assert elastic.status is Status.RUNNING and elastic.gpus == (0, 1, 2, 3)    # scaled in, kept going
+    assert elastic.preemptions == 0 and state.loans.stats.reclaim_scale_ins == 1
+    assert state.loans.stats.reclaim_preemptions == 0
+    assert state.loans.stats.returned == 1                # empty at once: handed back
+    state.set_inference_demand(2)                         # one more: 60 beats 120
+    assert rigid2.status is Status.PENDING and rigid2.preemptions == 1
+    assert rigid4.status is Status.RUNNING
+    assert state.loans.stats.reclaim_preemptions == 1 and sorted(state.loans.loaned) == [3]
+    assert not problems(state)
+
+
+def test_cost_is_recomputed_after_each_pick():
+    state, policy = loaned_state()
+    # an elastic job (base 4) on servers 1 and 2, a rigid 3-GPU job on server 3 (3 x 30 s)
+    big = start(state, JobSpec("big", 0.0, 4, 1000.0, min_gpus=4, max_gpus=8), list(range(4, 12)))
+    small = start(state, JobSpec("small", 0.0, 3, 1000.0), [12, 13, 14])
+    assert policy.server_cost(state, 1, set()) == policy.server_cost(state, 2, set()) == 0.0
+    # once server 2 is picked (free: big scales in to server 1), server 1 would preempt big
+    # (8 x 30 s): the second pick is server 3 (90)
+    assert policy.server_cost(state, 1, {2}) == 240.0
+    nodes, plan = policy.reclaim(state, 2)
+    assert nodes == [2, 3]
+    assert plan.preempt == [small] and plan.resize == [(big, (4, 5, 6, 7))]
+
+
+def test_naive_reclaim_takes_the_most_recently_loaned():
+    state, policy = loaned_state(reclaim="recent")
+    state.loans.loaned[2] = 5.0                # loaned last
+    nodes, _ = policy.reclaim(state, 1)
+    assert nodes == [2]
+
+
+class Stubborn:
+    """A policy that picks servers but never moves their jobs: the state's deadline must."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def reclaim(self, view, count):
+        nodes, _ = self.inner.reclaim(view, count)
+        return nodes, Plan()
+
+
+def test_the_state_preempts_what_is_left_at_the_end_of_the_notice():
+    state, policy = loaned_state()
+    state.policy = Stubborn(policy)
+    job = start(state, JobSpec("r", 0.0, 4, 1000.0), [4, 5, 6, 7])
+    state.loans.loaned.pop(2), state.loans.loaned.pop(3)     # only server 1 is loaned
+    state.free.retire_node(2), state.free.retire_node(3)
+    state.set_inference_demand(3)
+    assert job.status is Status.RUNNING and 1 in state.loans.reclaiming
+    state.advance_to(59.0)
+    state.enforce_reclaims()
+    assert job.status is Status.RUNNING
+    state.advance_to(60.0)
+    state.enforce_reclaims()
+    assert job.status is Status.PENDING and state.loans.stats.forced_preemptions == 1
+    assert not state.loans.reclaiming and state.loans.stats.returned_late == 0
+
+
+def test_bad_demand_is_refused_with_the_field():
+    state, _ = loaned_state()
+    for bad in (-1, 4, 1.5, True):
+        try:
+            state.set_inference_demand(bad)
+        except Exception as e:
+            assert "servers" in str(e)
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+
+
+# -- the demand curve --------------------------------------------------------------------------
+def test_scaling_rule_and_announcement_ahead():
+    curve = load_curve("genai")
+    needed = servers_needed(curve, 20, peak_share=0.9)
+    assert max(needed) == 18 and min(needed) >= 0
+    cycle = demand_cycle(curve, 20, notice_s=600.0)
+    for step in cycle.steps:        # announced = the most needed within the next 10 minutes
+        window = [n for t, n in zip(curve.times, needed) if step.time_s < t <= step.time_s + 600.0]
+        assert step.announced == max([step.needed, *window])
+
+
+# -- invariants over random demand and workloads ------------------------------------------------
+@st.composite
+def loaning_cases(draw):
+    owned, lent = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    per_node = draw(st.sampled_from([2, 4]))
+    jobs = []
+    for k in range(draw(st.integers(1, 14))):
+        n = draw(st.integers(1, owned * per_node))
+        elastic = draw(st.booleans())
+        jobs.append(JobSpec(f"j{k}", float(draw(st.integers(0, 300))), n, float(draw(st.integers(5, 400))),
+                            min_gpus=max(1, n // 2) if elastic else None,
+                            max_gpus=min(2 * n, (owned + lent) * per_node) if elastic else None))
+    times = sorted(set(draw(st.lists(st.integers(1, 500), max_size=8))))
+    steps = [DemandStep(0.0, 0, 0)]
+    for t in times:
+        need = draw(st.integers(0, lent))
+        steps.append(DemandStep(float(t), need, need))
+    cycle = DemandCycle("random", lent, tuple(steps), 600.0, 0.0, 1.0)
+    return f"{owned}x{per_node},{lent}x{per_node}@inference", jobs, cycle
+
+
+@settings(max_examples=60, deadline=None)
+@given(loaning_cases(), st.sampled_from(["aryl", "aryl-no-elastic", "aryl-naive-reclaim"]),
+       st.sampled_from([0.0, 30.0]), st.sampled_from(["background", "stop-resume"]))
+def test_loaning_never_leaves_inference_short(case, policy, notice, mechanism):
+    spec, jobs, cycle = case
+    # announcements: the step's need, made ``notice`` ahead (a cycle of its own)
+    ahead = DemandCycle("ahead", cycle.servers, tuple(
+        DemandStep(max(0.0, s.time_s - notice), s.needed, max(s.needed, *(o.needed for o in cycle.steps
+                                                                         if s.time_s <= o.time_s <= s.time_s + notice)))
+        for s in cycle.steps), cycle.period_s, notice, 1.0)
+    sim = Simulator(parse_cluster_spec(spec), jobs, make_policy(policy),
+                    SimConfig(inference_demand=ahead, reclaim_notice_s=notice, resize_mechanism=mechanism,
+                              restart_overhead_s=10.0), workload=PowerLaw())
+    state, apply = sim.state, sim.state.apply
+
+    def apply_and_check(plan):
+        apply(plan)
+        assert not problems(state), problems(state)
+
+    state.apply = apply_and_check
+    result = sim.run()
+    assert all(j.status is Status.DONE for j in result.jobs)
+    assert result.loans.returned_late == 0
+    assert result.inference_max_short <= 0
+    assert result.inference_short_server_s == 0.0

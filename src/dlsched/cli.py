@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 from . import __version__
 from .errors import PlanError, SpecError
+from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
 from .policies.catalog import POLICIES, make_policy
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
@@ -94,6 +95,13 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deadlines", action="store_true",
                    help="give jobs without a deadline one: submit + factor x solo run time, the factor "
                         "from a tight, normal or loose class (seeded; docs/experiments/genie.md)")
+    p.add_argument("--inference-demand", default="genai", metavar="SOURCE",
+                   help="the inference pool's demand when the cluster has one (@inference): genai "
+                        "(default), philly-nodes, a CSV of seconds,load, or none (docs/experiments/aryl.md)")
+    p.add_argument("--peak-share", type=float, default=DEFAULT_PEAK_SHARE,
+                   help="share of the inference servers the demand's peak needs (default %(default)s)")
+    p.add_argument("--reclaim-notice-s", type=float, default=DEFAULT_RECLAIM_NOTICE_S,
+                   help="how long a reclaimed server's training jobs have to leave it (default %(default)s s)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -113,7 +121,8 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
     policy = make_policy(policy_name, **given, **_key_values(args.param, "param"))
-    config = SimConfig(restart_overhead_s=args.restart_overhead_s,
+    config = SimConfig(inference_demand=_demand(args, cluster), reclaim_notice_s=args.reclaim_notice_s,
+                       restart_overhead_s=args.restart_overhead_s,
                        startup_overhead_s=args.startup_overhead_s,
                        checkpoint_interval_s=args.checkpoint_interval_s,
                        schedule_interval_s=args.schedule_interval_s,
@@ -137,6 +146,15 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
         "performance_model": not args.no_perf,
         "elastic_fraction": args.elastic_fraction,
         "config": dataclasses.asdict(config)})
+
+
+def _demand(args, cluster):
+    """The inference pool's demand cycle, or None (no inference pool, or ``none``)."""
+    servers = sum(1 for n in cluster.nodes if n.pool == "inference")
+    if not servers or args.inference_demand == "none":
+        return None
+    from .inference import demand_cycle, load_curve
+    return demand_cycle(load_curve(args.inference_demand), servers, args.reclaim_notice_s, args.peak_share)
 
 
 def _table(summaries: list[dict]) -> str:

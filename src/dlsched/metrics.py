@@ -123,25 +123,65 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     summary["qos_pct"] = qos["qos_pct"] if qos else None
     if qos is not None:
         summary["qos"] = qos
+    pools = pools_summary(result)
+    summary["cluster_usage"] = pools["cluster_usage"] if pools else None
+    summary["reclaim_preemptions"] = pools["reclaim_preemptions"] if pools else None
+    if pools is not None:
+        summary["pools"] = pools
     return summary
+
+
+def pools_summary(result) -> dict | None:
+    """Capacity loaning (Aryl): loans and reclaims, the preemptions reclaims caused, the
+    inference shortfall (server-seconds it needed and lacked: must be 0) and the cluster usage
+    of both pools together as Aryl defines it (GPUs training holds plus GPUs inference needs,
+    over all GPUs), from the first to the last arrival (the window every policy shares; a
+    policy's long tail would otherwise dilute it); None without an inference demand curve."""
+    demand = result.config.inference_demand
+    if demand is None:
+        return None
+    span = result.end_s - result.start_s
+    window = result.arrivals_end_s - result.start_s
+    stats = result.loans
+    return {
+        "demand": demand.source, "inference_servers": demand.servers, "peak_share": demand.peak_share,
+        "reclaim_notice_s": result.config.reclaim_notice_s,
+        "cluster_usage": ((result.gpu_busy_arrivals_s + result.inference_gpu_arrivals_s)
+                          / (result.cluster.num_gpus * window) if window > 0 else None),
+        "inference_usage": (result.inference_gpu_s / (result.cluster.pool_gpus("inference") * span)
+                            if span > 0 else 0.0),
+        "mean_loaned_servers": result.loaned_server_s / span if span > 0 else 0.0,
+        "loans": stats.loans, "reclaims": stats.reclaims, "returned": stats.returned,
+        "returned_late": stats.returned_late,
+        "reclaim_scale_ins": stats.reclaim_scale_ins,
+        "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
+        "forced_preemptions": stats.forced_preemptions,
+        "mean_return_s": stats.return_wait_s / stats.returned if stats.returned else None,
+        "inference_shortfall_server_s": result.inference_short_server_s,
+        "inference_max_shortfall": max(0, result.inference_max_short),
+    }
 
 
 def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     """Time-weighted means of queue length and utilization in equal bins (at most max_bins),
     plus each bin's peak queue: the step series can hold hundreds of thousands of points."""
     t, q, used, usable = result.ts_time, result.ts_queue, result.ts_used, result.ts_usable
+    loaned, needed = result.ts_loaned, result.ts_inference
     if not t:
         return []
     start, end = result.start_s, max(result.end_s, t[-1])
     span = end - start
     if span <= 0:
         return [{"time_s": start, "queue_mean": q[0], "queue_max": q[0],
-                 "utilization": used[0] / usable[0] if usable[0] else 0.0}]
+                 "utilization": used[0] / usable[0] if usable[0] else 0.0,
+                 "loaned_servers": loaned[0], "inference_servers": needed[0]}]
     bins = max(1, min(max_bins, len(t)))
     width = span / bins
     q_area = [0.0] * bins
     q_max = [0] * bins
     u_area = [0.0] * bins
+    l_area = [0.0] * bins
+    n_area = [0.0] * bins
     for k in range(len(t)):
         seg_start = t[k]
         seg_end = t[k + 1] if k + 1 < len(t) else end
@@ -152,6 +192,8 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
             piece = min(seg_end, bin_end) - seg_start
             q_area[b] += q[k] * piece
             u_area[b] += util * piece
+            l_area[b] += loaned[k] * piece
+            n_area[b] += needed[k] * piece
             q_max[b] = max(q_max[b], q[k])
             seg_start += piece
             if seg_start >= bin_end and b < bins - 1:
@@ -161,7 +203,8 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
         if seg_end == seg_start:
             q_max[b] = max(q_max[b], q[k])
     return [{"time_s": start + (b + 0.5) * width, "queue_mean": q_area[b] / width,
-             "queue_max": q_max[b], "utilization": u_area[b] / width} for b in range(bins)]
+             "queue_max": q_max[b], "utilization": u_area[b] / width,
+             "loaned_servers": l_area[b] / width, "inference_servers": n_area[b] / width} for b in range(bins)]
 
 
 def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dict:
@@ -174,7 +217,8 @@ def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dic
         summary.update(extra)
     _write_csv(out / "jobs.csv", JOB_COLUMNS, rows)
     series = binned_timeseries(result)
-    _write_csv(out / "timeseries.csv", ("time_s", "queue_mean", "queue_max", "utilization"), series)
+    _write_csv(out / "timeseries.csv", ("time_s", "queue_mean", "queue_max", "utilization",
+                                        "loaned_servers", "inference_servers"), series)
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
     tmp.replace(out / "summary.json")

@@ -10,11 +10,14 @@ COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
            ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
            ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
            ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
-           ("preemptions", "preemptions", "{:,}"), ("qos_pct", "QoS met", "{:.1f}%"))
+           ("preemptions", "preemptions", "{:,}"), ("qos_pct", "QoS met", "{:.1f}%"),
+           ("cluster_usage", "usage (both pools)", "{:.1%}"),
+           ("reclaim_preemptions", "reclaim preempt.", "{:,}"))
 
 
 def shown_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
-    """The columns with a value in some summary (QoS only when jobs have deadlines)."""
+    """The columns with a value in some summary (QoS only when jobs have deadlines, pools only
+    with an inference demand curve)."""
     return [c for c in COLUMNS if any(s.get(c[0]) is not None for s in summaries)]
 
 

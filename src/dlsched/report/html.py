@@ -101,6 +101,43 @@ def _tenant_plot(runs: list[dict]) -> str:
     return svg_of(fig)
 
 
+def _pools_section(runs: list[dict]) -> str:
+    """Capacity loaning: the counts per policy, and inference demand vs loaned servers."""
+    loaning = [r for r in runs if r["summary"].get("pools")]
+    if not loaning:
+        return ""
+    keys = (("loans", "loans", "{:,}"), ("reclaims", "reclaims", "{:,}"),
+            ("reclaim_scale_ins", "scale-ins", "{:,}"), ("reclaim_preemptions", "preemptions", "{:,}"),
+            ("forced_preemptions", "at the deadline", "{:,}"), ("mean_loaned_servers", "servers loaned (mean)", "{:.1f}"),
+            ("cluster_usage", "usage (both pools)", "{:.1%}"),
+            ("inference_shortfall_server_s", "inference shortfall (server-s)", "{:g}"))
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in keys)
+    body = "".join(f"<tr><th>{html.escape(r['name'])}</th>"
+                   + "".join(f"<td>{format_cell(r['summary']['pools'].get(k), fmt)}</td>" for k, _, fmt in keys)
+                   + "</tr>" for r in loaning)
+    fig, ax = plt.subplots(figsize=(7, 3))
+    first = loaning[0]["series"]
+    if first:
+        t0 = first[0]["time_s"]
+        ax.plot([(p["time_s"] - t0) / 86400 for p in first], [p.get("inference_servers", 0) for p in first],
+                color="black", linewidth=1, label="inference needs")
+    for run in loaning:
+        s = run["series"]
+        if s:
+            ax.plot([(p["time_s"] - s[0]["time_s"]) / 86400 for p in s], [p.get("loaned_servers", 0) for p in s],
+                    linewidth=1, label=f"loaned ({run['name']})")
+    ax.set_xlabel("days since the first submission")
+    ax.set_ylabel("inference servers")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Inference demand vs servers loaned to training")
+    pools = loaning[0]["summary"]["pools"]
+    return (f"<h2>Capacity loaning</h2><p>{pools['inference_servers']} inference servers, demand "
+            f"<b>{html.escape(str(pools['demand']))}</b> (peak {pools['peak_share']:.0%} of the pool), "
+            f"reclaim notice {pools['reclaim_notice_s']:g} s.</p>"
+            f"<table><tr><th>policy</th>{head}</tr>{body}</table>" + svg_of(fig))
+
+
 def _perf_section(runs: list[dict]) -> str:
     if not any(r["summary"].get("performance_model") for r in runs):
         return ""
@@ -141,6 +178,7 @@ tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</s
 {_series_plot(runs, "queue_mean", "jobs waiting", "Queue length over time")}
 {_tenant_plot(runs)}
 {_qos_section(runs)}
+{_pools_section(runs)}
 {_perf_section(runs)}</div>
 <h2>Parameters</h2><ul>{params}</ul>
 </body></html>"""

@@ -94,6 +94,10 @@ class SimResult:
     inference_short_server_s: float = 0.0  # integral of servers inference needed but lacked
     inference_max_short: int = 0
     loaned_server_s: float = 0.0          # integral of servers lent to training
+    # the same integrals up to the last arrival: usage over the window every policy shares
+    arrivals_end_s: float = 0.0
+    gpu_busy_arrivals_s: float = 0.0
+    inference_gpu_arrivals_s: float = 0.0
 
 
 class Simulator:
@@ -246,6 +250,8 @@ class Simulator:
                 state.arrive(states[i])
                 i += 1
                 res.events += 1
+                if i == n:
+                    res.arrivals_end_s, res.gpu_busy_arrivals_s, res.inference_gpu_arrivals_s = t, busy_area, inf_area
             if wakeup <= t:
                 wakeup = INF
                 res.events += 1

@@ -27,8 +27,11 @@ def problems(state: ClusterState) -> list[str]:
             holders_seen.setdefault(g, []).append(jid)
             if free.is_free(g):
                 out.append(f"GPU {g} of running job {jid} is in the free index")
-            if cluster.gpu_node[g] in state.down_nodes:
+            nid = cluster.gpu_node[g]
+            if nid in state.down_nodes:
                 out.append(f"job {jid} runs on GPU {g} of a down node")
+            elif nid not in free.usable and nid not in state.loans.reclaiming:
+                out.append(f"job {jid} runs on GPU {g} of node {nid}, which training may not use")
     for g, holders in enumerate(occupancy.jobs):
         ids = sorted(h.job_id for h in holders)
         if ids != sorted(holders_seen.get(g, [])):
@@ -45,8 +48,14 @@ def problems(state: ClusterState) -> list[str]:
                     out.append(f"job {h.job_id} shares GPU {g} but is not marked sharing")
         elif holders and holders[0].sharing and not occupancy.partners(holders[0]):
             out.append(f"job {holders[0].job_id} is marked sharing without a partner")
+    loans = state.loans
+    for nid in free.usable:
+        if cluster.nodes[nid].pool != "training" and nid not in loans.loaned:
+            out.append(f"inference node {nid} is usable but not loaned")
+    if set(loans.loaned) & set(loans.reclaiming):
+        out.append("a server is both loaned and being reclaimed")
     usable = sum(cluster.nodes[n].num_gpus for n in free.usable)
-    busy = sum(1 for g, h in enumerate(occupancy.jobs) if h)
+    busy = sum(1 for g, h in enumerate(occupancy.jobs) if h and cluster.gpu_node[g] in free.usable)
     if free.total + busy != usable:
         out.append(f"free {free.total} + busy {busy} != usable {usable}")
     if occupancy.shared_gpus != sum(1 for h in occupancy.jobs if len(h) > 1):

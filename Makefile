@@ -30,9 +30,12 @@ test: $(STAMP) sandbox-tools
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[runtime,test,bench]'
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/sim_speed.py --policies tiresias,elastic-tiresias,elastic-fifo --elastic-fraction 0.5
 	$(BIN)/python benchmarks/sim_speed.py --policies fifo,edf,genie,genie-oracle --deadlines
+	$(BIN)/python benchmarks/sim_speed.py --cluster 64x8:V100,16x8:V100@inference --policies aryl-base,aryl --elastic-fraction 0.5
+	$(BIN)/python benchmarks/knapsack.py
 	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
 	$(BIN)/python benchmarks/scaling.py --repeat 3
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from dlsched.inference import demand_cycle, load_curve
 from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
@@ -30,6 +31,8 @@ def main() -> None:
                         help="share of jobs made elastic by the seeded rule (default 0)")
     parser.add_argument("--resize-mechanism", default="background", choices=["background", "stop-resume"])
     parser.add_argument("--deadlines", action="store_true", help="generated deadlines (for edf and genie)")
+    parser.add_argument("--inference-demand", default="genai",
+                        help="demand of the cluster's inference pool, if it has one (genai, philly-nodes, a CSV)")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -40,13 +43,16 @@ def main() -> None:
     print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
           f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
           f"{'trace speeds' if args.no_perf else 'performance model'}; elastic fraction {args.elastic_fraction}")
+    servers = sum(1 for n in cluster.nodes if n.pool == "inference")
+    demand = demand_cycle(load_curve(args.inference_demand), servers) if servers else None
     print(f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'resizes':>8} {'mean JCT h':>11}")
     for name in args.policies.split(","):
         best = None
         for _ in range(args.repeat):
             policy = make_policy(name)
             t0 = time.perf_counter()
-            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism),
+            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism,
+                                                                 inference_demand=demand),
                               workload=workload.model())
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:

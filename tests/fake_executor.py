@@ -35,8 +35,10 @@ class Run:
 
 
 class FakeExecutor:
-    def __init__(self, nodes: dict[str, int]) -> None:
-        self.nodes = {name: NodeInfo(name, gpus, True) for name, gpus in nodes.items()}
+    def __init__(self, nodes: dict[str, int], inference: tuple[str, ...] = ()) -> None:
+        self.nodes = {name: NodeInfo(name, gpus, True, "inference" if name in inference else "training")
+                      for name, gpus in nodes.items()}
+        self.stand_ins: set[str] = set()       # inference nodes whose stand-in was started
         self.runs: dict[str, Run] = {}
         self.outcomes: list[Outcome] = []
         self.progress_of: dict[str, dict] = {}
@@ -83,6 +85,26 @@ class FakeExecutor:
 
     def discard(self, job_id) -> None:
         self.log.append(("discard", job_id))
+
+    def serve_inference(self, node) -> None:
+        self.log.append(("serve_inference", node))
+        self.stand_ins.add(node)
+
+    def inference_ready(self, node) -> bool:
+        """As Ray would: the stand-in runs once no run has a worker there."""
+        return node in self.stand_ins and not any(load for (n, _), load in self.gpu_load().items() if n == node)
+
+    def release_inference(self, node) -> None:
+        self.log.append(("release_inference", node))
+        self.stand_ins.discard(node)
+
+    def evict(self, node) -> list[str]:
+        self.log.append(("evict", node))
+        victims = [j for j, r in self.runs.items() if any(n == node for n, _ in r.placement + (r.resize_to or []))]
+        for job_id in victims:
+            run = self.runs.pop(job_id)
+            self.outcomes.append(Outcome(job_id, run.attempt, "stopped", 0, "killed"))
+        return victims
 
     # -- what a test makes happen ------------------------------------------------------------------
     def gpu_load(self) -> dict[tuple[str, int], int]:

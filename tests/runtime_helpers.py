@@ -41,7 +41,7 @@ class Harness:
     """A scheduler service over a Ray cluster, its loop running, and a TestClient on its API."""
 
     def __init__(self, address: str, data_dir, policy: str = "fifo", params: dict | None = None,
-                 resize_mechanism: str = "background", sandbox=None, limiter=None) -> None:
+                 resize_mechanism: str = "background", sandbox=None, limiter=None, **service_options) -> None:
         from fastapi.testclient import TestClient
 
         from dlsched.runtime.api import create_app, hash_token
@@ -52,7 +52,7 @@ class Harness:
         self.store = SQLiteStore(data_dir / "db.sqlite")
         self.executor = RayExecutor(address, data_dir, sandbox or sandbox_for(data_dir), start_timeout_s=60)
         self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2,
-                                        resize_mechanism=resize_mechanism)
+                                        resize_mechanism=resize_mechanism, **service_options)
         self.service.start()
         self.client = TestClient(create_app(self.service, self.store, hash_token("admin-secret"), limiter=limiter))
         self.admin = {"Authorization": "Bearer admin-secret"}

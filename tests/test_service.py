@@ -17,10 +17,10 @@ SPEC = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations
 
 
 class Setup:
-    def __init__(self, tmp_path, policy="fifo", nodes=None, params=None, store=None, **kw) -> None:
+    def __init__(self, tmp_path, policy="fifo", nodes=None, params=None, store=None, inference=(), **kw) -> None:
         self.clock = Clock()
         self.store = store or SQLiteStore(tmp_path / "db.sqlite")
-        self.executor = FakeExecutor(nodes or {"n0": 2})
+        self.executor = FakeExecutor(nodes or {"n0": 2}, inference)
         self.service = SchedulerService(self.store, self.executor, policy, params, clock=self.clock, **kw)
         self.tenant = self.store.create_tenant("alice", "hash-alice")["id"] \
             if not self.store.tenants() else self.store.tenants()[0]["id"]
@@ -305,3 +305,44 @@ def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):
         assert len(s.executor.profiling) <= 2
     assert sum(1 for e in s.executor.log if e[0] == "profile") == 50
     assert all(j in s.service.live for j in jobs if s.status(j) != "done")
+
+
+def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
+    s = Setup(tmp_path, "aryl", nodes={"n0": 2, "i0": 2}, inference=("i0",), reclaim_notice_s=30.0)
+    assert s.executor.stand_ins == {"i0"}                   # inference holds its server at start
+    s.service.set_inference_demand(0)
+    assert s.executor.stand_ins == set() and s.service.pools()["loaned"] == ["i0"]
+    e = s.submit(gpus=2, min_gpus=1, max_gpus=4, batch_size=8)
+    s.step()
+    # e's base (1 GPU) on the owned node, its 3 extras on the loaned server first, then owned
+    assert s.status(e) == RUNNING
+    assert sorted(s.executor.runs[e].placement) == [("i0", 0), ("i0", 1), ("n0", 0), ("n0", 1)]
+    pools = s.service.set_inference_demand(1)               # the autoscaler wants it back
+    assert pools["reclaiming"] == [] and pools["returning"] == ["i0"]
+    assert s.executor.runs[e].resize_to == [("n0", 0), ("n0", 1)]       # scaled in, not preempted
+    assert s.state(e).preemptions == 0
+    s.step()
+    assert s.service.pools()["returning"] == ["i0"]         # its workers there have not left yet
+    s.executor.switched(e)
+    s.step()
+    assert s.service.pools()["returning"] == [] and s.service.pools()["returned"] == 1
+    assert "i0" in s.executor.stand_ins
+    with pytest.raises(Exception, match="servers"):
+        s.service.set_inference_demand(2)
+
+
+def test_a_worker_left_on_a_reclaimed_server_is_killed_at_the_end_of_the_notice(tmp_path):
+    s = Setup(tmp_path, "aryl", nodes={"n0": 2, "i0": 2}, inference=("i0",), reclaim_notice_s=30.0)
+    s.service.set_inference_demand(0)
+    e = s.submit(gpus=2, min_gpus=1, max_gpus=4, batch_size=8)
+    s.step()
+    s.service.set_inference_demand(1)
+    s.step(10)
+    assert s.status(e) == RUNNING and ("evict", "i0") not in s.executor.log
+    s.step(25)                                              # the scale-in never switched: 35 s > 30 s
+    assert ("evict", "i0") in s.executor.log
+    # killed, requeued and started again in the same pass, on the owned node only
+    assert s.state(e).failures == 1 and s.store.job(e)["attempt"] > 1
+    assert s.status(e) == RUNNING and all(n == "n0" for n, _ in s.executor.runs[e].placement)
+    s.step()
+    assert s.service.pools()["returned"] == 1

@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import SpecError
 from .jobspec import JobRequest, spec_error
@@ -34,6 +34,11 @@ def new_token() -> str:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+class DemandRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    servers: int = Field(ge=0, le=100_000, description="inference servers needed within the reclaim notice")
 
 
 class TenantRequest(BaseModel):
@@ -144,6 +149,15 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
     @app.get("/v1/cluster")
     def cluster(who: str = Depends(caller)) -> dict:
         return service.snapshot(None if who == ADMIN else who)
+
+    @app.put("/v1/pools/inference/demand")
+    def inference_demand(body: DemandRequest, _: str = Depends(admin)) -> dict:
+        """The inference side's autoscaler: the servers it needs within the reclaim notice."""
+        return service.set_inference_demand(body.servers)
+
+    @app.get("/v1/pools")
+    def pools(_: str = Depends(admin)) -> dict:
+        return service.pools()
 
     @app.get("/metrics")
     def metrics() -> Response:

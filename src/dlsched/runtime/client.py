@@ -133,10 +133,25 @@ def cmd_status(args) -> int:
           f"{len(s['running'])} running, {len(s['queue'])} queued")
     for n in s["nodes"]:
         cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))
-        print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}")
+        loan = f" [inference: {n['loan']}]" if n.get("pool") == "inference" else ""
+        print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}")
     if s["queue"]:
         print("queue: " + " ".join(s["queue"]))
         print("queued by tenant: " + ", ".join(f"{t} {c}" for t, c in s["queue_by_tenant"].items()))
+    return 0
+
+
+def cmd_pools(args) -> int:
+    if args.demand is not None:
+        p = _call(args, "PUT", "/v1/pools/inference/demand", json={"servers": args.demand}).json()
+    else:
+        p = _call(args, "GET", "/v1/pools").json()
+    print(f"inference servers: {len(p['inference_servers'])}, demand {p['demand']}, held {p['held']}")
+    for state in ("loaned", "reclaiming", "returning"):
+        print(f"  {state}: {' '.join(p[state]) or '-'}")
+    print(f"loans {p['loans']}, reclaims {p['reclaims']}, handed back {p['returned']} "
+          f"(slowest {p['max_return_s'] if p['max_return_s'] is None else round(p['max_return_s'], 1)} s of a "
+          f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions {p['reclaim_preemptions']}")
     return 0
 
 
@@ -171,6 +186,9 @@ def add_client_parsers(sub) -> None:
     p.add_argument("id")
     p.set_defaults(func=cmd_cancel)
     common(sub.add_parser("status", help="the cluster's GPUs, running jobs and queue")).set_defaults(func=cmd_status)
+    p = common(sub.add_parser("pools", help="the inference pool: loaned and reclaimed servers (admin token)"))
+    p.add_argument("--demand", type=int, help="set the inference side's demand (servers it needs within the notice)")
+    p.set_defaults(func=cmd_pools)
     tenant = sub.add_parser("tenant", help="tenants (admin token)")
     tsub = tenant.add_subparsers(dest="tenant_command", required=True)
     p = common(tsub.add_parser("create", help="create a tenant and print its token"))

@@ -14,6 +14,7 @@ class NodeInfo:
     name: str                  # the node part of its GPUs' resource names
     gpus: int
     alive: bool
+    pool: str = "training"     # "inference": a server lent to training only while idle (Aryl)
 
 
 @dataclass
@@ -57,3 +58,17 @@ class Executor(Protocol):
 
     def discard(self, job_id: str) -> None:
         """Delete what a finished job left but its log (its checkpoint)."""
+
+    def serve_inference(self, node: str) -> None:
+        """Start the inference stand-in on the node: it takes every GPU there, so it runs only
+        once no training worker is left (see :meth:`inference_ready`)."""
+
+    def inference_ready(self, node: str) -> bool:
+        """The node's stand-in holds its GPUs and answered."""
+
+    def release_inference(self, node: str) -> None:
+        """Stop the node's stand-in: the server is lent to training."""
+
+    def evict(self, node: str) -> list[str]:
+        """Kill at once every run with a worker on the node (a reclaim's notice ran out);
+        returns their job ids."""

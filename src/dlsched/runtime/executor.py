@@ -40,6 +40,8 @@ from .tenant import TenantError, TenantProcess, plain, stamp  # noqa: E402
 NAMESPACE = "dlsched"
 JOBS_PER_GPU = 2          # as the simulator's max_jobs_per_gpu
 RESOURCE = re.compile(r"^dlsched_gpu_(?P<node>[A-Za-z0-9-]+)_(?P<index>\d+)$")
+# A node that also carries this resource is an inference server (Aryl's loaning).
+INFERENCE_RESOURCE = "dlsched_pool_inference"
 log = logging.getLogger("dlsched.executor")
 
 
@@ -158,11 +160,33 @@ class TrainWorker:
         return os.getpid()
 
 
-class LocalRayCluster:
-    """An embedded Ray cluster on this machine: a head without GPUs and ``nodes`` emulated nodes
-    of ``gpus_per_node`` GPUs each (``n0``, ``n1``...)."""
+@ray.remote(num_cpus=0)
+class InferenceStandIn:
+    """What the inference side runs on a server it holds: a small model answering requests,
+    holding every GPU unit of its node, so Ray places no training worker there while it lives
+    (and it cannot start while one is left)."""
 
-    def __init__(self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4) -> None:
+    def __init__(self, node: str) -> None:
+        import torch
+        torch.set_num_threads(1)
+        self.node = node
+        self.model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+
+    def ready(self) -> dict:
+        return {"node": self.node, "pid": os.getpid(), "answer": self.infer([0.5] * 64)}
+
+    def infer(self, features: list[float]) -> list[float]:
+        import torch
+        with torch.no_grad():
+            return self.model(torch.tensor([features], dtype=torch.float32))[0].tolist()
+
+
+class LocalRayCluster:
+    """An embedded Ray cluster on this machine: a head without GPUs, ``nodes`` emulated training
+    nodes of ``gpus_per_node`` GPUs each (``n0``, ``n1``...) and ``inference_nodes`` emulated
+    inference servers (``i0``, ``i1``...) of the same size."""
+
+    def __init__(self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4, inference_nodes: int = 0) -> None:
         from ray.cluster_utils import Cluster
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
         self._reaper = start_reaper()       # no Ray process outlives this one, even killed
@@ -171,17 +195,23 @@ class LocalRayCluster:
         self.nodes: dict[str, object] = {}
         for _ in range(nodes):
             self.add_node()
+        for _ in range(inference_nodes):
+            self.add_node(pool="inference")
 
     @property
     def address(self) -> str:
         return self.cluster.address
 
-    def add_node(self) -> str:
-        """Start one more emulated node, named by the smallest free ``n<i>``."""
-        name = next(f"n{i}" for i in range(len(self.nodes) + 1) if f"n{i}" not in self.nodes)
-        self.nodes[name] = self.cluster.add_node(
-            num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node,
-            resources={gpu_resource(name, i): JOBS_PER_GPU for i in range(self.gpus_per_node)})
+    def add_node(self, pool: str = "training") -> str:
+        """Start one more emulated node, named by the smallest free ``n<i>`` (``i<i>`` for an
+        inference server)."""
+        prefix = "i" if pool == "inference" else "n"
+        name = next(f"{prefix}{i}" for i in range(len(self.nodes) + 1) if f"{prefix}{i}" not in self.nodes)
+        resources = {gpu_resource(name, i): JOBS_PER_GPU for i in range(self.gpus_per_node)}
+        if pool == "inference":
+            resources[INFERENCE_RESOURCE] = 1
+        self.nodes[name] = self.cluster.add_node(num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node,
+                                                 resources=resources)
         return name
 
     def remove_node(self, name: str) -> None:
@@ -210,25 +240,29 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._known: dict[str, NodeInfo] = {}
         self._ray_ids: dict[str, str] = {}  # node name -> Ray's node id
+        self._stand_ins: dict[str, tuple] = {}   # inference node -> (actor, its ready() ref)
 
     # -- the cluster -------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:
         """Nodes that carry dlsched GPU resources, sorted by name; a node seen once and gone
         since stays listed as not alive."""
         alive: dict[str, int] = {}
+        pools: dict[str, str] = {}
         for node in ray.nodes():
             if not node["Alive"]:
                 continue
-            for resource in node.get("Resources", {}):
+            resources = node.get("Resources", {})
+            for resource in resources:
                 m = RESOURCE.match(resource)
                 if m:
                     alive[m["node"]] = max(alive.get(m["node"], 0), int(m["index"]) + 1)
                     self._ray_ids[m["node"]] = node["NodeID"]
+                    pools[m["node"]] = "inference" if INFERENCE_RESOURCE in resources else "training"
         for name, gpus in alive.items():
-            self._known[name] = NodeInfo(name, gpus, True)
+            self._known[name] = NodeInfo(name, gpus, True, pools[name])
         for name, info in self._known.items():
             if name not in alive and info.alive:
-                self._known[name] = NodeInfo(name, info.gpus, False)
+                self._known[name] = NodeInfo(name, info.gpus, False, info.pool)
         return sorted(self._known.values(), key=lambda n: (len(n.name), n.name))
 
     # -- runs --------------------------------------------------------------------------------
@@ -329,6 +363,36 @@ class RayExecutor:
         with self._lock:
             out, self._outcomes = self._outcomes, []
         return out
+
+    # -- inference servers (Aryl) --------------------------------------------------------------
+    def serve_inference(self, node: str) -> None:
+        if node in self._stand_ins:
+            return
+        gpus = self._known[node].gpus
+        actor = InferenceStandIn.options(
+            resources={gpu_resource(node, i): JOBS_PER_GPU for i in range(gpus)},
+            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}, name=f"inference-{node}").remote(node)
+        self._stand_ins[node] = (actor, actor.ready.remote())
+
+    def inference_ready(self, node: str) -> bool:
+        entry = self._stand_ins.get(node)
+        if entry is None:
+            return False
+        done, _ = ray.wait([entry[1]], timeout=0)
+        return bool(done)
+
+    def release_inference(self, node: str) -> None:
+        entry = self._stand_ins.pop(node, None)
+        if entry is not None:
+            ray.kill(entry[0])
+
+    def evict(self, node: str) -> list[str]:
+        with self._lock:
+            runs = [r for r in self._runs.values()
+                    if any(n == node for n, _ in r.placement + (r.resize_to or []))]
+        for run in runs:
+            run.kill.set()
+        return [r.job_id for r in runs]
 
     def active(self) -> list[str]:
         return [jid for jid, r in self._runs.items() if r.thread and r.thread.is_alive()]

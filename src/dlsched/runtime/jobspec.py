@@ -84,8 +84,10 @@ def spec_error(errors: list[dict]) -> SpecError:
     return SpecError(field, reason)
 
 
-def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
-    """The normalized spec, or :class:`SpecError` naming the first bad field."""
+def validate_run_spec(spec: Any, capacity_gpus: int, elastic_capacity_gpus: int | None = None) -> dict:
+    """The normalized spec, or :class:`SpecError` naming the first bad field. A job may ask for
+    at most ``capacity_gpus`` (the training pool); an elastic job may grow to
+    ``elastic_capacity_gpus`` (with the inference servers it may borrow; default the same)."""
     if not isinstance(spec, Mapping):
         raise SpecError("spec", f"must be a mapping of fields, got {type(spec).__name__}")
     try:
@@ -95,9 +97,10 @@ def validate_run_spec(spec: Any, capacity_gpus: int) -> dict:
     if ("iterations" in out) == ("epochs" in out):
         raise SpecError("iterations", "give either iterations or epochs")
     high = max(out["gpus"], out.get("max_gpus") or 0)
-    if high > capacity_gpus:
-        field = "gpus" if out["gpus"] > capacity_gpus else "max_gpus"
-        raise SpecError(field, f"asks for {high} GPUs; the cluster has {capacity_gpus}")
+    if out["gpus"] > capacity_gpus:
+        raise SpecError("gpus", f"asks for {out['gpus']} GPUs; the cluster has {capacity_gpus}")
+    if high > (elastic_capacity_gpus or capacity_gpus):
+        raise SpecError("max_gpus", f"asks for {high} GPUs; the cluster has {elastic_capacity_gpus or capacity_gpus}")
     if out["batch_size"] < high:
         raise SpecError("batch_size", f"must be at least the GPU count ({high}): every worker needs a sample")
     now = time.time()

@@ -26,6 +26,16 @@ class RuntimeMetrics:
                                       registry=r, buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5))
         self.deadlines = PromCounter("dlsched_deadlines_total", "Jobs with a deadline that ended: met it, or missed it "
                                      "(finished late or failed for good)", ["outcome"], registry=r)
+        self.pool_servers = Gauge("dlsched_inference_servers", "Inference servers by state: held by inference, "
+                                  "loaned to training, being reclaimed", ["state"], registry=r)
+        self.inference_demand = Gauge("dlsched_inference_demand_servers", "Servers the inference side said it needs",
+                                      registry=r)
+        self.servers_returned = PromCounter("dlsched_servers_returned_total", "Reclaimed inference servers handed "
+                                            "back (their inference stand-in runs)", registry=r)
+        self.reclaims = PromCounter("dlsched_reclaims_total", "Loaned servers reclaimed", registry=r)
+        self.reclaim_preemptions = PromCounter("dlsched_reclaim_preemptions_total", "Jobs preempted to hand a "
+                                               "server back (by the policy, or at the end of the notice)", registry=r)
+        self._counted = {"reclaims": 0, "preemptions": 0}
         self._tenants: set[str] = set()
 
     def transition(self, old: str, new: str) -> None:
@@ -43,6 +53,19 @@ class RuntimeMetrics:
         self.gpus_allocated.set(sum(len(j.gpus) for j in books.running.values()))
         if service.pass_s is not None:
             self.pass_seconds.observe(service.pass_s)
+        loans = books.loans
+        if loans.inference_nodes:
+            for state, count in (("held", loans.held), ("loaned", len(loans.loaned)),
+                                 ("reclaiming", len(loans.reclaiming))):
+                self.pool_servers.labels(state).set(count)
+            self.inference_demand.set(loans.announced)
+            stats = loans.stats
+            for key, counter, value in (("reclaims", self.reclaims, stats.reclaims),
+                                        ("preemptions", self.reclaim_preemptions,
+                                         stats.reclaim_preemptions + stats.forced_preemptions)):
+                if value > self._counted[key]:
+                    counter.inc(value - self._counted[key])
+                    self._counted[key] = value
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

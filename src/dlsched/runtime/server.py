@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from ..errors import SpecError
+from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from .limits import CHECKPOINT_RETENTION_S
 from .sandbox import DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_MIB, DEFAULT_UID_BASE, DEFAULT_UID_COUNT
 from .store import SQLiteStore
@@ -104,16 +105,19 @@ def serve(args, params: dict) -> int:
     local = None
     address = args.ray_address
     if address is None:
-        local = LocalRayCluster(args.nodes, args.gpus_per_node)
+        local = LocalRayCluster(args.nodes, args.gpus_per_node, inference_nodes=args.inference_nodes)
         address = local.address
     executor = RayExecutor(address, data_dir, sandbox, start_timeout_s=args.start_timeout_s)
     service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s,
                                resize_mechanism=args.resize_mechanism, metrics_tenants=args.metrics_tenants,
-                               checkpoint_retention_s=args.checkpoint_retention_h * 3600)
+                               checkpoint_retention_s=args.checkpoint_retention_h * 3600,
+                               reclaim_notice_s=args.reclaim_notice_s)
     service.start()
     app = create_app(service, store, digest)
     print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
-          f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes)", flush=True)
+          f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
+          + (f", {len(service.books.loans.inference_nodes)} inference servers" if service.books.loans.inference_nodes else "")
+          + ")", flush=True)
     # uvicorn stops on SIGTERM or SIGINT, then raises the signal again for the handler it found
     # (Ray's, which exits with a traceback): this one lets the shutdown below run, then exit 0
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -146,6 +150,11 @@ def add_server_parser(sub):
                    "resources) instead of starting an embedded one")
     p.add_argument("--nodes", type=int, default=2, help="embedded cluster: emulated nodes (default %(default)s)")
     p.add_argument("--gpus-per-node", type=int, default=4, help="embedded cluster: GPUs per node (default %(default)s)")
+    p.add_argument("--inference-nodes", type=int, default=0,
+                   help="embedded cluster: inference servers (i0, i1...) training may borrow under a policy "
+                        "that loans them, e.g. aryl (default %(default)s; docs/runtime.md)")
+    p.add_argument("--reclaim-notice-s", type=float, default=DEFAULT_RECLAIM_NOTICE_S,
+                   help="how long a reclaimed inference server's training workers have to leave (default %(default)s)")
     p.add_argument("--admin-token-file", help="file holding the admin token (default: $DLSCHED_ADMIN_TOKEN, "
                                               "else one generated at the first start into DATA_DIR/admin.token)")
     p.add_argument("--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)")

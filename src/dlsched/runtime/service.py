@@ -24,6 +24,7 @@ from typing import Callable
 
 from ..cluster import Cluster
 from ..errors import SpecError
+from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
 from ..view import Plan
@@ -59,7 +60,8 @@ class SchedulerService:
                  max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
                  clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING,
                  metrics_tenants: bool = False,
-                 checkpoint_retention_s: float = CHECKPOINT_RETENTION_S) -> None:
+                 checkpoint_retention_s: float = CHECKPOINT_RETENTION_S,
+                 reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S) -> None:
         self.store, self.executor, self.clock = store, executor, clock
         self.checkpoint_retention_s = checkpoint_retention_s
         self._swept_until = float("-inf")        # jobs finished before this have no checkpoint left
@@ -75,13 +77,20 @@ class SchedulerService:
             raise SpecError("cluster", "the Ray cluster has no node with dlsched GPU resources")
         self.node_names = [n.name for n in inventory]
         self.cluster = Cluster.build([{"count": 1, "gpus_per_node": n.gpus, "gpu_type": "emulated",
-                                       "gpu_mem_mib": EMULATED_GPU_MEM_MIB} for n in inventory])
+                                       "gpu_mem_mib": EMULATED_GPU_MEM_MIB, "pool": n.pool} for n in inventory])
         self.resize_mechanism = resize_mechanism
         self.speed = RuntimeSpeed()
         # a real restart's pause is what it takes: measured by the executor, not charged
         self.books = ClusterState(self.cluster, self.policy,
                                   Costs(restart_overhead_s=0.0, resize_mechanism=resize_mechanism),
-                                  workload=self.speed, now=self.clock())
+                                  workload=self.speed, now=self.clock(), reclaim_notice_s=reclaim_notice_s,
+                                  on_server_returned=self._server_returned)
+        # inference servers the books have handed back, until their stand-in runs there: the
+        # proof that no training worker is left (node -> (asked, deadline))
+        self.returning: dict[int, tuple[float, float]] = {}
+        self.returned_after_s: list[float] = []
+        for nid in self.books.loans.inference_nodes:       # inference holds its servers at start
+            self.executor.serve_inference(self.node_names[nid])
         self.live: dict[str, LiveJob] = {}
         self.pass_s: float | None = None          # the last scheduling pass's wall time
         self._seen_seq = 0                        # the store's jobs up to here are in the books
@@ -120,10 +129,11 @@ class SchedulerService:
 
     @property
     def capacity_gpus(self) -> int:
-        return self.cluster.num_gpus
+        """GPUs of the training pool: the most a job may ask for."""
+        return self.cluster.pool_gpus("training")
 
     def validate(self, spec) -> dict:
-        return validate_run_spec(spec, self.capacity_gpus)
+        return validate_run_spec(spec, self.capacity_gpus, self.cluster.num_gpus)
 
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> Plan:
@@ -134,6 +144,7 @@ class SchedulerService:
             self._take_requests()
             for outcome in self.executor.poll():
                 self._outcome(outcome)
+            self._reclaim_deadlines()
             self._progress()
             t0 = time.perf_counter()
             plan = self.policy.schedule(books)
@@ -144,6 +155,77 @@ class SchedulerService:
             self.metrics.observe(self)
             self._discard_old()
             return plan
+
+    # -- capacity loaning (Aryl) -------------------------------------------------------------
+    def set_inference_demand(self, servers: int) -> dict:
+        """The inference side's autoscaler says how many of its servers it needs within the
+        reclaim notice: idle ones are lent to training (their stand-ins stop), or loaned ones are
+        reclaimed as the policy chooses (its jobs scale in or are preempted now)."""
+        with self._lock:
+            books = self.books
+            books.advance_to(self.clock())
+            before = set(books.loans.loaned)
+            plan = books.set_inference_demand(servers)
+            for nid in set(books.loans.loaned) - before:
+                self.executor.release_inference(self.node_names[nid])
+                log.info("inference server %s lent to training", self.node_names[nid])
+            if plan:
+                self._act(plan, reason="its inference server was reclaimed")
+            self.metrics.observe(self)
+        self.wake()
+        return self.pools()
+
+    def _server_returned(self, nid: int, asked: float, deadline: float) -> None:
+        """The books have no job on the server any more: start the inference stand-in there,
+        which runs once the last training worker has left."""
+        self.executor.serve_inference(self.node_names[nid])
+        self.returning[nid] = (asked, deadline)
+
+    def _reclaim_deadlines(self) -> None:
+        """Notices that ran out: preempt the jobs the books still place there and kill runs
+        still on servers handed back; report servers whose stand-in runs."""
+        for job in self.books.enforce_reclaims():
+            self.executor.stop(job.job_id, graceful=False)
+            self.live[job.job_id].attempt += 1
+            self._set_status(self.store.job(job.job_id), QUEUED,
+                             "preempted: its inference server was reclaimed and the notice ran out",
+                             preemptions=job.preemptions)
+        now = self.clock()
+        for nid, (asked, deadline) in list(self.returning.items()):
+            name = self.node_names[nid]
+            if self.executor.inference_ready(name):
+                del self.returning[nid]
+                self.returned_after_s.append(now - asked)
+                self.metrics.servers_returned.inc()
+                log.info("inference server %s handed back %.1f s after it was reclaimed", name, now - asked)
+            elif now > deadline:
+                for jid in self.executor.evict(name):
+                    # a worker that did not leave in time (a stop or scale-in still under way):
+                    # the whole run is killed, and the job resumes from its last checkpoint
+                    live = self.live.get(jid)
+                    if live is not None and live.state.status is Status.RUNNING:
+                        self.books.fail(live.state)
+                        live.attempt += 1
+                        self._set_status(self.store.job(jid), QUEUED, f"killed: a worker was still on {name} at the "
+                                         "end of the reclaim notice; resumes from its last checkpoint",
+                                         failures=live.state.failures)
+
+    def pools(self) -> dict:
+        """The inference pool: its servers by state, the announced demand and the counts."""
+        loans = self.books.loans
+        names = self.node_names
+        stats = loans.stats
+        return {"inference_servers": [names[n] for n in loans.inference_nodes],
+                "demand": loans.announced, "held": loans.held,
+                "loaned": sorted(names[n] for n in loans.loaned),
+                "reclaiming": sorted(names[n] for n in loans.reclaiming),
+                "returning": sorted(names[n] for n in self.returning),
+                "notice_s": loans.notice_s, "loans": stats.loans, "reclaims": stats.reclaims,
+                "returned": len(self.returned_after_s),
+                "reclaim_scale_ins": stats.reclaim_scale_ins,
+                "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
+                "forced_preemptions": stats.forced_preemptions,
+                "max_return_s": max(self.returned_after_s, default=None)}
 
     def _discard_old(self) -> None:
         """Delete the checkpoints of jobs finished more than the retention ago (logs stay)."""
@@ -295,17 +377,18 @@ class SchedulerService:
         nodes = self.cluster.nodes
         return [(self.node_names[self.cluster.gpu_node[g]], g - nodes[self.cluster.gpu_node[g]].first_gpu) for g in gpus]
 
-    def _act(self, plan: Plan) -> None:
+    def _act(self, plan: Plan, reason: str = "") -> None:
         now = self.clock()
+        why = f" ({reason})" if reason else ""
         for job in plan.preempt:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
-            self._set_status(self.store.job(jid), QUEUED, f"preempted by {self.policy.name}: checkpoints and waits",
+            self._set_status(self.store.job(jid), QUEUED, f"preempted by {self.policy.name}{why}: checkpoints and waits",
                              preemptions=job.preemptions)
         for job, gpus in plan.resize:
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
-                self.store.update_job(job.job_id, event=f"resizing to {len(gpus)} GPUs in the background",
+                self.store.update_job(job.job_id, event=f"resizing to {len(gpus)} GPUs in the background{why}",
                                       gpus=[list(p) for p in placement])
                 self.executor.resize(job.job_id, placement)
             else:                          # stop-resume: checkpoint, restart at the new size
@@ -345,8 +428,12 @@ class SchedulerService:
                     for g in job.gpus:
                         if self.cluster.gpu_node[g] == node.node_id:
                             holders[g - node.first_gpu] = job.job_id if shown(job) else "(another tenant)"
+                loans = books.loans
+                lent = ("loaned" if node.node_id in loans.loaned else "reclaiming" if node.node_id in loans.reclaiming
+                        else "returning" if node.node_id in self.returning else "held")
                 nodes.append({"name": self.node_names[node.node_id], "gpus": node.num_gpus,
-                              "alive": node.node_id not in books.down_nodes, "jobs_by_gpu": holders})
+                              "alive": node.node_id not in books.down_nodes, "jobs_by_gpu": holders,
+                              "pool": node.pool, **({"loan": lent} if node.pool == "inference" else {})})
             queue = sorted(books.pending.values(), key=lambda j: j.seq)
             by_tenant = Counter(j.spec.tenant for j in queue)
             if tenant is not None:

@@ -46,7 +46,7 @@ def _no_event(job: JobState) -> None:
     pass
 
 
-def _no_return(nid: int) -> None:
+def _no_return(nid: int, asked: float, deadline: float) -> None:
     pass
 
 
@@ -59,7 +59,7 @@ class ClusterState:
                  on_finish_scheduled: Callable[[JobState], None] = _no_event,
                  on_switch_scheduled: Callable[[JobState], None] = _no_event,
                  reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
-                 on_server_returned: Callable[[int], None] = _no_return) -> None:
+                 on_server_returned: Callable[[int, float, float], None] = _no_return) -> None:
         self.cluster = cluster
         self.policy = policy
         self.costs = costs or Costs()
@@ -134,11 +134,12 @@ class ClusterState:
             self._settle_reclaims()
 
     # -- capacity loaning ----------------------------------------------------------------------
-    def set_inference_demand(self, servers: int) -> None:
+    def set_inference_demand(self, servers: int) -> Plan:
         """The inference side announces how many of its servers it needs (by the end of the
         notice): servers it does not need are loaned to training when the policy loans; when
         it needs more than it holds, the policy picks loaned servers to reclaim and plans how
-        their jobs leave (scale in or preempt), and each must be back by now + notice."""
+        their jobs leave (scale in or preempt), and each must be back by now + notice. Returns
+        that plan, applied (empty when nothing is reclaimed)."""
         book = self.loans
         total = len(book.inference_nodes)
         if isinstance(servers, bool) or not isinstance(servers, int) or not 0 <= servers <= total:
@@ -161,15 +162,18 @@ class ClusterState:
             book.stats.reclaim_scale_ins += len(plan.resize)
             self.apply(plan)
             self._settle_reclaims()
-        elif short < 0 and self.policy.loans_servers:
+            return plan
+        if short < 0 and self.policy.loans_servers:
             for nid in book.lendable(-short, self.down_nodes):
                 self.free.add_node(nid)
                 book.loaned[nid] = self.now
                 book.stats.loans += 1
+        return Plan()
 
-    def enforce_reclaims(self) -> None:
-        """Servers whose notice ran out: the jobs still on them are preempted now."""
+    def enforce_reclaims(self) -> list[JobState]:
+        """Servers whose notice ran out: the jobs still on them are preempted now (returned)."""
         book = self.loans
+        preempted = []
         for nid, (_, deadline) in list(book.reclaiming.items()):
             if deadline <= self.now:
                 victims = list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids
@@ -178,7 +182,9 @@ class ClusterState:
                     self._stop(job, by_policy=True)
                     book.stats.forced_preemptions += 1
                     self.policy.job_requeued(job, self.now)
+                    preempted.append(job)
         self._settle_reclaims()
+        return preempted
 
     def _settle_reclaims(self) -> None:
         """Hand back every reclaiming server no job holds any more."""
@@ -189,7 +195,7 @@ class ClusterState:
                 book.stats.returned += 1
                 book.stats.returned_late += self.now > deadline
                 book.stats.return_wait_s += self.now - asked
-                self.on_server_returned(nid)
+                self.on_server_returned(nid, asked, deadline)
 
     # -- what happens outside the policy's control ------------------------------------------------
     def finish(self, job: JobState) -> None:

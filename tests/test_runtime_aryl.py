@@ -80,6 +80,7 @@ def test_a_job_grows_onto_a_loaned_server_and_scales_in_when_it_is_reclaimed(ray
         pools = wait_for(lambda: (p := h.client.get("/v1/pools", headers=h.admin).json())["returned"] == 1 and p,
                          NOTICE_S + 30, what="i0 to be handed back")
         took = time.monotonic() - asked
+        print(f"i0 handed back {took:.1f} s after the reclaim (service: {pools['max_return_s']:.1f} s; notice {NOTICE_S:g} s)")
         assert pools["max_return_s"] <= NOTICE_S and took <= NOTICE_S + 5
         assert pools["reclaim_scale_ins"] == 1 and pools["reclaim_preemptions"] == 0
         # the stand-in serves on i0 and holds every GPU unit there; nothing of training is left

@@ -232,3 +232,16 @@ def test_loaning_never_leaves_inference_short(case, policy, notice, mechanism):
     assert result.loans.returned_late == 0
     assert result.inference_max_short <= 0
     assert result.inference_short_server_s == 0.0
+
+
+def test_ablations_are_aryl_with_one_default_changed_and_bad_parameters_are_named():
+    assert make_policy("aryl-base").params() == {**make_policy("aryl").params(), "loaning": False,
+                                                      "elasticity": False}
+    assert make_policy("aryl-no-loan", loaning=True).loans_servers is True
+    for field, value in (("loaning", "yes"), ("reclaim", "cheapest")):
+        try:
+            make_policy("aryl", **{field: value})
+        except Exception as e:
+            assert field in str(e)
+        else:
+            raise AssertionError(f"{field}={value!r} accepted")

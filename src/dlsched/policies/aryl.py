@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import random
 from bisect import insort
+from typing import ClassVar
 
 from ..errors import SpecError
 from ..jobs import JobState
@@ -50,13 +51,23 @@ class Aryl(Policy):
     description = ("Aryl: SJF base demand, spare GPUs to elastic jobs by a knapsack on JCT reduction, "
                    "idle inference servers loaned and reclaimed at the least preemption cost")
 
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = True,
-                 elasticity: bool = True, reclaim: str = "cost", seed: int = 0) -> None:
+    defaults: ClassVar[dict] = {"loaning": True, "elasticity": True, "reclaim": "cost"}
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool | None = None,
+                 elasticity: bool | None = None, reclaim: str | None = None, seed: int = 0) -> None:
+        """``loaning``, ``elasticity``, ``reclaim``: None takes the class's ``defaults``."""
         super().__init__(placement, scan)
+        d = self.defaults
+        loaning = d["loaning"] if loaning is None else loaning
+        elasticity = d["elasticity"] if elasticity is None else elasticity
+        reclaim = d["reclaim"] if reclaim is None else reclaim
         if reclaim not in RECLAIM_RULES:
             raise SpecError("reclaim", f"must be one of {', '.join(RECLAIM_RULES)}, got {reclaim!r}")
-        self.loans_servers = bool(loaning)
-        self.elasticity = bool(elasticity)
+        for field, value in (("loaning", loaning), ("elasticity", elasticity)):
+            if not isinstance(value, bool):
+                raise SpecError(field, f"must be true or false, got {value!r}")
+        self.loans_servers = loaning
+        self.elasticity = elasticity
         self.reclaim_rule = reclaim
         self.seed = seed
         self._rng = random.Random(seed)
@@ -355,39 +366,27 @@ def _place_extras(free: FreeGpus, gpus: list[int], k: int, types, loaned, gpu_no
     return tuple(taken)
 
 
-# The paper's ablations under their own names, for `dlsched compare` (each is Aryl with one
-# default changed; every parameter can still be given).
+# The paper's ablations under their own names, for `dlsched compare`: Aryl with other
+# defaults (every parameter can still be given).
 class ArylNoLoan(Aryl):
     name = "aryl-no-loan"
     description = "Aryl without capacity loaning (elastic scaling on the training pool only)"
-
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = False,
-                 elasticity: bool = True, reclaim: str = "cost", seed: int = 0) -> None:
-        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+    defaults = {**Aryl.defaults, "loaning": False}
 
 
 class ArylNoElastic(Aryl):
     name = "aryl-no-elastic"
     description = "Aryl without elastic scaling (loaned servers run jobs at their requested size)"
-
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = True,
-                 elasticity: bool = False, reclaim: str = "cost", seed: int = 0) -> None:
-        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+    defaults = {**Aryl.defaults, "elasticity": False}
 
 
 class ArylNaiveReclaim(Aryl):
     name = "aryl-naive-reclaim"
     description = "Aryl reclaiming the most recently loaned servers instead of the cheapest"
-
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = True,
-                 elasticity: bool = True, reclaim: str = "recent", seed: int = 0) -> None:
-        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+    defaults = {**Aryl.defaults, "reclaim": "recent"}
 
 
 class ArylBase(Aryl):
     name = "aryl-base"
     description = "the scheduler Aryl is compared against: SJF with backfill, no loaning, no elasticity"
-
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool = False,
-                 elasticity: bool = False, reclaim: str = "cost", seed: int = 0) -> None:
-        super().__init__(placement, scan, loaning, elasticity, reclaim, seed)
+    defaults = {**Aryl.defaults, "loaning": False, "elasticity": False}

@@ -102,6 +102,10 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="share of the inference servers the demand's peak needs (default %(default)s)")
     p.add_argument("--reclaim-notice-s", type=float, default=DEFAULT_RECLAIM_NOTICE_S,
                    help="how long a reclaimed server's training jobs have to leave it (default %(default)s s)")
+    p.add_argument("--quotas", metavar="SOURCE",
+                   help="tenant quotas over the policy: equal, philly-vc or a YAML file (docs/tenancy.md); "
+                        "admission within quota, borrowing within a cohort and its reclaim")
+    p.add_argument("--hard-quotas", action="store_true", help="with --quotas: no borrowing (as Philly ran)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -121,6 +125,11 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
     policy = make_policy(policy_name, **given, **_key_values(args.param, "param"))
+    if args.quotas:
+        from .policies.quota import QuotaLayer
+        from .tenancy import load_tenants
+        config = load_tenants(args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
+        policy = QuotaLayer(policy, config.without_borrowing() if args.hard_quotas else config)
     config = SimConfig(inference_demand=_demand(args, cluster), reclaim_notice_s=args.reclaim_notice_s,
                        restart_overhead_s=args.restart_overhead_s,
                        startup_overhead_s=args.startup_overhead_s,

@@ -123,12 +123,68 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     summary["qos_pct"] = qos["qos_pct"] if qos else None
     if qos is not None:
         summary["qos"] = qos
+    fairness = fairness_summary(rows, result.cluster.pool_gpus("training"), getattr(result.policy, "config", None))
+    summary["jain_index"] = fairness["jain_index"] if fairness else None
+    summary["max_tenant_rho"] = fairness["max_tenant_rho"] if fairness else None
+    if fairness is not None:
+        summary["fairness"] = fairness
+    quotas = quota_summary(result)
+    if quotas is not None:
+        summary["quotas"] = quotas
     pools = pools_summary(result)
     summary["cluster_usage"] = pools["cluster_usage"] if pools else None
     summary["reclaim_preemptions"] = pools["reclaim_preemptions"] if pools else None
     if pools is not None:
         summary["pools"] = pools
     return summary
+
+
+def fairness_summary(rows: list[dict], training_gpus: int, config=None) -> dict | None:
+    """Between tenants (None with fewer than two):
+
+    - Jain's index of normalized shares: each tenant's GPU-seconds over its entitlement (its
+      nominal quota with quotas, else 1), (sum x)^2 / (n sum x^2): 1 when all are equal;
+    - rho per tenant (Themis' finish-time fairness): its jobs' summed JCT over their summed
+      time on the tenant's own 1/N of the cluster (N tenants; a job on it takes its duration x
+      max(1, its GPUs / (GPUs / N))); and the largest.
+    """
+    tenants: dict[str, list[dict]] = {}
+    for r in rows:
+        tenants.setdefault(r["tenant"], []).append(r)
+    if len(tenants) < 2:
+        return None
+    share = training_gpus / len(tenants)
+    rho, x = {}, []
+    for t, rs in sorted(tenants.items()):
+        done = [r for r in rs if r["jct_s"] is not None]
+        isolated = sum(r["duration_s"] * max(1.0, r["num_gpus"] / share) for r in done)
+        rho[t] = sum(r["jct_s"] for r in done) / isolated if isolated else None
+        entitlement = config.quota(t).nominal if config is not None else 1.0
+        if entitlement > 0:
+            x.append(sum(r["gpu_time_s"] for r in rs) / entitlement)
+    jain = (sum(x) ** 2 / (len(x) * sum(v * v for v in x))) if x and any(x) else None
+    rhos = [v for v in rho.values() if v is not None]
+    return {"jain_index": jain, "rho_by_tenant": rho, "max_tenant_rho": max(rhos) if rhos else None}
+
+
+def quota_summary(result) -> dict | None:
+    """With the quota layer: per tenant its quota, borrowed and lent GPU-hours, jobs evicted to
+    reclaim quota or for a higher priority, and jobs never admitted."""
+    policy = result.policy
+    config = getattr(policy, "config", None)
+    if config is None or not hasattr(policy, "borrowed_gpu_s"):
+        return None
+    tenants = sorted({j.spec.tenant for j in result.jobs})
+    never = {}
+    for j in result.jobs:
+        if j.first_start is None:
+            never[j.spec.tenant] = never.get(j.spec.tenant, 0) + 1
+    return {"source": config.source, "tenants": {t: {
+        "nominal_gpus": config.quota(t).nominal, "cohort": config.quota(t).cohort,
+        "borrowing_limit": config.quota(t).borrowing_limit,
+        "borrowed_gpu_h": policy.borrowed_gpu_s.get(t, 0.0) / 3600, "lent_gpu_h": policy.lent_gpu_s.get(t, 0.0) / 3600,
+        "evicted": policy.evictions.get(t, 0), "never_started": never.get(t, 0)} for t in tenants},
+        "evictions": sum(policy.evictions.values())}
 
 
 def pools_summary(result) -> dict | None:

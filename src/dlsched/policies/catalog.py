@@ -9,6 +9,7 @@ from ..errors import SpecError
 from .aryl import Aryl, ArylBase, ArylNaiveReclaim, ArylNoElastic, ArylNoLoan
 from .base import Policy
 from .elastic import ElasticFifo, ElasticTiresias
+from .fairshare import Drf, Ftf
 from .fifo import Fifo
 from .genie import Edf, Genie, GenieOracle
 from .sharing import SjfBsbf, SjfBsbfConsolidated, SjfFfs, SjfFfsConsolidated
@@ -18,7 +19,7 @@ from .tiresias import Tiresias
 POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in sorted(
     (Fifo, Sjf, Srtf, Tiresias, SjfFfs, SjfBsbf, SjfFfsConsolidated, SjfBsbfConsolidated,
      ElasticTiresias, ElasticFifo, Genie, GenieOracle, Edf,
-     Aryl, ArylNoLoan, ArylNoElastic, ArylNaiveReclaim, ArylBase), key=lambda c: c.name)}
+     Aryl, ArylNoLoan, ArylNoElastic, ArylNaiveReclaim, ArylBase, Drf, Ftf), key=lambda c: c.name)}
 
 
 def make_policy(name: str, **params) -> Policy:

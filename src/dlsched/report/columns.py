@@ -12,7 +12,8 @@ COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
            ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
            ("preemptions", "preemptions", "{:,}"), ("qos_pct", "QoS met", "{:.1f}%"),
            ("cluster_usage", "usage (both pools)", "{:.1%}"),
-           ("reclaim_preemptions", "reclaim preempt.", "{:,}"))
+           ("reclaim_preemptions", "reclaim preempt.", "{:,}"),
+           ("jain_index", "Jain (tenants)", "{:.3f}"), ("max_tenant_rho", "max rho", "{:.2f}"))
 
 
 def shown_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:

@@ -1,0 +1,169 @@
+"""Fair share between tenants: weighted max-min on GPUs (DRF with one resource) and finish-time
+fairness (Themis' rho), both non-preemptive, with the quota layer usable above them.
+
+A pass repeatedly picks the tenant that is worst off and starts the oldest of its waiting jobs
+if it can be placed (best fit); a tenant whose oldest job does not fit is passed over for the
+rest of the pass (first in first out within a tenant, backfill across tenants).
+
+- ``drf``: worst off = the fewest GPUs held per unit of weight (weights ``"a=2,b=1"``, 1 by
+  default): weighted max-min fairness, which is DRF when GPUs are the one resource.
+- ``ftf``: worst off = the largest rho = (time in the shared cluster) / (time on the tenant's
+  own 1/N of the cluster), over the tenant's waiting jobs together: the sum of (now - submit +
+  work left) against max(work left, GPU-seconds left / (GPUs / N)), N the tenants with work. Themis
+  (Mahajan et al., NSDI'20) runs auctions over leases for apps; here the tenant is the app and
+  the pass takes the largest rho, without leases or auctions (a stated simplification).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from ..errors import SpecError
+from ..jobs import JobState
+from .base import Plan, Policy, PolicyView
+
+
+def parse_weights(text: str | dict | None) -> dict[str, float]:
+    if not text:
+        return {}
+    if isinstance(text, dict):
+        items = text.items()
+    else:
+        try:
+            items = [part.split("=", 1) for part in str(text).split(",") if part]
+        except ValueError:
+            raise SpecError("weights", f"expected tenant=weight,..., got {text!r}") from None
+    out = {}
+    for name, value in items:
+        try:
+            w = float(value)
+        except (TypeError, ValueError):
+            w = -1.0
+        if not w > 0:
+            raise SpecError("weights", f"tenant {name!r}: weight must be a number > 0, got {value!r}")
+        out[str(name).strip()] = w
+    return out
+
+
+class TenantFairShare(Policy):
+    """The pass above; subclasses give the score (lower = worse off, served first)."""
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
+        super().__init__(placement, scan)
+        self.queues: dict[str, deque[JobState]] = {}     # tenant -> waiting jobs, oldest first
+        self.held: dict[str, int] = {}                    # tenant -> GPUs its running jobs hold
+
+    def score(self, tenant: str, now: float, total_gpus: int) -> float:
+        raise NotImplementedError
+
+    def _enqueue(self, job: JobState) -> None:
+        q = self.queues.setdefault(job.spec.tenant, deque())
+        if q and q[-1].seq > job.seq:            # a requeued job goes back in arrival order
+            q.append(job)
+            self.queues[job.spec.tenant] = deque(sorted(q, key=lambda j: (j.spec.submit_time_s, j.seq)))
+        else:
+            q.append(job)
+        self.waiting_added(job)
+
+    def waiting_added(self, job: JobState) -> None:
+        pass
+
+    def waiting_removed(self, job: JobState) -> None:
+        pass
+
+    def _stopped(self, job: JobState) -> None:
+        t = job.spec.tenant
+        self.held[t] = self.held.get(t, 0) - len(job.gpus)
+
+    def job_arrived(self, job: JobState, now: float) -> None:
+        self._enqueue(job)
+
+    def job_finished(self, job: JobState, now: float) -> None:
+        self._stopped(job)
+
+    def job_requeued(self, job: JobState, now: float) -> None:
+        self._stopped(job)
+        self._enqueue(job)
+
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        self.queues[job.spec.tenant].remove(job)
+        self.waiting_removed(job)
+
+    def schedule(self, view: PolicyView) -> Plan:
+        plan = Plan()
+        active = [t for t, q in self.queues.items() if q]
+        if not active or view.free.total == 0:
+            return plan
+        total = view.cluster.pool_gpus("training")
+        heap = [(self.score(t, view.now, total), t) for t in active]
+        heapq.heapify(heap)
+        free = view.free.copy()
+        while heap and free.total:
+            _, tenant = heapq.heappop(heap)
+            queue = self.queues[tenant]
+            job = queue[0]
+            gpus = self.place(free, job.num_gpus, job.spec.gpu_types) if job.num_gpus <= free.total else None
+            if gpus is None:
+                if not self.backfill:
+                    break
+                continue
+            free.take(gpus)
+            queue.popleft()
+            self.waiting_removed(job)
+            plan.start.append((job, gpus))
+            self.held[tenant] = self.held.get(tenant, 0) + len(gpus)
+            if queue:
+                heapq.heappush(heap, (self.score(tenant, view.now, total), tenant))
+        return plan
+
+
+class Drf(TenantFairShare):
+    name = "drf"
+    description = "weighted max-min fair share of GPUs between tenants (DRF on one resource); non-preemptive"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill", weights: str | None = None) -> None:
+        super().__init__(placement, scan)
+        self.weights = parse_weights(weights)
+
+    def params(self) -> dict:
+        return {**super().params(), "weights": self.weights}
+
+    def score(self, tenant: str, now: float, total_gpus: int) -> float:
+        return self.held.get(tenant, 0) / self.weights.get(tenant, 1.0)
+
+
+class Ftf(TenantFairShare):
+    name = "ftf"
+    description = "finish-time fairness (Themis' rho) between tenants: the largest rho first; non-preemptive"
+
+    def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
+        super().__init__(placement, scan)
+        # per tenant, over its waiting jobs: count, sum of submit times, of work left, of GPUs x work
+        self.sums: dict[str, list[float]] = {}
+
+    def _add(self, job: JobState, sign: int) -> None:
+        s = self.sums.setdefault(job.spec.tenant, [0.0, 0.0, 0.0, 0.0])
+        s[0] += sign
+        s[1] += sign * job.spec.submit_time_s
+        s[2] += sign * job.remaining_s
+        s[3] += sign * job.num_gpus * job.remaining_s
+
+    def waiting_added(self, job: JobState) -> None:
+        self._add(job, +1)
+
+    def waiting_removed(self, job: JobState) -> None:
+        self._add(job, -1)
+
+    def score(self, tenant: str, now: float, total_gpus: int) -> float:
+        return -self.rho(tenant, now, total_gpus)
+
+    def rho(self, tenant: str, now: float, total_gpus: int) -> float:
+        n, submits, work, gpu_work = self.sums.get(tenant, (0, 0, 0, 0))
+        if n <= 0 or work <= 0:
+            return 0.0
+        tenants = sum(1 for q in self.queues.values() if q) + sum(1 for t, h in self.held.items() if h > 0
+                                                                   and not self.queues.get(t))
+        share = total_gpus / max(1, tenants)
+        isolated = max(work, gpu_work / share)        # on its 1/N: at most `share` GPUs at once
+        return (n * now - submits + work) / isolated

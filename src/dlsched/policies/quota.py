@@ -1,0 +1,273 @@
+"""A quota layer over any policy (Kueue's admission, on GPUs; :mod:`dlsched.tenancy`).
+
+The wrapped policy orders and places jobs as it does alone, but it only ever hears of *admitted*
+jobs. A job is admitted when its tenant's reservation (the GPUs of its admitted jobs, running or
+waiting, each counted at its largest size: an elastic job at its maximum) plus the job's fits:
+
+- within the tenant's nominal quota; or
+- borrowing: within nominal + borrowing limit, and within its cohort's nominal total (what
+  the cohort's other tenants do not use).
+
+Waiting jobs are considered by priority class, then submit time (Kueue's BestEffortFIFO: one
+that does not fit does not hold back the others). Preemption, as Kueue's ``reclaimWithinCohort:
+Any`` and ``withinClusterQueue: LowerPriority``:
+
+- **reclaim**: a job that fits its tenant's nominal quota but not the cohort (others borrowed
+  it) takes it back from tenants above their nominal quota, youngest admitted job first, never
+  more than needed; admitted jobs that have not started are taken back before running ones.
+- **priority**: a job that does not fit its own tenant's limits may take the place of the
+  tenant's own jobs of a lower priority class, youngest first.
+
+Evicted jobs lose their admission (their GPUs and reservation) and wait to be admitted again.
+The wrapped policy sees them leave as if finished, and their GPUs free in the same pass.
+
+Not done: Kueue's ``lendingLimit``; shrinking an elastic job instead of evicting it (an elastic
+job reserves its maximum, so it never needs to shrink to fit).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+from ..jobs import JobState, Status
+from ..tenancy import TenantConfig
+from .base import Plan, Policy, PolicyView
+
+
+class Waiting(NamedTuple):
+    key: tuple            # (-priority, submit time, seq)
+    job: JobState
+
+
+def reservation(job: JobState) -> int:
+    """What an admitted job counts against its tenant's quota: its largest size."""
+    return job.spec.gpu_range[1]
+
+
+class _Freed:
+    """The view the wrapped policy sees in a pass that evicted jobs: their GPUs free."""
+
+    def __init__(self, view: PolicyView, gone: list[JobState]) -> None:
+        self._view = view
+        self.free = view.free.copy()
+        self.free.release([g for j in gone for g in j.gpus])
+        gone_ids = {j.job_id for j in gone}
+        self.running = {k: v for k, v in view.running.items() if k not in gone_ids}
+
+    def __getattr__(self, name):
+        return getattr(self._view, name)
+
+
+class QuotaLayer(Policy):
+    def __init__(self, inner: Policy, config: TenantConfig) -> None:
+        self.inner = inner
+        self.config = config
+        self.name = f"{inner.name}+quota"
+        self.description = f"{inner.description}, with tenant quotas"
+        self.shares_gpus = inner.shares_gpus
+        self.moldable = inner.moldable
+        self.loans_servers = inner.loans_servers
+        self.reserved: dict[str, int] = {}           # tenant -> GPUs reserved by admitted jobs
+        self.admitted: dict[str, dict[str, tuple[int, JobState]]] = {}   # tenant -> job id -> (order, job)
+        # waiting (not admitted) jobs, in buckets of one tenant, priority class and size, each a
+        # heap in admission order: a pass looks at bucket heads only
+        self.waiting: dict[tuple[str, int, int], list[Waiting]] = {}
+        self._changed = False          # a reservation was released or a job arrived since the last pass
+        # per cohort: nominal quotas and reservations, summed (tenants the config does not name
+        # add the default's nominal quota once seen)
+        self.cohort_nominal: dict[str, int] = {}
+        self.cohort_used: dict[str, int] = {}
+        for q in config.tenants.values():
+            if q.cohort is not None:
+                self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
+        self._seen: set[str] = set(config.tenants)
+        self.priorities: dict[str, dict[int, int]] = {}   # tenant -> priority class -> admitted jobs
+        self._admissions = 0
+        # accounting: GPU-seconds above nominal (borrowed) and unused nominal lent, per tenant
+        self.borrowed_gpu_s: dict[str, float] = {}
+        self.lent_gpu_s: dict[str, float] = {}
+        self.evictions: dict[str, int] = {}          # tenant -> its jobs evicted (reclaim or priority)
+        self.series: list[tuple[float, dict[str, int]]] = []   # reservations at each change
+        self._last_t: float | None = None
+
+    def params(self) -> dict:
+        return {**self.inner.params(), "quotas": self.config.source}
+
+    # -- quota arithmetic ---------------------------------------------------------------------
+    def fits(self, tenant: str, gpus: int) -> bool:
+        q, used = self.config.quota(tenant), self.reserved.get(tenant, 0)
+        if used + gpus > (q.nominal if q.cohort is None else q.limit):
+            return False
+        return q.cohort is None or self.cohort_used.get(q.cohort, 0) + gpus <= self.cohort_nominal.get(q.cohort, 0)
+
+    # -- notifications --------------------------------------------------------------------------
+    def _wait(self, job: JobState) -> None:
+        tenant = job.spec.tenant
+        if tenant not in self._seen:
+            self._seen.add(tenant)
+            d = self.config.default
+            if d.cohort is not None:
+                self.cohort_nominal[d.cohort] = self.cohort_nominal.get(d.cohort, 0) + d.nominal
+        bucket = self.waiting.setdefault((job.spec.tenant, job.spec.priority, reservation(job)), [])
+        heapq.heappush(bucket, Waiting((-job.spec.priority, job.spec.submit_time_s, job.seq), job))
+        self._changed = True
+
+    def job_arrived(self, job: JobState, now: float) -> None:
+        self._wait(job)
+
+    def job_finished(self, job: JobState, now: float) -> None:
+        self._release(job)
+        self.inner.job_finished(job, now)
+
+    def job_requeued(self, job: JobState, now: float) -> None:
+        self.inner.job_requeued(job, now)          # still admitted: it keeps its reservation
+
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        if job.job_id in self.admitted.get(job.spec.tenant, {}):
+            self._release(job)
+            self.inner.job_cancelled(job, now)
+        else:
+            key = (job.spec.tenant, job.spec.priority, reservation(job))
+            self.waiting[key] = [w for w in self.waiting[key] if w.job is not job]
+            heapq.heapify(self.waiting[key])
+
+    def job_progressed(self, job: JobState, now: float) -> None:
+        self.inner.job_progressed(job, now)
+
+    def reclaim(self, view: PolicyView, count: int):
+        return self.inner.reclaim(view, count)
+
+    def _admit(self, job: JobState, now: float) -> None:
+        self._admissions += 1
+        self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
+        self._count(job, +1)
+        self.inner.job_arrived(job, now)
+
+    def _release(self, job: JobState) -> None:
+        tenant = job.spec.tenant
+        if self.admitted.get(tenant, {}).pop(job.job_id, None) is not None:
+            self._count(job, -1)
+            self._changed = True
+
+    def _count(self, job: JobState, sign: int) -> None:
+        tenant, n = job.spec.tenant, sign * reservation(job)
+        self.reserved[tenant] = self.reserved.get(tenant, 0) + n
+        if not self.reserved[tenant]:
+            del self.reserved[tenant]
+        cohort = self.config.quota(tenant).cohort
+        if cohort is not None:
+            self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
+        counts = self.priorities.setdefault(tenant, {})
+        counts[job.spec.priority] = counts.get(job.spec.priority, 0) + sign
+        if not counts[job.spec.priority]:
+            del counts[job.spec.priority]
+
+    # -- the pass ---------------------------------------------------------------------------------
+    def schedule(self, view: PolicyView) -> Plan:
+        now = view.now
+        self._account(now)
+        before = dict(self.reserved)
+        evicted: list[JobState] = []
+        if self._changed:
+            self._changed = False
+            heads = [(bucket[0].key, key) for key, bucket in self.waiting.items() if bucket]
+            heapq.heapify(heads)
+            failed: dict[tuple, int] = {}      # (tenant, priority) -> smallest size that failed
+            while heads:
+                _, key = heapq.heappop(heads)
+                tenant, priority, need = key
+                if need >= failed.get((tenant, priority), need + 1):
+                    continue                   # as large as one that could not be admitted
+                bucket = self.waiting[key]
+                job = bucket[0].job
+                if not self.fits(tenant, need):
+                    victims = self._victims(job, need)
+                    if victims is None:
+                        failed[(tenant, priority)] = need
+                        continue
+                    for victim in victims:
+                        self._evict(victim, now, evicted)
+                heapq.heappop(bucket)
+                self._admit(job, now)
+                if bucket:
+                    heapq.heappush(heads, (bucket[0].key, key))
+            for victim in evicted:             # they wait again (from the next pass)
+                self._wait(victim)
+        running_gone = [j for j in evicted if j.status is Status.RUNNING]
+        plan = self.inner.schedule(_Freed(view, running_gone) if running_gone else view)
+        if running_gone:
+            plan.preempt = running_gone + plan.preempt
+        if self.reserved != before:
+            self.series.append((now, dict(self.reserved)))
+        return plan
+
+    def _victims(self, job: JobState, need: int) -> list[JobState] | None:
+        """The admitted jobs to evict so that ``job`` fits, or None when none may be."""
+        tenant = job.spec.tenant
+        q = self.config.quota(tenant)
+        used = self.reserved.get(tenant, 0)
+        # reclaim: within its nominal quota, from borrowers of its cohort
+        if q.cohort is not None and used + need <= q.nominal:
+            short = self.cohort_used.get(q.cohort, 0) + need - self.cohort_nominal.get(q.cohort, 0)
+            over = {t: self.reserved[t] - self.config.quota(t).nominal for t in self.reserved
+                    if t != tenant and self.config.quota(t).cohort == q.cohort}
+            chosen = []
+            for _, victim in self._youngest_first([t for t, o in over.items() if o > 0]):
+                if short <= 0:
+                    break
+                if over[victim.spec.tenant] <= 0:
+                    continue
+                chosen.append(victim)
+                over[victim.spec.tenant] -= reservation(victim)
+                short -= reservation(victim)
+            return chosen if short <= 0 else None
+        # priority: the tenant's own jobs of a lower class
+        if not any(p < job.spec.priority for p in self.priorities.get(tenant, {})):
+            return None
+        chosen, freed = [], 0
+        for _, victim in self._youngest_first([tenant], below=job.spec.priority):
+            if self._fits_after(tenant, need, freed):
+                break
+            chosen.append(victim)
+            freed += reservation(victim)
+        return chosen if chosen and self._fits_after(tenant, need, freed) else None
+
+    def _fits_after(self, tenant: str, need: int, freed: int) -> bool:
+        return self.fits(tenant, need - freed)
+
+    def _youngest_first(self, tenants: list[str], below: int | None = None):
+        """The tenants' admitted jobs (of a priority below ``below``, when given): not started
+        before running, then youngest first."""
+        return sorted(((order, j) for t in tenants for order, j in self.admitted.get(t, {}).values()
+                       if below is None or j.spec.priority < below),
+                      key=lambda e: (e[1].status is Status.RUNNING, -e[0]))
+
+    def _evict(self, victim: JobState, now: float, evicted: list[JobState]) -> None:
+        self._release(victim)
+        if victim.status is Status.RUNNING:
+            self.inner.job_finished(victim, now)       # it leaves the wrapped policy's world
+        else:
+            self.inner.job_cancelled(victim, now)
+        self.evictions[victim.spec.tenant] = self.evictions.get(victim.spec.tenant, 0) + 1
+        evicted.append(victim)
+
+    def _account(self, now: float) -> None:
+        """Borrowed and lent GPU-seconds since the last pass, at the reservations then."""
+        if self._last_t is not None and now > self._last_t:
+            dt = now - self._last_t
+            borrowed_total = 0.0
+            unused: dict[str, float] = {}
+            for t, used in self.reserved.items():
+                over = used - self.config.quota(t).nominal
+                if over > 0:
+                    self.borrowed_gpu_s[t] = self.borrowed_gpu_s.get(t, 0.0) + over * dt
+                    borrowed_total += over
+            if borrowed_total:
+                for t, q in self.config.tenants.items():
+                    if q.cohort is not None and q.nominal > self.reserved.get(t, 0):
+                        unused[t] = q.nominal - self.reserved.get(t, 0)
+                pool = sum(unused.values())
+                for t, u in unused.items():      # the borrowed GPUs came out of unused quota, pro rata
+                    self.lent_gpu_s[t] = self.lent_gpu_s.get(t, 0.0) + borrowed_total * u / pool * dt
+        self._last_t = now

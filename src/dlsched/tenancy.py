@@ -1,0 +1,141 @@
+"""Tenants' quotas, in the vocabulary operators know from Kueue's ClusterQueue.
+
+Per tenant: a nominal quota of GPUs (``nominal``), how much more it may borrow from its cohort's
+unused quota (``borrowing_limit``; None: no limit but the cohort's), its ``cohort`` (None: it
+neither lends nor borrows), a fair-share ``weight`` and a priority class (``priority``: a higher
+class may preempt a lower one of the same tenant). A tenant the configuration does not name gets
+``default``. The semantics followed are Kueue's (nominalQuota, borrowingLimit, cohort, preemption
+with ``reclaimWithinCohort: Any`` and ``withinClusterQueue: LowerPriority``); lendingLimit is not
+implemented.
+
+A YAML file::
+
+    tenants:
+      vision: {nominal: 64, borrowing_limit: 32, cohort: lab, weight: 2}
+      speech: {nominal: 32, cohort: lab}
+    default: {nominal: 0, cohort: lab}
+
+or built in: ``equal`` (the training GPUs split equally between the trace's tenants, one cohort,
+no borrowing limit) and ``philly-vc`` (Philly's virtual clusters with their node counts from
+Helios' artifact, scaled to the cluster's training GPUs by largest remainder; VCs the file does
+not list get 0 and may only borrow).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .errors import SpecError
+
+
+@dataclass(slots=True, frozen=True)
+class TenantQuota:
+    nominal: int = 0
+    borrowing_limit: int | None = None     # None: only the cohort's unused quota bounds it
+    cohort: str | None = None
+    weight: float = 1.0
+    priority: int = 0
+
+    @property
+    def limit(self) -> float:
+        """The most the tenant may ever hold."""
+        if self.cohort is None:
+            return self.nominal
+        return math.inf if self.borrowing_limit is None else self.nominal + self.borrowing_limit
+
+
+@dataclass(slots=True)
+class TenantConfig:
+    tenants: dict[str, TenantQuota] = field(default_factory=dict)
+    default: TenantQuota = field(default_factory=TenantQuota)
+    source: str = ""
+
+    def quota(self, tenant: str) -> TenantQuota:
+        return self.tenants.get(tenant, self.default)
+
+    def without_borrowing(self) -> "TenantConfig":
+        """Hard quotas (as Philly ran): nobody lends or borrows."""
+        return TenantConfig({t: replace(q, cohort=None) for t, q in self.tenants.items()},
+                            replace(self.default, cohort=None), f"{self.source}, hard")
+
+
+_FIELDS = {"nominal", "borrowing_limit", "cohort", "weight", "priority"}
+
+
+def _quota(data, where: str) -> TenantQuota:
+    if not isinstance(data, dict):
+        raise SpecError(where, f"must be a mapping of {', '.join(sorted(_FIELDS))}")
+    unknown = set(data) - _FIELDS
+    if unknown:
+        raise SpecError(f"{where}.{sorted(unknown)[0]}", f"unknown field (known: {', '.join(sorted(_FIELDS))})")
+    nominal, limit = data.get("nominal", 0), data.get("borrowing_limit")
+    for name, v in (("nominal", nominal), ("borrowing_limit", limit)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise SpecError(f"{where}.{name}", f"must be an integer >= 0, got {v!r}")
+    weight = data.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
+        raise SpecError(f"{where}.weight", f"must be a number > 0, got {weight!r}")
+    priority = data.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise SpecError(f"{where}.priority", f"must be an integer, got {priority!r}")
+    cohort = data.get("cohort")
+    if cohort is not None and (not isinstance(cohort, str) or not cohort):
+        raise SpecError(f"{where}.cohort", f"must be a non-empty string, got {cohort!r}")
+    return TenantQuota(nominal, limit, cohort, float(weight), priority)
+
+
+def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantConfig:
+    """A configuration by name (``equal``, ``philly-vc``) or from a YAML file; ``tenants`` are
+    the trace's, ``training_gpus`` the cluster's."""
+    if source == "equal":
+        return equal_shares(tenants, training_gpus)
+    if source == "philly-vc":
+        return philly_vc(training_gpus)
+    path = Path(source)
+    if not path.is_file():
+        raise SpecError("quotas", f"'{source}' is neither equal, philly-vc nor a file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpecError("quotas", f"{source} is not valid YAML: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tenants", {}), dict):
+        raise SpecError("quotas", f"{source} must hold a mapping with a 'tenants' mapping")
+    unknown = set(data) - {"tenants", "default"}
+    if unknown:
+        raise SpecError(f"quotas.{sorted(unknown)[0]}", "unknown key (known: tenants, default)")
+    config = TenantConfig({str(t): _quota(q, f"tenants.{t}") for t, q in data.get("tenants", {}).items()},
+                          _quota(data.get("default", {}), "default"), path.name)
+    return config
+
+
+def equal_shares(tenants: list[str], training_gpus: int, cohort: str = "all") -> TenantConfig:
+    """The documented default: the GPUs split as evenly as whole GPUs allow, one cohort."""
+    names = sorted(set(tenants))
+    shares = _largest_remainder([1.0] * len(names), training_gpus)
+    return TenantConfig({t: TenantQuota(s, None, cohort) for t, s in zip(names, shares)},
+                        TenantQuota(0, None, cohort), "equal")
+
+
+def philly_vc(training_gpus: int, cohort: str = "philly") -> TenantConfig:
+    text = resources.files("dlsched").joinpath("data/traces/philly/philly_vc_nodes.csv").read_text()
+    rows = [(r["vc"], int(r["node num"])) for r in csv.DictReader(io.StringIO(text))]
+    shares = _largest_remainder([float(n) for _, n in rows], training_gpus)
+    return TenantConfig({vc: TenantQuota(s, None, cohort) for (vc, _), s in zip(rows, shares)},
+                        TenantQuota(0, None, cohort), "philly-vc")
+
+
+def _largest_remainder(weights: list[float], total: int) -> list[int]:
+    if not weights:
+        return []
+    exact = [w * total / sum(weights) for w in weights]
+    out = [math.floor(x) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: (out[i] - exact[i], i))[:total - sum(out)]:
+        out[i] += 1
+    return out

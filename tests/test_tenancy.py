@@ -1,0 +1,148 @@
+"""Tenants: the quota layer (admission, borrowing, reclaim, priority), DRF and finish-time
+fairness, with answers worked out by hand; and the layer's guarantees on random workloads."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.jobs import JobSpec, Status
+from dlsched.metrics import fairness_summary
+from dlsched.policies.catalog import make_policy
+from dlsched.policies.quota import QuotaLayer, reservation
+from dlsched.sim import SimConfig
+from dlsched.sim.engine import Simulator
+from dlsched.state.invariants import problems
+from dlsched.tenancy import TenantConfig, TenantQuota, equal_shares, load_tenants, philly_vc
+
+
+def run(jobs, config, policy="fifo", cluster="1x4", **params):
+    layer = QuotaLayer(make_policy(policy, **params), config)
+    result = Simulator(parse_cluster_spec(cluster), jobs, layer, SimConfig(restart_overhead_s=0.0)).run()
+    return {j.job_id: j for j in result.jobs}, layer
+
+
+def test_under_quota_runs_over_quota_waits_even_with_idle_gpus():
+    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})       # hard quotas
+    jobs, _ = run([JobSpec("a1", 0.0, 2, 100.0, tenant="a"), JobSpec("a2", 0.0, 2, 100.0, tenant="a")], config)
+    assert jobs["a1"].first_start == 0.0
+    assert jobs["a2"].first_start == 100.0            # b's 2 GPUs stayed idle: a may not borrow
+
+
+def test_borrowing_and_its_reclaim_take_exactly_the_youngest_borrowed_jobs():
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
+    spec = [JobSpec(f"a{i}", float(i), 1, 1000.0, tenant="a") for i in range(4)]
+    spec.append(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
+    jobs, layer = run(spec, config)
+    assert [jobs[f"a{i}"].first_start for i in range(4)] == [0.0, 1.0, 2.0, 3.0]   # a borrows b's 2
+    # b needs its nominal 2 back: a's two youngest (a3, a2) are evicted, no more
+    assert jobs["b1"].first_start == 10.0
+    assert jobs["a3"].preemptions == jobs["a2"].preemptions == 1
+    assert jobs["a0"].preemptions == jobs["a1"].preemptions == 0
+    assert layer.evictions == {"a": 2}
+    assert jobs["a2"].finish > 1000.0 and jobs["a0"].finish == 1000.0
+
+
+def test_a_borrowing_limit_bounds_what_a_tenant_takes():
+    config = TenantConfig({"a": TenantQuota(2, 1, "lab"), "b": TenantQuota(2, None, "lab")})
+    jobs, _ = run([JobSpec(f"a{i}", float(i), 1, 100.0, tenant="a") for i in range(4)], config)
+    assert [jobs[f"a{i}"].first_start for i in range(4)] == [0.0, 1.0, 2.0, 100.0]
+
+
+def test_a_higher_priority_class_preempts_within_its_tenant_only():
+    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})
+    spec = [JobSpec("low", 0.0, 2, 100.0, tenant="a"), JobSpec("other", 0.0, 2, 100.0, tenant="b", priority=0),
+            JobSpec("high", 5.0, 1, 10.0, tenant="a", priority=5)]
+    jobs, layer = run(spec, config)
+    assert jobs["high"].first_start == 5.0 and jobs["low"].preemptions == 1
+    assert jobs["other"].preemptions == 0 and layer.evictions == {"a": 1}
+
+
+def test_drf_shares_gpus_by_weight():
+    spec = [JobSpec(f"{t}{i}", 0.0, 1, 100.0, tenant=t) for t in "ab" for i in range(4)]
+    for weights, expected in ((None, {"a": 2, "b": 2}), ("a=3,b=1", {"a": 3, "b": 1})):
+        sim = Simulator(parse_cluster_spec("1x4"), spec, make_policy("drf", weights=weights), SimConfig())
+        result = sim.run()
+        first = [j for j in result.jobs if j.first_start == 0.0]
+        assert {t: sum(1 for j in first if j.spec.tenant == t) for t in "ab"} == expected
+
+
+def test_rho_on_a_two_tenant_example():
+    # 4 GPUs, 2 tenants: each tenant's own cluster is 2 GPUs. a's 1-GPU job ran 150 s for 100 s
+    # of work: 1.5. b's 4-GPU job needs 2x longer on 2 GPUs (200 s) and took 500 s: 2.5.
+    rows = [{"tenant": "a", "jct_s": 150.0, "duration_s": 100.0, "num_gpus": 1, "gpu_time_s": 100.0},
+            {"tenant": "b", "jct_s": 500.0, "duration_s": 100.0, "num_gpus": 4, "gpu_time_s": 400.0}]
+    f = fairness_summary(rows, 4)
+    assert f["rho_by_tenant"] == {"a": 1.5, "b": 2.5} and f["max_tenant_rho"] == 2.5
+    assert f["jain_index"] == pytest.approx((100 + 400) ** 2 / (2 * (100 ** 2 + 400 ** 2)))
+
+
+def test_ftf_serves_the_tenant_with_the_largest_rho_first():
+    # one GPU, busy until 100; a's job has waited since 1, b's since 50: at 100, a's rho is larger
+    spec = [JobSpec("blocker", 0.0, 1, 100.0, tenant="c"), JobSpec("a1", 1.0, 1, 10.0, tenant="a"),
+            JobSpec("b1", 50.0, 1, 10.0, tenant="b")]
+    result = Simulator(parse_cluster_spec("1x1"), spec, make_policy("ftf"), SimConfig()).run()
+    starts = {j.job_id: j.first_start for j in result.jobs}
+    assert starts["a1"] == 100.0 and starts["b1"] == 110.0
+
+
+def test_configs_default_equal_philly_and_bad_files(tmp_path):
+    equal = equal_shares(["x", "y", "z"], 10)
+    assert sorted(q.nominal for q in equal.tenants.values()) == [3, 3, 4]
+    philly = philly_vc(512)
+    assert sum(q.nominal for q in philly.tenants.values()) == 512 and len(philly.tenants) == 11
+    assert philly.quota("6214e9").nominal == 93 and philly.quota("unknown").nominal == 0
+    good = tmp_path / "q.yaml"
+    good.write_text("tenants:\n  a: {nominal: 4, borrowing_limit: 2, cohort: lab, weight: 2}\ndefault: {nominal: 1}\n")
+    config = load_tenants(str(good), [], 8)
+    assert config.quota("a").limit == 6 and config.quota("zz").nominal == 1
+    bad = tmp_path / "bad.yaml"
+    for text, field in (("tenants:\n  a: {nominal: -1}\n", "tenants.a.nominal"),
+                        ("tenants:\n  a: {nominal: 1, color: red}\n", "tenants.a.color"),
+                        ("tenants:\n  a: {weight: 0}\n", "tenants.a.weight")):
+        bad.write_text(text)
+        with pytest.raises(Exception, match=field.replace(".", r"\.")):
+            load_tenants(str(bad), [], 8)
+
+
+@st.composite
+def tenant_cases(draw):
+    gpus = draw(st.sampled_from([4, 8]))
+    names = ["a", "b", "c"]
+    quotas = {t: TenantQuota(draw(st.integers(0, gpus // 2)), draw(st.one_of(st.none(), st.integers(0, 4))),
+                             draw(st.sampled_from([None, "lab"])), 1.0) for t in names}
+    jobs = [JobSpec(f"j{k}", float(draw(st.integers(0, 300))), draw(st.integers(1, 2)), float(draw(st.integers(5, 200))),
+                    tenant=draw(st.sampled_from(names)), priority=draw(st.sampled_from([0, 0, 1])))
+            for k in range(draw(st.integers(1, 15)))]
+    return f"1x{gpus}", TenantConfig(quotas), jobs
+
+
+@settings(max_examples=60, deadline=None)
+@given(tenant_cases(), st.sampled_from(["fifo", "sjf", "tiresias", "drf"]))
+def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld(case, policy):
+    cluster, config, jobs = case
+    layer = QuotaLayer(make_policy(policy), config)
+    sim = Simulator(parse_cluster_spec(cluster), jobs, layer, SimConfig(restart_overhead_s=0.0))
+    state, apply = sim.state, sim.state.apply
+
+    def apply_and_check(plan):
+        apply(plan)
+        assert not problems(state), problems(state)
+        held: dict[str, int] = {}
+        for job in state.running.values():
+            held[job.spec.tenant] = held.get(job.spec.tenant, 0) + len(job.gpus)
+        for tenant, n in held.items():
+            assert n <= config.quota(tenant).limit, (tenant, n)
+        # a job that fits its tenant's nominal quota is admitted in the pass it could be
+        for bucket in layer.waiting.values():
+            for entry in bucket:
+                t = entry.job.spec.tenant
+                assert layer.reserved.get(t, 0) + reservation(entry.job) > config.quota(t).nominal
+
+    state.apply = apply_and_check
+    result = sim.run()
+    for job in result.jobs:       # every job that could ever be admitted finished
+        q = config.quota(job.spec.tenant)
+        possible = job.num_gpus <= (q.limit if q.cohort else q.nominal) and (
+            q.cohort is None or job.num_gpus <= sum(v.nominal for v in config.tenants.values() if v.cohort == q.cohort))
+        if possible:
+            assert job.status is Status.DONE, job

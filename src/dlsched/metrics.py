@@ -263,6 +263,38 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
              "loaned_servers": l_area[b] / width, "inference_servers": n_area[b] / width} for b in range(bins)]
 
 
+def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
+    """Per tenant, the time-weighted mean of the GPUs its jobs held in equal bins."""
+    log = result.tenant_log
+    tenants = sorted({t for _, t, _ in log})
+    if len(tenants) < 2:
+        return []
+    start, end = result.start_s, max(result.end_s, log[-1][0]) if log else result.end_s
+    if end <= start:
+        return []
+    width = (end - start) / bins
+    area = {t: [0.0] * bins for t in tenants}
+    last = {t: (start, 0) for t in tenants}
+
+    def add(tenant, until):
+        since, held = last[tenant]
+        while since < until and held:
+            b = min(bins - 1, int((since - start) / width))
+            piece = min(until, start + (b + 1) * width) - since
+            if piece <= 0:
+                break
+            area[tenant][b] += held * piece
+            since += piece
+
+    for t, tenant, held in log:
+        add(tenant, t)
+        last[tenant] = (t, held)
+    for tenant in tenants:
+        add(tenant, end)
+    return [{"time_s": start + (b + 0.5) * width, "tenant": tenant, "gpus": area[tenant][b] / width}
+            for b in range(bins) for tenant in tenants]
+
+
 def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dict:
     """Write summary.json, jobs.csv and timeseries.csv; return the summary."""
     out = Path(out_dir)
@@ -275,6 +307,9 @@ def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dic
     series = binned_timeseries(result)
     _write_csv(out / "timeseries.csv", ("time_s", "queue_mean", "queue_max", "utilization",
                                         "loaned_servers", "inference_servers"), series)
+    usage = binned_tenant_usage(result)
+    if usage:
+        _write_csv(out / "tenants_timeseries.csv", ("time_s", "tenant", "gpus"), usage)
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
     tmp.replace(out / "summary.json")

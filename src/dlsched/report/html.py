@@ -22,8 +22,13 @@ def load_run(run_dir: Path) -> dict:
                   if r.get("met_deadline") == "False" and r["finish_s"])
     with (run_dir / "timeseries.csv").open() as f:
         series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    tenants: dict[str, list[tuple[float, float]]] = {}
+    if (run_dir / "tenants_timeseries.csv").is_file():
+        with (run_dir / "tenants_timeseries.csv").open() as f:
+            for r in csv.DictReader(f):
+                tenants.setdefault(r["tenant"], []).append((float(r["time_s"]), float(r["gpus"])))
     return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "late": late,
-            "series": series}
+            "series": series, "tenant_series": tenants}
 
 
 def _cdf_plot(runs: list[dict], key: str = "jcts", xlabel: str = "job completion time (hours, log scale)",
@@ -138,6 +143,29 @@ def _pools_section(runs: list[dict]) -> str:
             f"<table><tr><th>policy</th>{head}</tr>{body}</table>" + svg_of(fig))
 
 
+def _tenant_usage_section(runs: list[dict]) -> str:
+    """GPUs held per tenant over time, one panel per policy (with its quota when it has one)."""
+    shown = [r for r in runs if r["tenant_series"]][:6]
+    if not shown:
+        return ""
+    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.4 * len(shown)), sharex=True, squeeze=False)
+    for ax, run in zip(axes[:, 0], shown):
+        quotas = (run["summary"].get("quotas") or {}).get("tenants", {})
+        for k, (tenant, points) in enumerate(sorted(run["tenant_series"].items())):
+            t0 = points[0][0]
+            line, = ax.plot([(t - t0) / 86400 for t, _ in points], [g for _, g in points], linewidth=0.8,
+                            label=tenant)
+            if tenant in quotas and quotas[tenant]["nominal_gpus"]:
+                ax.axhline(quotas[tenant]["nominal_gpus"], color=line.get_color(), linewidth=0.6, linestyle=":")
+        ax.set_title(run["name"], fontsize=9)
+        ax.set_ylabel("GPUs held")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=6, ncol=5)
+    axes[-1, 0].set_xlabel("days since the first submission (dotted: nominal quota)")
+    fig.tight_layout()
+    return "<h2>GPUs per tenant over time</h2>" + svg_of(fig)
+
+
 def _perf_section(runs: list[dict]) -> str:
     if not any(r["summary"].get("performance_model") for r in runs):
         return ""
@@ -178,6 +206,7 @@ tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</s
 {_series_plot(runs, "queue_mean", "jobs waiting", "Queue length over time")}
 {_tenant_plot(runs)}
 {_qos_section(runs)}
+{_tenant_usage_section(runs)}
 {_pools_section(runs)}
 {_perf_section(runs)}</div>
 <h2>Parameters</h2><ul>{params}</ul>

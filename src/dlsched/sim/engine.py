@@ -90,6 +90,7 @@ class SimResult:
     ts_loaned: array = field(default_factory=lambda: array("l"))
     ts_inference: array = field(default_factory=lambda: array("l"))
     loans: LoanStats = field(default_factory=LoanStats)
+    tenant_log: list = field(default_factory=list)   # (time, tenant, GPUs its jobs hold) at each change
     inference_gpu_s: float = 0.0          # integral of GPUs inference used (its need)
     inference_short_server_s: float = 0.0  # integral of servers inference needed but lacked
     inference_max_short: int = 0
@@ -152,6 +153,8 @@ class Simulator:
         res = SimResult(jobs=states, cluster=self.cluster, policy=policy, config=cfg, events=0,
                         schedule_calls=0, gpu_busy_s=0.0, gpu_shared_s=0.0, gpu_capacity_s=0.0,
                         start_s=state.now, end_s=state.now)
+        if record:
+            state.tenant_log = res.tenant_log
         usable_total = free.total
         i = ei = 0
         done = 0

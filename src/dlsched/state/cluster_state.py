@@ -78,6 +78,10 @@ class ClusterState:
         # capacity loaning: inference servers lent to training and asked back (Aryl)
         self.loans = LoanBook.for_cluster(cluster, reclaim_notice_s)
         self.on_server_returned = on_server_returned
+        # GPUs each tenant's running jobs hold; with ``tenant_log`` a list, every change is
+        # appended to it as (time, tenant, GPUs held)
+        self.tenant_gpus: dict[str, int] = {}
+        self.tenant_log: list[tuple[float, str, int]] | None = None
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -338,6 +342,7 @@ class ClusterState:
             job.first_start = now
         job.status = Status.RUNNING
         job.gpus = tuple(gpus)
+        self._held(job, len(gpus))
         job.accumulation = accumulation
         job.memory_mib = memory
         job.segment_start = job.gpus_since = now
@@ -413,6 +418,7 @@ class ClusterState:
         self._account(job)
         self._vacate(job)
         self.free.take([g for g in gpus if g in old])   # _vacate freed all its GPUs
+        self._held(job, len(gpus) - len(old))
         job.gpus = tuple(gpus)
         job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
         self.occupancy.attach(job)
@@ -474,9 +480,16 @@ class ClusterState:
         job.last_run_s = self.now - job.segment_start
         job.run_time_s += job.last_run_s
 
+    def _held(self, job: JobState, change: int) -> None:
+        tenant = job.spec.tenant
+        held = self.tenant_gpus[tenant] = self.tenant_gpus.get(tenant, 0) + change
+        if self.tenant_log is not None and change:
+            self.tenant_log.append((self.now, tenant, held))
+
     def _leave_gpus(self, job: JobState) -> set[JobState]:
         """The job's run ends now (finished, stopped or cancelled): account it, take the job off
         its GPUs and out of the running jobs; return its former partners."""
+        self._held(job, -len(job.gpus))
         self._account_run(job)
         partners = self._vacate(job)
         job.switch_at = None

@@ -16,8 +16,10 @@ import time
 
 from dlsched.inference import demand_cycle, load_curve
 from dlsched.policies.catalog import make_policy
+from dlsched.policies.quota import QuotaLayer
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
+from dlsched.tenancy import load_tenants
 
 
 def main() -> None:
@@ -31,6 +33,7 @@ def main() -> None:
                         help="share of jobs made elastic by the seeded rule (default 0)")
     parser.add_argument("--resize-mechanism", default="background", choices=["background", "stop-resume"])
     parser.add_argument("--deadlines", action="store_true", help="generated deadlines (for edf and genie)")
+    parser.add_argument("--quotas", help="the quota layer over each policy: equal, philly-vc or a YAML file")
     parser.add_argument("--inference-demand", default="genai",
                         help="demand of the cluster's inference pool, if it has one (genai, philly-nodes, a CSV)")
     args = parser.parse_args()
@@ -50,6 +53,9 @@ def main() -> None:
         best = None
         for _ in range(args.repeat):
             policy = make_policy(name)
+            if args.quotas:
+                config = load_tenants(args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
+                policy = QuotaLayer(policy, config)
             t0 = time.perf_counter()
             result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism,
                                                                  inference_demand=demand),

@@ -346,3 +346,37 @@ def test_a_worker_left_on_a_reclaimed_server_is_killed_at_the_end_of_the_notice(
     assert s.status(e) == RUNNING and all(n == "n0" for n, _ in s.executor.runs[e].placement)
     s.step()
     assert s.service.pools()["returned"] == 1
+
+
+def test_quotas_admit_borrow_reclaim_and_account(tmp_path):
+    from dlsched.runtime.usage import usage_report
+    from dlsched.tenancy import TenantConfig, TenantQuota
+    quotas = TenantConfig({"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")})
+    s = Setup(tmp_path, "fifo", nodes={"n0": 4}, quotas=quotas)
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    a = s.submit(gpus=4)                                    # alice borrows bob's idle 2 GPUs
+    s.step(10)
+    assert s.status(a) == RUNNING and s.service.quotas()["tenants"]["alice"]["borrowed"] == 2
+    assert s.service.snapshot()["over_quota"] == {"alice": {"nominal": 2, "reserved": 4}}
+    b = s.store.add_job(bob, {**SPEC, "gpus": 2})["id"]
+    s.step(10)                                              # bob reclaims: alice's job is evicted
+    assert s.status(a) == QUEUED and s.state(a).preemptions == 1
+    assert any("evicted: its tenant borrowed GPUs" in e["message"] for e in s.store.events(a))
+    assert s.status(b) == RUNNING
+    q = s.service.quotas()["tenants"]
+    assert q["alice"]["waiting_for_quota"] == 1 and q["bob"]["reserved"] == 2
+    s.executor.finish(b)
+    s.step(10)
+    assert s.status(a) == RUNNING                           # readmitted once bob is done
+    s.executor.finish(a)
+    s.step(10)
+    report = usage_report(s.store, 0, s.clock() + 1)
+    by = {t["tenant"]: t for t in report["tenants"]}
+    # alice: 4 GPUs for 10 s, then 4 for 10 s; bob 2 GPUs for 10 s
+    assert by["alice"]["gpu_hours"] == pytest.approx(80 / 3600) and by["bob"]["gpu_hours"] == pytest.approx(20 / 3600)
+    # queued: 10 s before its first pass, 10 s evicted
+    assert by["alice"]["preemptions"] == 1 and by["alice"]["queued_s"] == pytest.approx(20, abs=0.5)
+    with pytest.raises(Exception, match="nominal"):
+        s.service.set_quota("bob", {"nominal": -1})
+    s.service.set_quota("bob", {"nominal": 3, "cohort": "lab"})
+    assert s.service.quotas("bob")["tenants"]["bob"]["nominal"] == 3

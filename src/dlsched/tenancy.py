@@ -69,7 +69,8 @@ class TenantConfig:
 _FIELDS = {"nominal", "borrowing_limit", "cohort", "weight", "priority"}
 
 
-def _quota(data, where: str) -> TenantQuota:
+def quota_from(data, where: str) -> TenantQuota:
+    """A tenant's quota from a mapping (a file's entry, an API body); SpecError names the field."""
     if not isinstance(data, dict):
         raise SpecError(where, f"must be a mapping of {', '.join(sorted(_FIELDS))}")
     unknown = set(data) - _FIELDS
@@ -110,8 +111,8 @@ def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantC
     unknown = set(data) - {"tenants", "default"}
     if unknown:
         raise SpecError(f"quotas.{sorted(unknown)[0]}", "unknown key (known: tenants, default)")
-    config = TenantConfig({str(t): _quota(q, f"tenants.{t}") for t, q in data.get("tenants", {}).items()},
-                          _quota(data.get("default", {}), "default"), path.name)
+    config = TenantConfig({str(t): quota_from(q, f"tenants.{t}") for t, q in data.get("tenants", {}).items()},
+                          quota_from(data.get("default", {}), "default"), path.name)
     return config
 
 

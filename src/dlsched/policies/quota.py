@@ -63,7 +63,7 @@ class QuotaLayer(Policy):
     def __init__(self, inner: Policy, config: TenantConfig) -> None:
         self.inner = inner
         self.config = config
-        self.name = f"{inner.name}+quota"
+        self.name = inner.name
         self.description = f"{inner.description}, with tenant quotas"
         self.shares_gpus = inner.shares_gpus
         self.moldable = inner.moldable
@@ -76,23 +76,44 @@ class QuotaLayer(Policy):
         self._changed = False          # a reservation was released or a job arrived since the last pass
         # per cohort: nominal quotas and reservations, summed (tenants the config does not name
         # add the default's nominal quota once seen)
-        self.cohort_nominal: dict[str, int] = {}
         self.cohort_used: dict[str, int] = {}
-        for q in config.tenants.values():
-            if q.cohort is not None:
-                self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
         self._seen: set[str] = set(config.tenants)
+        self._sum_cohorts()
         self.priorities: dict[str, dict[int, int]] = {}   # tenant -> priority class -> admitted jobs
         self._admissions = 0
         # accounting: GPU-seconds above nominal (borrowed) and unused nominal lent, per tenant
         self.borrowed_gpu_s: dict[str, float] = {}
         self.lent_gpu_s: dict[str, float] = {}
         self.evictions: dict[str, int] = {}          # tenant -> its jobs evicted (reclaim or priority)
+        # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s) and
+        # ("evicted", job, reason)
+        self.log: list[tuple[str, JobState, object]] | None = None
         self.series: list[tuple[float, dict[str, int]]] = []   # reservations at each change
         self._last_t: float | None = None
 
     def params(self) -> dict:
         return {**self.inner.params(), "quotas": self.config.source}
+
+    def _sum_cohorts(self) -> None:
+        """Each cohort's nominal total: its tenants', the default's for each unnamed one seen."""
+        self.cohort_nominal: dict[str, int] = {}
+        for tenant in self._seen | set(self.reserved):
+            q = self.config.quota(tenant)
+            if q.cohort is not None:
+                self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
+
+    def set_quota(self, tenant: str, quota) -> None:
+        """Change a tenant's quota now (the runtime's admin API): admissions follow at the next
+        pass; nothing already admitted is evicted for it, but reclaims may follow."""
+        self.config.tenants[tenant] = quota
+        self._seen.add(tenant)
+        self.cohort_used = {}
+        for t, used in self.reserved.items():
+            cohort = self.config.quota(t).cohort
+            if cohort is not None:
+                self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + used
+        self._sum_cohorts()
+        self._changed = True
 
     # -- quota arithmetic ---------------------------------------------------------------------
     def fits(self, tenant: str, gpus: int) -> bool:
@@ -142,6 +163,8 @@ class QuotaLayer(Policy):
         self._admissions += 1
         self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
         self._count(job, +1)
+        if self.log is not None:
+            self.log.append(("admitted", job, now - job.pending_since))
         self.inner.job_arrived(job, now)
 
     def _release(self, job: JobState) -> None:
@@ -186,8 +209,9 @@ class QuotaLayer(Policy):
                     if victims is None:
                         failed[(tenant, priority)] = need
                         continue
+                    reason = "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
                     for victim in victims:
-                        self._evict(victim, now, evicted)
+                        self._evict(victim, now, evicted, reason)
                 heapq.heappop(bucket)
                 self._admit(job, now)
                 if bucket:
@@ -243,13 +267,15 @@ class QuotaLayer(Policy):
                        if below is None or j.spec.priority < below),
                       key=lambda e: (e[1].status is Status.RUNNING, -e[0]))
 
-    def _evict(self, victim: JobState, now: float, evicted: list[JobState]) -> None:
+    def _evict(self, victim: JobState, now: float, evicted: list[JobState], reason: str) -> None:
         self._release(victim)
         if victim.status is Status.RUNNING:
             self.inner.job_finished(victim, now)       # it leaves the wrapped policy's world
         else:
             self.inner.job_cancelled(victim, now)
         self.evictions[victim.spec.tenant] = self.evictions.get(victim.spec.tenant, 0) + 1
+        if self.log is not None:
+            self.log.append(("evicted", victim, reason))
         evicted.append(victim)
 
     def _account(self, now: float) -> None:

@@ -12,8 +12,9 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
+import time
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -24,6 +25,7 @@ from .jobspec import JobRequest, spec_error
 from .limits import MAX_LOG_BYTES, MAX_QUEUED_PER_TENANT, TENANT_NAME, BodyLimit, SubmitLimiter, tail
 from .service import SchedulerService
 from .store import FINAL, QUEUED, Store
+from .usage import usage_report
 
 ADMIN = "admin"
 
@@ -34,6 +36,15 @@ def new_token() -> str:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+class QuotaRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    nominal: int = Field(ge=0, le=1_000_000)
+    borrowing_limit: int | None = Field(None, ge=0, le=1_000_000)
+    cohort: str | None = Field(None, min_length=1, max_length=64)
+    weight: float = Field(1.0, gt=0, le=1_000_000)
+    priority: int = Field(0, ge=-1000, le=1000)
 
 
 class DemandRequest(BaseModel):
@@ -149,6 +160,24 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
     @app.get("/v1/cluster")
     def cluster(who: str = Depends(caller)) -> dict:
         return service.snapshot(None if who == ADMIN else who)
+
+    @app.get("/v1/quotas")
+    def quotas(who: str = Depends(caller)) -> dict:
+        """Tenants' quotas and what they use (a tenant: its own)."""
+        return service.quotas(None if who == ADMIN else who)
+
+    @app.put("/v1/tenants/{name}/quota")
+    def set_quota(name: str, body: QuotaRequest, _: str = Depends(admin)) -> dict:
+        if not TENANT_NAME.match(name):
+            raise SpecError("name", f"no such tenant name: {name[:64]!r}")
+        if all(t["name"] != name for t in store.tenants()):
+            raise HTTPException(404, f"no tenant '{name}'")
+        return service.set_quota(name, body.model_dump(exclude_none=True))
+
+    @app.get("/v1/usage")
+    def usage(since: float = Query(0.0), until: float | None = Query(None), who: str = Depends(caller)) -> dict:
+        """GPU-hours, queued and running time and preemptions per tenant and job (sacct-like)."""
+        return usage_report(store, since, time.time() if until is None else until, None if who == ADMIN else who)
 
     @app.put("/v1/pools/inference/demand")
     def inference_demand(body: DemandRequest, _: str = Depends(admin)) -> dict:

@@ -135,6 +135,8 @@ def cmd_status(args) -> int:
         cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))
         loan = f" [inference: {n['loan']}]" if n.get("pool") == "inference" else ""
         print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}")
+    for t, q in (s.get("over_quota") or {}).items():
+        print(f"  tenant {t} is over its quota: {q['reserved']} GPUs reserved, nominal {q['nominal']} (borrowing)")
     if s["queue"]:
         print("queue: " + " ".join(s["queue"]))
         print("queued by tenant: " + ", ".join(f"{t} {c}" for t, c in s["queue_by_tenant"].items()))
@@ -152,6 +154,67 @@ def cmd_pools(args) -> int:
     print(f"loans {p['loans']}, reclaims {p['reclaims']}, handed back {p['returned']} "
           f"(slowest {p['max_return_s'] if p['max_return_s'] is None else round(p['max_return_s'], 1)} s of a "
           f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions {p['reclaim_preemptions']}")
+    return 0
+
+
+def _when(text: str | None, default: float) -> float:
+    """ISO 8601 with a zone, Unix seconds, or a span back from now (7d, 12h, 30min)."""
+    if text is None:
+        return default
+    from datetime import datetime
+
+    from .jobspec import UNITS_S, WITHIN
+    m = WITHIN.match(text)
+    if m:
+        return time.time() - float(m["n"]) * UNITS_S[m["unit"]]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError("since", f"expected ISO 8601, Unix seconds or a span such as 7d, got {text!r}") from None
+    if parsed.tzinfo is None:
+        raise SpecError("since", f"{text!r} has no time zone (add Z or +01:00)")
+    return parsed.timestamp()
+
+
+def cmd_usage(args) -> int:
+    now = time.time()
+    r = _call(args, "GET", "/v1/usage", params={"since": _when(args.since, now - 30 * 86400),
+                                                 "until": _when(args.until, now)}).json()
+    rows = r["jobs"] if args.jobs else r["tenants"]
+    cols = (["job_id", "tenant", "status"] if args.jobs else ["tenant", "jobs"]) + \
+        ["gpu_hours", "running_s", "queued_s", "preemptions"]
+    if args.csv:
+        import csv
+        w = csv.writer(sys.stdout)
+        w.writerow(cols)
+        for row in rows:
+            w.writerow([row[c] for c in cols])
+        return 0
+    from tabulate import tabulate
+    fmt = {"gpu_hours": lambda v: f"{v:.3f}", "running_s": lambda v: f"{v / 3600:.2f} h",
+           "queued_s": lambda v: f"{v / 3600:.2f} h"}
+    print(tabulate([[fmt.get(c, str)(row[c]) for c in cols] for row in rows],
+                   [c.replace("_s", "").replace("_", " ") for c in cols], disable_numparse=True))
+    return 0
+
+
+def cmd_quotas(args) -> int:
+    if args.set:
+        fields = {k: v for k, v in (("nominal", args.nominal), ("borrowing_limit", args.borrowing_limit),
+                                    ("cohort", args.cohort), ("weight", args.weight), ("priority", args.priority))
+                  if v is not None}
+        print(json.dumps(_call(args, "PUT", f"/v1/tenants/{args.set}/quota", json=fields).json(), indent=1))
+        return 0
+    q = _call(args, "GET", "/v1/quotas").json()
+    from tabulate import tabulate
+    cols = ["nominal", "borrowing_limit", "cohort", "reserved", "gpus_held", "borrowed", "waiting_for_quota",
+            "waiting_for_gpus"]
+    print(tabulate([[t] + ["-" if v[c] is None else v[c] for c in cols] for t, v in q["tenants"].items()],
+                   ["tenant"] + [c.replace("_", " ") for c in cols], disable_numparse=True))
     return 0
 
 
@@ -186,6 +249,20 @@ def add_client_parsers(sub) -> None:
     p.add_argument("id")
     p.set_defaults(func=cmd_cancel)
     common(sub.add_parser("status", help="the cluster's GPUs, running jobs and queue")).set_defaults(func=cmd_status)
+    p = common(sub.add_parser("usage", help="GPU-hours, queued and running time, preemptions per tenant or job (sacct-like)"))
+    p.add_argument("--since", help="start: ISO 8601, Unix seconds, or back from now (7d, 12h; default 30d)")
+    p.add_argument("--until", help="end (default now)")
+    p.add_argument("--jobs", action="store_true", help="one row per job, not per tenant")
+    p.add_argument("--csv", action="store_true", help="CSV instead of a table")
+    p.set_defaults(func=cmd_usage)
+    p = common(sub.add_parser("quotas", help="tenants' quotas and use; --set TENANT changes one (admin token)"))
+    p.add_argument("--set", metavar="TENANT")
+    p.add_argument("--nominal", type=int)
+    p.add_argument("--borrowing-limit", type=int)
+    p.add_argument("--cohort")
+    p.add_argument("--weight", type=float)
+    p.add_argument("--priority", type=int)
+    p.set_defaults(func=cmd_quotas)
     p = common(sub.add_parser("pools", help="the inference pool: loaned and reclaimed servers (admin token)"))
     p.add_argument("--demand", type=int, help="set the inference side's demand (servers it needs within the notice)")
     p.set_defaults(func=cmd_pools)

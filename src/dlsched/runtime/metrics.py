@@ -36,7 +36,36 @@ class RuntimeMetrics:
         self.reclaim_preemptions = PromCounter("dlsched_reclaim_preemptions_total", "Jobs preempted to hand a "
                                                "server back (by the policy, or at the end of the notice)", registry=r)
         self._counted = {"reclaims": 0, "preemptions": 0}
+        # tenants and quotas, named as Kueue's (kueue_pending_workloads, kueue_admitted_workloads_total,
+        # kueue_evicted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_*)
+        self.pending = Gauge("dlsched_pending_jobs", "Jobs waiting, by tenant and reason: quota (not admitted) "
+                             "or gpus (admitted, waiting to be placed)", ["tenant", "reason"], registry=r)
+        self.admitted_jobs = PromCounter("dlsched_admitted_jobs_total", "Jobs admitted within their tenant's quota",
+                                         ["tenant"], registry=r)
+        self.evicted_jobs = PromCounter("dlsched_evicted_jobs_total", "Admitted jobs evicted, by reason: reclaim "
+                                        "(their tenant borrowed) or priority", ["tenant", "reason"], registry=r)
+        self.admission_wait = Histogram("dlsched_admission_wait_seconds", "Time from entering the queue to admission",
+                                        ["tenant"], registry=r,
+                                        buckets=(0.1, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
+        self.quota_nominal = Gauge("dlsched_quota_nominal_gpus", "A tenant's nominal quota", ["tenant"], registry=r)
+        self.quota_borrowing_limit = Gauge("dlsched_quota_borrowing_limit_gpus", "GPUs a tenant may borrow above its "
+                                           "nominal quota (-1: no limit but its cohort's)", ["tenant"], registry=r)
+        self.quota_used = Gauge("dlsched_quota_used_gpus", "GPUs a tenant's admitted jobs reserve", ["tenant"], registry=r)
+        self.quota_borrowed = Gauge("dlsched_quota_borrowed_gpus", "GPUs a tenant reserves above its nominal quota",
+                                    ["tenant"], registry=r)
+        self.tenant_gpus = Gauge("dlsched_tenant_gpus_held", "GPUs a tenant's running jobs hold", ["tenant"], registry=r)
+        self.fair_share_weight = Gauge("dlsched_fair_share_weight", "A tenant's fair-share weight", ["tenant"], registry=r)
         self._tenants: set[str] = set()
+
+    def _label(self, tenant: str) -> str:
+        return tenant if self.expose_tenants else "all"
+
+    def admitted(self, tenant: str, wait_s: float) -> None:
+        self.admitted_jobs.labels(self._label(tenant)).inc()
+        self.admission_wait.labels(self._label(tenant)).observe(max(0.0, wait_s))
+
+    def evicted(self, tenant: str, reason: str) -> None:
+        self.evicted_jobs.labels(self._label(tenant), reason).inc()
 
     def transition(self, old: str, new: str) -> None:
         self.transitions.labels(old, new).inc()
@@ -53,6 +82,7 @@ class RuntimeMetrics:
         self.gpus_allocated.set(sum(len(j.gpus) for j in books.running.values()))
         if service.pass_s is not None:
             self.pass_seconds.observe(service.pass_s)
+        self._observe_quotas(service)
         loans = books.loans
         if loans.inference_nodes:
             for state, count in (("held", loans.held), ("loaned", len(loans.loaned)),
@@ -66,6 +96,29 @@ class RuntimeMetrics:
                 if value > self._counted[key]:
                     counter.inc(value - self._counted[key])
                     self._counted[key] = value
+
+    def _observe_quotas(self, service) -> None:
+        layer, books = service.policy, service.books
+        waiting: Counter = Counter(w.job.spec.tenant for b in layer.waiting.values() for w in b)
+        pending: Counter = Counter(j.spec.tenant for j in books.pending.values())
+        by_label: dict[tuple[str, str], int] = {}
+        for tenant in set(pending) | self._tenants:
+            label = self._label(tenant)
+            by_label[(label, "quota")] = by_label.get((label, "quota"), 0) + waiting.get(tenant, 0)
+            by_label[(label, "gpus")] = by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - waiting.get(tenant, 0)
+        for (label, reason), n in by_label.items():
+            self.pending.labels(label, reason).set(n)
+        if not self.expose_tenants:        # quotas are per tenant: shown only with tenant names
+            return
+        for tenant in set(layer.config.tenants) | set(layer.reserved) | set(books.tenant_gpus):
+            q = layer.config.quota(tenant)
+            if q.nominal < service.UNLIMITED:
+                self.quota_nominal.labels(tenant).set(q.nominal)
+                self.quota_borrowing_limit.labels(tenant).set(-1 if q.borrowing_limit is None else q.borrowing_limit)
+                self.quota_borrowed.labels(tenant).set(max(0, layer.reserved.get(tenant, 0) - q.nominal))
+            self.quota_used.labels(tenant).set(layer.reserved.get(tenant, 0))
+            self.tenant_gpus.labels(tenant).set(books.tenant_gpus.get(tenant, 0))
+            self.fair_share_weight.labels(tenant).set(q.weight)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -108,10 +108,15 @@ def serve(args, params: dict) -> int:
         local = LocalRayCluster(args.nodes, args.gpus_per_node, inference_nodes=args.inference_nodes)
         address = local.address
     executor = RayExecutor(address, data_dir, sandbox, start_timeout_s=args.start_timeout_s)
+    quotas = None
+    if args.quotas:
+        from ..tenancy import load_tenants
+        training = sum(n.gpus for n in executor.inventory() if n.alive and n.pool == "training")
+        quotas = load_tenants(args.quotas, [t["name"] for t in store.tenants()], training)
     service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s,
                                resize_mechanism=args.resize_mechanism, metrics_tenants=args.metrics_tenants,
                                checkpoint_retention_s=args.checkpoint_retention_h * 3600,
-                               reclaim_notice_s=args.reclaim_notice_s)
+                               reclaim_notice_s=args.reclaim_notice_s, quotas=quotas)
     service.start()
     app = create_app(service, store, digest)
     print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
@@ -157,6 +162,9 @@ def add_server_parser(sub):
                    help="how long a reclaimed inference server's training workers have to leave (default %(default)s)")
     p.add_argument("--admin-token-file", help="file holding the admin token (default: $DLSCHED_ADMIN_TOKEN, "
                                               "else one generated at the first start into DATA_DIR/admin.token)")
+    p.add_argument("--quotas", metavar="SOURCE",
+                   help="tenant quotas: a YAML file or equal (docs/tenancy.md); change them live with "
+                        "'dlsched quotas --set TENANT ...' (without this flag no tenant is held back until one is set)")
     p.add_argument("--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)")
     p.add_argument("--metrics-tenants", action="store_true",
                    help="label /metrics' queue length by tenant (off: /metrics needs no token, so tenant "

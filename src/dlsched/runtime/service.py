@@ -27,6 +27,8 @@ from ..errors import SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
+from ..policies.quota import QuotaLayer
+from ..tenancy import TenantConfig, TenantQuota, quota_from
 from ..view import Plan
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
@@ -43,6 +45,7 @@ EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
 DEFAULT_MAX_PROFILING = 2        # chosen: profiling runs at once (each is a process); the rest wait
 SWEEP_EVERY_S = 60.0
+UNLIMITED = 10**9                # the nominal quota of a tenant when the server runs without quotas
 
 
 @dataclass(slots=True)
@@ -55,13 +58,15 @@ class LiveJob:
 
 
 class SchedulerService:
+    UNLIMITED = UNLIMITED
     def __init__(self, store: Store, executor: Executor, policy: str = "fifo",
                  policy_params: dict | None = None, interval_s: float = 0.5,
                  max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
                  clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING,
                  metrics_tenants: bool = False,
                  checkpoint_retention_s: float = CHECKPOINT_RETENTION_S,
-                 reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S) -> None:
+                 reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
+                 quotas: TenantConfig | None = None) -> None:
         self.store, self.executor, self.clock = store, executor, clock
         self.checkpoint_retention_s = checkpoint_retention_s
         self._swept_until = float("-inf")        # jobs finished before this have no checkpoint left
@@ -69,7 +74,10 @@ class SchedulerService:
         self.max_profiling = max_profiling
         self.profiling: set[str] = set()          # jobs whose profiling run is under way
         self._to_profile: deque[str] = deque()    # jobs waiting for a profiling slot
-        self.policy = make_policy(policy, **(policy_params or {}))
+        # every policy runs under the quota layer; without quotas no tenant is ever held back
+        self.policy = QuotaLayer(make_policy(policy, **(policy_params or {})),
+                                 quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none"))
+        self.policy.log = []
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
         inventory = [n for n in executor.inventory() if n.alive]
@@ -148,9 +156,10 @@ class SchedulerService:
             self._progress()
             t0 = time.perf_counter()
             plan = self.policy.schedule(books)
+            evicted = self._quota_events()
             if plan:
                 books.apply(plan)
-                self._act(plan)
+                self._act(plan, evicted=evicted)
             self.pass_s = time.perf_counter() - t0
             self.metrics.observe(self)
             self._discard_old()
@@ -210,6 +219,36 @@ class SchedulerService:
                                          "end of the reclaim notice; resumes from its last checkpoint",
                                          failures=live.state.failures)
 
+    def quotas(self, tenant: str | None = None) -> dict:
+        """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
+        the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
+        with self._lock:
+            layer, books = self.policy, self.books
+            names = set(layer.config.tenants) | set(layer.reserved) | {j.spec.tenant for j in books.pending.values()}
+            if tenant is not None:
+                names = {tenant}
+            waiting_quota: Counter = Counter(w.job.spec.tenant for b in layer.waiting.values() for w in b)
+            waiting_all: Counter = Counter(j.spec.tenant for j in books.pending.values())
+            out = {}
+            for t in sorted(names):
+                q = layer.config.quota(t)
+                reserved = layer.reserved.get(t, 0)
+                out[t] = {"nominal": None if q.nominal >= UNLIMITED else q.nominal,
+                          "borrowing_limit": q.borrowing_limit, "cohort": q.cohort, "weight": q.weight,
+                          "priority": q.priority, "reserved": reserved, "gpus_held": books.tenant_gpus.get(t, 0),
+                          "borrowed": max(0, reserved - q.nominal),
+                          "waiting_for_quota": waiting_quota.get(t, 0),
+                          "waiting_for_gpus": waiting_all.get(t, 0) - waiting_quota.get(t, 0)}
+            return {"source": layer.config.source, "tenants": out}
+
+    def set_quota(self, tenant: str, fields: dict) -> dict:
+        """The admin API: a tenant's quota, now (validated as a quota file's entry)."""
+        quota = quota_from(fields, f"tenants.{tenant}")
+        with self._lock:
+            self.policy.set_quota(tenant, quota)
+        self.wake()
+        return self.quotas(tenant)["tenants"][tenant]
+
     def pools(self) -> dict:
         """The inference pool: its servers by state, the announced demand and the counts."""
         loans = self.books.loans
@@ -240,6 +279,10 @@ class SchedulerService:
 
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
         self.store.update_job(row["id"], event=event, status=status, **fields)
+        if status == RUNNING and "gpus" in fields:             # a run starts (or restarts resized)
+            self.store.open_run(row["id"], row["tenant_id"], self.clock(), len(fields["gpus"]))
+        elif row["status"] == RUNNING and status != RUNNING:
+            self.store.close_run(row["id"], self.clock())
         if row["status"] != status:
             self.metrics.transition(row["status"], status)
         row["status"] = status
@@ -377,19 +420,42 @@ class SchedulerService:
         nodes = self.cluster.nodes
         return [(self.node_names[self.cluster.gpu_node[g]], g - nodes[self.cluster.gpu_node[g]].first_gpu) for g in gpus]
 
-    def _act(self, plan: Plan, reason: str = "") -> None:
+    def _quota_events(self) -> dict[str, str]:
+        """The quota layer's admissions and evictions of this pass, for the metrics; returns
+        the evicted jobs' reasons."""
+        evicted = {}
+        for kind, job, detail in self.policy.log:
+            tenant = job.spec.tenant
+            if kind == "admitted":
+                self.metrics.admitted(tenant, detail)
+            else:
+                self.metrics.evicted(tenant, detail)
+                evicted[job.job_id] = detail
+                if job.status is not Status.RUNNING:       # admitted, not started: back to waiting
+                    self.store.update_job(job.job_id, event=f"admission withdrawn ({self._why(detail)})")
+        self.policy.log.clear()
+        return evicted
+
+    @staticmethod
+    def _why(reason: str) -> str:
+        return ("its tenant borrowed GPUs another tenant reclaimed" if reason == "reclaim"
+                else "a job of a higher priority class of its tenant needed its quota")
+
+    def _act(self, plan: Plan, reason: str = "", evicted: dict[str, str] | None = None) -> None:
         now = self.clock()
         why = f" ({reason})" if reason else ""
         for job in plan.preempt:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
-            self._set_status(self.store.job(jid), QUEUED, f"preempted by {self.policy.name}{why}: checkpoints and waits",
-                             preemptions=job.preemptions)
+            message = (f"evicted: {self._why(evicted[jid])}; checkpoints and waits" if evicted and jid in evicted
+                       else f"preempted by {self.policy.name}{why}: checkpoints and waits")
+            self._set_status(self.store.job(jid), QUEUED, message, preemptions=job.preemptions)
         for job, gpus in plan.resize:
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
                 self.store.update_job(job.job_id, event=f"resizing to {len(gpus)} GPUs in the background{why}",
                                       gpus=[list(p) for p in placement])
+                self.store.open_run(job.job_id, job.spec.tenant, now, len(gpus))
                 self.executor.resize(job.job_id, placement)
             else:                          # stop-resume: checkpoint, restart at the new size
                 self.executor.stop(job.job_id, graceful=True)
@@ -438,7 +504,11 @@ class SchedulerService:
             by_tenant = Counter(j.spec.tenant for j in queue)
             if tenant is not None:
                 by_tenant = {"yours": by_tenant.get(tenant, 0), "others": len(queue) - by_tenant.get(tenant, 0)}
-            return {"policy": self.policy.name, "gpus_total": self.cluster.num_gpus,
+            layer = self.policy
+            over = {t: {"nominal": layer.config.quota(t).nominal, "reserved": used}
+                    for t, used in layer.reserved.items()
+                    if used > layer.config.quota(t).nominal and (tenant is None or t == tenant)}
+            return {"policy": self.policy.name, "gpus_total": self.cluster.num_gpus, "over_quota": over,
                     "gpus_free": books.free.total, "nodes": nodes,
                     "running": [j.job_id for j in books.running.values() if shown(j)],
                     "queue": [j.job_id for j in queue if shown(j)],

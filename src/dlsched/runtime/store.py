@@ -34,6 +34,9 @@ class Store:
     def events(self, job_id: str) -> list[dict]: ...
     def get_setting(self, key: str) -> str | None: ...
     def set_setting(self, key: str, value: str) -> None: ...
+    def open_run(self, job_id: str, tenant_id: str, t: float, gpus: int) -> None: ...
+    def close_run(self, job_id: str, t: float) -> None: ...
+    def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]: ...
 
 
 _SCHEMA = """
@@ -50,6 +53,10 @@ CREATE TABLE IF NOT EXISTS events (
     n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT NULL,
     message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, tenant_id TEXT NOT NULL,
+    start REAL NOT NULL, end REAL, gpus INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS runs_job ON runs(job_id);
 """
 
 _JOB_FIELDS = {"status", "started", "finished", "gpus", "attempt", "iteration", "iteration_s",
@@ -160,3 +167,24 @@ class SQLiteStore(Store):
     def set_setting(self, key: str, value: str) -> None:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+
+    # -- accounting: a row per stretch a job held a fixed number of GPUs ---------------------
+    def open_run(self, job_id: str, tenant_id: str, t: float, gpus: int) -> None:
+        with self._lock:
+            self._db.execute("UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id))
+            self._db.execute("INSERT INTO runs (job_id, tenant_id, start, gpus) VALUES (?, ?, ?, ?)",
+                             (job_id, tenant_id, t, gpus))
+
+    def close_run(self, job_id: str, t: float) -> None:
+        with self._lock:
+            self._db.execute("UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id))
+
+    def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]:
+        """Stretches overlapping [since, until] (an open one ends at ``until``), clipped to it."""
+        sql = ("SELECT job_id, tenant_id, MAX(start, ?) AS start, MIN(COALESCE(end, ?), ?) AS end, gpus "
+               "FROM runs WHERE start < ? AND COALESCE(end, ?) > ?")
+        args: tuple = (since, until, until, until, until, since)
+        if tenant_id is not None:
+            sql += " AND tenant_id = ?"
+            args += (tenant_id,)
+        return self._rows(sql + " ORDER BY n", args)

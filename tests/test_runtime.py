@@ -23,8 +23,8 @@ def ray_cluster():
 
 @pytest.fixture
 def harness(ray_cluster, tmp_path, request):
-    policy, params = getattr(request, "param", ("fifo", None))
-    h = Harness(ray_cluster.address, tmp_path, policy, params)
+    policy, params, *options = getattr(request, "param", ("fifo", None))
+    h = Harness(ray_cluster.address, tmp_path, policy, params, **(options[0] if options else {}))
     yield h
     h.close()
 
@@ -224,3 +224,45 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
     assert placements == {(1, 1), (2, 1), (2, 2)} and len(small["gpus"]) < 4
     metrics = h.client.get("/metrics").text
     assert 'dlsched_deadlines_total{outcome="met"} 3.0' in metrics
+
+
+def lab_quotas():
+    from dlsched.tenancy import TenantConfig, TenantQuota
+    return TenantConfig({"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")}, source="test")
+
+
+@pytest.mark.parametrize("harness", [("fifo", None, {"quotas": lab_quotas()})], indirect=True)
+def test_a_borrowed_job_is_evicted_when_the_owner_submits_and_usage_adds_up(harness):
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    # alice (quota 2) borrows bob's idle 2 GPUs for a 4-GPU job
+    borrowed = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=400, checkpoint_every=0)
+    wait_for(lambda: h.job(borrowed)["iteration"] >= 20, 90, what="the borrowing job to make progress")
+    assert h.client.get("/v1/quotas", headers=alice).json()["tenants"]["alice"]["borrowed"] == 2
+    own = h.submit(bob, **LM, gpus=2, batch_size=8, iterations=30)     # bob wants his quota back
+    assert h.wait_status(own, "done")["iteration"] == 30
+    job = h.wait_status(borrowed, "done", timeout_s=240)
+    assert job["iteration"] == 400 and job["preemptions"] == 1
+    events = job["events"]
+    assert any("evicted: its tenant borrowed GPUs another tenant reclaimed" in e["message"] for e in events)
+    log = log_of(h, borrowed)
+    stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
+    assert f"start at iteration {stopped_at} of 400" in log                 # resumed from its checkpoint
+    # usage: GPU-hours from the store's runs agree with the jobs' own event times
+    usage = h.client.get("/v1/usage", headers=h.admin).json()
+    by = {t["tenant"]: t for t in usage["tenants"]}
+
+    def gpu_s_from_events(evs, gpus):
+        total, began = 0.0, None
+        for e in evs:
+            if e["message"].startswith("started"):
+                began = e["t"]
+            elif began is not None and (e["status"] != "running"):
+                total, began = total + gpus * (e["t"] - began), None
+        return total
+
+    assert by["alice"]["gpu_hours"] * 3600 == pytest.approx(gpu_s_from_events(events, 4), rel=0.01)
+    assert by["bob"]["gpu_hours"] * 3600 == pytest.approx(gpu_s_from_events(h.job(own)["events"], 2), rel=0.01)
+    assert by["alice"]["preemptions"] == 1 and by["bob"]["preemptions"] == 0
+    mine = h.client.get("/v1/usage", headers=bob).json()
+    assert [t["tenant"] for t in mine["tenants"]] == ["bob"]                # a tenant sees only itself

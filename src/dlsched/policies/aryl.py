@@ -122,6 +122,9 @@ class Aryl(Policy):
     def job_cancelled(self, job: JobState, now: float) -> None:
         self._dequeue([next(i for i, e in enumerate(self.queue) if e.job is job)])
 
+    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+        self._track(job, len(gpus))
+
     # -- JCT model ----------------------------------------------------------------------------
     @staticmethod
     def _time_left(view: PolicyView, job: JobState, gpus: int) -> float | None:

@@ -70,6 +70,11 @@ class Policy:
         """A running job's measured progress replaced the prediction (the runtime only): its
         remaining work and projected finish changed."""
 
+    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+        """A layer above (the quota layer) changed the size this policy planned for a job, in
+        this pass: it runs (or starts) on ``gpus`` instead. Policies that resize jobs update
+        their indexes; the others need not."""
+
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         raise NotImplementedError

@@ -112,6 +112,11 @@ class ElasticGrowth:
     def stopped(self, job: JobState) -> None:
         self._untrack(job)
 
+    def resized(self, job: JobState, gpus: tuple[int, ...]) -> None:
+        """A layer above changed its planned size (see :meth:`Policy.job_resized`)."""
+        if job.spec.elastic:
+            self._track(job, len(gpus))
+
     def rekeyed(self, job: JobState) -> None:
         if job.job_id in self.size:          # its priority changed: so may its rule-3 status
             self._track(job, self.size[job.job_id])

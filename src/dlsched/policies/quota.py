@@ -1,8 +1,9 @@
 """A quota layer over any policy (Kueue's admission, on GPUs; :mod:`dlsched.tenancy`).
 
 The wrapped policy orders and places jobs as it does alone, but it only ever hears of *admitted*
-jobs. A job is admitted when its tenant's reservation (the GPUs of its admitted jobs, running or
-waiting, each counted at its largest size: an elastic job at its maximum) plus the job's fits:
+jobs. What a tenant uses is its admitted jobs' GPUs: a running job's as planned, a waiting one's
+base size (an elastic job's minimum, a rigid job's request). A job is admitted when its tenant's
+use plus the job's base size fits:
 
 - within the tenant's nominal quota; or
 - borrowing: within nominal + borrowing limit, and within its cohort's nominal total (what
@@ -13,16 +14,19 @@ that does not fit does not hold back the others). Preemption, as Kueue's ``recla
 Any`` and ``withinClusterQueue: LowerPriority``:
 
 - **reclaim**: a job that fits its tenant's nominal quota but not the cohort (others borrowed
-  it) takes it back from tenants above their nominal quota, youngest admitted job first, never
-  more than needed; admitted jobs that have not started are taken back before running ones.
+  it) takes it back from tenants above their nominal quota, never more than needed: first by
+  shrinking their elastic jobs towards their minimum (background scale-in, nobody preempted),
+  youngest first; then by evicting their admitted jobs, those not started first, then the
+  youngest running ones.
 - **priority**: a job that does not fit its own tenant's limits may take the place of the
   tenant's own jobs of a lower priority class, youngest first.
 
-Evicted jobs lose their admission (their GPUs and reservation) and wait to be admitted again.
-The wrapped policy sees them leave as if finished, and their GPUs free in the same pass.
+Evicted jobs lose their admission and wait to be admitted again. The wrapped policy sees them
+leave as if finished, and their GPUs (and those of shrunk jobs) free in the same pass. Growth
+the wrapped policy plans (an elastic job started or resized larger) is cut to what the tenant
+may still take, and the policy is told (``job_resized``).
 
-Not done: Kueue's ``lendingLimit``; shrinking an elastic job instead of evicting it (an elastic
-job reserves its maximum, so it never needs to shrink to fit).
+Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ from typing import NamedTuple
 from ..jobs import JobState, Status
 from ..tenancy import TenantConfig
 from .base import Plan, Policy, PolicyView
+from .elastic import keep_consolidated
+
+
+# When a plan gives quota back, the layer asks for another pass this much later to admit what now
+# fits (a pass admits before the wrapped policy plans).
+READMIT_AFTER_S = 1e-3
 
 
 class Waiting(NamedTuple):
@@ -41,17 +51,17 @@ class Waiting(NamedTuple):
 
 
 def reservation(job: JobState) -> int:
-    """What an admitted job counts against its tenant's quota: its largest size."""
-    return job.spec.gpu_range[1]
+    """What a job not running counts against its tenant's quota once admitted: its base size."""
+    return job.spec.gpu_range[0]
 
 
 class _Freed:
     """The view the wrapped policy sees in a pass that evicted jobs: their GPUs free."""
 
-    def __init__(self, view: PolicyView, gone: list[JobState]) -> None:
+    def __init__(self, view: PolicyView, gone: list[JobState], freed: list[int]) -> None:
         self._view = view
         self.free = view.free.copy()
-        self.free.release([g for j in gone for g in j.gpus])
+        self.free.release([g for j in gone for g in j.gpus] + freed)
         gone_ids = {j.job_id for j in gone}
         self.running = {k: v for k, v in view.running.items() if k not in gone_ids}
 
@@ -70,6 +80,7 @@ class QuotaLayer(Policy):
         self.loans_servers = inner.loans_servers
         self.reserved: dict[str, int] = {}           # tenant -> GPUs reserved by admitted jobs
         self.admitted: dict[str, dict[str, tuple[int, JobState]]] = {}   # tenant -> job id -> (order, job)
+        self.charged: dict[str, int] = {}            # admitted job -> GPUs it counts now
         # waiting (not admitted) jobs, in buckets of one tenant, priority class and size, each a
         # heap in admission order: a pass looks at bucket heads only
         self.waiting: dict[tuple[str, int, int], list[Waiting]] = {}
@@ -142,7 +153,9 @@ class QuotaLayer(Policy):
         self.inner.job_finished(job, now)
 
     def job_requeued(self, job: JobState, now: float) -> None:
-        self.inner.job_requeued(job, now)          # still admitted: it keeps its reservation
+        if job.job_id in self.charged:             # still admitted, at its base size
+            self._charge(job, reservation(job))
+        self.inner.job_requeued(job, now)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
         if job.job_id in self.admitted.get(job.spec.tenant, {}):
@@ -162,7 +175,8 @@ class QuotaLayer(Policy):
     def _admit(self, job: JobState, now: float) -> None:
         self._admissions += 1
         self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
-        self._count(job, +1)
+        self._prioritize(job, +1)
+        self._charge(job, reservation(job))
         if self.log is not None:
             self.log.append(("admitted", job, now - job.pending_since))
         self.inner.job_arrived(job, now)
@@ -170,17 +184,35 @@ class QuotaLayer(Policy):
     def _release(self, job: JobState) -> None:
         tenant = job.spec.tenant
         if self.admitted.get(tenant, {}).pop(job.job_id, None) is not None:
-            self._count(job, -1)
+            self._charge(job, 0)
+            del self.charged[job.job_id]
+            self._prioritize(job, -1)
             self._changed = True
 
-    def _count(self, job: JobState, sign: int) -> None:
-        tenant, n = job.spec.tenant, sign * reservation(job)
+    def _charge(self, job: JobState, gpus: int) -> None:
+        """The job counts ``gpus`` against its tenant (and cohort) from now on."""
+        tenant, n = job.spec.tenant, gpus - self.charged.get(job.job_id, 0)
+        self.charged[job.job_id] = gpus
+        if not n:
+            return
         self.reserved[tenant] = self.reserved.get(tenant, 0) + n
         if not self.reserved[tenant]:
             del self.reserved[tenant]
         cohort = self.config.quota(tenant).cohort
         if cohort is not None:
             self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
+        if n < 0:
+            self._changed = True
+
+    def _room(self, tenant: str) -> float:
+        """How many more GPUs the tenant may count now."""
+        q, used = self.config.quota(tenant), self.reserved.get(tenant, 0)
+        if q.cohort is None:
+            return q.nominal - used
+        return min(q.limit - used, self.cohort_nominal.get(q.cohort, 0) - self.cohort_used.get(q.cohort, 0))
+
+    def _prioritize(self, job: JobState, sign: int) -> None:
+        tenant = job.spec.tenant
         counts = self.priorities.setdefault(tenant, {})
         counts[job.spec.priority] = counts.get(job.spec.priority, 0) + sign
         if not counts[job.spec.priority]:
@@ -192,6 +224,7 @@ class QuotaLayer(Policy):
         self._account(now)
         before = dict(self.reserved)
         evicted: list[JobState] = []
+        shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}     # the layer's scale-ins
         if self._changed:
             self._changed = False
             heads = [(bucket[0].key, key) for key, bucket in self.waiting.items() if bucket]
@@ -205,12 +238,20 @@ class QuotaLayer(Policy):
                 bucket = self.waiting[key]
                 job = bucket[0].job
                 if not self.fits(tenant, need):
-                    victims = self._victims(job, need)
-                    if victims is None:
+                    found = self._victims(view, job, need, shrunk)
+                    if found is None:
                         failed[(tenant, priority)] = need
                         continue
+                    shrinks, victims = found
+                    for victim, kept in shrinks:
+                        shrunk[victim.job_id] = (victim, kept)
+                        self._charge(victim, len(kept))
+                        self.inner.job_resized(victim, kept, now)
+                        if self.log is not None:
+                            self.log.append(("shrunk", victim, "reclaim"))
                     reason = "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
                     for victim in victims:
+                        shrunk.pop(victim.job_id, None)
                         self._evict(victim, now, evicted, reason)
                 heapq.heappop(bucket)
                 self._admit(job, now)
@@ -219,15 +260,56 @@ class QuotaLayer(Policy):
             for victim in evicted:             # they wait again (from the next pass)
                 self._wait(victim)
         running_gone = [j for j in evicted if j.status is Status.RUNNING]
-        plan = self.inner.schedule(_Freed(view, running_gone) if running_gone else view)
+        freed = [g for job, kept in shrunk.values() for g in job.gpus if g not in kept]
+        plan = self.inner.schedule(_Freed(view, running_gone, freed) if running_gone or freed else view)
+        self._hold_to_quota(view, plan, shrunk)
         if running_gone:
             plan.preempt = running_gone + plan.preempt
+        if self._changed:          # the plan gave quota back (a shrink, a smaller start): admit again
+            again = now + READMIT_AFTER_S
+            plan.wakeup_at = again if plan.wakeup_at is None else min(plan.wakeup_at, again)
         if self.reserved != before:
             self.series.append((now, dict(self.reserved)))
         return plan
 
-    def _victims(self, job: JobState, need: int) -> list[JobState] | None:
-        """The admitted jobs to evict so that ``job`` fits, or None when none may be."""
+    def _hold_to_quota(self, view: PolicyView, plan: Plan, shrunk: dict) -> None:
+        """Charge the wrapped policy's plan; cut growth beyond what tenants may take (and tell
+        it); keep one resize per job, the layer's scale-ins first."""
+        now, gpu_node = view.now, view.cluster.gpu_node
+        for job in plan.preempt:
+            if job.job_id in self.charged:
+                self._charge(job, reservation(job))
+        for i, (job, gpus) in enumerate(plan.start):
+            if job.job_id not in self.charged:
+                continue
+            extra = len(gpus) - reservation(job)
+            room = self._room(job.spec.tenant)
+            if extra > room:
+                gpus = keep_consolidated(gpus, reservation(job) + max(0, int(room)), gpu_node)
+                plan.start[i] = (job, gpus)
+                self.inner.job_resized(job, gpus, now)
+            self._charge(job, len(gpus))
+        resizes = [(job, gpus) for job, gpus in shrunk.values()]
+        for job, gpus in plan.resize:
+            if job.job_id in shrunk:                    # the layer's scale-in stands
+                self.inner.job_resized(job, shrunk[job.job_id][1], now)
+                continue
+            current = self.charged.get(job.job_id, len(job.gpus))
+            room = self._room(job.spec.tenant)
+            if len(gpus) - current > room:
+                kept = [g for g in gpus if g in job.gpus]
+                added = [g for g in gpus if g not in job.gpus][:max(0, current + int(room) - len(kept))]
+                gpus = tuple(kept + added)
+                self.inner.job_resized(job, gpus, now)
+                if set(gpus) == set(job.gpus):
+                    continue
+            self._charge(job, len(gpus))
+            resizes.append((job, gpus))
+        plan.resize = resizes
+
+    def _victims(self, view: PolicyView, job: JobState, need: int, shrunk: dict):
+        """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
+        when none may."""
         tenant = job.spec.tenant
         q = self.config.quota(tenant)
         used = self.reserved.get(tenant, 0)
@@ -236,35 +318,50 @@ class QuotaLayer(Policy):
             short = self.cohort_used.get(q.cohort, 0) + need - self.cohort_nominal.get(q.cohort, 0)
             over = {t: self.reserved[t] - self.config.quota(t).nominal for t in self.reserved
                     if t != tenant and self.config.quota(t).cohort == q.cohort}
+            borrowers = [t for t, o in over.items() if o > 0]
+            shrinks = []
+            for _, victim in self._youngest_first(borrowers, running_only=True):
+                if short <= 0:
+                    break
+                excess = self.charged[victim.job_id] - victim.spec.gpu_range[0]
+                if (excess <= 0 or over[victim.spec.tenant] <= 0 or victim.job_id in shrunk
+                        or view.resizing(victim) or view.occupancy.partners(victim)):
+                    continue
+                give = min(excess, short, over[victim.spec.tenant])
+                kept = keep_consolidated(victim.gpus, len(victim.gpus) - give, view.cluster.gpu_node)
+                shrinks.append((victim, kept))
+                over[victim.spec.tenant] -= give
+                short -= give
             chosen = []
-            for _, victim in self._youngest_first([t for t, o in over.items() if o > 0]):
+            for _, victim in self._youngest_first(borrowers):
                 if short <= 0:
                     break
                 if over[victim.spec.tenant] <= 0:
                     continue
                 chosen.append(victim)
-                over[victim.spec.tenant] -= reservation(victim)
-                short -= reservation(victim)
-            return chosen if short <= 0 else None
+                took = next((len(k) for v, k in shrinks if v is victim), self.charged[victim.job_id])
+                over[victim.spec.tenant] -= took
+                short -= took
+            if short > 0:
+                return None
+            return [(v, k) for v, k in shrinks if v not in chosen], chosen
         # priority: the tenant's own jobs of a lower class
         if not any(p < job.spec.priority for p in self.priorities.get(tenant, {})):
             return None
         chosen, freed = [], 0
         for _, victim in self._youngest_first([tenant], below=job.spec.priority):
-            if self._fits_after(tenant, need, freed):
+            if self.fits(tenant, need - freed):
                 break
             chosen.append(victim)
-            freed += reservation(victim)
-        return chosen if chosen and self._fits_after(tenant, need, freed) else None
+            freed += self.charged[victim.job_id]
+        return ([], chosen) if chosen and self.fits(tenant, need - freed) else None
 
-    def _fits_after(self, tenant: str, need: int, freed: int) -> bool:
-        return self.fits(tenant, need - freed)
-
-    def _youngest_first(self, tenants: list[str], below: int | None = None):
+    def _youngest_first(self, tenants: list[str], below: int | None = None, running_only: bool = False):
         """The tenants' admitted jobs (of a priority below ``below``, when given): not started
         before running, then youngest first."""
         return sorted(((order, j) for t in tenants for order, j in self.admitted.get(t, {}).values()
-                       if below is None or j.spec.priority < below),
+                       if (below is None or j.spec.priority < below)
+                       and (not running_only or j.status is Status.RUNNING)),
                       key=lambda e: (e[1].status is Status.RUNNING, -e[0]))
 
     def _evict(self, victim: JobState, now: float, evicted: list[JobState], reason: str) -> None:

@@ -261,7 +261,10 @@ class QuotaLayer(Policy):
                 self._wait(victim)
         running_gone = [j for j in evicted if j.status is Status.RUNNING]
         freed = [g for job, kept in shrunk.values() for g in job.gpus if g not in kept]
-        plan = self.inner.schedule(_Freed(view, running_gone, freed) if running_gone or freed else view)
+        inner = self.inner.schedule(_Freed(view, running_gone, freed) if running_gone or freed else view)
+        # a copy: policies may return a shared empty plan, which must stay empty
+        plan = Plan(list(inner.start), list(inner.preempt), list(inner.resize), inner.wakeup_at,
+                    dict(inner.accumulation))
         self._hold_to_quota(view, plan, shrunk)
         if running_gone:
             plan.preempt = running_gone + plan.preempt

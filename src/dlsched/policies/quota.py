@@ -99,7 +99,6 @@ class QuotaLayer(Policy):
         # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s) and
         # ("evicted", job, reason)
         self.log: list[tuple[str, JobState, object]] | None = None
-        self.series: list[tuple[float, dict[str, int]]] = []   # reservations at each change
         self._last_t: float | None = None
 
     def params(self) -> dict:
@@ -128,10 +127,7 @@ class QuotaLayer(Policy):
 
     # -- quota arithmetic ---------------------------------------------------------------------
     def fits(self, tenant: str, gpus: int) -> bool:
-        q, used = self.config.quota(tenant), self.reserved.get(tenant, 0)
-        if used + gpus > (q.nominal if q.cohort is None else q.limit):
-            return False
-        return q.cohort is None or self.cohort_used.get(q.cohort, 0) + gpus <= self.cohort_nominal.get(q.cohort, 0)
+        return gpus <= self._room(tenant)
 
     # -- notifications --------------------------------------------------------------------------
     def _wait(self, job: JobState) -> None:
@@ -222,7 +218,6 @@ class QuotaLayer(Policy):
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
         self._account(now)
-        before = dict(self.reserved)
         evicted: list[JobState] = []
         shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}     # the layer's scale-ins
         if self._changed:
@@ -271,8 +266,6 @@ class QuotaLayer(Policy):
         if self._changed:          # the plan gave quota back (a shrink, a smaller start): admit again
             again = now + READMIT_AFTER_S
             plan.wakeup_at = again if plan.wakeup_at is None else min(plan.wakeup_at, again)
-        if self.reserved != before:
-            self.series.append((now, dict(self.reserved)))
         return plan
 
     def _hold_to_quota(self, view: PolicyView, plan: Plan, shrunk: dict) -> None:

@@ -81,3 +81,33 @@ class Harness:
 
 LM = {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 256, "dim": 32, "layers": 1}}
 RESNET = {"entrypoint": "dlsched.workloads.resnet:build", "args": {"samples": 256, "width": 8}}
+
+
+class HttpServer:
+    """The API app on a real port (uvicorn in a thread), for a browser."""
+
+    def __init__(self, app) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        self.server.install_signal_handlers = lambda: None
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.server.started, 30, what="the HTTP server to start")
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def chromium_path() -> str | None:
+    """Debian's chromium (``.ci/run`` installs it when missing), or $DLSCHED_CHROMIUM."""
+    import os
+    import shutil
+    return os.environ.get("DLSCHED_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

@@ -3,6 +3,7 @@ two GPUs each, scheduled by the simulator's policies through the service and its
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -266,3 +267,62 @@ def test_a_borrowed_job_is_evicted_when_the_owner_submits_and_usage_adds_up(harn
     assert by["alice"]["preemptions"] == 1 and by["bob"]["preemptions"] == 0
     mine = h.client.get("/v1/usage", headers=bob).json()
     assert [t["tenant"] for t in mine["tenants"]] == ["bob"]                # a tenant sees only itself
+
+
+def test_the_dashboard_in_a_real_browser(harness, tmp_path):
+    from runtime_helpers import HttpServer, chromium_path
+    browser_path = chromium_path()
+    if browser_path is None:
+        pytest.skip("no chromium (.ci/run installs Debian's when missing)")
+    from playwright.sync_api import sync_playwright
+
+    from dlsched.runtime.api import create_app, hash_token
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    running = h.submit(alice, **LM, gpus=2, batch_size=16, iterations=1500, checkpoint_every=0)
+    h.wait_status(running, "running")
+    theirs = h.submit(bob, **LM, gpus=4, batch_size=16, iterations=100)     # waits behind alice's job
+    http = HttpServer(create_app(h.service, h.store, hash_token("admin-secret")))
+    errors: list[str] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+
+            def open_page(token: str):
+                page = browser.new_context().new_page()
+                page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+                page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+                t0 = time.monotonic()
+                page.goto(http.url + "/")
+                page.fill("#token", token)
+                page.click("#login button")
+                page.wait_for_selector("#jobs tbody tr")
+                return page, time.monotonic() - t0
+
+            admin, load_s = open_page("admin-secret")
+            # the running job is on the GPUs the API says it is on
+            gpus = h.job(running)["gpus"]
+            for node, index in gpus:
+                assert running in admin.text_content(f'[data-gpu="{node}/{index}"]')
+            assert admin.text_content(f'tr[data-job="{theirs}"] td:nth-child(3)') == "queued"
+            # a tenant sees its own jobs only
+            tenant_page, _ = open_page(bob["Authorization"].split()[1])
+            table = tenant_page.text_content("#jobs")
+            assert theirs in table and running not in table
+            assert "(another tenant)" in tenant_page.text_content("#gpus")
+            assert running not in tenant_page.text_content("#gpus")
+            # a cancel from the page
+            tenant_page.click(f'[data-cancel="{theirs}"]')
+            h.wait_status(theirs, "cancelled", timeout_s=30)
+            # the page follows the job to its end
+            h.service.store.update_job(running, cancel_requested=True)        # end it sooner
+            admin.wait_for_function(
+                "id => { const r = document.querySelector(`tr[data-job=\"${id}\"] td:nth-child(3)`);"
+                " return r && r.textContent === 'cancelled'; }", arg=running, timeout=30_000)
+            assert "idle" in admin.text_content("#gpus")
+            admin.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+            browser.close()
+    finally:
+        http.close()
+    assert not errors, errors
+    assert load_s < 5

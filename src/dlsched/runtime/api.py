@@ -13,10 +13,11 @@ import hmac
 import secrets
 import sqlite3
 import time
+from importlib import resources
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +37,17 @@ def new_token() -> str:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+# The dashboard's files, served from the package; no script or style from anywhere else.
+STATIC_TYPES = {"dashboard.html": "text/html", "dashboard.js": "text/javascript", "dashboard.css": "text/css",
+                "uPlot.iife.min.js": "text/javascript", "uPlot.min.css": "text/css"}
+PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+def static_file(name: str) -> bytes:
+    return resources.files("dlsched.runtime").joinpath("static", name).read_bytes()
 
 
 class QuotaRequest(BaseModel):
@@ -94,6 +106,40 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, e: RequestValidationError) -> JSONResponse:
         return await bad_spec(request, spec_error(list(e.errors())))
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def dashboard_page() -> HTMLResponse:
+        """The dashboard (runtime/static): it asks for a token and calls the API with it."""
+        return HTMLResponse(static_file("dashboard.html").decode(), headers=PAGE_HEADERS)
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in STATIC_TYPES:
+            raise HTTPException(404, "no such file")
+        return Response(static_file(name), media_type=STATIC_TYPES[name], headers=PAGE_HEADERS)
+
+    @app.get("/v1/dashboard")
+    def dashboard(limit: int = Query(200, ge=1, le=2000), who: str = Depends(caller)) -> dict:
+        """What the dashboard shows at once: the cluster, the latest ``limit`` jobs (and every
+        queued or running one), utilization and queue length over the last hours."""
+        tenant = None if who == ADMIN else who
+        rows = store.jobs(tenant)
+        active = [r for r in rows if r["status"] not in FINAL]
+        ended = [r for r in rows if r["status"] in FINAL][-limit:]
+        return {"cluster": service.snapshot(tenant),
+                "jobs": [compact(r) for r in sorted(active + ended, key=lambda r: r["submitted"], reverse=True)],
+                "jobs_total": len(rows),
+                "history": [dict(zip(("t", "gpus_used", "gpus_usable", "queued", "running"), h))
+                            for h in list(service.history)],
+                "tenant": tenant}
+
+    def compact(row: dict) -> dict:
+        spec = row["spec"]
+        return {"id": row["id"], "tenant": row["tenant_id"], "status": row["status"], "gpus": spec.get("gpus"),
+                "iteration": row["iteration"], "iterations": spec.get("iterations"),
+                "preemptions": row["preemptions"], "failures": row["failures"], "submitted": row["submitted"],
+                "started": row["started"], "finished": row["finished"], "deadline": spec.get("deadline"),
+                "predicted_finish": service.predicted_finish(row["id"]) if row["status"] == "running" else None}
 
     @app.get("/healthz")
     def healthz() -> dict:

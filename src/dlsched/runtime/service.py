@@ -45,6 +45,8 @@ EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
 DEFAULT_MAX_PROFILING = 2        # chosen: profiling runs at once (each is a process); the rest wait
 SWEEP_EVERY_S = 60.0
+HISTORY_EVERY_S = 10.0           # the dashboard's utilization and queue: one sample this often,
+HISTORY_SAMPLES = 2160           # for the last 6 hours
 UNLIMITED = 10**9                # the nominal quota of a tenant when the server runs without quotas
 
 
@@ -101,6 +103,7 @@ class SchedulerService:
             self.executor.serve_inference(self.node_names[nid])
         self.live: dict[str, LiveJob] = {}
         self.pass_s: float | None = None          # the last scheduling pass's wall time
+        self.history: deque[tuple[float, int, int, int, int]] = deque(maxlen=HISTORY_SAMPLES)
         self._seen_seq = 0                        # the store's jobs up to here are in the books
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -162,6 +165,7 @@ class SchedulerService:
                 self._act(plan, evicted=evicted)
             self.pass_s = time.perf_counter() - t0
             self.metrics.observe(self)
+            self._sample(books)
             self._discard_old()
             return plan
 
@@ -265,6 +269,13 @@ class SchedulerService:
                 "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
                 "forced_preemptions": stats.forced_preemptions,
                 "max_return_s": max(self.returned_after_s, default=None)}
+
+    def _sample(self, books: ClusterState) -> None:
+        """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""
+        now = self.clock()
+        if not self.history or now - self.history[-1][0] >= HISTORY_EVERY_S:
+            usable = sum(self.cluster.nodes[n].num_gpus for n in books.free.usable)
+            self.history.append((now, usable - books.free.total, usable, len(books.pending), len(books.running)))
 
     def _discard_old(self) -> None:
         """Delete the checkpoints of jobs finished more than the retention ago (logs stay)."""
@@ -488,17 +499,25 @@ class SchedulerService:
         with self._lock:
             books = self.books
             nodes = []
+            by_gpu: dict[int, list[JobState]] = {}
+            for job in books.running.values():
+                for g in job.gpus:
+                    by_gpu.setdefault(g, []).append(job)
             for node in self.cluster.nodes:
-                holders = {}
-                for job in books.running.values():
-                    for g in job.gpus:
-                        if self.cluster.gpu_node[g] == node.node_id:
-                            holders[g - node.first_gpu] = job.job_id if shown(job) else "(another tenant)"
+                holders, detail = {}, {}
+                for g in node.gpu_ids:
+                    jobs = by_gpu.get(g, [])
+                    if jobs:
+                        ids = [j.job_id if shown(j) else "(another tenant)" for j in jobs]
+                        holders[g - node.first_gpu] = " + ".join(ids)
+                        detail[g - node.first_gpu] = [{"job": i, "tenant": j.spec.tenant if shown(j) else None}
+                                                      for i, j in zip(ids, jobs)]
                 loans = books.loans
                 lent = ("loaned" if node.node_id in loans.loaned else "reclaiming" if node.node_id in loans.reclaiming
                         else "returning" if node.node_id in self.returning else "held")
                 nodes.append({"name": self.node_names[node.node_id], "gpus": node.num_gpus,
                               "alive": node.node_id not in books.down_nodes, "jobs_by_gpu": holders,
+                              "holders": detail,
                               "pool": node.pool, **({"loan": lent} if node.pool == "inference" else {})})
             queue = sorted(books.pending.values(), key=lambda j: j.seq)
             by_tenant = Counter(j.spec.tenant for j in queue)

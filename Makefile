@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_speed.py --cluster 64x8:V100,16x8:V100@inference --policies aryl-base,aryl --elastic-fraction 0.5
 	$(BIN)/python benchmarks/knapsack.py
 	$(BIN)/python benchmarks/sim_speed.py --policies tiresias,drf,ftf --quotas philly-vc
+	$(BIN)/python benchmarks/dashboard.py
 	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
 	$(BIN)/python benchmarks/scaling.py --repeat 3
 

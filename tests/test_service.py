@@ -380,3 +380,15 @@ def test_quotas_admit_borrow_reclaim_and_account(tmp_path):
         s.service.set_quota("bob", {"nominal": -1})
     s.service.set_quota("bob", {"nominal": 3, "cohort": "lab"})
     assert s.service.quotas("bob")["tenants"]["bob"]["nominal"] == 3
+
+
+def test_recent_jobs_are_the_active_ones_and_the_latest_ended(tmp_path):
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    a, b = (store.create_tenant(t, f"hash-{t}")["id"] for t in ("a", "b"))
+    ids = [store.add_job(a if k % 2 else b, SPEC)["id"] for k in range(10)]
+    for jid in ids[:8]:
+        store.update_job(jid, status=DONE)
+    rows, total = store.recent_jobs(None, 3)
+    assert total == 10 and [r["id"] for r in rows] == ids[::-1][:5]     # 2 queued + the 3 latest done
+    rows, total = store.recent_jobs(a, 1)
+    assert total == 5 and [r["id"] for r in rows] == [ids[9], ids[7]]

@@ -123,12 +123,8 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
         """What the dashboard shows at once: the cluster, the latest ``limit`` jobs (and every
         queued or running one), utilization and queue length over the last hours."""
         tenant = None if who == ADMIN else who
-        rows = store.jobs(tenant)
-        active = [r for r in rows if r["status"] not in FINAL]
-        ended = [r for r in rows if r["status"] in FINAL][-limit:]
-        return {"cluster": service.snapshot(tenant),
-                "jobs": [compact(r) for r in sorted(active + ended, key=lambda r: r["submitted"], reverse=True)],
-                "jobs_total": len(rows),
+        rows, total = store.recent_jobs(tenant, limit)
+        return {"cluster": service.snapshot(tenant), "jobs": [compact(r) for r in rows], "jobs_total": total,
                 "history": [dict(zip(("t", "gpus_used", "gpus_usable", "queued", "running"), h))
                             for h in list(service.history)],
                 "tenant": tenant}

@@ -30,7 +30,21 @@ class Store:
     def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
              after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]: ...
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
+    def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]:
+        """Every queued or running job and the ``limit`` latest others (newest first), and how
+        many jobs there are in all: what the dashboard shows, without reading the whole table."""
+        where, args = ("WHERE tenant_id = ?", (tenant_id,)) if tenant_id is not None else ("", ())
+        final = ",".join("?" * len(FINAL))
+        active = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status NOT IN ({final})",
+                            args + FINAL)
+        ended = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status IN ({final}) "
+                           "ORDER BY n DESC LIMIT ?", args + FINAL + (limit,))
+        total = self._rows(f"SELECT COUNT(*) AS c FROM jobs {where}", args)[0]["c"]
+        rows = sorted(active + ended, key=lambda r: -r["n"])
+        return [self._decode(r) for r in rows], total
+
     def finished_between(self, after: float, until: float) -> list[str]: ...
+    def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]: ...
     def events(self, job_id: str) -> list[dict]: ...
     def get_setting(self, key: str) -> str | None: ...
     def set_setting(self, key: str, value: str) -> None: ...
@@ -132,6 +146,19 @@ class SQLiteStore(Store):
             sql += f" AND status IN ({','.join('?' * len(statuses))})"
             args.extend(statuses)
         return [self._decode(r) for r in self._rows(sql + " ORDER BY n", tuple(args))]
+
+    def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]:
+        """Every queued or running job and the ``limit`` latest others (newest first), and how
+        many jobs there are in all: what the dashboard shows, without reading the whole table."""
+        where, args = ("WHERE tenant_id = ?", (tenant_id,)) if tenant_id is not None else ("", ())
+        final = ",".join("?" * len(FINAL))
+        active = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status NOT IN ({final})",
+                            args + FINAL)
+        ended = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status IN ({final}) "
+                           "ORDER BY n DESC LIMIT ?", args + FINAL + (limit,))
+        total = self._rows(f"SELECT COUNT(*) AS c FROM jobs {where}", args)[0]["c"]
+        rows = sorted(active + ended, key=lambda r: -r["n"])
+        return [self._decode(r) for r in rows], total
 
     def finished_between(self, after: float, until: float) -> list[str]:
         """Ids of jobs that finished (done, failed or cancelled) in ``(after, until]``."""

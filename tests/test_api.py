@@ -182,3 +182,22 @@ def test_status_and_metrics_reveal_no_other_tenant(api):
     assert a1 in client.get("/v1/cluster", headers=admin).text
     metrics = client.get("/metrics").text
     assert "alice" not in metrics and 'dlsched_queue_length{tenant="all"} 1.0' in metrics
+
+
+def test_export_shows_a_tenant_its_own_history_and_bounds_its_query(api):
+    client, alice, store = api
+    admin = {"Authorization": "Bearer admin-secret"}
+    bob = {"Authorization": "Bearer " + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]}
+    mine = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
+    theirs = client.post("/v1/jobs", json=OK, headers=bob).json()["id"]
+    service = client.app_state_service
+    service.step()
+    for jid in (mine, theirs):
+        service.executor.report_progress(jid, iteration=2, iterations=5, iteration_s=0.1)
+    service.step()
+    assert {j["job_id"] for j in client.get("/v1/export", headers=admin).json()["jobs"]} == {mine, theirs}
+    assert [j["job_id"] for j in client.get("/v1/export", headers=alice).json()["jobs"]] == [mine]
+    for bad in ({"since": -1}, {"since": "nan"}, {"until": "soon"}):
+        r = client.get("/v1/export", params=bad, headers=alice)
+        assert r.status_code == 422, (bad, r.text)
+    assert client.get("/v1/export").status_code in (401, 403)

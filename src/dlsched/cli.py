@@ -44,10 +44,13 @@ def _key_values(items: list[str] | None, what: str) -> dict:
     return out
 
 
-def _add_workload_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trace", required=True,
-                   help="a bundled trace (see 'dlsched traces'), 'synthetic', or a CSV file path")
-    p.add_argument("--format", choices=["philly", "muri", "pollux", "openb", "generic"],
+def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None:
+    if replay:
+        p.add_argument("--trace", help="a history 'dlsched export' wrote (default: fetch it from the server)")
+    else:
+        p.add_argument("--trace", required=True,
+                       help="a bundled trace (see 'dlsched traces'), 'synthetic', or a CSV file path")
+    p.add_argument("--format", choices=["philly", "muri", "pollux", "openb", "history", "generic"],
                    help="the file's format (default: detected from its header)")
     p.add_argument("--map", dest="mapping",
                    help="generic CSV column mapping, e.g. 'submit=ts:datetime,duration=secs,gpus=n'")
@@ -56,8 +59,9 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-invalid", action="store_true",
                    help="skip malformed rows (counted in the summary) instead of stopping")
     p.add_argument("--limit", type=int, help="use only the first N jobs by submit time")
-    p.add_argument("--cluster", default="64x8:V100",
-                   help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100)")
+    p.add_argument("--cluster",
+                   help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100; a "
+                        "server's history: the cluster 'dlsched export' printed)")
     p.add_argument("--placement", choices=["best-fit", "consolidated", "spread"],
                    help="where jobs go (default: the policy's own, best-fit for all but the -consolidated ones)")
     p.add_argument("--scan", choices=["strict", "backfill", "greedy"],
@@ -106,7 +110,8 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="tenant quotas over the policy: equal, philly-vc or a YAML file (docs/tenancy.md); "
                         "admission within quota, borrowing within a cohort and its reclaim")
     p.add_argument("--hard-quotas", action="store_true", help="with --quotas: no borrowing (as Philly ran)")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=not replay, default="whatif" if replay else None,
+                   help="output folder" + (" (default %(default)s)" if replay else ""))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -118,13 +123,17 @@ def _load_workload(args):
                    limit=args.limit, deadlines=args.deadlines)
 
 
-def _run_one(policy_name: str, args, workload, out: Path) -> dict:
+def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = None):
+    """Simulate one policy on the workload and write its outputs: (summary, result)."""
     from .metrics import write_outputs
     from .sim import SimConfig, Simulator
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
-    policy = make_policy(policy_name, **given, **_key_values(args.param, "param"))
+    policy = make_policy(policy_name, **given, **(params or {}), **_key_values(args.param, "param"))
+    if trace.replay is not None:
+        from .replay import with_profiling
+        jobs = with_profiling(jobs, trace.replay, policy)
     if args.quotas:
         from .policies.quota import QuotaLayer
         from .tenancy import load_tenants
@@ -154,7 +163,7 @@ def _run_one(policy_name: str, args, workload, out: Path) -> dict:
         "cluster": cluster.describe(), "dropped": trace.dropped, "wall_s": round(wall, 3),
         "performance_model": not args.no_perf,
         "elastic_fraction": args.elastic_fraction,
-        "config": dataclasses.asdict(config)})
+        "config": dataclasses.asdict(config)}), result
 
 
 def _demand(args, cluster):
@@ -176,7 +185,7 @@ def _table(summaries: list[dict]) -> str:
 
 
 def cmd_simulate(args) -> int:
-    summary = _run_one(args.policy, args, _load_workload(args), Path(args.out))
+    summary, _ = _run_one(args.policy, args, _load_workload(args), Path(args.out))
     print(_table([summary]))
     print(f"wrote {args.out}/summary.json, jobs.csv, timeseries.csv")
     return 0
@@ -191,7 +200,7 @@ def cmd_compare(args) -> int:
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     for name in names:
         make_policy(name)  # fail fast on a typo, before any simulation
-    summaries = [_run_one(name, args, workload, out / name) for name in names]
+    summaries = [_run_one(name, args, workload, out / name)[0] for name in names]
     (out / "comparison.json").write_text(json.dumps(
         [{k: v for k, v in s.items() if k != "tenants"} for s in summaries], indent=2, default=str) + "\n")
     report = render_report([out / n for n in names], out / "report.html",
@@ -200,6 +209,66 @@ def cmd_compare(args) -> int:
           + (f" ({sum(trace.dropped.values()):,} rows dropped: {trace.dropped})" if trace.dropped else ""))
     print(_table(summaries))
     print(f"report: {report}")
+    return 0
+
+
+def cmd_whatif(args) -> int:
+    """Replay the server's history under other policies; the server's own policy's replay is
+    held against what the server measured (calibration)."""
+    from .replay import calibration, measured_summary
+    from .report.columns import human_duration as human_s
+
+    out = Path(args.out)
+    server_policy, server_params = args.server_policy, {}
+    if args.trace is None:
+        from .runtime.client import fetch_history
+        from .runtime.export import history_csv
+        history = fetch_history(args)
+        if not history["jobs"]:
+            raise SpecError("trace", "the server has no finished or running job to replay")
+        out.mkdir(parents=True, exist_ok=True)
+        args.trace = str(out / "history.csv")
+        Path(args.trace).write_text(history_csv(history))
+        args.cluster = args.cluster or history["cluster"]
+        server_policy, server_params = history["policy"], history["params"]
+        if history["quotas"] != "none":
+            print(f"note: the server ran with quotas ({history['quotas']}); the replay runs without them")
+    args.format = args.format or "history"
+    workload = _load_workload(args)
+    replay = workload.trace.replay
+    if replay is None:
+        raise SpecError("trace", "not a server's history: write one with 'dlsched export'")
+    names = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
+    if server_policy and server_policy not in names:
+        names.insert(0, server_policy)
+    if not names:
+        raise SpecError("policies", "give --policies (or --server-policy)")
+    for name in names:
+        make_policy(name)
+    submitted = {j.job_id: j.submit_time_s for j in workload.jobs}
+    measured = measured_summary(replay)
+    rows, report = [], {"measured": measured, "policies": {}}
+    if measured["jobs"]:
+        rows.append([f"server, measured ({server_policy or '?'})", measured["jobs"], human_s(measured["mean_jct_s"]),
+                     human_s(measured["median_jct_s"]), human_s(measured["makespan_s"]), measured["preemptions"],
+                     "", ""])
+    for name in names:
+        _, result = _run_one(name, args, workload, out / name,
+                             params=server_params if name == server_policy else None)
+        done = [j for j in result.jobs if j.finish is not None]
+        jcts = [j.finish - submitted[j.job_id] for j in done]
+        fit = calibration(replay, result.jobs, submitted) if name == server_policy else None
+        report["policies"][name] = {"mean_jct_s": statistics.fmean(jcts) if jcts else None, "calibration": fit}
+        rows.append([f"{name}, simulated", len(done), human_s(statistics.fmean(jcts)) if jcts else "-",
+                     human_s(statistics.median(jcts)) if jcts else "-",
+                     human_s(max(j.finish for j in done)) if done else "-", sum(j.preemptions for j in result.jobs),
+                     f"{fit['mean_jct_error']:+.1%}" if fit and fit["jobs"] else "",
+                     f"{fit['job_error_median']:.1%} / {fit['job_error_p90']:.1%}" if fit and fit["jobs"] else ""])
+    print(f"{workload.trace.name}: {len(workload.jobs)} jobs on {workload.cluster.describe()}")
+    print(tabulate(rows, ["", "jobs done", "mean JCT", "median JCT", "makespan", "preemptions",
+                          "mean JCT error", "job error median / p90"], disable_numparse=True))
+    (out / "whatif.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}/whatif.json and a folder per policy")
     return 0
 
 
@@ -333,6 +402,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf",
                    help="comma-separated policy names (default %(default)s)")
     p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("whatif", help="replay the server's own history (or an export) under other policies, "
+                                      "and hold the server's policy's replay against what it measured")
+    _add_workload_args(p, replay=True)
+    p.add_argument("--policies", help="comma-separated policies to replay under (the server's own is added)")
+    p.add_argument("--server-policy", help="the policy the server ran (with --trace; from the server otherwise)")
+    p.add_argument("--server", help="server URL (default $DLSCHED_SERVER or http://127.0.0.1:8470)")
+    p.add_argument("--token", help="your token (default $DLSCHED_TOKEN)")
+    p.add_argument("--since", help="jobs submitted from (ISO 8601, Unix seconds, or back from now: 7d)")
+    p.add_argument("--until", help="submitted before (default now)")
+    p.set_defaults(func=cmd_whatif)
     p = sub.add_parser("report", help="render the HTML report of a simulate or compare output folder")
     p.add_argument("dir", help="a folder written by simulate or compare")
     p.add_argument("--out", help="HTML file (default DIR/report.html)")

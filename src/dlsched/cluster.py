@@ -114,6 +114,14 @@ class Cluster:
                                       if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
         return self._capacity[key]
 
+    def spec(self) -> str:
+        """The cluster as ``--cluster`` takes it (load_cluster reads it back)."""
+        groups: dict[tuple, int] = {}
+        for n in self.nodes:
+            key = (n.num_gpus, n.gpu_type, n.gpu_mem_mib, n.pool)
+            groups[key] = groups.get(key, 0) + 1
+        return ",".join(f"{c}x{g}:{t}/{m}@{p}" for (g, t, m, p), c in groups.items())
+
     def describe(self) -> str:
         groups: dict[tuple, int] = {}
         for n in self.nodes:

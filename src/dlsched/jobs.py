@@ -31,6 +31,10 @@ class JobSpec:
     qos_class: str | None = None     # how the deadline was set (dlsched.qos): tight, normal, loose, given
     gpu_milli: int = 1000        # share of one GPU when num_gpus == 1 (Alibaba openb)
     gpu_types: tuple[str, ...] | None = None  # allowed GPU types, None = any
+    # measured pauses of this job (a replayed runtime history, dlsched.replay): before its first
+    # iteration at a first start and at a restart; None: the simulation's costs
+    startup_s: float | None = None
+    restart_s: float | None = None
 
     def __post_init__(self) -> None:
         validate_spec(self)
@@ -90,6 +94,10 @@ def validate_spec(s: JobSpec) -> None:
     if s.deadline_s is not None and (not _finite_number(s.deadline_s)
                                      or s.deadline_s <= s.submit_time_s):
         raise SpecError("deadline_s", f"must be a time after submit_time_s, got {s.deadline_s!r}")
+    for name in ("startup_s", "restart_s"):
+        v = getattr(s, name)
+        if v is not None and (not _finite_number(v) or v < 0):
+            raise SpecError(name, f"must be a finite number >= 0 when given, got {v!r}")
     if not _int(s.gpu_milli) or not 0 < s.gpu_milli <= 1000:
         raise SpecError("gpu_milli", f"must be an integer in 1..1000, got {s.gpu_milli!r}")
     if s.gpu_milli < 1000 and s.num_gpus != 1:

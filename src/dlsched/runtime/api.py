@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import sqlite3
 import time
@@ -220,6 +221,13 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
     def usage(since: float = Query(0.0), until: float | None = Query(None), who: str = Depends(caller)) -> dict:
         """GPU-hours, queued and running time and preemptions per tenant and job (sacct-like)."""
         return usage_report(store, since, time.time() if until is None else until, None if who == ADMIN else who)
+
+    @app.get("/v1/export")
+    def export(since: float = Query(0.0, ge=0, allow_inf_nan=False),
+               until: float | None = Query(None, ge=0, allow_inf_nan=False), who: str = Depends(caller)) -> dict:
+        """Finished and running jobs submitted in [since, until) as a trace the simulator replays,
+        with what their runs measured (a tenant: its own jobs)."""
+        return service.export(since, math.inf if until is None else until, None if who == ADMIN else who)
 
     @app.put("/v1/pools/inference/demand")
     def inference_demand(body: DemandRequest, _: str = Depends(admin)) -> dict:

@@ -202,6 +202,26 @@ def cmd_usage(args) -> int:
     return 0
 
 
+def fetch_history(args) -> dict:
+    """The server's finished and running jobs with their measurements (``GET /v1/export``)."""
+    now = time.time()
+    return _call(args, "GET", "/v1/export", params={"since": _when(args.since, 0.0),
+                                                    "until": _when(args.until, now)}).json()
+
+
+def cmd_export(args) -> int:
+    from .export import history_csv
+    history = fetch_history(args)
+    Path(args.out).write_text(history_csv(history))
+    skipped = "".join(f"; left out: {n} ({why})" for why, n in history["skipped"].items())
+    print(f"wrote {len(history['jobs'])} jobs to {args.out}{skipped}")
+    print(f"cluster {history['cluster']}, policy {history['policy']}")
+    params = "".join(f" --param {k}={v}" for k, v in history["params"].items())
+    print(f"replay: dlsched whatif --trace {args.out} --cluster {history['cluster']} "
+          f"--server-policy {history['policy']}{params}")
+    return 0
+
+
 def cmd_quotas(args) -> int:
     if args.set:
         fields = {k: v for k, v in (("nominal", args.nominal), ("borrowing_limit", args.borrowing_limit),
@@ -263,6 +283,13 @@ def add_client_parsers(sub) -> None:
     p.add_argument("--weight", type=float)
     p.add_argument("--priority", type=int)
     p.set_defaults(func=cmd_quotas)
+    p = common(sub.add_parser("export", help="finished and running jobs with their measured speeds, as a "
+                                             "trace the simulator replays (dlsched whatif)"))
+    p.add_argument("--out", required=True, help="CSV file to write")
+    p.add_argument("--since", help="jobs submitted from: ISO 8601, Unix seconds, or back from now (7d, 12h; "
+                                   "default: all)")
+    p.add_argument("--until", help="submitted before (default now)")
+    p.set_defaults(func=cmd_export)
     p = common(sub.add_parser("pools", help="the inference pool: loaned and reclaimed servers (admin token)"))
     p.add_argument("--demand", type=int, help="set the inference side's demand (servers it needs within the notice)")
     p.set_defaults(func=cmd_pools)

@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..cluster import Cluster
@@ -34,7 +34,9 @@ from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from .execution import Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
+from .export import export_history
 from .limits import CHECKPOINT_RETENTION_S
+from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
@@ -57,6 +59,7 @@ class LiveJob:
     attempt: int               # its current run's number; reports of older runs are stale
     estimated: bool            # its duration is re-estimated from measured iteration times
     iteration: int | None = None   # last measured progress written to the store
+    meter: JobMeter = field(default_factory=JobMeter)   # what its runs measured (what-if replays)
 
 
 class SchedulerService:
@@ -76,6 +79,7 @@ class SchedulerService:
         self.max_profiling = max_profiling
         self.profiling: set[str] = set()          # jobs whose profiling run is under way
         self._to_profile: deque[str] = deque()    # jobs waiting for a profiling slot
+        self.policy_params = dict(policy_params or {})
         # every policy runs under the quota layer; without quotas no tenant is ever held back
         self.policy = QuotaLayer(make_policy(policy, **(policy_params or {})),
                                  quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none"))
@@ -253,6 +257,12 @@ class SchedulerService:
         self.wake()
         return self.quotas(tenant)["tenants"][tenant]
 
+    def export(self, since: float, until: float, tenant: str | None = None) -> dict:
+        """Finished and running jobs as a trace the simulator replays (:mod:`.export`)."""
+        history = export_history(self.store, self.cluster.spec(), self.policy.name, self.policy_params,
+                                 since, until, tenant)
+        return {**history, "quotas": self.policy.config.source, "interval_s": self.interval_s}
+
     def pools(self) -> dict:
         """The inference pool: its servers by state, the announced demand and the counts."""
         loans = self.books.loans
@@ -349,12 +359,14 @@ class SchedulerService:
         spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"], row["profile"])
         job = self.books.submit(spec)
         job.preemptions, job.failures = row["preemptions"], row["failures"]   # from earlier runs
-        self.live[jid] = LiveJob(job, row["attempt"], estimated="duration_s" not in row["spec"])
+        self.live[jid] = LiveJob(job, row["attempt"], estimated="duration_s" not in row["spec"],
+                                 meter=JobMeter.load(row.get("measured")))
 
     def _retire(self, jid: str) -> None:
         """The job left the books for good: forget what the service kept of it."""
         self.live.pop(jid, None)
         self.speed.profiles.pop(jid, None)
+        self.speed.slowdowns.pop(jid, None)
 
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
@@ -422,10 +434,21 @@ class SchedulerService:
             if not p or not p.get("iteration") or p["iteration"] == live.iteration:
                 continue
             live.iteration = p["iteration"]
-            self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"))
+            key = config_key(len(job.gpus), job.accumulation, job.sharing)
+            measured = live.meter.dump() if live.meter.observe(self.clock(), p["iteration"], p.get("iteration_s"), key) else None
+            self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"), measured=measured)
+            if measured and job.sharing:
+                self._learn_slowdown(job, live.meter)
             total = p.get("iterations") or job.spec.iterations
             measured = p.get("iteration_s") and live.estimated
             self.books.observe_progress(job, p["iteration"] / total, total * p["iteration_s"] if measured else None)
+
+    def _learn_slowdown(self, job: JobState, meter: JobMeter) -> None:
+        """From now on the policy weighs sharing this job by the slowdown it really had."""
+        solo = solo_iteration_s(meter, job.spec, self.speed)
+        slowdown = solo and shared_slowdown(meter, job.spec, self.speed, solo[0])
+        if slowdown:
+            self.speed.slowdowns[job.job_id] = slowdown
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
         nodes = self.cluster.nodes
@@ -467,6 +490,7 @@ class SchedulerService:
                 self.store.update_job(job.job_id, event=f"resizing to {len(gpus)} GPUs in the background{why}",
                                       gpus=[list(p) for p in placement])
                 self.store.open_run(job.job_id, job.spec.tenant, now, len(gpus))
+                self.live[job.job_id].meter.reconfigured()
                 self.executor.resize(job.job_id, placement)
             else:                          # stop-resume: checkpoint, restart at the new size
                 self.executor.stop(job.job_id, graceful=True)
@@ -484,6 +508,7 @@ class SchedulerService:
         attempt = live.attempt
         row = self.store.job(jid)
         placement = self._placement(tuple(gpus))
+        live.meter.launched(self.clock(), row["iteration"], first=row["started"] is None)
         where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
         self._set_status(row, RUNNING, f"{event} on {where}", gpus=[list(p) for p in placement],
                          attempt=attempt, **fields)

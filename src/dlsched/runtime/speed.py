@@ -18,7 +18,8 @@ RUNTIME_SCALING_EXPONENT = 0.9
 @lru_cache(maxsize=1)
 def median_measured_slowdown() -> float:
     """The median co-location slowdown over every measured pair of the performance model's data
-    (Blox and Gavel; 1.63): a real pair's slowdown, since no profiling run measures pairs."""
+    (Blox and Gavel; 1.63): a real job's slowdown until it has run beside another (no profiling
+    run measures pairs)."""
     from ..perf.model import PerfModel
     from ..perf.zoo import ZOO
     perf = PerfModel()
@@ -34,6 +35,7 @@ class RuntimeSpeed:
     def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
         self.exponent = exponent
         self.profiles: dict[str, dict] = {}      # job id -> its profiling run's result
+        self.slowdowns: dict[str, float] = {}    # job id -> its measured slowdown while sharing
 
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
         return self.speed_at_size(job.spec, len(gpus)) / self.accumulation_cost(job.spec, job.accumulation)
@@ -56,7 +58,7 @@ class RuntimeSpeed:
 
     def slowdown(self, job: JobState, partner: JobState) -> float | None:
         if job.job_id in self.profiles and partner.job_id in self.profiles:
-            return median_measured_slowdown()
+            return self.slowdowns.get(job.job_id) or median_measured_slowdown()
         return None
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:

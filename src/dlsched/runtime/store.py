@@ -30,19 +30,6 @@ class Store:
     def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
              after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]: ...
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
-    def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]:
-        """Every queued or running job and the ``limit`` latest others (newest first), and how
-        many jobs there are in all: what the dashboard shows, without reading the whole table."""
-        where, args = ("WHERE tenant_id = ?", (tenant_id,)) if tenant_id is not None else ("", ())
-        final = ",".join("?" * len(FINAL))
-        active = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status NOT IN ({final})",
-                            args + FINAL)
-        ended = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status IN ({final}) "
-                           "ORDER BY n DESC LIMIT ?", args + FINAL + (limit,))
-        total = self._rows(f"SELECT COUNT(*) AS c FROM jobs {where}", args)[0]["c"]
-        rows = sorted(active + ended, key=lambda r: -r["n"])
-        return [self._decode(r) for r in rows], total
-
     def finished_between(self, after: float, until: float) -> list[str]: ...
     def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]: ...
     def events(self, job_id: str) -> list[dict]: ...
@@ -61,7 +48,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT NULL, started REAL, finished REAL,
     gpus TEXT, attempt INTEGER NOT NULL DEFAULT 0, iteration INTEGER NOT NULL DEFAULT 0,
     iteration_s REAL, preemptions INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
-    cancel_requested INTEGER NOT NULL DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT);
+    cancel_requested INTEGER NOT NULL DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT,
+    measured TEXT);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE TABLE IF NOT EXISTS events (
     n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT NULL,
@@ -74,7 +62,8 @@ CREATE INDEX IF NOT EXISTS runs_job ON runs(job_id);
 """
 
 _JOB_FIELDS = {"status", "started", "finished", "gpus", "attempt", "iteration", "iteration_s",
-               "preemptions", "failures", "cancel_requested", "message", "profile"}
+               "preemptions", "failures", "cancel_requested", "message", "profile", "measured"}
+_JSON_FIELDS = ("gpus", "profile", "measured")
 
 
 class SQLiteStore(Store):
@@ -86,6 +75,9 @@ class SQLiteStore(Store):
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        if "measured" not in columns:          # a database from before measurements were kept
+            self._db.execute("ALTER TABLE jobs ADD COLUMN measured TEXT")
         self._lock = threading.Lock()
 
     def _rows(self, sql: str, args: tuple = ()) -> list[dict]:
@@ -123,8 +115,8 @@ class SQLiteStore(Store):
     @staticmethod
     def _decode(row: dict) -> dict:
         row["spec"] = json.loads(row["spec"])
-        row["gpus"] = json.loads(row["gpus"]) if row["gpus"] else None
-        row["profile"] = json.loads(row["profile"]) if row["profile"] else None
+        for name in _JSON_FIELDS:
+            row[name] = json.loads(row[name]) if row[name] else None
         row["cancel_requested"] = bool(row["cancel_requested"])
         row["seq"] = row.pop("n")          # submission order
         return row
@@ -169,7 +161,7 @@ class SQLiteStore(Store):
         unknown = set(fields) - _JOB_FIELDS
         if unknown:
             raise KeyError(f"unknown job fields: {', '.join(sorted(unknown))}")
-        for name in ("gpus", "profile"):
+        for name in _JSON_FIELDS:
             if fields.get(name) is not None:
                 fields[name] = json.dumps(fields[name])
         with self._lock, self._db:

@@ -97,7 +97,7 @@ class ClusterState:
     def preemption_cost_gpu_s(self, job: JobState) -> float:
         """GPU-seconds a preemption of the running job now would waste: its restart pause, and
         the work since its last checkpoint unless preemptions checkpoint first."""
-        lost = self.costs.restart_overhead_s
+        lost = self.costs.start_pause_s(job.spec, first=False)
         interval = self.costs.checkpoint_interval_s
         if not self.costs.checkpoint_on_preempt and interval is not None and self.now > job.resume_at:
             lost += (self.now - job.resume_at) % interval
@@ -336,8 +336,7 @@ class ClusterState:
         except ValueError as e:
             raise PlanError(f"policy {name}, job {job.job_id}: {e}") from None
         now = self.now
-        costs = self.costs
-        pause = costs.startup_overhead_s if job.first_start is None else costs.restart_overhead_s
+        pause = self.costs.start_pause_s(job.spec, first=job.first_start is None)
         if job.first_start is None:
             job.first_start = now
         job.status = Status.RUNNING

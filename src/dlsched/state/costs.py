@@ -54,6 +54,13 @@ class Costs:
         if not 0 <= self.background_switch_fraction <= 1:
             raise SpecError("background_switch_fraction", "must be between 0 and 1")
 
+    def start_pause_s(self, spec, first: bool) -> float:
+        """The pause before a starting job progresses: its own measured one, else the default."""
+        own = spec.startup_s if first else spec.restart_s
+        if own is not None:
+            return own
+        return self.startup_overhead_s if first else self.restart_overhead_s
+
     def resize_pause_s(self, checkpoint_mib: float | None) -> float:
         """A stop-resume: the restart, plus saving and loading the checkpoint."""
         return self.stop_resume_s + (0.0 if checkpoint_mib is None else 2 * checkpoint_mib / self.checkpoint_mib_s)

@@ -14,6 +14,7 @@ from typing import Callable
 from ..errors import SpecError
 from .base import Trace, open_text
 from .generic import load_generic
+from .history import load_history
 from .muri import load_muri
 from .openb import load_openb
 from .philly import load_philly
@@ -22,13 +23,15 @@ from .synthetic import synthetic
 
 LOADERS: dict[str, Callable[..., Trace]] = {
     "philly": load_philly, "muri": load_muri, "pollux": load_pollux, "openb": load_openb,
+    "history": load_history,
 }
 
 # header column that tells each format apart
 SIGNATURES = {"philly": {"timestamp", "duration", "num_gpus", "cluster"},
               "muri": {"job_id", "num_gpu", "submit_time", "iterations", "model_name"},
               "pollux": {"name", "time", "application", "num_replicas", "batch_size"},
-              "openb": {"name", "gpu_milli", "num_gpu", "creation_time"}}
+              "openb": {"name", "gpu_milli", "num_gpu", "creation_time"},
+              "history": {"job_id", "submit_s", "iterations", "iteration_s", "startup_s", "restart_s"}}
 
 
 @dataclass(frozen=True, slots=True)

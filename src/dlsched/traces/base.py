@@ -26,6 +26,9 @@ class Trace:
     dropped: dict[str, int] = field(default_factory=dict)   # reason -> rows
     examples: list[str] = field(default_factory=list)       # the first few drop messages
     rows: int = 0                                            # data rows read
+    # a server's exported history (dlsched.traces.history): per job, what its runs measured
+    # (profile, slowdown, profiling time) and the outcome the server got; None for other traces
+    replay: dict[str, dict] | None = None
 
     @property
     def dropped_total(self) -> int:

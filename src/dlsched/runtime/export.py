@@ -1,0 +1,97 @@
+"""The server's history as a trace the simulator replays (``dlsched export``, ``GET /v1/export``).
+
+Each finished or running job becomes one row: its spec (submit, GPUs, elastic range, batch,
+iterations, model, priority, deadline) and what its runs measured: the iteration time alone on
+its requested GPUs (:func:`.measure.solo_iteration_s`), its pauses before the first iteration at
+a start and at a restart, its slowdown while it shared a GPU, its profiling run's memory and
+compute line, and how long profiling held it before it could be scheduled. The outcome the
+server got (start, end, JCT, preemptions) rides along, so that a replay under the same policy
+can be held against it (:mod:`dlsched.replay`). Times are seconds after the first exported
+submission; ``t0`` is that submission in Unix seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+
+from ..errors import SpecError
+from .jobspec import to_job_spec
+from .measure import JobMeter, shared_slowdown, solo_iteration_s
+from .speed import RuntimeSpeed
+from .store import DONE, RUNNING, Store
+
+# The columns of the export format, in order (dlsched.traces.history reads them back).
+COLUMNS = ("job_id", "tenant", "submit_s", "gpus", "min_gpus", "max_gpus", "batch_size", "iterations",
+           "iteration_s", "iteration_source", "model", "priority", "deadline_s", "startup_s", "restart_s",
+           "slowdown", "profile_s", "fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch",
+           "status", "start_s", "end_s", "jct_s", "preemptions")
+PROFILE_FIELDS = ("fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch")
+MAX_EXPORT_JOBS = 100_000        # one export's rows (a bound on the answer's size)
+
+
+def _profiling_s(store: Store, job_id: str, submitted: float) -> float | None:
+    """From submission to the end of its profiling run (None: it was not profiled)."""
+    done = [e["t"] for e in store.events(job_id) if e["message"] == "profiled"]
+    return done[0] - submitted if done else None
+
+
+def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
+                   since: float = 0.0, until: float = float("inf"), tenant_id: str | None = None) -> dict:
+    """Jobs submitted in [since, until) that finished or are running, as trace rows."""
+    rows = [r for r in store.jobs(tenant_id=tenant_id, statuses=(DONE, RUNNING))
+            if since <= r["submitted"] < until]
+    if len(rows) > MAX_EXPORT_JOBS:
+        raise SpecError("since", f"{len(rows)} jobs match; export at most {MAX_EXPORT_JOBS} at once "
+                                 "(narrow since/until)")
+    speed = RuntimeSpeed()
+    skipped: dict[str, int] = {}
+    measured = []
+    for row in rows:
+        spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"], row["profile"])
+        if row["profile"]:
+            speed.profiles[row["id"]] = row["profile"]
+        meter = JobMeter.load(row["measured"])
+        solo = solo_iteration_s(meter, spec, speed)
+        if solo is None and row["iteration_s"]:
+            solo = (row["iteration_s"], "reported")     # too short for a whole measured stretch
+        if solo is None:
+            skipped["no iteration measured yet"] = skipped.get("no iteration measured yet", 0) + 1
+            continue
+        measured.append((row, spec, meter, solo))
+    t0 = min((r["submitted"] for r, *_ in measured), default=0.0)
+    typical = {"startup_s": statistics.median([s for _, _, m, _ in measured for s in m.starts] or [0.0]),
+               "restart_s": statistics.median([s for _, _, m, _ in measured for s in m.restarts] or [0.0])}
+
+    def rel(t: float | None) -> float | None:
+        return None if t is None else round(t - t0, 3)
+
+    jobs = []
+    for row, spec, meter, (iteration_s, source) in measured:
+        profile = row["profile"] or {}
+        jobs.append({
+            "job_id": row["id"], "tenant": row["tenant_id"], "submit_s": rel(row["submitted"]),
+            "gpus": spec.num_gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus,
+            "batch_size": spec.batch_size, "iterations": spec.iterations,
+            "iteration_s": round(iteration_s, 6), "iteration_source": source, "model": row["spec"]["entrypoint"],
+            "priority": spec.priority, "deadline_s": rel(spec.deadline_s),
+            "startup_s": round(statistics.mean(meter.starts), 3) if meter.starts else typical["startup_s"],
+            "restart_s": round(statistics.mean(meter.restarts), 3) if meter.restarts else typical["restart_s"],
+            "slowdown": shared_slowdown(meter, spec, speed, iteration_s) if source != "reported" else None,
+            "profile_s": _profiling_s(store, row["id"], row["submitted"]) if row["profile"] else None,
+            **{k: profile.get(k) for k in PROFILE_FIELDS},
+            "status": row["status"], "start_s": rel(row["started"]), "end_s": rel(row["finished"]),
+            "jct_s": None if row["finished"] is None else round(row["finished"] - row["submitted"], 3),
+            "preemptions": row["preemptions"]})
+    return {"cluster": cluster_spec, "policy": policy, "params": params, "t0": t0, "typical": typical,
+            "columns": list(COLUMNS), "jobs": jobs, "skipped": skipped}
+
+
+def history_csv(history: dict) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for job in history["jobs"]:
+        writer.writerow({k: "" if job.get(k) is None else job[k] for k in COLUMNS})
+    return out.getvalue()

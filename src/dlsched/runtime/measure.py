@@ -1,0 +1,115 @@
+"""What a job's real runs measured: its iteration time in each configuration it ran in, and the
+pauses before its first iteration at a start and at a restart. The service keeps one
+:class:`JobMeter` per live job and stores it with the job; the history export
+(:mod:`.export`) turns it into the solo speed and pauses a what-if replay uses.
+
+A configuration is ``(workers, sub-batches, shared)``. Iteration times are total iterations over
+total seconds between consecutive progress reports of one run in one configuration, so the
+service's polling adds no bias, only jitter at the ends of each stretch.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+def config_key(workers: int, accumulation: int, shared: bool) -> str:
+    return f"{workers}x{accumulation}{'s' if shared else ''}"
+
+
+def parse_key(key: str) -> tuple[int, int, bool]:
+    workers, _, rest = key.partition("x")
+    return int(workers), int(rest.rstrip("s")), rest.endswith("s")
+
+
+@dataclass(slots=True)
+class JobMeter:
+    speeds: dict[str, list[float]] = field(default_factory=dict)   # config -> [iterations, seconds]
+    starts: list[float] = field(default_factory=list)     # first start to first iteration, s
+    restarts: list[float] = field(default_factory=list)   # a restart's launch to its first iteration
+    # the run under way: (launch time, iteration it resumed from, first start?) until its first
+    # progress, then the last progress seen (config, iteration, time)
+    _launch: tuple[float, int, bool] | None = None
+    _last: tuple[str, int, float] | None = None
+
+    @classmethod
+    def load(cls, stored: dict | None) -> JobMeter:
+        stored = stored or {}
+        return cls(speeds={k: list(v) for k, v in stored.get("speeds", {}).items()},
+                   starts=list(stored.get("starts", [])), restarts=list(stored.get("restarts", [])))
+
+    def dump(self) -> dict:
+        return {"speeds": self.speeds, "starts": self.starts, "restarts": self.restarts}
+
+    def launched(self, t: float, iteration: int, first: bool) -> None:
+        self._launch, self._last = (t, iteration, first), None
+
+    def reconfigured(self) -> None:
+        """Its workers, sub-batches or sharing changed: the stretch under way ends unmeasured."""
+        self._last = None
+
+    def observe(self, t: float, iteration: int, iteration_s: float | None, key: str) -> bool:
+        """A progress report at ``t``; True when it added a measurement."""
+        if self._launch is not None:
+            launched_at, resumed_from, first = self._launch
+            if iteration <= resumed_from:
+                return False                   # still the previous run's report
+            self._launch = None
+            if iteration_s:
+                pause = t - launched_at - (iteration - resumed_from) * iteration_s
+                (self.starts if first else self.restarts).append(max(0.0, pause))
+            self._last = (key, iteration, t)
+            return True
+        last, self._last = self._last, (key, iteration, t)
+        if last is None or last[0] != key or iteration <= last[1] or t <= last[2]:
+            return False
+        total = self.speeds.setdefault(key, [0, 0.0])
+        total[0] += iteration - last[1]
+        total[1] += t - last[2]
+        return True
+
+    def iteration_s(self, key: str) -> float | None:
+        iterations, seconds = self.speeds.get(key, (0, 0.0))
+        return seconds / iterations if iterations else None
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:
+    """Convert an iteration time measured alone in configuration ``key`` to the job's request
+    with no sub-batches (``to_request``), or back, by the runtime's own model."""
+    workers, accumulation, _ = parse_key(key)
+    factor = speed.accumulation_cost(spec, accumulation) / speed.speed_at_size(spec, workers)
+    return t / factor if to_request else t * factor
+
+
+def solo_iteration_s(meter: JobMeter, spec, speed) -> tuple[float, str] | None:
+    """The job's iteration time alone on its requested GPUs without sub-batches, and how it was
+    obtained: ``measured`` there, or ``derived`` from the alone configuration it ran longest in
+    by the runtime's model (scaling, accumulation cost). None when it never ran alone."""
+    exact = meter.iteration_s(config_key(spec.num_gpus, 1, False))
+    if exact is not None:
+        return exact, "measured"
+    alone = [(v[0], k) for k, v in meter.speeds.items() if not parse_key(k)[2] and v[0]]
+    if not alone:
+        return None
+    key = max(alone)[1]
+    return _time_at(meter.iteration_s(key), key, spec, speed, to_request=True), "derived"
+
+
+def shared_slowdown(meter: JobMeter, spec, speed, solo_s: float) -> float | None:
+    """How much slower its iterations ran while it shared a GPU than alone in the same
+    configuration (weighted by iterations); None when it never shared."""
+    iterations = weighted = 0.0
+    for key, (n, seconds) in meter.speeds.items():
+        workers, accumulation, shared = parse_key(key)
+        if not shared or not n:
+            continue
+        alone = meter.iteration_s(config_key(workers, accumulation, False)) or _time_at(solo_s, key, spec, speed,
+                                                                                        to_request=False)
+        iterations += n
+        weighted += n * (seconds / n) / alone
+    return weighted / iterations if iterations else None

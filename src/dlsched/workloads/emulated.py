@@ -1,0 +1,54 @@
+"""A classifier whose accelerator time is emulated: for runs on emulated GPUs (a machine without
+any, where every "GPU" is a share of the same few CPU cores).
+
+The model is a real two-layer network trained on generated data, with real gradients,
+all-reduce, checkpoints and gradient accumulation. Its forward pass also holds the emulated
+device for ``fixed_ms + per_sample_ms x samples`` of wall time, as a GPU kernel would, without
+using a CPU core: so eight emulated GPUs on two cores run as eight devices would, and a job's
+iteration time follows its per-worker batch as on a real accelerator (the fixed part is what a
+sub-batch costs, as kernel launches do). Two jobs on one emulated GPU do not slow each other's
+device time: the runtime measures the slowdown a shared job really had.
+
+Args: ``per_sample_ms`` (default 2.0), ``fixed_ms`` (default 5.0), ``samples`` (default 4096),
+``features`` (default 32), ``lr`` (default 0.05), ``seed``. The two times are chosen defaults.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from ..runtime.train import Workload
+
+
+class EmulatedDevice(nn.Module):
+    """Passes its input through after the emulated device time for that many samples."""
+
+    def __init__(self, fixed_ms: float, per_sample_ms: float) -> None:
+        super().__init__()
+        self.fixed_s, self.per_sample_s = fixed_ms / 1000, per_sample_ms / 1000
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.fixed_s + self.per_sample_s * x.shape[0])
+        return x
+
+
+def build(args: dict) -> Workload:
+    seed = int(args.get("seed", 0))
+    torch.manual_seed(seed)
+    features = int(args.get("features", 32))
+    per_sample_ms, fixed_ms = float(args.get("per_sample_ms", 2.0)), float(args.get("fixed_ms", 5.0))
+    if not (0 <= per_sample_ms <= 1000 and 0 <= fixed_ms <= 10_000):
+        raise ValueError("per_sample_ms must be in 0..1000 and fixed_ms in 0..10000")
+    g = torch.Generator().manual_seed(seed)
+    samples = int(args.get("samples", 4096))
+    labels = torch.randint(0, 4, (samples,), generator=g)
+    x = torch.randn(4, features, generator=g)[labels] + torch.randn(samples, features, generator=g)
+    model = nn.Sequential(EmulatedDevice(fixed_ms, per_sample_ms), nn.Linear(features, 64), nn.ReLU(),
+                          nn.Linear(64, 4))
+    lr = float(args.get("lr", 0.05))
+    return Workload(model=model, optimizer=lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9),
+                    dataset=TensorDataset(x, labels), loss=nn.functional.cross_entropy)

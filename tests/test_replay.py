@@ -1,0 +1,130 @@
+"""What-if replays: what the service measures of real runs, the export of its history, the
+history trace adapter, and the replay held against the measured JCTs (answers by hand)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlsched.cli import main
+from dlsched.errors import SpecError
+from dlsched.jobs import JobSpec
+from dlsched.runtime.export import COLUMNS, history_csv
+from dlsched.runtime.measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
+from dlsched.runtime.speed import RuntimeSpeed
+from dlsched.traces import detect_format, load_trace
+
+from test_service import Setup
+
+
+def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 2})
+    a = s.submit(gpus=2, iterations=100)
+    s.step()                                        # t=1: a starts
+    s.executor.report_progress(a, iteration=10, iterations=100, iteration_s=0.1)
+    s.step(3.0)                                     # t=4: 10 iterations, 1 s of them: 2 s start-up
+    s.executor.report_progress(a, iteration=30, iterations=100, iteration_s=0.1)
+    s.step(2.0)                                     # t=6: 20 more in 2 s
+    s.executor.report_progress(a, iteration=60, iterations=100, iteration_s=0.1)
+    s.step(4.0)                                     # t=10: 30 more in 4 s
+    s.executor.finish(a)
+    s.step(1.0)
+    history = s.service.export(0.0, float("inf"))
+    [row] = history["jobs"]
+    assert row["iteration_s"] == pytest.approx(6.0 / 50)       # 50 iterations in 6 s
+    assert row["iteration_source"] == "measured" and row["startup_s"] == pytest.approx(2.0)
+    # submitted on the real clock, a moment after the fake one started
+    assert row["jct_s"] == pytest.approx(11.0, abs=0.1) and row["status"] == "done" and row["submit_s"] == 0
+    assert history["cluster"] == "1x2:emulated/16384@training" and history["policy"] == "fifo"
+
+    path = tmp_path / "history.csv"
+    path.write_text(history_csv(history))
+    assert detect_format(path) == "history"
+    trace = load_trace(str(path))
+    [spec] = trace.jobs
+    assert spec.duration_s == pytest.approx(100 * 0.12) and spec.startup_s == pytest.approx(2.0)
+    assert trace.replay[a]["jct_s"] == row["jct_s"]
+
+
+def test_a_tenant_exports_only_its_own_jobs(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 2})
+    mine = s.submit(gpus=1)
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    theirs = s.store.add_job(bob, {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8,
+                                   "iterations": 100, "gpus": 1})["id"]
+    s.step()
+    for jid in (mine, theirs):
+        s.executor.report_progress(jid, iteration=5, iterations=100, iteration_s=0.1)
+    s.step()
+    assert {j["job_id"] for j in s.service.export(0, float("inf"))["jobs"]} == {mine, theirs}
+    assert [j["job_id"] for j in s.service.export(0, float("inf"), "bob")["jobs"]] == [theirs]
+
+
+def test_a_restart_pause_and_a_reconfiguration_are_measured_apart():
+    m = JobMeter()
+    m.launched(0.0, 0, first=True)
+    assert not m.observe(1.0, 0, None, "2x1")           # the previous run's report: still waiting
+    m.observe(5.0, 10, 0.2, "2x1")                       # 5 s - 10 x 0.2 s: 3 s start-up
+    m.observe(7.0, 20, 0.2, "2x1")
+    m.reconfigured()                                     # a background resize to 4 workers
+    assert not m.observe(8.0, 25, 0.1, "4x1")            # the stretch across the switch is not counted
+    m.observe(9.0, 35, 0.1, "4x1")
+    m.launched(20.0, 35, first=False)
+    m.observe(24.0, 45, 0.1, "4x1")                      # 4 s - 1 s: a 3 s restart
+    assert m.starts == [3.0] and m.restarts == [3.0]
+    assert m.iteration_s("2x1") == pytest.approx(0.2) and m.iteration_s("4x1") == pytest.approx(0.1)
+    assert JobMeter.load(json.loads(json.dumps(m.dump()))).speeds == m.speeds
+
+
+def test_solo_speed_is_derived_by_the_runtime_model_and_the_sharing_slowdown_measured():
+    spec = JobSpec("j", 0.0, num_gpus=4, duration_s=10.0, batch_size=64)
+    speed = RuntimeSpeed()
+    m = JobMeter(speeds={config_key(2, 1, False): [100, 30.0]})      # ran alone on 2 of its 4 GPUs only
+    solo, source = solo_iteration_s(m, spec, speed)
+    assert source == "derived" and solo == pytest.approx(0.3 * (2 / 4) ** speed.exponent)
+    m = JobMeter(speeds={config_key(4, 1, False): [100, 10.0], config_key(4, 1, True): [50, 7.5]})
+    assert shared_slowdown(m, spec, speed, 0.1) == pytest.approx(1.5)
+    assert shared_slowdown(JobMeter(speeds={"4x1": [10, 1.0]}), spec, speed, 0.1) is None
+
+
+def _history(tmp_path, rows: list[dict]):
+    path = tmp_path / "h.csv"
+    path.write_text(history_csv({"jobs": [{k: r.get(k) for k in COLUMNS} for r in rows]}))
+    return path
+
+
+BASE = {"tenant": "t", "batch_size": 8, "model": "m", "restart_s": 0.0, "status": "done", "preemptions": 0}
+
+
+def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_jcts(tmp_path, capsys):
+    # FIFO on 2 GPUs: a (2 GPUs, 100 x 0.1 s, 2 s start-up) ends at 12; b (submitted at 1, 50 x
+    # 0.2 s, 1 s start-up) starts at 12 and ends at 23: JCTs 12 and 22. Measured: 12 and 20.
+    path = _history(tmp_path, [
+        {**BASE, "job_id": "a", "submit_s": 0, "gpus": 2, "iterations": 100, "iteration_s": 0.1,
+         "startup_s": 2.0, "jct_s": 12.0, "end_s": 12.0},
+        {**BASE, "job_id": "b", "submit_s": 1, "gpus": 1, "iterations": 50, "iteration_s": 0.2,
+         "startup_s": 1.0, "jct_s": 20.0, "end_s": 21.0}])
+    out = tmp_path / "out"
+    assert main(["whatif", "--trace", str(path), "--cluster", "1x2:emulated/16384", "--server-policy", "fifo",
+                 "--policies", "sjf", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "whatif.json").read_text())
+    fit = report["policies"]["fifo"]["calibration"]
+    assert fit["jobs"] == 2 and fit["mean_jct_simulated_s"] == pytest.approx(17.0)
+    assert fit["mean_jct_error"] == pytest.approx(17.0 / 16.0 - 1)
+    assert fit["job_error_median"] == pytest.approx(0.05) and fit["job_error_max"] == pytest.approx(0.1)
+    assert report["policies"]["sjf"]["calibration"] is None
+    assert "server, measured (fifo)" in capsys.readouterr().out
+
+
+def test_a_bad_history_row_names_its_field_and_a_history_needs_its_cluster(tmp_path):
+    good = {**BASE, "job_id": "a", "submit_s": 0, "gpus": 1, "iterations": 10, "iteration_s": 0.1, "startup_s": 1}
+    with pytest.raises(SpecError, match="iteration_s"):
+        load_trace(str(_history(tmp_path, [good, {**good, "job_id": "b", "iteration_s": 0}])))
+    with pytest.raises(SpecError, match="appears twice"):
+        load_trace(str(_history(tmp_path, [good, good])))
+    with pytest.raises(SpecError, match="startup_s"):
+        load_trace(str(_history(tmp_path, [{**good, "startup_s": -1}])))
+    skipped = load_trace(str(_history(tmp_path, [good, {**good, "job_id": "b", "gpus": "two"}])), skip_invalid=True)
+    assert [j.job_id for j in skipped.jobs] == ["a"] and skipped.dropped == {"invalid num_gpus": 1}
+    assert main(["simulate", "--trace", str(_history(tmp_path, [good])), "--out", str(tmp_path / "o")]) == 2

@@ -5,8 +5,9 @@ For each policy it starts ``dlsched server`` on an embedded Ray cluster (2 emula
 GPUs), submits a seeded workload of real PyTorch jobs (1, 2 and 4 GPUs, arrivals spread over a
 few minutes, two tenants) through the API, waits for all of them, exports the history
 (``GET /v1/export``) and replays it with ``dlsched whatif``: once as exported, and once without
-the measured start-up and restart pauses (what the simulator charges by default), to show what
-modelling them from measurement is worth.
+the measured start-up and restart pauses (what the simulator charges by default), and once with
+every job's pauses set to the cluster's median ones (a model, not each job's own measurement),
+to show what modelling them from measurement is worth.
 
     .venv/bin/python experiments/calibration.py [--jobs 36] [--policies tiresias,sjf-bsbf] [--out out/calibration]
 
@@ -135,23 +136,24 @@ def run_policy(policy: str, jobs, out: Path) -> dict:
     return history
 
 
-def replay(policy: str, history: dict, out: Path, pauses: bool) -> dict:
-    """``dlsched whatif`` on the exported history (without the measured pauses when not
-    ``pauses``); its calibration against the measured JCTs."""
+def replay(policy: str, history: dict, out: Path, pauses: str) -> dict:
+    """``dlsched whatif`` on the exported history, each job's pauses its own measured ones
+    (``own``), the cluster's median ones (``median``) or none; its calibration against the
+    measured JCTs."""
     from dlsched.runtime.export import history_csv
-    name = "replay" if pauses else "replay-no-pauses"
+    name = f"replay-{pauses}-pauses"
     path = out / policy / f"{name}.csv"
-    text = history_csv(history)
-    if not pauses:
-        reader = list(csv.DictReader(text.splitlines()))
-        for row in reader:
-            row["startup_s"] = row["restart_s"] = "0"
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, reader[0].keys(), lineterminator="\n")
-            w.writeheader()
-            w.writerows(reader)
-    else:
-        path.write_text(text)
+    rows = list(csv.DictReader(history_csv(history).splitlines()))
+    for row in rows:
+        for column in ("startup_s", "restart_s"):
+            if pauses == "median":
+                row[column] = history["typical"][column]
+            elif pauses == "none":
+                row[column] = 0.0
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, rows[0].keys(), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
     params = [a for k, v in history["params"].items() for a in ("--param", f"{k}={v}")]
     subprocess.run(DLSCHED + ["whatif", "--trace", str(path), "--cluster", history["cluster"],
                               "--server-policy", policy, *params, "--out", str(out / policy / name),
@@ -179,8 +181,7 @@ def main() -> None:
             "preemptions": sum(j["preemptions"] for j in jobs),
             "shared": sum(1 for j in jobs if j["slowdown"]), "sizes": sorted({j["gpus"] for j in jobs}),
             "typical_pauses": history["typical"],
-            "with_pauses": replay(policy, history, out, pauses=True),
-            "without_pauses": replay(policy, history, out, pauses=False)}
+            **{f"{p}_pauses": replay(policy, history, out, p) for p in ("own", "median", "none")}}
         print(json.dumps(results[policy], indent=1))
     (out / "calibration.json").write_text(json.dumps(results, indent=1))
     print(f"wrote {out / 'calibration.json'}")

@@ -3,7 +3,8 @@ simulator predicts what the server measured (calibration).
 
 A replay runs the exported jobs (:mod:`dlsched.traces.history`) on the server's cluster with the
 runtime's workload model (:class:`~dlsched.runtime.speed.RuntimeSpeed`, the one the server
-decided with) given each job's measured profile and sharing slowdown; each job's work is its
+decided with) given each job's measured profile and sharing slowdown (a job that never shared
+slows down by the median of the others', as the server learns it); each job's work is its
 iterations at its measured solo iteration time, and each start and restart pauses as long as
 that job's measured ones did.
 """
@@ -24,7 +25,7 @@ def replay_model(replay: dict[str, dict]) -> RuntimeSpeed:
         if measured["profile"] is not None:
             speed.profiles[job_id] = measured["profile"]
         if measured["slowdown"]:
-            speed.slowdowns[job_id] = measured["slowdown"]
+            speed.measured_slowdown(job_id, measured["slowdown"])
     return speed
 
 

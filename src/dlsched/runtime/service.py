@@ -365,8 +365,7 @@ class SchedulerService:
     def _retire(self, jid: str) -> None:
         """The job left the books for good: forget what the service kept of it."""
         self.live.pop(jid, None)
-        self.speed.profiles.pop(jid, None)
-        self.speed.slowdowns.pop(jid, None)
+        self.speed.forget(jid)
 
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
@@ -435,10 +434,12 @@ class SchedulerService:
                 continue
             live.iteration = p["iteration"]
             key = config_key(len(job.gpus), job.accumulation, job.sharing)
-            measured = live.meter.dump() if live.meter.observe(self.clock(), p["iteration"], p.get("iteration_s"), key) else None
-            self.store.update_job(jid, iteration=p["iteration"], iteration_s=p.get("iteration_s"), measured=measured)
-            if measured and job.sharing:
-                self._learn_slowdown(job, live.meter)
+            fields = {"iteration": p["iteration"], "iteration_s": p.get("iteration_s")}
+            if live.meter.observe(self.clock(), p["iteration"], p.get("iteration_s"), key):
+                fields["measured"] = live.meter.dump()
+                if job.sharing:
+                    self._learn_slowdown(job, live.meter)
+            self.store.update_job(jid, **fields)
             total = p.get("iterations") or job.spec.iterations
             measured = p.get("iteration_s") and live.estimated
             self.books.observe_progress(job, p["iteration"] / total, total * p["iteration_s"] if measured else None)
@@ -448,7 +449,7 @@ class SchedulerService:
         solo = solo_iteration_s(meter, job.spec, self.speed)
         slowdown = solo and shared_slowdown(meter, job.spec, self.speed, solo[0])
         if slowdown:
-            self.speed.slowdowns[job.job_id] = slowdown
+            self.speed.measured_slowdown(job.job_id, slowdown)
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
         nodes = self.cluster.nodes

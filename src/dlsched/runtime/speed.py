@@ -5,10 +5,13 @@ profiling run where there is one (:mod:`.profile`) and from documented defaults 
 from __future__ import annotations
 
 import statistics
+from collections import deque
 from functools import lru_cache
 
 from ..jobs import JobSpec, JobState
 
+# Chosen: how many finished jobs' measured sharing slowdowns the cluster's typical one is taken over.
+SLOWDOWN_HISTORY = 1000
 # Chosen, until jobs are profiled at several sizes: a real job's speed on n GPUs relative to its
 # request r is (n / r) ** this: sublinear, as every measured curve in docs/perf.md is; it is what
 # lets the elastic policies weigh growing one job against another.
@@ -18,8 +21,8 @@ RUNTIME_SCALING_EXPONENT = 0.9
 @lru_cache(maxsize=1)
 def median_measured_slowdown() -> float:
     """The median co-location slowdown over every measured pair of the performance model's data
-    (Blox and Gavel; 1.63): a real job's slowdown until it has run beside another (no profiling
-    run measures pairs)."""
+    (Blox and Gavel; 1.63): a real job's slowdown until some job has been measured sharing a GPU
+    on this cluster (no profiling run measures pairs)."""
     from ..perf.model import PerfModel
     from ..perf.zoo import ZOO
     perf = PerfModel()
@@ -36,6 +39,26 @@ class RuntimeSpeed:
         self.exponent = exponent
         self.profiles: dict[str, dict] = {}      # job id -> its profiling run's result
         self.slowdowns: dict[str, float] = {}    # job id -> its measured slowdown while sharing
+        self.finished_slowdowns: deque[float] = deque(maxlen=SLOWDOWN_HISTORY)   # of jobs gone
+        self._typical: float | None = None
+
+    def measured_slowdown(self, job_id: str, slowdown: float) -> None:
+        self.slowdowns[job_id] = slowdown
+        self._typical = None
+
+    def forget(self, job_id: str) -> None:
+        """The job is gone; its measured slowdown still counts in the cluster's typical one."""
+        self.profiles.pop(job_id, None)
+        if job_id in self.slowdowns:
+            self.finished_slowdowns.append(self.slowdowns.pop(job_id))
+
+    def typical_slowdown(self) -> float:
+        """A job's slowdown until it has shared: the median of those measured on this cluster,
+        and before any, the median of the performance model's measured pairs."""
+        if self._typical is None:
+            measured = [*self.slowdowns.values(), *self.finished_slowdowns]
+            self._typical = statistics.median(measured) if measured else median_measured_slowdown()
+        return self._typical
 
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
         return self.speed_at_size(job.spec, len(gpus)) / self.accumulation_cost(job.spec, job.accumulation)
@@ -58,7 +81,7 @@ class RuntimeSpeed:
 
     def slowdown(self, job: JobState, partner: JobState) -> float | None:
         if job.job_id in self.profiles and partner.job_id in self.profiles:
-            return self.slowdowns.get(job.job_id) or median_measured_slowdown()
+            return self.slowdowns.get(job.job_id) or self.typical_slowdown()
         return None
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:

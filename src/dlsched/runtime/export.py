@@ -46,29 +46,36 @@ def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
         raise SpecError("since", f"{len(rows)} jobs match; export at most {MAX_EXPORT_JOBS} at once "
                                  "(narrow since/until)")
     speed = RuntimeSpeed()
-    skipped: dict[str, int] = {}
-    measured = []
+    jobs = []
     for row in rows:
         spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"], row["profile"])
         if row["profile"]:
             speed.profiles[row["id"]] = row["profile"]
         meter = JobMeter.load(row["measured"])
         solo = solo_iteration_s(meter, spec, speed)
+        jobs.append((row, spec, meter, solo, solo and shared_slowdown(meter, spec, speed, solo[0])))
+    # a job that only ever ran shared: alone, it would have run the typical slowdown faster
+    typical_slowdown = statistics.median([x for *_, x in jobs if x] or [speed.typical_slowdown()])
+    skipped: dict[str, int] = {}
+    measured = []
+    for row, spec, meter, solo, slowdown in jobs:
+        solo = solo or solo_iteration_s(meter, spec, speed, typical_slowdown)
         if solo is None and row["iteration_s"]:
             solo = (row["iteration_s"], "reported")     # too short for a whole measured stretch
         if solo is None:
             skipped["no iteration measured yet"] = skipped.get("no iteration measured yet", 0) + 1
             continue
-        measured.append((row, spec, meter, solo))
+        measured.append((row, spec, meter, solo, slowdown))
     t0 = min((r["submitted"] for r, *_ in measured), default=0.0)
-    typical = {"startup_s": statistics.median([s for _, _, m, _ in measured for s in m.starts] or [0.0]),
-               "restart_s": statistics.median([s for _, _, m, _ in measured for s in m.restarts] or [0.0])}
+    typical = {"startup_s": statistics.median([s for _, _, m, *_ in measured for s in m.starts] or [0.0]),
+               "restart_s": statistics.median([s for _, _, m, *_ in measured for s in m.restarts] or [0.0]),
+               "slowdown": typical_slowdown}
 
     def rel(t: float | None) -> float | None:
         return None if t is None else round(t - t0, 3)
 
     jobs = []
-    for row, spec, meter, (iteration_s, source) in measured:
+    for row, spec, meter, (iteration_s, source), slowdown in measured:
         profile = row["profile"] or {}
         jobs.append({
             "job_id": row["id"], "tenant": row["tenant_id"], "submit_s": rel(row["submitted"]),
@@ -78,7 +85,7 @@ def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
             "priority": spec.priority, "deadline_s": rel(spec.deadline_s),
             "startup_s": round(statistics.mean(meter.starts), 3) if meter.starts else typical["startup_s"],
             "restart_s": round(statistics.mean(meter.restarts), 3) if meter.restarts else typical["restart_s"],
-            "slowdown": shared_slowdown(meter, spec, speed, iteration_s) if source != "reported" else None,
+            "slowdown": slowdown,
             "profile_s": _profiling_s(store, row["id"], row["submitted"]) if row["profile"] else None,
             **{k: profile.get(k) for k in PROFILE_FIELDS},
             "status": row["status"], "start_s": rel(row["started"]), "end_s": rel(row["finished"]),

@@ -86,18 +86,26 @@ def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:
     return t / factor if to_request else t * factor
 
 
-def solo_iteration_s(meter: JobMeter, spec, speed) -> tuple[float, str] | None:
+def solo_iteration_s(meter: JobMeter, spec, speed, typical_slowdown: float | None = None) -> tuple[float, str] | None:
     """The job's iteration time alone on its requested GPUs without sub-batches, and how it was
-    obtained: ``measured`` there, or ``derived`` from the alone configuration it ran longest in
-    by the runtime's model (scaling, accumulation cost). None when it never ran alone."""
+    obtained: ``measured`` there; ``derived`` by the runtime's model (scaling, accumulation
+    cost) from the alone configuration it ran longest in; ``profiled``, its profiling run's
+    time on its own placement; or, given ``typical_slowdown``, ``derived-shared`` from the
+    configuration it ran longest in while sharing. None when none of these is known."""
     exact = meter.iteration_s(config_key(spec.num_gpus, 1, False))
     if exact is not None:
         return exact, "measured"
-    alone = [(v[0], k) for k, v in meter.speeds.items() if not parse_key(k)[2] and v[0]]
-    if not alone:
-        return None
-    key = max(alone)[1]
-    return _time_at(meter.iteration_s(key), key, spec, speed, to_request=True), "derived"
+    runs = sorted(((v[0], k) for k, v in meter.speeds.items() if v[0]), reverse=True)
+    alone = [k for _, k in runs if not parse_key(k)[2]]
+    if alone:
+        return _time_at(meter.iteration_s(alone[0]), alone[0], spec, speed, to_request=True), "derived"
+    profiled = speed.iteration_s(spec, spec.num_gpus, 1, spec.batch_size / spec.num_gpus)
+    if profiled is not None:
+        return profiled, "profiled"
+    if runs and typical_slowdown:
+        key = runs[0][1]
+        return _time_at(meter.iteration_s(key) / typical_slowdown, key, spec, speed, to_request=True), "derived-shared"
+    return None
 
 
 def shared_slowdown(meter: JobMeter, spec, speed, solo_s: float) -> float | None:

@@ -9,7 +9,7 @@ import pytest
 
 from dlsched.cli import main
 from dlsched.errors import SpecError
-from dlsched.jobs import JobSpec
+from dlsched.jobs import JobSpec, JobState
 from dlsched.runtime.export import COLUMNS, history_csv
 from dlsched.runtime.measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from dlsched.runtime.speed import RuntimeSpeed
@@ -86,6 +86,28 @@ def test_solo_speed_is_derived_by_the_runtime_model_and_the_sharing_slowdown_mea
     m = JobMeter(speeds={config_key(4, 1, False): [100, 10.0], config_key(4, 1, True): [50, 7.5]})
     assert shared_slowdown(m, spec, speed, 0.1) == pytest.approx(1.5)
     assert shared_slowdown(JobMeter(speeds={"4x1": [10, 1.0]}), spec, speed, 0.1) is None
+    # never alone: its profiling run's time on one worker, else its shared time at the typical slowdown
+    one = JobSpec("k", 0.0, num_gpus=1, duration_s=10.0, batch_size=64)
+    shared_only = JobMeter(speeds={config_key(1, 1, True): [100, 30.0]})
+    assert solo_iteration_s(shared_only, one, speed) is None
+    assert solo_iteration_s(shared_only, one, speed, typical_slowdown=1.5) == (pytest.approx(0.2), "derived-shared")
+    speed.profiles["k"] = {"c0_s": 0.01, "c1_s": 0.002, "fixed_mib": 100, "per_sample_mib": 1, "local_batch": 64}
+    assert solo_iteration_s(shared_only, one, speed) == (pytest.approx(0.01 + 0.002 * 64), "profiled")
+
+
+def test_a_job_that_never_shared_slows_down_as_the_ones_measured_on_this_cluster():
+    speed = RuntimeSpeed()
+    a, b, c = (JobSpec(j, 0.0, num_gpus=1, duration_s=1.0, batch_size=8) for j in "abc")
+    ja, jb, jc = (JobState(s, i) for i, s in enumerate((a, b, c)))
+    for j in "abc":
+        speed.profiles[j] = {"c0_s": 0.01, "c1_s": 0.001, "fixed_mib": 1, "per_sample_mib": 1, "local_batch": 8}
+    prior = speed.slowdown(jc, ja)
+    assert prior == pytest.approx(1.63, abs=0.01)            # the literature's median, before any measurement
+    speed.measured_slowdown("a", 1.1)
+    speed.measured_slowdown("b", 1.3)
+    assert speed.slowdown(ja, jb) == pytest.approx(1.1) and speed.slowdown(jc, ja) == pytest.approx(1.2)
+    speed.forget("a")                                        # gone, but still counts for the cluster
+    assert "a" not in speed.profiles and speed.slowdown(jc, jb) == pytest.approx(1.2)
 
 
 def _history(tmp_path, rows: list[dict]):

@@ -249,7 +249,7 @@ def cmd_whatif(args) -> int:
     measured = measured_summary(replay)
     rows, report = [], {"measured": measured, "policies": {}}
     if measured["jobs"]:
-        rows.append([f"server, measured ({server_policy or '?'})", measured["jobs"], human_s(measured["mean_jct_s"]),
+        rows.append(["server, measured" + (f" ({server_policy})" if server_policy else ""), measured["jobs"], human_s(measured["mean_jct_s"]),
                      human_s(measured["median_jct_s"]), human_s(measured["makespan_s"]), measured["preemptions"],
                      "", ""])
     for name in names:

@@ -150,3 +150,19 @@ def test_a_bad_history_row_names_its_field_and_a_history_needs_its_cluster(tmp_p
     skipped = load_trace(str(_history(tmp_path, [good, {**good, "job_id": "b", "gpus": "two"}])), skip_invalid=True)
     assert [j.job_id for j in skipped.jobs] == ["a"] and skipped.dropped == {"invalid num_gpus": 1}
     assert main(["simulate", "--trace", str(_history(tmp_path, [good])), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_a_policy_sees_a_jobs_estimate_until_it_runs_and_the_job_takes_its_true_time():
+    # SJF on one GPU: when a ends at 10, b (10 s, estimated 100 s) and c (50 s, estimated 20 s)
+    # wait; SJF picks c by its estimate, c runs its true 50 s, then b: c ends at 60, b at 70
+    from dlsched.cluster import load_cluster
+    from dlsched.policies.catalog import make_policy
+    from dlsched.sim import SimConfig, simulate
+    jobs = [JobSpec("a", 0.0, 1, 10.0), JobSpec("b", 1.0, 1, 10.0, estimate_s=100.0),
+            JobSpec("c", 2.0, 1, 50.0, estimate_s=20.0)]
+    result = simulate(load_cluster("1x1:V100"), jobs, make_policy("sjf"), SimConfig(restart_overhead_s=0.0))
+    finish = {j.job_id: j.finish for j in result.jobs}
+    assert finish == {"a": 10.0, "c": 60.0, "b": 70.0}
+    assert {j.job_id: j.spec.duration_s for j in result.jobs} == {"a": 10.0, "b": 10.0, "c": 50.0}
+    with pytest.raises(SpecError, match="estimate_s"):
+        JobSpec("d", 0.0, 1, 10.0, estimate_s=0.0)

@@ -35,6 +35,9 @@ class JobSpec:
     # iteration at a first start and at a restart; None: the simulation's costs
     startup_s: float | None = None
     restart_s: float | None = None
+    # what policies believe its duration is until it first runs (a user's or a profiling run's
+    # estimate, as a real scheduler has); None: they see duration_s
+    estimate_s: float | None = None
 
     def __post_init__(self) -> None:
         validate_spec(self)
@@ -94,6 +97,8 @@ def validate_spec(s: JobSpec) -> None:
     if s.deadline_s is not None and (not _finite_number(s.deadline_s)
                                      or s.deadline_s <= s.submit_time_s):
         raise SpecError("deadline_s", f"must be a time after submit_time_s, got {s.deadline_s!r}")
+    if s.estimate_s is not None and (not _finite_number(s.estimate_s) or s.estimate_s <= 0):
+        raise SpecError("estimate_s", f"must be a finite number > 0 when given, got {s.estimate_s!r}")
     for name in ("startup_s", "restart_s"):
         v = getattr(s, name)
         if v is not None and (not _finite_number(v) or v < 0):
@@ -153,6 +158,7 @@ class JobState:
     resizes: int = 0
     resize_lost_gpu_s: float = 0.0
     switch_at: float | None = None  # when a background scale-out's new workers take over
+    actual_s: float | None = None   # its true duration while the policy sees its estimate
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id

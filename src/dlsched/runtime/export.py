@@ -1,7 +1,9 @@
 """The server's history as a trace the simulator replays (``dlsched export``, ``GET /v1/export``).
 
 Each finished or running job becomes one row: its spec (submit, GPUs, elastic range, batch,
-iterations, model, priority, deadline) and what its runs measured: the iteration time alone on
+iterations, model, priority, deadline), the duration the server's policy believed before it ran
+(the user's estimate, or iterations x its profiling run's time or the default), and what its
+runs measured: the iteration time alone on
 its requested GPUs (:func:`.measure.solo_iteration_s`), its pauses before the first iteration at
 a start and at a restart, its slowdown while it shared a GPU, its profiling run's memory and
 compute line, and how long profiling held it before it could be scheduled. The outcome the
@@ -24,7 +26,7 @@ from .store import DONE, RUNNING, Store
 
 # The columns of the export format, in order (dlsched.traces.history reads them back).
 COLUMNS = ("job_id", "tenant", "submit_s", "gpus", "min_gpus", "max_gpus", "batch_size", "iterations",
-           "iteration_s", "iteration_source", "model", "priority", "deadline_s", "startup_s", "restart_s",
+           "iteration_s", "iteration_source", "estimate_s", "model", "priority", "deadline_s", "startup_s", "restart_s",
            "slowdown", "profile_s", "fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch",
            "status", "start_s", "end_s", "jct_s", "preemptions")
 PROFILE_FIELDS = ("fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch")
@@ -81,7 +83,8 @@ def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
             "job_id": row["id"], "tenant": row["tenant_id"], "submit_s": rel(row["submitted"]),
             "gpus": spec.num_gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus,
             "batch_size": spec.batch_size, "iterations": spec.iterations,
-            "iteration_s": round(iteration_s, 6), "iteration_source": source, "model": row["spec"]["entrypoint"],
+            "iteration_s": round(iteration_s, 6), "iteration_source": source,
+            "estimate_s": round(spec.duration_s, 3), "model": row["spec"]["entrypoint"],
             "priority": spec.priority, "deadline_s": rel(spec.deadline_s),
             "startup_s": round(statistics.mean(meter.starts), 3) if meter.starts else typical["startup_s"],
             "restart_s": round(statistics.mean(meter.restarts), 3) if meter.restarts else typical["restart_s"],

@@ -123,6 +123,10 @@ class ClusterState:
         if job.seq >= self._next_seq:
             self._next_seq = job.seq + 1
         job.pending_since = self.now
+        if job.spec.estimate_s is not None and job.first_start is None:
+            # the policy sees the estimate until the job runs and its speed is measured
+            job.actual_s = job.spec.duration_s
+            job.spec = replace(job.spec, duration_s=job.spec.estimate_s, estimate_s=None)
         self.pending[job.job_id] = job
         self.policy.job_arrived(job, self.now)
 
@@ -133,7 +137,10 @@ class ClusterState:
         for job, gpus in plan.resize:
             self._resize(job, tuple(gpus))
         for job, gpus in plan.start:
+            estimated = job.actual_s is not None
             self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
+            if estimated:                 # its true length, as a real run's first progress tells
+                self.policy.job_progressed(job, self.now)
         if self.loans.reclaiming:
             self._settle_reclaims()
 
@@ -336,6 +343,8 @@ class ClusterState:
         except ValueError as e:
             raise PlanError(f"policy {name}, job {job.job_id}: {e}") from None
         now = self.now
+        if job.actual_s is not None:       # running shows its true length
+            job.spec, job.actual_s = replace(job.spec, duration_s=job.actual_s), None
         pause = self.costs.start_pause_s(job.spec, first=job.first_start is None)
         if job.first_start is None:
             job.first_start = now

@@ -43,7 +43,8 @@ def load_history(path, name: str = "history", skip_invalid: bool = False) -> Tra
                        max_gpus=_optional(row, "max_gpus", integer=True),
                        deadline_s=_optional(row, "deadline_s"),
                        qos_class="given" if _optional(row, "deadline_s") is not None else None,
-                       startup_s=number(row, "startup_s"), restart_s=number(row, "restart_s"))
+                       startup_s=number(row, "startup_s"), restart_s=number(row, "restart_s"),
+                       estimate_s=_optional(row, "estimate_s"))
         profile = {k: _optional(row, k) for k in PROFILE}
         trace.replay[job_id] = {
             "profile": profile if all(v is not None for v in profile.values()) else None,

@@ -232,7 +232,8 @@ def cmd_whatif(args) -> int:
         args.cluster = args.cluster or history["cluster"]
         server_policy, server_params = history["policy"], history["params"]
         if history["quotas"] != "none":
-            print(f"note: the server ran with quotas ({history['quotas']}); the replay runs without them")
+            print(f"note: the server ran with quotas ({history['quotas']}); "
+                  "the replay applies none unless --quotas FILE")
     args.format = args.format or "history"
     workload = _load_workload(args)
     replay = workload.trace.replay

@@ -47,6 +47,16 @@ def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path)
     assert trace.replay[a]["jct_s"] == row["jct_s"]
 
 
+def test_a_job_done_before_any_progress_report_is_exported_from_its_run(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 2})
+    a = s.submit(gpus=1, iterations=100)
+    s.step()
+    s.executor.finish(a)
+    s.step(12.0)                               # one run of 12 s, nothing measured on the way
+    [row] = s.service.export(0.0, float("inf"))["jobs"]
+    assert row["iteration_source"] == "whole-run" and row["iteration_s"] == pytest.approx(0.12)
+
+
 def test_a_tenant_exports_only_its_own_jobs(tmp_path):
     s = Setup(tmp_path, nodes={"n0": 2})
     mine = s.submit(gpus=1)

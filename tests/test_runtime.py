@@ -1,6 +1,8 @@
 """The runtime end to end: real PyTorch jobs on an embedded Ray cluster of two emulated nodes of
 two GPUs each, scheduled by the simulator's policies through the service and its API."""
 
+import csv
+import json
 import os
 import signal
 import time
@@ -54,7 +56,7 @@ def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
 
 
 @pytest.mark.parametrize("harness", [("tiresias", {"thresholds_gpu_s": 8.0})], indirect=True)
-def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness):
+def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_path):
     h = harness
     alice = h.tenant("alice")
     # L takes all 4 GPUs with no periodic checkpoint; after 8 GPU-seconds it drops to the lower
@@ -75,6 +77,23 @@ def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness):
     stopped_when = next(line[:23] for line in log.splitlines() if "stopped at iteration" in line)
     short_started = next(line[:23] for line in short_log.splitlines() if "start at iteration 0" in line)
     assert stopped_when < short_started, (stopped_when, short_started)
+    # the history replays: measured speeds and pauses exported, and the replay under the same
+    # policy preempts L for S as the server did
+    history = h.client.get("/v1/export", headers=h.admin).json()
+    rows = {j["job_id"]: j for j in history["jobs"]}
+    assert set(rows) == {long_job, short} and history["policy"] == "tiresias"
+    assert all(j["iteration_s"] > 0 and j["startup_s"] > 0 for j in rows.values())
+    assert rows[long_job]["preemptions"] >= 1 and rows[long_job]["restart_s"] > 0
+    from dlsched.cli import main
+    from dlsched.runtime.export import history_csv
+    path = tmp_path / "history.csv"
+    path.write_text(history_csv(history))
+    out = tmp_path / "whatif"
+    assert main(["whatif", "--trace", str(path), "--cluster", history["cluster"], "--server-policy", "tiresias",
+                 "--param", "thresholds_gpu_s=8", "--out", str(out), "--no-progress"]) == 0
+    replayed = {r["job_id"]: r for r in csv.DictReader((out / "tiresias" / "jobs.csv").open())}
+    assert int(replayed[long_job]["preemptions"]) >= 1
+    assert json.loads((out / "whatif.json").read_text())["policies"]["tiresias"]["calibration"]["jobs"] == 2
 
 
 def test_cancel_a_running_and_a_queued_job(harness):

@@ -58,20 +58,25 @@ def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
         jobs.append((row, spec, meter, solo, solo and shared_slowdown(meter, spec, speed, solo[0])))
     # a job that only ever ran shared: alone, it would have run the typical slowdown faster
     typical_slowdown = statistics.median([x for *_, x in jobs if x] or [speed.typical_slowdown()])
+    typical = {"startup_s": statistics.median([s for _, _, m, *_ in jobs for s in m.starts] or [0.0]),
+               "restart_s": statistics.median([s for _, _, m, *_ in jobs for s in m.restarts] or [0.0]),
+               "slowdown": typical_slowdown}
     skipped: dict[str, int] = {}
     measured = []
     for row, spec, meter, solo, slowdown in jobs:
         solo = solo or solo_iteration_s(meter, spec, speed, typical_slowdown)
         if solo is None and row["iteration_s"]:
             solo = (row["iteration_s"], "reported")     # too short for a whole measured stretch
+        if solo is None and row["status"] == DONE and not (row["preemptions"] or row["failures"]):
+            # done before any progress was seen: its one run, less its start-up
+            pause = meter.starts[0] if meter.starts else typical["startup_s"]
+            run_s = row["finished"] - row["started"] - pause
+            solo = (max(run_s, 0.001) / spec.iterations, "whole-run")
         if solo is None:
             skipped["no iteration measured yet"] = skipped.get("no iteration measured yet", 0) + 1
             continue
         measured.append((row, spec, meter, solo, slowdown))
     t0 = min((r["submitted"] for r, *_ in measured), default=0.0)
-    typical = {"startup_s": statistics.median([s for _, _, m, *_ in measured for s in m.starts] or [0.0]),
-               "restart_s": statistics.median([s for _, _, m, *_ in measured for s in m.restarts] or [0.0]),
-               "slowdown": typical_slowdown}
 
     def rel(t: float | None) -> float | None:
         return None if t is None else round(t - t0, 3)

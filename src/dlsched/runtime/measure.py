@@ -10,7 +10,6 @@ service's polling adds no bias, only jitter at the ends of each stretch.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 
@@ -72,10 +71,6 @@ class JobMeter:
     def iteration_s(self, key: str) -> float | None:
         iterations, seconds = self.speeds.get(key, (0, 0.0))
         return seconds / iterations if iterations else None
-
-
-def median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:

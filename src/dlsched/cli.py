@@ -130,7 +130,7 @@ def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = 
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
-    policy = make_policy(policy_name, **given, **(params or {}), **_key_values(args.param, "param"))
+    policy = make_policy(policy_name, **given, **{**(params or {}), **_key_values(args.param, "param")})
     if trace.replay is not None:
         from .replay import with_profiling
         jobs = with_profiling(jobs, trace.replay, policy)
@@ -250,9 +250,9 @@ def cmd_whatif(args) -> int:
     measured = measured_summary(replay)
     rows, report = [], {"measured": measured, "policies": {}}
     if measured["jobs"]:
-        rows.append(["server, measured" + (f" ({server_policy})" if server_policy else ""), measured["jobs"], human_s(measured["mean_jct_s"]),
-                     human_s(measured["median_jct_s"]), human_s(measured["makespan_s"]), measured["preemptions"],
-                     "", ""])
+        label = "server, measured" + (f" ({server_policy})" if server_policy else "")
+        rows.append([label, measured["jobs"], human_s(measured["mean_jct_s"]), human_s(measured["median_jct_s"]),
+                     human_s(measured["makespan_s"]), measured["preemptions"], "", ""])
     for name in names:
         _, result = _run_one(name, args, workload, out / name,
                              params=server_params if name == server_policy else None)

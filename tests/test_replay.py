@@ -176,3 +176,43 @@ def test_a_policy_sees_a_jobs_estimate_until_it_runs_and_the_job_takes_its_true_
     assert {j.job_id: j.spec.duration_s for j in result.jobs} == {"a": 10.0, "b": 10.0, "c": 50.0}
     with pytest.raises(SpecError, match="estimate_s"):
         JobSpec("d", 0.0, 1, 10.0, estimate_s=0.0)
+
+
+def test_the_servers_quotas_go_with_the_admins_export_and_read_back(tmp_path):
+    import yaml
+
+    from dlsched.tenancy import TenantConfig, TenantQuota, load_tenants
+    quotas = TenantConfig({"alice": TenantQuota(2, 1, "lab", 2.0, 1)}, TenantQuota(1, None, "lab"), source="q.yaml")
+    s = Setup(tmp_path, nodes={"n0": 4}, quotas=quotas)
+    assert s.service.export(0, float("inf"), "alice")["quota_config"] is None    # others' quotas are private
+    path = tmp_path / "quotas.yaml"
+    path.write_text(yaml.safe_dump(s.service.export(0, float("inf"))["quota_config"]))
+    again = load_tenants(str(path), [], 4)
+    assert again.tenants == quotas.tenants and again.default == quotas.default
+
+
+def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_path, capsys):
+    from dlsched.runtime.api import create_app, hash_token
+    from dlsched.tenancy import TenantConfig, TenantQuota
+    from runtime_helpers import HttpServer
+    s = Setup(tmp_path, nodes={"n0": 2}, quotas=TenantConfig({"alice": TenantQuota(2, None, "lab")}, source="q"))
+    a = s.submit(gpus=1, iterations=100)
+    s.step()
+    for i, t in ((10, 3.0), (60, 5.0)):
+        s.executor.report_progress(a, iteration=i, iterations=100, iteration_s=0.1)
+        s.step(t)
+    s.executor.finish(a)
+    s.step(4.0)
+    http = HttpServer(create_app(s.service, s.store, hash_token("admin-secret")))
+    try:
+        out = tmp_path / "w"
+        assert main(["whatif", "--server", http.url, "--token", "admin-secret", "--policies", "sjf",
+                     "--out", str(out), "--no-progress"]) == 0
+    finally:
+        http.close()
+    assert "replaying under the server's quotas" in capsys.readouterr().out
+    assert (out / "quotas.yaml").is_file() and (out / "history.csv").is_file()
+    report = json.loads((out / "whatif.json").read_text())
+    assert report["measured"]["jobs"] == 1 and report["policies"]["fifo"]["calibration"]["jobs"] == 1
+    summary = json.loads((out / "fifo" / "summary.json").read_text())
+    assert summary["params"]["quotas"] == "quotas.yaml"          # the replay ran under the quota layer

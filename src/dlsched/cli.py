@@ -231,9 +231,11 @@ def cmd_whatif(args) -> int:
         Path(args.trace).write_text(history_csv(history))
         args.cluster = args.cluster or history["cluster"]
         server_policy, server_params = history["policy"], history["params"]
-        if history["quotas"] != "none":
-            print(f"note: the server ran with quotas ({history['quotas']}); "
-                  "the replay applies none unless --quotas FILE")
+        if history.get("quota_config") and not args.quotas:
+            import yaml
+            args.quotas = str(out / "quotas.yaml")
+            Path(args.quotas).write_text(yaml.safe_dump(history["quota_config"]))
+            print(f"replaying under the server's quotas as they are now ({history['quotas']}): {args.quotas}")
     args.format = args.format or "history"
     workload = _load_workload(args)
     replay = workload.trace.replay

@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -59,6 +59,12 @@ class TenantConfig:
 
     def quota(self, tenant: str) -> TenantQuota:
         return self.tenants.get(tenant, self.default)
+
+    def as_dict(self) -> dict:
+        """The configuration as a quotas file holds it (:func:`load_tenants` reads it back)."""
+        def entry(q: TenantQuota) -> dict:
+            return {k: v for k, v in asdict(q).items() if v is not None}
+        return {"tenants": {t: entry(q) for t, q in self.tenants.items()}, "default": entry(self.default)}
 
     def without_borrowing(self) -> "TenantConfig":
         """Hard quotas (as Philly ran): nobody lends or borrows."""

@@ -261,7 +261,10 @@ class SchedulerService:
         """Finished and running jobs as a trace the simulator replays (:mod:`.export`)."""
         history = export_history(self.store, self.cluster.spec(), self.policy.name, self.policy_params,
                                  since, until, tenant)
-        return {**history, "quotas": self.policy.config.source, "interval_s": self.interval_s}
+        config = self.policy.config
+        # the quotas in force now (a replay applies them); other tenants' only to the admin
+        quotas = config.as_dict() if config.source != "none" and tenant is None else None
+        return {**history, "quotas": config.source, "quota_config": quotas, "interval_s": self.interval_s}
 
     def pools(self) -> dict:
         """The inference pool: its servers by state, the announced demand and the counts."""

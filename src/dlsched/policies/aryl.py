@@ -41,6 +41,7 @@ from ..state.free import FreeGpus
 from . import knapsack
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated
+from .placement import best_fit
 from .queued import QueueEntry, shortest_first
 
 RECLAIM_RULES = ("cost", "recent", "random")
@@ -177,7 +178,7 @@ class Aryl(Policy):
         """Owned servers first, then loaned ones too."""
         loaned = view.loans.loaned
         if loaned:
-            gpus = _best_fit_within(free, need, types, lambda nid: nid not in loaned)
+            gpus = best_fit(free, need, types, allowed=lambda nid: nid not in loaned)
             if gpus is not None:
                 return gpus
         return self.place(free, need, types)
@@ -226,10 +227,9 @@ class Aryl(Policy):
         """Hand the spare GPUs to elastic jobs by the knapsack on JCT reduction."""
         spare = free.total
         candidates: list[tuple[JobState, list[int], int]] = []   # job, its GPUs, plan.start index
-        starting = {job.job_id: i for i, (job, _) in enumerate(plan.start)}
-        for job, gpus in plan.start:
-            if self.elasticity and job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
-                candidates.append((job, list(gpus), starting[job.job_id]))
+        for i, (job, gpus) in enumerate(plan.start):
+            if job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
+                candidates.append((job, list(gpus), i))
         for jid, (job, size) in self.size.items():
             if size < job.spec.gpu_range[1] and self._resizable(view, job, planned):
                 candidates.append((job, list(job.gpus), -1))
@@ -331,26 +331,6 @@ class Aryl(Policy):
 def _jobs_on(view: PolicyView, nodes) -> list[JobState]:
     jobs = view.occupancy.jobs
     return list(dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g]))
-
-
-def _best_fit_within(free: FreeGpus, need: int, types, allowed) -> tuple[int, ...] | None:
-    """Best fit on the nodes ``allowed(nid)`` accepts: the fullest single node that fits, else
-    the fewest nodes, emptiest first; None if they cannot hold ``need``."""
-    nodes = free.cluster.nodes
-    ok = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]
-          if allowed(n) and (types is None or nodes[n].gpu_type in types)]
-    if sum(len(free.free[n]) for n in ok) < need:
-        return None
-    single = [n for n in ok if len(free.free[n]) >= need]
-    if single:
-        nid = min(single, key=lambda n: (len(free.free[n]), n))
-        return tuple(sorted(free.free[nid])[:need])
-    taken: list[int] = []
-    for nid in sorted(ok, key=lambda n: (-len(free.free[n]), n)):
-        taken.extend(sorted(free.free[nid])[:need - len(taken)])
-        if len(taken) == need:
-            break
-    return tuple(taken)
 
 
 def _place_extras(free: FreeGpus, gpus: list[int], k: int, types, loaned, gpu_node) -> tuple[int, ...]:

@@ -12,21 +12,27 @@ def _lowest(free: list[int], k: int) -> list[int]:
     return sorted(free)[:k]
 
 
-def best_fit(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> tuple[int, ...] | None:
+def best_fit(free: FreeGpus, need: int, types: tuple[str, ...] | None = None,
+             allowed: Callable[[int], bool] | None = None) -> tuple[int, ...] | None:
     """One node if any has room (the one with the fewest free GPUs that fits, so large holes
-    stay whole); otherwise the fewest nodes, taking the emptiest first."""
+    stay whole); otherwise the fewest nodes, taking the emptiest first. Only nodes of ``types``
+    and, when given, those ``allowed(node)`` accepts."""
     if need > free.total:
         return None
     nodes = free.cluster.nodes
     for c in range(need, len(free.buckets)):
         bucket = free.buckets[c]
         if bucket:
-            if types is None:
+            if types is None and allowed is None:
                 return tuple(_lowest(free.free[min(bucket)], need))
-            ok = [n for n in bucket if nodes[n].gpu_type in types]
+            ok = [n for n in bucket if _eligible(nodes[n], types, allowed)]
             if ok:
                 return tuple(_lowest(free.free[min(ok)], need))
-    return _fill_from_emptiest(free, need, types)
+    return _fill_from_emptiest(free, need, types, allowed)
+
+
+def _eligible(node, types, allowed) -> bool:
+    return (types is None or node.gpu_type in types) and (allowed is None or allowed(node.node_id))
 
 
 def consolidated(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> tuple[int, ...] | None:
@@ -66,12 +72,14 @@ def spread(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> t
     return tuple(taken)
 
 
-def _fill_from_emptiest(free: FreeGpus, need: int, types: tuple[str, ...] | None) -> tuple[int, ...] | None:
+def _fill_from_emptiest(free: FreeGpus, need: int, types: tuple[str, ...] | None,
+                        allowed: Callable[[int], bool] | None = None) -> tuple[int, ...] | None:
     taken: list[int] = []
     nodes = free.cluster.nodes
+    every = types is None and allowed is None
     for c in range(len(free.buckets) - 1, 0, -1):
         for nid in sorted(free.buckets[c]):
-            if types is not None and nodes[nid].gpu_type not in types:
+            if not every and not _eligible(nodes[nid], types, allowed):
                 continue
             taken.extend(_lowest(free.free[nid], need - len(taken)))
             if len(taken) == need:

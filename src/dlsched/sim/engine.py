@@ -187,10 +187,9 @@ class Simulator:
                 t = node_events[ei][0]
             if next_demand < t:
                 t = next_demand
-            if loans.reclaiming:
-                deadline = loans.next_deadline()
-                if deadline < t:
-                    t = deadline
+            reclaim_due = loans.next_deadline() if loans.reclaiming else INF
+            if reclaim_due < t:
+                t = reclaim_due
             if not (i < n or pending or running):
                 break                        # nothing left to do: later events do not count
             if wakeup < t:
@@ -236,7 +235,7 @@ class Simulator:
                 usable_total = sum(self.cluster.nodes[u].num_gpus for u in free.usable)
                 ei += 1
                 res.events += 1
-            if next_demand <= t or (loans.reclaiming and loans.next_deadline() <= t):
+            if next_demand <= t or reclaim_due <= t:
                 while next_demand <= t:
                     step = demand.steps[di]
                     needed = step.needed

@@ -137,12 +137,11 @@ class ClusterState:
         for job, gpus in plan.resize:
             self._resize(job, tuple(gpus))
         for job, gpus in plan.start:
-            estimated = job.actual_s is not None
             self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
-            if estimated:                 # its true length, as a real run's first progress tells
-                self.policy.job_progressed(job, self.now)
-        if self.loans.reclaiming:
-            self._settle_reclaims()
+            if job.actual_s is not None:  # its true length, as a real run's first progress tells
+                actual, job.actual_s = job.actual_s, None
+                self.observe_progress(job, 0.0, actual)
+        self._settle_reclaims()
 
     # -- capacity loaning ----------------------------------------------------------------------
     def set_inference_demand(self, servers: int) -> Plan:
@@ -200,6 +199,8 @@ class ClusterState:
     def _settle_reclaims(self) -> None:
         """Hand back every reclaiming server no job holds any more."""
         book, jobs = self.loans, self.occupancy.jobs
+        if not book.reclaiming:
+            return
         for nid, (asked, deadline) in list(book.reclaiming.items()):
             if not any(jobs[g] for g in self.cluster.nodes[nid].gpu_ids):
                 del book.reclaiming[nid]
@@ -221,16 +222,14 @@ class ClusterState:
         for partner in partners:
             self._refresh(partner)
         self.policy.job_finished(job, now)
-        if self.loans.reclaiming:
-            self._settle_reclaims()
+        self._settle_reclaims()
 
     def fail(self, job: JobState) -> None:
         """A running job failed (crash, lost worker, failed start, lost node): it waits again,
         losing the work since its last periodic checkpoint."""
         self._stop(job, by_policy=False)
         self.policy.job_requeued(job, self.now)
-        if self.loans.reclaiming:
-            self._settle_reclaims()
+        self._settle_reclaims()
 
     def cancel(self, job: JobState) -> None:
         """A user cancelled the job: it leaves the queue, or its GPUs (its partners get their
@@ -244,8 +243,7 @@ class ClusterState:
             for partner in partners:
                 self._refresh(partner)
             self.policy.job_finished(job, self.now)
-            if self.loans.reclaiming:
-                self._settle_reclaims()
+            self._settle_reclaims()
         elif job.status is Status.PENDING:
             del self.pending[job.job_id]
             job.status = Status.CANCELLED
@@ -343,8 +341,6 @@ class ClusterState:
         except ValueError as e:
             raise PlanError(f"policy {name}, job {job.job_id}: {e}") from None
         now = self.now
-        if job.actual_s is not None:       # running shows its true length
-            job.spec, job.actual_s = replace(job.spec, duration_s=job.actual_s), None
         pause = self.costs.start_pause_s(job.spec, first=job.first_start is None)
         if job.first_start is None:
             job.first_start = now

@@ -218,6 +218,20 @@ def pools_summary(result) -> dict | None:
     }
 
 
+def _bin_pieces(seg_start: float, seg_end: float, start: float, width: float, bins: int):
+    """(bin, overlap) for each of the equal bins [start + b x width, ...) that [seg_start,
+    seg_end) overlaps; the last bin takes whatever runs past the end."""
+    b = min(bins - 1, int((seg_start - start) / width))
+    while seg_start < seg_end:
+        bin_end = start + (b + 1) * width if b < bins - 1 else seg_end
+        piece = min(seg_end, bin_end) - seg_start
+        if piece <= 0:
+            return
+        yield b, piece
+        seg_start += piece
+        b += 1
+
+
 def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     """Time-weighted means of queue length and utilization in equal bins (at most max_bins),
     plus each bin's peak queue: the step series can hold hundreds of thousands of points."""
@@ -239,24 +253,14 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     l_area = [0.0] * bins
     n_area = [0.0] * bins
     for k in range(len(t)):
-        seg_start = t[k]
-        seg_end = t[k + 1] if k + 1 < len(t) else end
         util = used[k] / usable[k] if usable[k] else 0.0
-        b = min(bins - 1, int((seg_start - start) / width))
-        while seg_start < seg_end:
-            bin_end = start + (b + 1) * width
-            piece = min(seg_end, bin_end) - seg_start
+        first = min(bins - 1, int((t[k] - start) / width))    # a step counts where it begins
+        q_max[first] = max(q_max[first], q[k])
+        for b, piece in _bin_pieces(t[k], t[k + 1] if k + 1 < len(t) else end, start, width, bins):
             q_area[b] += q[k] * piece
             u_area[b] += util * piece
             l_area[b] += loaned[k] * piece
             n_area[b] += needed[k] * piece
-            q_max[b] = max(q_max[b], q[k])
-            seg_start += piece
-            if seg_start >= bin_end and b < bins - 1:
-                b += 1
-            elif piece <= 0:
-                break
-        if seg_end == seg_start:
             q_max[b] = max(q_max[b], q[k])
     return [{"time_s": start + (b + 0.5) * width, "queue_mean": q_area[b] / width,
              "queue_max": q_max[b], "utilization": u_area[b] / width,
@@ -269,22 +273,18 @@ def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
     tenants = sorted({t for _, t, _ in log})
     if len(tenants) < 2:
         return []
-    start, end = result.start_s, max(result.end_s, log[-1][0]) if log else result.end_s
+    start, end = result.start_s, max(result.end_s, log[-1][0])
     if end <= start:
         return []
     width = (end - start) / bins
     area = {t: [0.0] * bins for t in tenants}
     last = {t: (start, 0) for t in tenants}
 
-    def add(tenant, until):
+    def add(tenant: str, until: float) -> None:
         since, held = last[tenant]
-        while since < until and held:
-            b = min(bins - 1, int((since - start) / width))
-            piece = min(until, start + (b + 1) * width) - since
-            if piece <= 0:
-                break
-            area[tenant][b] += held * piece
-            since += piece
+        if held:
+            for b, piece in _bin_pieces(since, until, start, width, bins):
+                area[tenant][b] += held * piece
 
     for t, tenant, held in log:
         add(tenant, t)

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from .errors import SpecError
+from .yamlfile import read_yaml
 
 POOLS = ("training", "inference")
 
@@ -172,10 +171,7 @@ def load_cluster(spec_or_path: str) -> Cluster:
     if spec_or_path.endswith((".yaml", ".yml")) or path.is_file():
         if not path.is_file():
             raise SpecError("cluster", f"no such file: {spec_or_path}")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise SpecError("cluster", f"{spec_or_path} is not valid YAML: {e}") from None
+        data = read_yaml(path, "cluster")
         if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
             raise SpecError("groups", f"{spec_or_path} must hold a mapping with a 'groups' list")
         return Cluster.build(data["groups"])

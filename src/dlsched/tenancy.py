@@ -30,9 +30,8 @@ from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from .errors import SpecError
+from .yamlfile import read_yaml
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,10 +107,7 @@ def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantC
     path = Path(source)
     if not path.is_file():
         raise SpecError("quotas", f"'{source}' is neither equal, philly-vc nor a file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise SpecError("quotas", f"{source} is not valid YAML: {e}") from None
+    data = read_yaml(path, "quotas")
     if not isinstance(data, dict) or not isinstance(data.get("tenants", {}), dict):
         raise SpecError("quotas", f"{source} must hold a mapping with a 'tenants' mapping")
     unknown = set(data) - {"tenants", "default"}

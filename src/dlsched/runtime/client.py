@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from tabulate import tabulate
 
 from ..errors import SpecError
 from ..report.columns import human_duration
+from ..yamlfile import read_yaml
 from .server import DEFAULT_PORT
 
 
@@ -52,10 +52,7 @@ def _call(args, method: str, path: str, **kwargs):
 
 def cmd_submit(args) -> int:
     path = Path(args.spec)
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise SpecError("spec", f"cannot read {path}: {e}") from None
+    spec = read_yaml(path, "spec")
     job = _call(args, "POST", "/v1/jobs", json=spec).json()
     print(job["id"])
     return 0

@@ -77,8 +77,7 @@ class RuntimeMetrics:
             self.queue.labels(tenant).set(counts.get(tenant, 0))
         self._tenants |= set(counts)
         self.running.set(len(books.running))
-        nodes = service.cluster.nodes
-        self.gpus_total.set(sum(nodes[n].num_gpus for n in books.free.usable))
+        self.gpus_total.set(books.free.usable_gpus())
         self.gpus_allocated.set(sum(len(j.gpus) for j in books.running.values()))
         if service.pass_s is not None:
             self.pass_seconds.observe(service.pass_s)

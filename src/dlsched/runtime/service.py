@@ -287,7 +287,7 @@ class SchedulerService:
         """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""
         now = self.clock()
         if not self.history or now - self.history[-1][0] >= HISTORY_EVERY_S:
-            usable = sum(self.cluster.nodes[n].num_gpus for n in books.free.usable)
+            usable = books.free.usable_gpus()
             self.history.append((now, usable - books.free.total, usable, len(books.pending), len(books.running)))
 
     def _discard_old(self) -> None:

@@ -232,7 +232,7 @@ class Simulator:
                     state.node_down(nid)
                 else:
                     state.node_up(nid)
-                usable_total = sum(self.cluster.nodes[u].num_gpus for u in free.usable)
+                usable_total = free.usable_gpus()
                 ei += 1
                 res.events += 1
             if next_demand <= t or reclaim_due <= t:
@@ -247,7 +247,7 @@ class Simulator:
                     res.events += 1
                 state.enforce_reclaims()
                 res.inference_max_short = max(res.inference_max_short, needed - loans.held)
-                usable_total = sum(self.cluster.nodes[u].num_gpus for u in free.usable)
+                usable_total = free.usable_gpus()
             while i < n and states[i].spec.submit_time_s <= t:
                 state.arrive(states[i])
                 i += 1

@@ -116,6 +116,11 @@ class FreeGpus:
             self._bucket(n + 1).add(nid)
             self.total += 1
 
+    def usable_gpus(self) -> int:
+        """GPUs of the usable nodes, busy or free."""
+        nodes = self.cluster.nodes
+        return sum(nodes[n].num_gpus for n in self.usable)
+
     def is_free(self, g: int) -> bool:
         return g in self.free[self.cluster.gpu_node[g]]
 

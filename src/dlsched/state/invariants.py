@@ -54,7 +54,7 @@ def problems(state: ClusterState) -> list[str]:
             out.append(f"inference node {nid} is usable but not loaned")
     if set(loans.loaned) & set(loans.reclaiming):
         out.append("a server is both loaned and being reclaimed")
-    usable = sum(cluster.nodes[n].num_gpus for n in free.usable)
+    usable = free.usable_gpus()
     busy = sum(1 for g, h in enumerate(occupancy.jobs) if h and cluster.gpu_node[g] in free.usable)
     if free.total + busy != usable:
         out.append(f"free {free.total} + busy {busy} != usable {usable}")

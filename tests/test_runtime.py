@@ -216,11 +216,16 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
     h = harness
     alice = h.tenant("alice")
     whole = {**LM, "gpus": 4, "min_gpus": 4, "batch_size": 16, "iterations": 1500}   # exactly 4 GPUs
-    blocker = h.submit(alice, **whole)
+    blocker = h.submit(alice, **{**whole, "iterations": 1_000_000})
     h.wait_status(blocker, "running", timeout_s=180)          # after its profiling run
     loose = h.submit(alice, **whole, within="20min")
     tight = h.submit(alice, **whole, within="10min")           # submitted later, tighter
     flexible = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=300, within="30min")
+    # the scheduler sees a job once its profiling run is done: free the GPUs only when all three
+    # are in its queue (a blocker that ends by itself raced the tight job's profiling run)
+    wait_for(lambda: all(h.job(j)["profile"] for j in (loose, tight, flexible)), 240, what="the profiling runs")
+    assert h.job(loose)["status"] == "queued"
+    assert h.client.post(f"/v1/jobs/{blocker}/cancel", headers=alice).status_code == 200
     predictions = []
 
     def tight_done():

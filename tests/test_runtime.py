@@ -293,6 +293,13 @@ def test_a_borrowed_job_is_evicted_when_the_owner_submits_and_usage_adds_up(harn
     assert [t["tenant"] for t in mine["tenants"]] == ["bob"]                # a tenant sees only itself
 
 
+def wait_for_status_on(page, job_id: str, status: str, timeout_s: float) -> None:
+    """Until the dashboard's job table shows the job in that status."""
+    page.wait_for_function(
+        "([id, status]) => { const r = document.querySelector(`tr[data-job=\"${id}\"] td:nth-child(3)`);"
+        " return r && r.textContent === status; }", arg=[job_id, status], timeout=timeout_s * 1000)
+
+
 def test_the_dashboard_in_a_real_browser(harness, tmp_path):
     from runtime_helpers import HttpServer, chromium_path
     browser_path = chromium_path()
@@ -338,11 +345,11 @@ def test_the_dashboard_in_a_real_browser(harness, tmp_path):
             # a cancel from the page
             tenant_page.click(f'[data-cancel="{theirs}"]')
             h.wait_status(theirs, "cancelled", timeout_s=30)
-            # the page follows the job to its end
-            h.service.store.update_job(running, cancel_requested=True)        # end it sooner
-            admin.wait_for_function(
-                "id => { const r = document.querySelector(`tr[data-job=\"${id}\"] td:nth-child(3)`);"
-                " return r && r.textContent === 'cancelled'; }", arg=running, timeout=30_000)
+            # the page follows a job to its end: a short one on the GPUs bob's job left free
+            short = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=30)
+            wait_for_status_on(admin, short, "done", timeout_s=120)
+            h.service.store.update_job(running, cancel_requested=True)        # and the long one, cancelled
+            wait_for_status_on(admin, running, "cancelled", timeout_s=30)
             assert "idle" in admin.text_content("#gpus")
             admin.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             browser.close()

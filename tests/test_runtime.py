@@ -201,14 +201,15 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
 def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     h = harness
     alice = h.tenant("alice")
-    long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=500)
+    # about 30 s of training: it must outlast the short job's profiling run (2-11 s under load)
+    long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=2000)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     short = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=40)
     job = h.wait_status(short, "done", timeout_s=120)
     assert job["iteration"] == 40 and job["profile"]["fixed_mib"] > 0
     assert job["gpus"][0] in h.job(long_job)["gpus"]           # on one of the long job's GPUs
     assert job["started"] < (h.job(long_job)["finished"] or float("inf"))   # ... while it ran
-    assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 500
+    assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 2000
 
 
 @pytest.mark.parametrize("harness", [("genie", None)], indirect=True)

@@ -59,17 +59,18 @@ def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
 def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_path):
     h = harness
     alice = h.tenant("alice")
-    # L takes all 4 GPUs with no periodic checkpoint; after 8 GPU-seconds it drops to the lower
-    # queue, so S (a new job, top queue) preempts it. L checkpoints when stopped, and resumes.
-    long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=300, checkpoint_every=0)
+    # L takes all 4 GPUs with no periodic checkpoint (about 9 s of training); after 8 GPU-seconds
+    # (2 s) it drops to the lower queue, so S (a new job, top queue) preempts it. L checkpoints
+    # when stopped, and resumes.
+    long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=600, checkpoint_every=0)
     wait_for(lambda: h.job(long_job)["iteration"] >= 20, 90, what="L to make progress")
     short = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=30)
     assert h.wait_status(short, "done")["iteration"] == 30
     job = h.wait_status(long_job, "done", timeout_s=240)
-    assert job["iteration"] == 300 and job["preemptions"] >= 1
+    assert job["iteration"] == 600 and job["preemptions"] >= 1
     log = log_of(h, long_job)
     stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
-    assert stopped_at >= 20 and f"start at iteration {stopped_at} of 300" in log
+    assert stopped_at >= 20 and f"start at iteration {stopped_at} of 600" in log
     assert any("preempted by tiresias" in e["message"] for e in job["events"])
     # S's workers started only once L's had stopped (checkpointed and gone) from their GPUs
     short_log = log_of(h, short)

@@ -59,9 +59,9 @@ def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
 def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_path):
     h = harness
     alice = h.tenant("alice")
-    # L takes all 4 GPUs with no periodic checkpoint (about 9 s of training); after 8 GPU-seconds
-    # (2 s) it drops to the lower queue, so S (a new job, top queue) preempts it. L checkpoints
-    # when stopped, and resumes.
+    # L takes all 4 GPUs with no periodic checkpoint (6.6 s of training measured here); after 8
+    # GPU-seconds (2 s) it drops to the lower queue, so S (a new job, top queue) preempts it. L
+    # checkpoints when stopped, and resumes.
     long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=600, checkpoint_every=0)
     wait_for(lambda: h.job(long_job)["iteration"] >= 20, 90, what="L to make progress")
     short = h.submit(alice, **LM, gpus=2, batch_size=8, iterations=30)
@@ -202,7 +202,8 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
 def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     h = harness
     alice = h.tenant("alice")
-    # about 30 s of training: it must outlast the short job's profiling run (2-11 s under load)
+    # about 22 s of training (600 iterations: 6.6 s here): it must outlast the short job's
+    # profiling run (1.5-11 s in the calibration run)
     long_job = h.submit(alice, **LM, gpus=4, batch_size=16, iterations=2000)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     short = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=40)

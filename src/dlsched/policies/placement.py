@@ -25,8 +25,7 @@ def best_fit(free: FreeGpus, need: int, types: tuple[str, ...] | None = None,
         if bucket:
             if types is None and allowed is None:
                 return tuple(_lowest(free.free[min(bucket)], need))
-            ok = [n for n in bucket if (types is None or nodes[n].gpu_type in types)
-                  and (allowed is None or allowed(n))]
+            ok = [n for n in bucket if _eligible(nodes[n], types, allowed)]
             if ok:
                 return tuple(_lowest(free.free[min(ok)], need))
     return _fill_from_emptiest(free, need, types, allowed)

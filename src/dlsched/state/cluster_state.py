@@ -123,7 +123,7 @@ class ClusterState:
         if job.seq >= self._next_seq:
             self._next_seq = job.seq + 1
         job.pending_since = self.now
-        if job.spec.estimate_s is not None and job.first_start is None:
+        if job.spec.estimate_s is not None:
             # the policy sees the estimate until the job runs and its speed is measured
             job.actual_s = job.spec.duration_s
             job.spec = replace(job.spec, duration_s=job.spec.estimate_s, estimate_s=None)

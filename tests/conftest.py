@@ -18,6 +18,48 @@ def run(cluster, jobs, policy, config=None, **params):
     return {j.job_id: j for j in result.jobs}, result
 
 
+def pytest_collection_modifyitems(items):
+    """Tests run on two workers (pytest-xdist, ``--dist loadfile``: a module's tests stay on one
+    worker, in file order, as some build on each other), each with its own shared cluster for
+    the end-to-end tests that use it. Those run first: they are the longest."""
+    items.sort(key=lambda item: (not item.get_closest_marker("runtime"), not _on_the_shared_cluster(item)))
+
+
+def _on_the_shared_cluster(item) -> bool:
+    return "ray_cluster" in item.fixturenames and not hasattr(item.module, "ray_cluster")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One embedded cluster (2 nodes x 2 emulated GPUs) per worker for every runtime test that
+    needs no other shape: each test gets its own service, data directory and tenants on it."""
+    from runtime_helpers import local_ray_cluster
+    yield from local_ray_cluster(nodes=2, gpus_per_node=2, cpus_per_node=4)
+
+
+@pytest.fixture
+def harness(ray_cluster, tmp_path, request):
+    """A service on the shared cluster: (policy, params[, options]) by indirect parametrize."""
+    from runtime_helpers import Harness
+    policy, params, *options = getattr(request, "param", ("fifo", None))
+    h = Harness(ray_cluster.address, tmp_path, policy, params, **(options[0] if options else {}))
+    yield h
+    h.close()
+
+
 @pytest.fixture
 def J():
     return job
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A skipped test is a check that did not run: name each one, loudly, at the very end."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    terminalreporter.section(f"{len(skipped)} TEST(S) DID NOT RUN", sep="!", red=True, bold=True)
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        terminalreporter.write_line(f"SKIPPED {report.nodeid}: {reason}", red=True, bold=True)
+    terminalreporter.write_line("`make test` installs bubblewrap and chromium as root with apt; "
+                                "see CONTRIBUTING.md", red=True)

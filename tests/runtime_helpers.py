@@ -79,8 +79,33 @@ class Harness:
         self.executor.shutdown()
 
 
+def log_of(h: Harness, job_id: str) -> str:
+    return h.client.get(f"/v1/jobs/{job_id}/logs", headers=h.admin).text
+
+
 LM = {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 256, "dim": 32, "layers": 1}}
 RESNET = {"entrypoint": "dlsched.workloads.resnet:build", "args": {"samples": 256, "width": 8}}
+# Real training (model, DDP, checkpoints) whose device time is emulated: a worker sleeps
+# 20 ms + 1 ms per sample of its batch instead of holding a core, so four workers on two cores
+# run as four devices would, leave the CPU to start-ups and profiling runs, and a job's length
+# is set by its iterations (about 30 ms each here), not by the load.
+EMULATED = {"entrypoint": "dlsched.workloads.emulated:build",
+            "args": {"samples": 256, "fixed_ms": 20.0, "per_sample_ms": 1.0}}
+
+
+def local_ray_cluster(**shape):
+    """An embedded Ray cluster for one test module or the session; the test process is
+    disconnected from any other first, so executors made on it connect to this one."""
+    import ray
+
+    from dlsched.runtime.executor import LocalRayCluster
+    ray.shutdown()
+    cluster = LocalRayCluster(**shape)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 class HttpServer:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_helpers import LM, Harness, wait_for
+from runtime_helpers import EMULATED, Harness, local_ray_cluster, wait_for
 
 pytestmark = pytest.mark.runtime
 
@@ -17,12 +17,8 @@ NOTICE_S = 20.0
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    from dlsched.runtime.executor import LocalRayCluster
-    cluster = LocalRayCluster(nodes=1, gpus_per_node=2, cpus_per_node=4, inference_nodes=1)
-    yield cluster
-    import ray
-    ray.shutdown()
-    cluster.shutdown()
+    """Its own shape: one training node and one inference server (a stand-in runs there)."""
+    yield from local_ray_cluster(nodes=1, gpus_per_node=2, cpus_per_node=4, inference_nodes=1)
 
 
 def descendants(pid: int) -> set[int]:
@@ -57,7 +53,7 @@ def test_a_job_grows_onto_a_loaned_server_and_scales_in_when_it_is_reclaimed(ray
     try:
         wait_for(lambda: h.executor.inference_ready("i0"), 60, what="the inference stand-in on i0")
         alice = h.tenant("alice")
-        job = h.submit(alice, **LM, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=6000,
+        job = h.submit(alice, **EMULATED, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=800,
                        checkpoint_every=0)
         h.wait_status(job, "running")
         assert {n for n, _ in h.job(job)["gpus"]} == {"n0"}          # inference holds i0
@@ -91,7 +87,7 @@ def test_a_job_grows_onto_a_loaned_server_and_scales_in_when_it_is_reclaimed(ray
         events = [e["message"] for e in h.job(job)["events"]]
         assert any("inference server was reclaimed" in m for m in events)
         done = h.wait_status(job, "done", timeout_s=300)
-        assert done["iteration"] == 6000 and done["preemptions"] == 0 and done["failures"] == 0
+        assert done["iteration"] == 800 and done["preemptions"] == 0 and done["failures"] == 0
         assert {n for n, _ in done["gpus"]} == {"n0"}
         metrics = h.client.get("/metrics").text
         assert "dlsched_servers_returned_total 1.0" in metrics

@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from runtime_helpers import CAN_ISOLATE, LM, wait_for
+from runtime_helpers import CAN_ISOLATE, EMULATED, wait_for
 
 pytestmark = pytest.mark.runtime
 ADMIN = "admin-secret"
@@ -92,12 +92,12 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     assert code == 0, err
     token = json.loads(out)["token"]
     spec = tmp_path / "job.yaml"
-    spec.write_text(json.dumps({**LM, "gpus": 2, "batch_size": 8, "iterations": 400, "checkpoint_every": 20}))
+    spec.write_text(json.dumps({**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 400, "checkpoint_every": 20}))
     code, out, err = server.cli("submit", str(spec), token=token)
     assert code == 0, err
     running = out.strip()
     queued_spec = tmp_path / "queued.yaml"
-    queued_spec.write_text(json.dumps({**LM, "gpus": 4, "batch_size": 8, "iterations": 20}))
+    queued_spec.write_text(json.dumps({**EMULATED, "gpus": 4, "batch_size": 8, "iterations": 20}))
     queued = server.cli("submit", str(queued_spec), token=token)[1].strip()
     wait_for(lambda: server.job(running)["iteration"] >= 50, 90, what="progress past a checkpoint")
     code, out, _ = server.cli("jobs", token=token)

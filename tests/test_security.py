@@ -16,22 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runtime_helpers import CAN_ISOLATE, LM, Harness, sandbox_for, wait_for
+from runtime_helpers import CAN_ISOLATE, EMULATED, Harness, sandbox_for, wait_for
 
 pytestmark = [pytest.mark.runtime,
               pytest.mark.skipif(not CAN_ISOLATE, reason="tenant isolation needs root and bubblewrap")]
 PROGRAMS = Path(__file__).parent / "programs"
 ATTACK = re.compile(r"^ATTACK (?P<name>.+?): (?P<result>blocked|SUCCEEDED)", re.M)
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    from dlsched.runtime.executor import LocalRayCluster
-    cluster = LocalRayCluster(nodes=2, gpus_per_node=2, cpus_per_node=4)
-    yield cluster
-    import ray
-    ray.shutdown()
-    cluster.shutdown()
 
 
 @pytest.fixture
@@ -47,7 +37,7 @@ def harness(ray_cluster, tmp_path):
 def test_a_hostile_program_reaches_neither_the_server_nor_another_tenant(harness, ray_cluster, tmp_path):
     h = harness
     alice, mallory = h.tenant("alice"), h.tenant("mallory")
-    victim = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=100_000, checkpoint_every=5)
+    victim = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=100_000, checkpoint_every=5)
     job = h.wait_status(victim, "running")
     wait_for(lambda: h.executor.job_dir(victim).joinpath("checkpoint.pt").exists(), 120, what="a checkpoint")
     node, index = job["gpus"][0]
@@ -105,8 +95,9 @@ def test_a_hog_is_stopped_by_its_limits_and_a_huge_batch_before_it_runs(harness)
     assert "over the job's memory limit" in job["message"], job["message"]
 
 
-def tenant_processes(profiling_only: bool) -> int:
-    """Tenant Python processes now running (not the bubblewrap processes around them)."""
+def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
+    """Tenant Python processes of this server (its data directory) now running, not the
+    bubblewrap processes around them (other tests may run tenant processes meanwhile)."""
     count = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -116,19 +107,36 @@ def tenant_processes(profiling_only: bool) -> int:
             continue
         argv = cmd.split(b"\0")
         if b"dlsched.runtime.tenant" in argv and not argv[0].endswith((b"bwrap", b"setpriv", b"prlimit")):
-            count += (b"CUDA_VISIBLE_DEVICES=\0" in env) or not profiling_only
+            if _sandbox_of(pid, str(data_dir).encode()):
+                count += (b"CUDA_VISIBLE_DEVICES=\0" in env) or not profiling_only
     return count
+
+
+def _sandbox_of(pid: str, data_dir: bytes) -> bool:
+    """Whether the process runs in a bubblewrap sandbox made for a job under ``data_dir``."""
+    for _ in range(4):                     # the tenant, then bwrap's processes above it
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            pid = status.split("PPid:")[1].split()[0]
+            if data_dir in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except (OSError, IndexError):
+            return False
+    return False
 
 
 def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
     h = harness
     tokens = [h.tenant(f"t{i}") for i in range(5)]
-    jobs = [h.submit(tokens[i % 5], **LM, gpus=1, batch_size=8, iterations=5) for i in range(50)]
+    jobs = [h.submit(tokens[i % 5], **EMULATED, gpus=1, batch_size=8, iterations=5) for i in range(50)]
+    # watched over three rounds of profiling runs (or 25 s): the bound held while jobs waited
+    rounds = 3 * h.service.max_profiling
     seen, deadline = [], time.monotonic() + 25
-    while time.monotonic() < deadline:
-        seen.append(tenant_processes(profiling_only=True))
+    while time.monotonic() < deadline and sum(h.store.job(j)["profile"] is not None for j in jobs) < rounds:
+        seen.append(tenant_processes(h.executor.data_dir, profiling_only=True))
         time.sleep(0.1)
     assert 1 <= max(seen) <= h.service.max_profiling, seen
+    assert sum(h.store.job(j)["profile"] is not None for j in jobs) >= rounds
     for jid in jobs:
         h.client.post(f"/v1/jobs/{jid}/cancel", headers=h.admin)
 
@@ -136,9 +144,9 @@ def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
 def test_the_live_api_bounds_and_hides(harness):
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
-    jid = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=100_000)
+    jid = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=100_000)
     h.wait_status(jid, "running")
-    big = h.client.post("/v1/jobs", json={**LM, "gpus": 1, "batch_size": 8, "iterations": 5,
+    big = h.client.post("/v1/jobs", json={**EMULATED, "gpus": 1, "batch_size": 8, "iterations": 5,
                                           "args": {"x": "y" * (2 << 20)}}, headers=bob)
     assert big.status_code == 413
     huge = h.client.post("/v1/jobs", content=b'{"entrypoint": "m:f", "gpus": 1, "batch_size": 8, "iterations": 1'

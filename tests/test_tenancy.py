@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec, Status
 from dlsched.metrics import fairness_summary
 from dlsched.policies.catalog import make_policy
@@ -64,6 +65,14 @@ def test_drf_shares_gpus_by_weight():
         result = sim.run()
         first = [j for j in result.jobs if j.first_start == 0.0]
         assert {t: sum(1 for j in first if j.spec.tenant == t) for t in "ab"} == expected
+
+
+@pytest.mark.parametrize("weights", ["alice", "a=3,b", "a=0", "a=x"])
+def test_a_malformed_weight_is_refused_naming_the_field(weights):
+    # "alice" has no "=": it was a bare ValueError from tuple unpacking, not a SpecError
+    with pytest.raises(SpecError) as error:
+        make_policy("drf", weights=weights)
+    assert error.value.field == "weights"
 
 
 def test_rho_on_a_two_tenant_example():

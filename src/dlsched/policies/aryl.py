@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import random
 from bisect import insort
+from collections.abc import Collection, Iterable, Sequence
 from typing import ClassVar
 
 from ..errors import SpecError
@@ -174,7 +175,8 @@ class Aryl(Policy):
             self._track(job, len(gpus))
         return plan
 
-    def _place_base(self, view: PolicyView, free: FreeGpus, need: int, types) -> tuple[int, ...] | None:
+    def _place_base(self, view: PolicyView, free: FreeGpus, need: int,
+                    types: tuple[str, ...] | None) -> tuple[int, ...] | None:
         """Owned servers first, then loaned ones too."""
         loaned = view.loans.loaned
         if loaned:
@@ -186,7 +188,7 @@ class Aryl(Policy):
     def _resizable(self, view: PolicyView, job: JobState, planned: dict) -> bool:
         return job.job_id not in planned and not view.resizing(job) and not view.occupancy.partners(job)
 
-    def _make_room(self, view: PolicyView, free: FreeGpus, need: int, types,
+    def _make_room(self, view: PolicyView, free: FreeGpus, need: int, types: tuple[str, ...] | None,
                    planned: dict) -> tuple[FreeGpus, tuple[int, ...] | None]:
         """Scale in extra workers, cheapest loss first, until ``need`` GPUs can be placed;
         returns the index to go on with and the GPUs (or the old index and None)."""
@@ -234,23 +236,23 @@ class Aryl(Policy):
             if size < job.spec.gpu_range[1] and self._resizable(view, job, planned):
                 candidates.append((job, list(job.gpus), -1))
         groups, kept = [], []
-        for job, gpus, index in candidates:
-            options = self._options(view, job, len(gpus), spare)
+        for job, held, index in candidates:
+            options = self._options(view, job, len(held), spare)
             if options:
                 groups.append(options)
-                kept.append((job, gpus, index))
+                kept.append((job, held, index))
         if not groups:
             return
         chosen = knapsack.solve(groups, spare)
         loaned = view.loans.loaned
-        for (job, gpus, index), options, pick in zip(kept, groups, chosen):
+        for (job, held, index), options, pick in zip(kept, groups, chosen):
             if pick < 0:
                 continue
-            extra = _place_extras(free, gpus, options[pick][0], job.spec.gpu_types, loaned, view.cluster.gpu_node)
+            extra = _place_extras(free, held, options[pick][0], job.spec.gpu_types, loaned, view.cluster.gpu_node)
             if not extra:
                 continue
             free.take(extra)
-            grown = tuple(gpus) + extra
+            grown = tuple(held) + extra
             if index >= 0:
                 plan.start[index] = (job, grown)
             else:
@@ -328,12 +330,13 @@ class Aryl(Policy):
         return sum(1 for g in view.cluster.nodes[nid].gpu_ids if view.occupancy.jobs[g])
 
 
-def _jobs_on(view: PolicyView, nodes) -> list[JobState]:
+def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobState]:
     jobs = view.occupancy.jobs
     return list(dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g]))
 
 
-def _place_extras(free: FreeGpus, gpus: list[int], k: int, types, loaned, gpu_node) -> tuple[int, ...]:
+def _place_extras(free: FreeGpus, gpus: list[int], k: int, types: tuple[str, ...] | None,
+                  loaned: Collection[int], gpu_node: Sequence[int]) -> tuple[int, ...]:
     """Up to ``k`` GPUs for extra workers: loaned servers before owned ones, and within each,
     the job's own nodes first, then the nodes with the fewest free GPUs."""
     own = {gpu_node[g] for g in gpus}

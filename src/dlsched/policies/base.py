@@ -10,8 +10,6 @@ own indexes (heaps, queues) updated from those notifications and from the plans 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from ..errors import SpecError
 from ..jobs import JobState
 from ..view import Plan, PolicyView
@@ -30,10 +28,11 @@ SCANS = ("strict", "backfill", "greedy")
 class Policy:
     """Base class: override :meth:`schedule`, and the hooks when the policy keeps indexes."""
 
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    shares_gpus: ClassVar[bool] = False   # may put two jobs on one GPU (needs their memory)
-    moldable: ClassVar[bool] = False      # may start a job on fewer GPUs than it asked for (GENIE)
+    # class attributes of each policy; a wrapper (the quota layer) copies its inner policy's
+    name: str = ""
+    description: str = ""
+    shares_gpus: bool = False             # may put two jobs on one GPU (needs their memory)
+    moldable: bool = False                # may start a job on fewer GPUs than it asked for (GENIE)
     loans_servers: bool = False           # borrows idle inference servers (Aryl)
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:

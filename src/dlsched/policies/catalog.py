@@ -4,6 +4,7 @@ that knows every policy: policy modules do not import it, so there is no import 
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 from ..errors import SpecError
 from .aryl import Aryl, ArylBase, ArylNaiveReclaim, ArylNoElastic, ArylNoLoan
@@ -16,13 +17,14 @@ from .sharing import SjfBsbf, SjfBsbfConsolidated, SjfFfs, SjfFfsConsolidated
 from .sjf import Sjf, Srtf
 from .tiresias import Tiresias
 
-POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in sorted(
-    (Fifo, Sjf, Srtf, Tiresias, SjfFfs, SjfBsbf, SjfFfsConsolidated, SjfBsbfConsolidated,
+_BUILT_IN: tuple[type[Policy], ...] = (
+    Fifo, Sjf, Srtf, Tiresias, SjfFfs, SjfBsbf, SjfFfsConsolidated, SjfBsbfConsolidated,
      ElasticTiresias, ElasticFifo, Genie, GenieOracle, Edf,
-     Aryl, ArylNoLoan, ArylNoElastic, ArylNaiveReclaim, ArylBase, Drf, Ftf), key=lambda c: c.name)}
+     Aryl, ArylNoLoan, ArylNoElastic, ArylNaiveReclaim, ArylBase, Drf, Ftf)
+POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in sorted(_BUILT_IN, key=lambda c: c.name)}
 
 
-def make_policy(name: str, **params) -> Policy:
+def make_policy(name: str, **params: Any) -> Policy:
     if name not in POLICIES:
         raise SpecError("policy", f"unknown policy '{name}': choose from {', '.join(POLICIES)}")
     cls = POLICIES[name]

@@ -32,7 +32,8 @@ from __future__ import annotations
 import heapq
 from typing import Callable
 
-from ..jobs import JobState
+from ..jobs import JobSpec, JobState
+from ..state.free import FreeGpus
 from .base import Plan, PolicyView
 from .placement import best_fit
 from .preemptive import PreemptiveOrder, PreemptivePolicy
@@ -64,7 +65,7 @@ class ElasticGrowth:
         self.growable: dict[str, JobState] = {}   # below its maximum with a positive gain
         self.extra_gpus = 0                       # GPUs held above requests, in total
         self._planned: dict[str, tuple[int, ...]] = {}   # this pass's resizes
-        self._speed_at = None
+        self._speed_at: Callable[[JobSpec, int], float | None] | None = None
 
     def params(self) -> dict:
         return {"shrink_when_waiting": self.shrink_when_waiting}
@@ -143,7 +144,7 @@ class ElasticGrowth:
                 return n
         return None
 
-    def _shrink(self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch) -> None:
+    def _shrink(self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)
         scratch.release([g for g in job.gpus if g not in kept])
         plan.resize.append((job, kept))
@@ -165,7 +166,7 @@ class ElasticGrowth:
         return len(self.policy.queue) > self.shrink_when_waiting
 
     # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
-    def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
+    def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
         self._planned = {}
         self._speed_at = view.workload.speed_at_size
         if not self.policy.queue:
@@ -189,7 +190,7 @@ class ElasticGrowth:
                         self._shrink(job, size, view, plan, scratch)
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
-    def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None:
+    def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
         spare = scratch.total - self._head_need(scratch.total) if self.policy.queue else scratch.total
         if spare <= 0 or not self.growable:
             return
@@ -221,13 +222,13 @@ class ElasticGrowth:
                 if gain > 0:
                     heapq.heappush(heap, (-gain, job.seq, jid))
         for jid, job in grown.items():
-            gpus = tuple(sizes[jid])
+            planned = tuple(sizes[jid])
             if jid in starting:
-                plan.start[starting[jid]] = (job, gpus)
+                plan.start[starting[jid]] = (job, planned)
             else:
-                plan.resize.append((job, gpus))
-                self._planned[jid] = gpus
-            self._track(job, len(gpus))
+                plan.resize.append((job, planned))
+                self._planned[jid] = planned
+            self._track(job, len(planned))
 
 
 class NoPreemptionFifo(PreemptiveOrder):
@@ -252,7 +253,8 @@ class ElasticTiresias(PreemptivePolicy):
     description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
 
     def __init__(self, placement: str = "best-fit", scan: str = "greedy",
-                 thresholds_gpu_s=DEFAULT_THRESHOLDS_GPU_S, starvation_factor=DEFAULT_STARVATION_FACTOR,
+                 thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+                 starvation_factor: float | None = DEFAULT_STARVATION_FACTOR,
                  shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
         super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, scan,
                          ElasticGrowth(shrink_when_waiting))

@@ -27,15 +27,16 @@ from .base import Plan, Policy, PolicyView
 def parse_weights(text: str | dict | None) -> dict[str, float]:
     if not text:
         return {}
+    items: list
     if isinstance(text, dict):
-        items = text.items()
+        items = list(text.items())
     else:
-        try:
-            items = [part.split("=", 1) for part in str(text).split(",") if part]
-        except ValueError:
-            raise SpecError("weights", f"expected tenant=weight,..., got {text!r}") from None
+        items = [part.split("=", 1) for part in str(text).split(",") if part]
     out = {}
-    for name, value in items:
+    for item in items:
+        if len(item) != 2:
+            raise SpecError("weights", f"expected tenant=weight,..., got {text!r}")
+        name, value = item
         try:
             w = float(value)
         except (TypeError, ValueError):

@@ -26,14 +26,16 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_left, insort
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ..errors import SpecError
 from ..jobs import JobState
+from ..state.free import FreeGpus
 from .base import Plan, Policy, PolicyView
 from .queued import QueuedPolicy
 
 _NO_PLAN = Plan()
+Measure = Callable[[int, int, float], "float | None"]     # (GPUs, nodes, per-GPU batch) -> s
 PREDICTORS = ("profiled", "oracle")
 
 
@@ -52,19 +54,21 @@ class _Prediction:
         cluster = view.cluster
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
         from ..perf.predictor import fit, profile_samples     # numpy: only once a job is predicted
-        measure = None
+        measure: Measure | None = None
         if spec.batch_size:
-            def measure(n: int, m: int, b: float) -> float | None:
+            def measure_on(n: int, m: int, b: float) -> float | None:
                 return workload.iteration_s(spec, n, m, b)
+            measure = measure_on
         # its length in iterations: the real count in the runtime; in the simulator what its
         # duration means at the workload model's speed
+        iterations: float | None
         if workload.measures_real_runs:
             iterations = spec.iterations
         else:
             truth = measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus) if measure else None
             iterations = spec.duration_s / truth if truth else None
         self.fit = None
-        self.measure = None
+        self.measure: Measure | None = None
         if iterations and measure:
             self.iterations = iterations
             if predictor == "oracle" and not workload.measures_real_runs:
@@ -88,8 +92,8 @@ class _Prediction:
         left = max(0.0, 1.0 - job.done_s / duration)
         if self.fit is not None:
             return left * self.iterations * self.fit.iteration_s(self.batch / gpus, gpus, nodes)
-        if self.measure is not None:
-            return left * self.iterations * self.measure(gpus, nodes, self.batch / gpus)
+        if self.measure is not None and (iteration_s := self.measure(gpus, nodes, self.batch / gpus)):
+            return left * self.iterations * iteration_s
         return left * duration
 
     def best_s(self, job: JobState) -> float:
@@ -185,7 +189,8 @@ class Genie(Policy):
             self.late = [e for e in self.late if e[0] not in started]
         return plan
 
-    def _choose(self, job: JobState, on_time: bool, free, now: float, view: PolicyView) -> tuple[int, ...] | None:
+    def _choose(self, job: JobState, on_time: bool, free: FreeGpus, now: float,
+                view: PolicyView) -> tuple[int, ...] | None:
         """The fewest GPUs predicted to meet the deadline, else the fastest placement now."""
         p = self.predictions[job.job_id]
         fastest, fastest_end = None, math.inf
@@ -197,7 +202,7 @@ class Genie(Policy):
             if gpus is None:
                 continue
             end = now + p.run_s(job, n, len({gpu_node[g] for g in gpus}))
-            if on_time and end <= job.spec.deadline_s:
+            if on_time and job.spec.deadline_s is not None and end <= job.spec.deadline_s:
                 return gpus
             if end < fastest_end:
                 fastest, fastest_end = gpus, end

@@ -61,7 +61,7 @@ def _concave_marginals(groups: list[list[Option]]) -> list[list[float]] | None:
     """Per group the marginal values of options 1..K, when every group is concave; else None."""
     out = []
     for options in groups:
-        previous, marginal = 0.0, []
+        previous, marginal = 0.0, []  # type: float, list[float]
         for k, (weight, value) in enumerate(options, start=1):
             gain = value - previous
             if weight != k or gain <= 0 or (marginal and gain > marginal[-1]):

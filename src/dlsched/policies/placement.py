@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..cluster import Node
 from ..state.free import FreeGpus
 
 
@@ -31,7 +32,7 @@ def best_fit(free: FreeGpus, need: int, types: tuple[str, ...] | None = None,
     return _fill_from_emptiest(free, need, types, allowed)
 
 
-def _eligible(node, types, allowed) -> bool:
+def _eligible(node: Node, types: tuple[str, ...] | None, allowed: Callable[[int], bool] | None) -> bool:
     return (types is None or node.gpu_type in types) and (allowed is None or allowed(node.node_id))
 
 

@@ -21,6 +21,7 @@ from bisect import bisect_left, bisect_right, insort
 from typing import NamedTuple, Protocol
 
 from ..jobs import JobState
+from ..state.free import FreeGpus
 from .base import Plan, Policy, PolicyView
 
 
@@ -99,8 +100,8 @@ class ResizingPart(Protocol):
 
     def attach(self, policy: "PreemptivePolicy") -> None: ...
     def params(self) -> dict: ...
-    def before_pass(self, view: PolicyView, plan: Plan, scratch) -> None: ...
-    def after_pass(self, view: PolicyView, plan: Plan, scratch) -> None: ...
+    def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
+    def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
     def started(self, job: JobState) -> None: ...
     def stopped(self, job: JobState) -> None: ...
     def rekeyed(self, job: JobState) -> None: ...
@@ -207,6 +208,7 @@ class PreemptivePolicy(Policy):
                 best_key, best = key, entry.job
         for job in taken:
             self._push_running(job)
+        assert best is not None           # running held a live entry: at least one was taken
         self._worst = (stamps[best.job_id], best)
         return best
 
@@ -311,6 +313,7 @@ class PreemptivePolicy(Policy):
             self._started(job, now)
             self._push_running(job)
         if elastic is not None:
+            assert scratch is not None            # made before the pass for the elastic part
             elastic.after_pass(view, plan, scratch)
         plan.wakeup_at = self.order.next_timer()
         return plan
@@ -329,7 +332,7 @@ class PreemptivePolicy(Policy):
         worst = self._peek_worst()
         return worst is not None and self.order.outranks(job, worst, now)
 
-    def _make_room(self, job: JobState, now: float, scratch, plan: Plan,
+    def _make_room(self, job: JobState, now: float, scratch: FreeGpus, plan: Plan,
                    victims_now: set[str]) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed; then
         spare those whose GPUs the placement does not use. Leaves everything as it was if no
@@ -342,7 +345,8 @@ class PreemptivePolicy(Policy):
             worst = self._peek_worst()
             if worst is None or not self.order.outranks(job, worst, now):
                 break
-            popped.append(self._pop_worst())
+            self._pop_worst()                     # it is ``worst``: just peeked
+            popped.append(worst)
             scratch.release(planned(worst))
             if job.num_gpus <= scratch.total:
                 gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)

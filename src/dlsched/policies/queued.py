@@ -10,10 +10,13 @@ cannot use.
 from __future__ import annotations
 
 from bisect import insort
-from typing import Callable, NamedTuple, Protocol
+from typing import Callable, NamedTuple, Protocol, TypeVar
 
 from ..jobs import JobState
+from ..state.free import FreeGpus
 from .base import Plan, Policy, PolicyView
+
+K = TypeVar("K")
 
 _NO_PLAN = Plan()
 
@@ -33,7 +36,7 @@ def size_kind(job: JobState) -> tuple:
 
 
 class SharingPass(Protocol):
-    def find(self, job: JobState, free) -> tuple[tuple[int, ...] | None, int]:
+    def find(self, job: JobState, free: FreeGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` beside running jobs (and idle ones), and its sub-batch count."""
 
 
@@ -61,14 +64,11 @@ class QueuedPolicy(Policy):
         super().__init__(placement, scan)
         self.key = key
         self.sharing = sharing
+        self.shares_gpus = sharing is not None   # may put two jobs on one GPU (needs their memory)
         self.kind = size_kind if sharing is None else sharing.kind
         self.queue: list[QueueEntry] = []   # sorted, best first
         self.sizes: dict[int, int] = {}     # GPUs requested -> pending jobs of that size
         self.kinds: dict[tuple, int] = {}   # kind -> pending jobs of that kind
-
-    @property
-    def shares_gpus(self) -> bool:          # may put two jobs on one GPU (needs their memory)
-        return self.sharing is not None
 
     def params(self) -> dict:
         params = super().params()
@@ -148,14 +148,19 @@ class QueuedPolicy(Policy):
     def _dequeue(self, indexes: list[int]) -> None:
         for i in indexes:
             entry = self.queue[i]
-            for counts, key in ((self.sizes, entry.job.num_gpus), (self.kinds, entry.kind)):
-                left = counts[key] - 1
-                if left:
-                    counts[key] = left
-                else:
-                    del counts[key]
+            _count_down(self.sizes, entry.job.num_gpus)
+            _count_down(self.kinds, entry.kind)
         if indexes[-1] == len(indexes) - 1:       # a prefix: the strict case
             del self.queue[:len(indexes)]
         else:
             gone = set(indexes)
             self.queue = [e for i, e in enumerate(self.queue) if i not in gone]
+
+
+def _count_down(counts: dict[K, int], key: K) -> None:
+    """One fewer pending job of ``key``; the key goes with its last job."""
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]

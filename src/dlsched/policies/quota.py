@@ -32,10 +32,10 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..jobs import JobState, Status
-from ..tenancy import TenantConfig
+from ..tenancy import TenantConfig, TenantQuota
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated
 
@@ -65,7 +65,7 @@ class _Freed:
         gone_ids = {j.job_id for j in gone}
         self.running = {k: v for k, v in view.running.items() if k not in gone_ids}
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._view, name)
 
 
@@ -112,7 +112,7 @@ class QuotaLayer(Policy):
             if q.cohort is not None:
                 self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
 
-    def set_quota(self, tenant: str, quota) -> None:
+    def set_quota(self, tenant: str, quota: TenantQuota) -> None:
         """Change a tenant's quota now (the runtime's admin API): admissions follow at the next
         pass; nothing already admitted is evicted for it, but reclaims may follow."""
         self.config.tenants[tenant] = quota
@@ -165,7 +165,7 @@ class QuotaLayer(Policy):
     def job_progressed(self, job: JobState, now: float) -> None:
         self.inner.job_progressed(job, now)
 
-    def reclaim(self, view: PolicyView, count: int):
+    def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
         return self.inner.reclaim(view, count)
 
     def _admit(self, job: JobState, now: float) -> None:
@@ -303,7 +303,8 @@ class QuotaLayer(Policy):
             resizes.append((job, gpus))
         plan.resize = resizes
 
-    def _victims(self, view: PolicyView, job: JobState, need: int, shrunk: dict):
+    def _victims(self, view: PolicyView, job: JobState, need: int,
+                 shrunk: dict) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
         """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
         when none may."""
         tenant = job.spec.tenant
@@ -352,7 +353,8 @@ class QuotaLayer(Policy):
             freed += self.charged[victim.job_id]
         return ([], chosen) if chosen and self.fits(tenant, need - freed) else None
 
-    def _youngest_first(self, tenants: list[str], below: int | None = None, running_only: bool = False):
+    def _youngest_first(self, tenants: list[str], below: int | None = None,
+                        running_only: bool = False) -> list[tuple[int, JobState]]:
         """The tenants' admitted jobs (of a priority below ``below``, when given): not started
         before running, then youngest first."""
         return sorted(((order, j) for t in tenants for order, j in self.admitted.get(t, {}).values()

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..jobs import JobState
+from ..state.free import FreeGpus
 from .base import PolicyView
 from .queued import QueuedPolicy, shortest_first
 
@@ -96,7 +97,8 @@ class _Pairing:
 Partners = Callable[[JobState, "_Group", "_Pairing", float, float], Iterator[tuple[float, JobState]]]
 
 
-def benefit_partners(job: JobState, group: "_Group", pairing: "_Pairing", t_a: float, now: float):
+def benefit_partners(job: JobState, group: _Group, pairing: _Pairing, t_a: float,
+                     now: float) -> Iterator[tuple[float, JobState]]:
     """SJF-BSBF: (t_con, partner) of the group's members that pass the benefit test, best first.
     ``t_a`` is the job's remaining solo time at its full batch."""
     xi_a, xi_b = pairing.xi_a * pairing.t_a_factor, pairing.xi_b   # accumulation slows it while it shares
@@ -116,7 +118,8 @@ def benefit_partners(job: JobState, group: "_Group", pairing: "_Pairing", t_a: f
             yield tc, jobs[idx]
 
 
-def first_fit_partners(job: JobState, group: "_Group", pairing: "_Pairing", t_a: float, now: float):
+def first_fit_partners(job: JobState, group: _Group, pairing: _Pairing, t_a: float,
+                       now: float) -> Iterator[tuple[float, JobState]]:
     """SJF-FFS: every member whose memory fits, in GPU order (no benefit test)."""
     for partner in group.by_gpu[group.first_by_gpu:]:
         yield partner.gpus[0], partner
@@ -168,14 +171,14 @@ class _SharingPass:
         self.claimed: set[int] = set()       # seq of running jobs given a partner in this pass
         self.feasible: dict[tuple, list] = {}   # job signature -> [(group, pairing)]
 
-    def find(self, job: JobState, free) -> tuple[tuple[int, ...] | None, int]:
+    def find(self, job: JobState, free: FreeGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` (idle ones first, then partners', best first) and its sub-batch
         count; (None, 1) if not enough."""
         if job.spec.gpu_types is not None:
             return None, 1
         if self.groups is None:
             self.groups = self._groups()
-        chosen = self._share(job, free)
+        chosen = self._share(job, free, self.groups)
         if chosen is None:
             return None, 1
         gpus, k, partners = chosen
@@ -220,12 +223,13 @@ class _SharingPass:
             k *= 2
         return None
 
-    def _share(self, job: JobState, free):
+    def _share(self, job: JobState, free: FreeGpus,
+               groups: list[_Group]) -> tuple[tuple[int, ...], int, list[JobState]] | None:
         t_a1 = job.remaining_s
         signature = (job.spec.model, job.spec.batch_size, job.spec.num_gpus)
         feasible = self.feasible.get(signature)
         if feasible is None:   # the groups this kind of job may join, with how
-            feasible = self.feasible[signature] = [(g, p) for g in self.groups
+            feasible = self.feasible[signature] = [(g, p) for g in groups
                                                    if (p := self._pairing(job, g)) is not None]
         offers: list[tuple[float, JobState, _Pairing]] = []
         for group, pairing in feasible:
@@ -251,7 +255,8 @@ class _SharingPass:
                 return None
         return tuple(gpus), k, partners
 
-    def _candidates(self, job, group: _Group, pairing: _Pairing, t_a1: float):
+    def _candidates(self, job: JobState, group: _Group, pairing: _Pairing,
+                    t_a1: float) -> list[tuple[float, JobState, _Pairing]]:
         """This group's partners for ``job``, best first, with their sort keys: unclaimed ones
         until they hold enough GPUs."""
         claimed = self.claimed

@@ -27,6 +27,7 @@ with a small factor makes long jobs cycle between the queues, each cycle costing
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 from ..errors import SpecError
 from ..jobs import JobState, Status
@@ -46,12 +47,15 @@ class TiresiasOrder(PreemptiveOrder):
 
     def __init__(self, thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
                  starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
+        given: Iterable[float | str]
         if isinstance(thresholds_gpu_s, str):
-            thresholds_gpu_s = THRESHOLD_SETS.get(thresholds_gpu_s) or thresholds_gpu_s.split(",")
+            given = THRESHOLD_SETS.get(thresholds_gpu_s) or thresholds_gpu_s.split(",")
         elif isinstance(thresholds_gpu_s, (int, float)):
-            thresholds_gpu_s = [thresholds_gpu_s]
+            given = [thresholds_gpu_s]
+        else:
+            given = thresholds_gpu_s
         try:
-            self.thresholds = tuple(float(t) for t in thresholds_gpu_s)
+            self.thresholds = tuple(float(t) for t in given)
         except (TypeError, ValueError):
             raise SpecError("thresholds_gpu_s", f"not a list of numbers nor a set ({', '.join(THRESHOLD_SETS)}): "
                                                 f"{thresholds_gpu_s!r}") from None

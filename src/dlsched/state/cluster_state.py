@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..jobs import JobSpec, JobState, Status
-from ..view import Plan, PolicyHooks
+from ..view import Plan, PolicyHooks, PolicyView
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..workload import TRACE_MODEL, WorkloadModel
 from .costs import Costs
@@ -506,3 +506,8 @@ class ClusterState:
         self.free.release(idle)
         self._note_sharing(job, False, 1.0)
         return partners
+
+
+if TYPE_CHECKING:
+    def _policies_read_the_state(state: ClusterState) -> PolicyView:
+        return state          # the type checker holds the state to the view's Protocol here

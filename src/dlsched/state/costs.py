@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+
+if TYPE_CHECKING:
+    from ..jobs import JobSpec
 
 # Pollux's simulator charges a 30 s restart penalty per re-allocation (petuum/adaptdl,
 # simulator/; Qiao et al., OSDI'21): our default pause before a preempted job makes progress again.
@@ -54,7 +58,7 @@ class Costs:
         if not 0 <= self.background_switch_fraction <= 1:
             raise SpecError("background_switch_fraction", "must be between 0 and 1")
 
-    def start_pause_s(self, spec, first: bool) -> float:
+    def start_pause_s(self, spec: JobSpec, first: bool) -> float:
         """The pause before a starting job progresses: its own measured one, else the default."""
         own = spec.startup_s if first else spec.restart_s
         if own is not None:

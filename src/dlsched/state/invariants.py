@@ -41,7 +41,7 @@ def problems(state: ClusterState) -> list[str]:
         if len(holders) > 1:
             capacity = cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib
             memory = [h.memory_mib for h in holders]
-            if None in memory or sum(memory) > capacity + 1e-6:
+            if None in memory or sum(m or 0.0 for m in memory) > capacity + 1e-6:
                 out.append(f"GPU {g}: memory {memory} over its {capacity} MiB")
             for h in holders:
                 if not h.sharing:

@@ -49,7 +49,7 @@ class LoanBook:
 
     def lendable(self, count: int, down: set[int]) -> list[int]:
         """Up to ``count`` servers inference holds and could lend, highest id first."""
-        out = []
+        out: list[int] = []
         for nid in reversed(self.inference_nodes):
             if len(out) == count:
                 break

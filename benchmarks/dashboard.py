@@ -49,9 +49,14 @@ def store_with(path: Path, jobs: int) -> SQLiteStore:
     tenants = [store.create_tenant(f"t{i}", f"hash-{i}")["id"] for i in range(10)]
     for k in range(jobs):
         row = store.add_job(tenants[k % 10], SPEC)
-        if k < jobs - 50:                      # most are history, 50 still waiting
-            store.update_job(row["id"], status="done", started=row["submitted"], finished=row["submitted"] + 60,
-                             iteration=100)
+        if k < jobs - 50:  # most are history, 50 still waiting
+            store.update_job(
+                row["id"],
+                status="done",
+                started=row["submitted"],
+                finished=row["submitted"] + 60,
+                iteration=100,
+            )
     return store
 
 
@@ -73,20 +78,25 @@ def main() -> None:
             r = client.get("/v1/dashboard", headers=headers)
             times.append(time.perf_counter() - t0)
             assert r.status_code == 200
-        print(f"GET /v1/dashboard, {args.jobs:,} jobs in the store: median {statistics.median(times) * 1000:.1f} ms, "
-              f"max {max(times) * 1000:.1f} ms ({len(r.json()['jobs'])} jobs in the answer)")
+        print(
+            f"GET /v1/dashboard, {args.jobs:,} jobs in the store: median {statistics.median(times) * 1000:.1f} ms, "
+            f"max {max(times) * 1000:.1f} ms ({len(r.json()['jobs'])} jobs in the answer)"
+        )
 
         chromium = shutil.which("chromium")
         if chromium is None:
             print("page load: no chromium")
             return
         from playwright.sync_api import sync_playwright
+
         small = store_with(tmp / "page.sqlite", args.page_jobs)
         app = create_app(SchedulerService(small, IdleExecutor()), small, hash_token("admin"))
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
         server.install_signal_handlers = lambda: None
         threading.Thread(target=server.run, daemon=True).start()
         while not server.started:
@@ -105,8 +115,10 @@ def main() -> None:
                 page.close()
             browser.close()
         server.should_exit = True
-        print(f"page load with {args.page_jobs:,} jobs (navigation to job table drawn): "
-              f"median {statistics.median(loads) * 1000:.0f} ms, max {max(loads) * 1000:.0f} ms")
+        print(
+            f"page load with {args.page_jobs:,} jobs (navigation to job table drawn): "
+            f"median {statistics.median(loads) * 1000:.0f} ms, max {max(loads) * 1000:.0f} ms"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

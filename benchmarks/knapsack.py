@@ -24,6 +24,7 @@ from dlsched.view import Plan
 
 def highs_solve(groups, capacity):
     import highspy
+
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     index = []
@@ -65,20 +66,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    probe = prepare("philly", "1x8:V100", elastic_fraction=1.0, limit=args.jobs * 3, skip_invalid=True)
-    specs = [s for s in probe.jobs if s.num_gpus <= 8][:args.jobs]
+    probe = prepare(
+        "philly", "1x8:V100", elastic_fraction=1.0, limit=args.jobs * 3, skip_invalid=True
+    )
+    specs = [s for s in probe.jobs if s.num_gpus <= 8][: args.jobs]
     base = sum(s.gpu_range[0] for s in specs)
     nodes = -(-(base + args.spare) // 8)
     cluster = parse_cluster_spec(f"{nodes}x8:V100")
-    workload = prepare("philly", cluster, elastic_fraction=1.0, limit=args.jobs * 3, skip_invalid=True)
-    specs = [s for s in workload.jobs if s.num_gpus <= 8][:args.jobs]
+    workload = prepare(
+        "philly", cluster, elastic_fraction=1.0, limit=args.jobs * 3, skip_invalid=True
+    )
+    specs = [s for s in workload.jobs if s.num_gpus <= 8][: args.jobs]
 
     def fresh_state():
         state = ClusterState(cluster, make_policy("aryl"), workload=workload.model())
         policy = state.policy
         free = state.free
         plan = Plan()
-        for spec in specs:                      # every job at its base size, packed
+        for spec in specs:  # every job at its base size, packed
             job = state.submit(spec)
             gpus = policy.place(free, spec.gpu_range[0], None)
             free.take(gpus)
@@ -109,23 +114,30 @@ def main() -> None:
     knapsack.solve = original
     solve_s, groups, capacity = min(solves, key=lambda s: s[0])
     grown = sum(len(g) - len(j.gpus) for j, g in plan.resize)
-    print(f"{len(specs):,} elastic jobs at base size, {capacity:,} spare GPUs, "
-          f"{sum(len(o) for o in groups):,} options in {len(groups):,} groups")
-    print(f"aryl pass: {min(passes) * 1000:8.1f} ms  (knapsack solve {solve_s * 1000:.1f} ms; "
-          f"{len(plan.resize):,} jobs grow by {grown:,} GPUs)")
+    print(
+        f"{len(specs):,} elastic jobs at base size, {capacity:,} spare GPUs, "
+        f"{sum(len(o) for o in groups):,} options in {len(groups):,} groups"
+    )
+    print(
+        f"aryl pass: {min(passes) * 1000:8.1f} ms  (knapsack solve {solve_s * 1000:.1f} ms; "
+        f"{len(plan.resize):,} jobs grow by {grown:,} GPUs)"
+    )
     concave = knapsack._concave_marginals(groups) is not None
     rows = [("dynamic program", lambda: knapsack.solve_dp(groups, capacity))]
     if concave:
         rows.append(("concave fast path", lambda: knapsack.solve(groups, capacity)))
     try:
         import highspy  # noqa: F401
+
         rows.append(("HiGHS (MILP)", lambda: highs_solve(groups, capacity)))
     except ImportError:
         print("HiGHS: not installed (pip install highspy)")
     print(f"options concave in every group: {concave}")
     for name, fn in rows:
         wall, chosen = timed(fn, args.repeat)
-        print(f"{name:<18} {wall * 1000:9.1f} ms   value {knapsack.total_value(groups, chosen):,.1f} s of JCT")
+        print(
+            f"{name:<18} {wall * 1000:9.1f} ms   value {knapsack.total_value(groups, chosen):,.1f} s of JCT"
+        )
 
 
 if __name__ == "__main__":

@@ -27,10 +27,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 WORKLOADS = {
-    "lm": {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 512, "dim": 64, "layers": 2},
-           "batch_size": 16},
-    "resnet": {"entrypoint": "dlsched.workloads.resnet:build", "args": {"samples": 512, "width": 16},
-               "batch_size": 32},
+    "lm": {
+        "entrypoint": "dlsched.workloads.lm:build",
+        "args": {"samples": 512, "dim": 64, "layers": 2},
+        "batch_size": 16,
+    },
+    "resnet": {
+        "entrypoint": "dlsched.workloads.resnet:build",
+        "args": {"samples": 512, "width": 16},
+        "batch_size": 32,
+    },
 }
 OLD = [("n0", 0), ("n0", 1)]
 NEW = [("n0", 0), ("n0", 1), ("n1", 0), ("n1", 1)]
@@ -51,7 +57,7 @@ def is_marker(text: str) -> bool:
 def iterations_after_resize(log: Path) -> int:
     lines = parse(log) if log.exists() else []
     marks = [i for i, (_, text) in enumerate(lines) if is_marker(text)]
-    return sum(1 for _, text in lines[marks[0]:] if text.startswith("iteration ")) if marks else 0
+    return sum(1 for _, text in lines[marks[0] :] if text.startswith("iteration ")) if marks else 0
 
 
 def wait_iterations(executor, jid: str, n: int, timeout_s: float = 120) -> None:
@@ -71,11 +77,11 @@ def one_resize(executor, workload: dict, mechanism: str, tag: str) -> dict:
     wait_iterations(executor, jid, 40)
     if mechanism == "stop-resume":
         executor.stop(jid, graceful=True)
-        executor.start(jid, 2, NEW, config)      # waits for the stop's checkpoint first
+        executor.start(jid, 2, NEW, config)  # waits for the stop's checkpoint first
     else:
         executor.resize(jid, NEW)
     deadline = time.monotonic() + 180
-    while iterations_after_resize(executor.log_path(jid)) < 25:   # some at the new size
+    while iterations_after_resize(executor.log_path(jid)) < 25:  # some at the new size
         if time.monotonic() > deadline:
             raise TimeoutError(f"{jid}: too few iterations after the resize")
         time.sleep(0.2)
@@ -92,7 +98,9 @@ def one_resize(executor, workload: dict, mechanism: str, tag: str) -> dict:
     ordinary = statistics.median(gaps)
     out = {"lost_s": after[0] - before - ordinary, "iteration_s": ordinary}
     if mechanism == "stop-resume":
-        restart = next(t for t, text in lines if t > t_mark and text.startswith("start at iteration"))
+        restart = next(
+            t for t, text in lines if t > t_mark and text.startswith("start at iteration")
+        )
         out["stop_s"] = t_mark - before
         out["restart_s"] = restart - t_mark
     else:
@@ -107,11 +115,12 @@ def main() -> None:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lm")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from runtime_helpers import sandbox_for     # Ray and the sandbox as the server sets them up
+    from runtime_helpers import sandbox_for  # Ray and the sandbox as the server sets them up
 
     import ray
 
     from dlsched.runtime.executor import LocalRayCluster, RayExecutor
+
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -119,21 +128,31 @@ def main() -> None:
             results = {"stop-resume": [], "background": []}
             for r in range(args.repeat):
                 for mechanism in results:
-                    results[mechanism].append(one_resize(executor, WORKLOADS[args.workload], mechanism, str(r)))
+                    results[mechanism].append(
+                        one_resize(executor, WORKLOADS[args.workload], mechanism, str(r))
+                    )
             executor.shutdown()
     finally:
         ray.shutdown()
         cluster.shutdown()
     med = lambda rows, key: statistics.median(row[key] for row in rows)  # noqa: E731
     sr, bg = results["stop-resume"], results["background"]
-    print(f"workload {args.workload}, resize 2 -> 4 workers, {args.repeat} runs each (medians); "
-          f"an iteration at 4 workers takes {med(bg, 'iteration_s') * 1000:.0f} ms")
-    print(f"stop-resume: {med(sr, 'lost_s'):6.2f} s lost  (stop + checkpoint {med(sr, 'stop_s'):.2f} s, "
-          f"restart: processes, imports, build, load {med(sr, 'restart_s'):.2f} s)")
-    print(f"background:  {med(bg, 'lost_s'):6.2f} s lost  (switch pause {med(bg, 'pause_s'):.2f} s; "
-          f"{med(bg, 'prepare_s'):.2f} s of preparation overlapped training)")
-    print(f"background / stop-resume: {med(bg, 'lost_s') / med(sr, 'lost_s'):.3f} "
-          f"({(1 - med(bg, 'lost_s') / med(sr, 'lost_s')) * 100:.0f}% less time lost)")
+    print(
+        f"workload {args.workload}, resize 2 -> 4 workers, {args.repeat} runs each (medians); "
+        f"an iteration at 4 workers takes {med(bg, 'iteration_s') * 1000:.0f} ms"
+    )
+    print(
+        f"stop-resume: {med(sr, 'lost_s'):6.2f} s lost  (stop + checkpoint {med(sr, 'stop_s'):.2f} s, "
+        f"restart: processes, imports, build, load {med(sr, 'restart_s'):.2f} s)"
+    )
+    print(
+        f"background:  {med(bg, 'lost_s'):6.2f} s lost  (switch pause {med(bg, 'pause_s'):.2f} s; "
+        f"{med(bg, 'prepare_s'):.2f} s of preparation overlapped training)"
+    )
+    print(
+        f"background / stop-resume: {med(bg, 'lost_s') / med(sr, 'lost_s'):.3f} "
+        f"({(1 - med(bg, 'lost_s') / med(sr, 'lost_s')) * 100:.0f}% less time lost)"
+    )
 
 
 if __name__ == "__main__":

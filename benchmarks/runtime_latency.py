@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from runtime_helpers import LM, Harness, wait_for  # noqa: E402
 
 
-def first_iteration_latency(h: Harness, auth: dict, gpus: int, repeat: int) -> tuple[list[float], list[float]]:
+def first_iteration_latency(
+    h: Harness, auth: dict, gpus: int, repeat: int
+) -> tuple[list[float], list[float]]:
     to_running, to_first = [], []
     for _ in range(repeat):
         jid = h.submit(auth, **LM, gpus=gpus, batch_size=8, iterations=100000, log_every=1000)
@@ -44,9 +46,11 @@ def loop_latency(h: Harness, auth: dict, jobs: int, passes: int) -> tuple[list[f
     blocker = h.submit(auth, **LM, gpus=4, batch_size=8, iterations=10**7, log_every=10**6)
     h.wait_status(blocker, "running")
     for _ in range(jobs):
-        h.store.add_job("bench", {**LM, "gpus": 4, "batch_size": 8, "iterations": 10, "checkpoint_every": 50})
-    h.service.stop()                           # drive the passes by hand from here
-    h.service.step()                           # takes the 1,000 jobs in
+        h.store.add_job(
+            "bench", {**LM, "gpus": 4, "batch_size": 8, "iterations": 10, "checkpoint_every": 50}
+        )
+    h.service.stop()  # drive the passes by hand from here
+    h.service.step()  # takes the 1,000 jobs in
     assert len(h.service.books.pending) == jobs
     whole, policy = [], []
     for _ in range(passes):
@@ -61,19 +65,26 @@ def loop_latency(h: Harness, auth: dict, jobs: int, passes: int) -> tuple[list[f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=5, help="jobs per first-iteration measurement")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="jobs per first-iteration measurement"
+    )
     parser.add_argument("--passes", type=int, default=20)
     args = parser.parse_args()
     from dlsched.runtime.executor import LocalRayCluster
+
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
-    ms = lambda xs: f"median {statistics.median(xs) * 1000:8.1f} ms, min {min(xs) * 1000:8.1f}, max {max(xs) * 1000:8.1f}"  # noqa: E731
+    ms = lambda xs: (
+        f"median {statistics.median(xs) * 1000:8.1f} ms, min {min(xs) * 1000:8.1f}, max {max(xs) * 1000:8.1f}"
+    )  # noqa: E731
     try:
         with tempfile.TemporaryDirectory() as tmp:
             h = Harness(cluster.address, Path(tmp), "fifo")
             auth = h.tenant("bench")
             for gpus in (1, 2):
                 running, first = first_iteration_latency(h, auth, gpus, args.repeat)
-                print(f"submit -> running,         {gpus} GPU(s), {args.repeat} jobs: {ms(running)}")
+                print(
+                    f"submit -> running,         {gpus} GPU(s), {args.repeat} jobs: {ms(running)}"
+                )
                 print(f"submit -> first iteration, {gpus} GPU(s), {args.repeat} jobs: {ms(first)}")
             h.close()
         for policy in ("fifo", "tiresias"):
@@ -81,10 +92,13 @@ def main() -> None:
                 h = Harness(cluster.address, Path(tmp), policy)
                 auth = h.tenant("bench")
                 whole, decide = loop_latency(h, auth, args.jobs, args.passes)
-                print(f"{policy:<8} {args.jobs:,} queued: whole pass {ms(whole)}; policy alone {ms(decide)}")
+                print(
+                    f"{policy:<8} {args.jobs:,} queued: whole pass {ms(whole)}; policy alone {ms(decide)}"
+                )
                 h.close()
     finally:
         import ray
+
         ray.shutdown()
         cluster.shutdown()
 

@@ -30,10 +30,14 @@ MODELS = ["resnet18", "shufflenet_v2_x1_0", "vgg16", "vgg19", "dqn", "a2c", "ber
 def setup(policy_name: str, seed: int):
     rng = random.Random(seed)
     cluster = parse_cluster_spec("512x8:V100")
-    running = [JobSpec(f"r{i}", 0.0, 1, 10 ** rng.uniform(2, 5), model=MODELS[i % len(MODELS)])
-               for i in range(2048)]
-    pending = [JobSpec(f"p{i}", 0.0, 1, 10 ** rng.uniform(2, 5), model=MODELS[(i * 3) % len(MODELS)])
-               for i in range(5000)]
+    running = [
+        JobSpec(f"r{i}", 0.0, 1, 10 ** rng.uniform(2, 5), model=MODELS[i % len(MODELS)])
+        for i in range(2048)
+    ]
+    pending = [
+        JobSpec(f"p{i}", 0.0, 1, 10 ** rng.uniform(2, 5), model=MODELS[(i * 3) % len(MODELS)])
+        for i in range(5000)
+    ]
     policy = make_policy(policy_name)
     # the running half arrives and starts without the policy's hooks; then the policy takes over
     state = ClusterState(cluster, make_policy("fifo"), workload=PerfSpeed(PerfModel(), cluster))
@@ -54,16 +58,20 @@ def main() -> None:
     times = []
     for r in range(args.repeat):
         state, policy = setup(args.policy, seed=r)
-        gc.collect()   # do not bill the pass for collecting the setup's garbage
+        gc.collect()  # do not bill the pass for collecting the setup's garbage
         t0 = time.perf_counter()
         plan = policy.schedule(state)
         times.append(time.perf_counter() - t0)
     shared = sum(1 for job, gpus in plan.start if any(not state.free.is_free(g) for g in gpus))
     print(f"{args.policy}: one pass over 5,000 pending jobs, 4,096 GPUs, 2,048 busy")
-    print(f"  median {statistics.median(times) * 1000:.1f} ms, best {min(times) * 1000:.1f} ms "
-          f"over {args.repeat} runs")
-    print(f"  last run: {len(plan.start):,} jobs started, {shared:,} of them sharing a GPU, "
-          f"{len(plan.accumulation):,} with gradient accumulation")
+    print(
+        f"  median {statistics.median(times) * 1000:.1f} ms, best {min(times) * 1000:.1f} ms "
+        f"over {args.repeat} runs"
+    )
+    print(
+        f"  last run: {len(plan.start):,} jobs started, {shared:,} of them sharing a GPU, "
+        f"{len(plan.accumulation):,} with gradient accumulation"
+    )
 
 
 if __name__ == "__main__":

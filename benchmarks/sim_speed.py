@@ -29,37 +29,65 @@ def main() -> None:
     parser.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf")
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy; the best is shown")
     parser.add_argument("--no-perf", action="store_true", help="trace speeds, no performance model")
-    parser.add_argument("--elastic-fraction", type=float, default=0.0,
-                        help="share of jobs made elastic by the seeded rule (default 0)")
-    parser.add_argument("--resize-mechanism", default="background", choices=["background", "stop-resume"])
-    parser.add_argument("--deadlines", action="store_true", help="generated deadlines (for edf and genie)")
-    parser.add_argument("--quotas", help="the quota layer over each policy: equal, philly-vc or a YAML file")
-    parser.add_argument("--inference-demand", default="genai",
-                        help="demand of the cluster's inference pool, if it has one (genai, philly-nodes, a CSV)")
+    parser.add_argument(
+        "--elastic-fraction",
+        type=float,
+        default=0.0,
+        help="share of jobs made elastic by the seeded rule (default 0)",
+    )
+    parser.add_argument(
+        "--resize-mechanism", default="background", choices=["background", "stop-resume"]
+    )
+    parser.add_argument(
+        "--deadlines", action="store_true", help="generated deadlines (for edf and genie)"
+    )
+    parser.add_argument(
+        "--quotas", help="the quota layer over each policy: equal, philly-vc or a YAML file"
+    )
+    parser.add_argument(
+        "--inference-demand",
+        default="genai",
+        help="demand of the cluster's inference pool, if it has one (genai, philly-nodes, a CSV)",
+    )
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    workload = prepare(args.trace, args.cluster, perf=not args.no_perf, elastic_fraction=args.elastic_fraction,
-                       deadlines=args.deadlines)
+    workload = prepare(
+        args.trace,
+        args.cluster,
+        perf=not args.no_perf,
+        elastic_fraction=args.elastic_fraction,
+        deadlines=args.deadlines,
+    )
     cluster, jobs = workload.cluster, workload.jobs
     load_s = time.perf_counter() - t0
-    print(f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
-          f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
-          f"{'trace speeds' if args.no_perf else 'performance model'}; elastic fraction {args.elastic_fraction}")
+    print(
+        f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
+        f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
+        f"{'trace speeds' if args.no_perf else 'performance model'}; elastic fraction {args.elastic_fraction}"
+    )
     servers = sum(1 for n in cluster.nodes if n.pool == "inference")
     demand = demand_cycle(load_curve(args.inference_demand), servers) if servers else None
-    print(f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'resizes':>8} {'mean JCT h':>11}")
+    print(
+        f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'resizes':>8} {'mean JCT h':>11}"
+    )
     for name in args.policies.split(","):
         best = None
         for _ in range(args.repeat):
             policy = make_policy(name)
             if args.quotas:
-                config = load_tenants(args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
+                config = load_tenants(
+                    args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training")
+                )
                 policy = QuotaLayer(policy, config)
             t0 = time.perf_counter()
-            result = simulate(cluster, jobs, policy, SimConfig(resize_mechanism=args.resize_mechanism,
-                                                                 inference_demand=demand),
-                              workload=workload.model())
+            result = simulate(
+                cluster,
+                jobs,
+                policy,
+                SimConfig(resize_mechanism=args.resize_mechanism, inference_demand=demand),
+                workload=workload.model(),
+            )
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:
                 best = (wall, result)
@@ -67,8 +95,10 @@ def main() -> None:
         done = [j for j in result.jobs if j.finish is not None]
         mean_jct_h = sum(j.finish - j.spec.submit_time_s for j in done) / len(done) / 3600
         resizes = sum(j.resizes for j in result.jobs)
-        print(f"{name:<16} {wall:8.2f} {len(result.jobs) / wall:10,.0f} {result.events / wall:10,.0f} "
-              f"{result.schedule_calls:9,} {resizes:8,} {mean_jct_h:11.2f}")
+        print(
+            f"{name:<16} {wall:8.2f} {len(result.jobs) / wall:10,.0f} {result.events / wall:10,.0f} "
+            f"{result.schedule_calls:9,} {resizes:8,} {mean_jct_h:11.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,12 +26,23 @@ from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 
-POLICIES = [("aryl-base", {}), ("aryl-no-loan", {}), ("aryl-no-elastic", {}), ("aryl-naive-reclaim", {}),
-            ("aryl (random reclaim)", {"reclaim": "random"}), ("aryl", {})]
-WORKLOADS = {   # name: trace, training + inference cluster, trace parameters, demand curve
+POLICIES = [
+    ("aryl-base", {}),
+    ("aryl-no-loan", {}),
+    ("aryl-no-elastic", {}),
+    ("aryl-naive-reclaim", {}),
+    ("aryl (random reclaim)", {"reclaim": "random"}),
+    ("aryl", {}),
+]
+WORKLOADS = {  # name: trace, training + inference cluster, trace parameters, demand curve
     "philly": ("philly", "64x8:V100,16x8:V100@inference", {}, "genai"),
     "philly, Philly-nodes demand": ("philly", "64x8:V100,16x8:V100@inference", {}, "philly-nodes"),
-    "synthetic": ("synthetic", "16x8:V100,4x8:V100@inference", {"num_jobs": 3000, "load": 2.0}, "genai"),
+    "synthetic": (
+        "synthetic",
+        "16x8:V100,4x8:V100@inference",
+        {"num_jobs": 3000, "load": 2.0},
+        "genai",
+    ),
 }
 ELASTIC_FRACTION = 0.5
 PLOT_DAYS = 3
@@ -46,14 +57,35 @@ def run_one(task: tuple) -> dict:
     servers = sum(1 for n in w.cluster.nodes if n.pool == "inference")
     demand = demand_cycle(load_curve(source), servers)
     t0 = time.perf_counter()
-    result = simulate(w.cluster, w.jobs, policy, SimConfig(inference_demand=demand), workload=w.model())
+    result = simulate(
+        w.cluster, w.jobs, policy, SimConfig(inference_demand=demand), workload=w.model()
+    )
     wall = time.perf_counter() - t0
     s = summarize(result)
     horizon = result.start_s + PLOT_DAYS * 86400
-    series = [(t - result.start_s, loaned, needed) for t, loaned, needed
-              in zip(result.ts_time, result.ts_loaned, result.ts_inference) if t <= horizon]
-    return {"workload": workload, "run": label, "wall_s": wall, "pools": s["pools"], "series": series[::max(1, len(series) // 4000)],
-            **{k: s[k] for k in ("jobs", "mean_jct_s", "mean_queue_s", "makespan_s", "gpu_utilization", "preemptions")}}
+    series = [
+        (t - result.start_s, loaned, needed)
+        for t, loaned, needed in zip(result.ts_time, result.ts_loaned, result.ts_inference)
+        if t <= horizon
+    ]
+    return {
+        "workload": workload,
+        "run": label,
+        "wall_s": wall,
+        "pools": s["pools"],
+        "series": series[:: max(1, len(series) // 4000)],
+        **{
+            k: s[k]
+            for k in (
+                "jobs",
+                "mean_jct_s",
+                "mean_queue_s",
+                "makespan_s",
+                "gpu_utilization",
+                "preemptions",
+            )
+        },
+    }
 
 
 def write_summary(results: list[dict], out: Path) -> None:
@@ -63,10 +95,13 @@ def write_summary(results: list[dict], out: Path) -> None:
         if not rows:
             continue
         base = next(r for r in rows if r["run"] == "aryl-base")
-        lines += [f"## {workload} ({rows[0]['jobs']:,} jobs)", "",
-                  "| policy | mean queuing (h) | vs base | mean JCT (h) | vs base | usage, both pools | "
-                  "reclaims | scale-ins | reclaim preemptions | of which at the deadline | inference shortfall (server-s) | wall (s) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {workload} ({rows[0]['jobs']:,} jobs)",
+            "",
+            "| policy | mean queuing (h) | vs base | mean JCT (h) | vs base | usage, both pools | "
+            "reclaims | scale-ins | reclaim preemptions | of which at the deadline | inference shortfall (server-s) | wall (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             p = r["pools"]
             lines.append(
@@ -74,20 +109,39 @@ def write_summary(results: list[dict], out: Path) -> None:
                 f"{r['mean_jct_s'] / 3600:.2f} | {base['mean_jct_s'] / r['mean_jct_s']:.2f}x | "
                 f"{p['cluster_usage']:.1%} ({(p['cluster_usage'] / base['pools']['cluster_usage'] - 1):+.1%}) | "
                 f"{p['reclaims']:,} | {p['reclaim_scale_ins']:,} | {p['reclaim_preemptions']:,} | {p['forced_preemptions']:,} | "
-                f"{p['inference_shortfall_server_s']:g} | {r['wall_s']:.1f} |")
+                f"{p['inference_shortfall_server_s']:g} | {r['wall_s']:.1f} |"
+            )
         lines.append("")
     (out / "summary.md").write_text("\n".join(lines))
 
 
 def plot(results: list[dict], out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    run = next((r for r in results if r["workload"] == "philly" and r["run"] == "aryl"), None) or results[-1]
+
+    run = (
+        next((r for r in results if r["workload"] == "philly" and r["run"] == "aryl"), None)
+        or results[-1]
+    )
     fig, ax = plt.subplots(figsize=(8, 3))
     t = [x[0] / 86400 for x in run["series"]]
-    ax.step(t, [x[2] for x in run["series"]], where="post", color="black", linewidth=1, label="inference needs")
-    ax.step(t, [x[1] for x in run["series"]], where="post", linewidth=1, label="loaned to training (aryl)")
+    ax.step(
+        t,
+        [x[2] for x in run["series"]],
+        where="post",
+        color="black",
+        linewidth=1,
+        label="inference needs",
+    )
+    ax.step(
+        t,
+        [x[1] for x in run["series"]],
+        where="post",
+        linewidth=1,
+        label="loaned to training (aryl)",
+    )
     ax.set_xlabel("days since the first submission")
     ax.set_ylabel("inference servers")
     ax.set_title(f"{run['workload']}: inference demand (GenAI QPS curve) vs loaned servers")
@@ -114,7 +168,9 @@ def main() -> None:
     write_summary(results, out)
     plot(results, out)
     print((out / "summary.md").read_text())
-    print(f"{len(tasks)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, results.json, loaning.png")
+    print(
+        f"{len(tasks)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, results.json, loaning.png"
+    )
 
 
 if __name__ == "__main__":

@@ -53,12 +53,24 @@ def workload(n: int, seed: int) -> list[tuple[float, str, dict]]:
         t += rng.expovariate(1 / 7.0)
         gpus = rng.choice([1, 1, 1, 2, 2, 4])
         batch = 32
-        per_iteration_s = (5.0 + 2.0 * batch / gpus) / 1000       # the emulated device's time
+        per_iteration_s = (5.0 + 2.0 * batch / gpus) / 1000  # the emulated device's time
         iterations = int(rng.uniform(20, 80) / per_iteration_s)
-        jobs.append((t, rng.choice(["alice", "bob"]), {
-            "entrypoint": "dlsched.workloads.emulated:build", "gpus": gpus, "batch_size": batch,
-            "iterations": iterations, "name": f"cal-{i}", "log_every": 200, "checkpoint_every": 0,
-            "args": {"per_sample_ms": 2.0, "fixed_ms": 5.0, "seed": i}}))
+        jobs.append(
+            (
+                t,
+                rng.choice(["alice", "bob"]),
+                {
+                    "entrypoint": "dlsched.workloads.emulated:build",
+                    "gpus": gpus,
+                    "batch_size": batch,
+                    "iterations": iterations,
+                    "name": f"cal-{i}",
+                    "log_every": 200,
+                    "checkpoint_every": 0,
+                    "args": {"per_sample_ms": 2.0, "fixed_ms": 5.0, "seed": i},
+                },
+            )
+        )
     return jobs
 
 
@@ -71,14 +83,40 @@ class Server:
         token_file.write_text("calibration-admin-token-0123456789")
         self.admin = {"Authorization": "Bearer calibration-admin-token-0123456789"}
         isolate = os.geteuid() == 0 and shutil.which("bwrap") is not None
-        params = [a for k, v in POLICY_PARAMS.get(policy, {}).items() for a in ("--param", f"{k}={v}")]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+        params = [
+            a for k, v in POLICY_PARAMS.get(policy, {}).items() for a in ("--param", f"{k}={v}")
+        ]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_AUTH_MODE": "disabled",
+        }
         self.log = open(data_dir / "server.log", "w")
         self.proc = subprocess.Popen(
-            DLSCHED + ["server", "--policy", policy, *params, "--port", str(self.port), "--data-dir", str(data_dir),
-                       "--admin-token-file", str(token_file), "--nodes", "2", "--gpus-per-node", "4"]
+            DLSCHED
+            + [
+                "server",
+                "--policy",
+                policy,
+                *params,
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(data_dir),
+                "--admin-token-file",
+                str(token_file),
+                "--nodes",
+                "2",
+                "--gpus-per-node",
+                "4",
+            ]
             + ([] if isolate else ["--trust-tenants"]),
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         deadline = time.time() + 180
         while time.time() < deadline:
             try:
@@ -97,7 +135,7 @@ class Server:
         return r.json()
 
     def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)       # only the processes this script started
+        os.killpg(self.proc.pid, signal.SIGTERM)  # only the processes this script started
         try:
             self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
@@ -110,9 +148,13 @@ def run_policy(policy: str, jobs, out: Path) -> dict:
     shutil.rmtree(data_dir, ignore_errors=True)
     server = Server(policy, data_dir)
     try:
-        tokens = {t: {"Authorization": "Bearer " + server.call("POST", "/v1/tenants", server.admin,
-                                                              json={"name": t})["token"]}
-                  for t in ("alice", "bob")}
+        tokens = {
+            t: {
+                "Authorization": "Bearer "
+                + server.call("POST", "/v1/tenants", server.admin, json={"name": t})["token"]
+            }
+            for t in ("alice", "bob")
+        }
         start, ids = time.time(), []
         for offset, tenant, spec in jobs:
             time.sleep(max(0.0, start + offset - time.time()))
@@ -120,8 +162,11 @@ def run_policy(policy: str, jobs, out: Path) -> dict:
         while True:
             rows = server.call("GET", "/v1/jobs", server.admin)
             left = [r for r in rows if r["status"] not in ("done", "failed", "cancelled")]
-            print(f"\r{policy}: {len(rows) - len(left)}/{len(rows)} finished after {time.time() - start:.0f} s",
-                  end="", flush=True)
+            print(
+                f"\r{policy}: {len(rows) - len(left)}/{len(rows)} finished after {time.time() - start:.0f} s",
+                end="",
+                flush=True,
+            )
             if not left:
                 break
             time.sleep(5)
@@ -141,6 +186,7 @@ def replay(policy: str, history: dict, out: Path, pauses: str) -> dict:
     (``own``), the cluster's median ones (``median``) or none; its calibration against the
     measured JCTs."""
     from dlsched.runtime.export import history_csv
+
     name = f"replay-{pauses}-pauses"
     path = out / policy / f"{name}.csv"
     rows = list(csv.DictReader(history_csv(history).splitlines()))
@@ -155,10 +201,26 @@ def replay(policy: str, history: dict, out: Path, pauses: str) -> dict:
         w.writeheader()
         w.writerows(rows)
     params = [a for k, v in history["params"].items() for a in ("--param", f"{k}={v}")]
-    subprocess.run(DLSCHED + ["whatif", "--trace", str(path), "--cluster", history["cluster"],
-                              "--server-policy", policy, *params, "--out", str(out / policy / name),
-                              "--no-progress"], check=True)
-    return json.loads((out / policy / name / "whatif.json").read_text())["policies"][policy]["calibration"]
+    subprocess.run(
+        DLSCHED
+        + [
+            "whatif",
+            "--trace",
+            str(path),
+            "--cluster",
+            history["cluster"],
+            "--server-policy",
+            policy,
+            *params,
+            "--out",
+            str(out / policy / name),
+            "--no-progress",
+        ],
+        check=True,
+    )
+    return json.loads((out / policy / name / "whatif.json").read_text())["policies"][policy][
+        "calibration"
+    ]
 
 
 def main() -> None:
@@ -167,21 +229,29 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default="tiresias,sjf-bsbf")
     parser.add_argument("--out", default=str(ROOT / "out" / "calibration"))
-    parser.add_argument("--replay-only", action="store_true", help="replay the histories of an earlier run")
+    parser.add_argument(
+        "--replay-only", action="store_true", help="replay the histories of an earlier run"
+    )
     args = parser.parse_args()
     out = Path(args.out)
     results = {}
     for policy in args.policies.split(","):
         t0 = time.time()
-        history = (json.loads((out / policy / "history.json").read_text()) if args.replay_only
-                   else run_policy(policy, workload(args.jobs, args.seed), out))
+        history = (
+            json.loads((out / policy / "history.json").read_text())
+            if args.replay_only
+            else run_policy(policy, workload(args.jobs, args.seed), out)
+        )
         jobs = history["jobs"]
         results[policy] = {
-            "wall_s": round(time.time() - t0), "jobs": len(jobs),
+            "wall_s": round(time.time() - t0),
+            "jobs": len(jobs),
             "preemptions": sum(j["preemptions"] for j in jobs),
-            "shared": sum(1 for j in jobs if j["slowdown"]), "sizes": sorted({j["gpus"] for j in jobs}),
+            "shared": sum(1 for j in jobs if j["slowdown"]),
+            "sizes": sorted({j["gpus"] for j in jobs}),
             "typical_pauses": history["typical"],
-            **{f"{p}_pauses": replay(policy, history, out, p) for p in ("own", "median", "none")}}
+            **{f"{p}_pauses": replay(policy, history, out, p) for p in ("own", "median", "none")},
+        }
         print(json.dumps(results[policy], indent=1))
     (out / "calibration.json").write_text(json.dumps(results, indent=1))
     print(f"wrote {out / 'calibration.json'}")

@@ -23,9 +23,14 @@ from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 
-POLICIES = [("genie", "genie", {}), ("genie (oracle)", "genie-oracle", {}), ("edf", "edf", {}),
-            ("fifo", "fifo", {"scan": "backfill"}), ("sjf", "sjf", {"scan": "backfill"}),
-            ("tiresias", "tiresias", {})]
+POLICIES = [
+    ("genie", "genie", {}),
+    ("genie (oracle)", "genie-oracle", {}),
+    ("edf", "edf", {}),
+    ("fifo", "fifo", {"scan": "backfill"}),
+    ("sjf", "sjf", {"scan": "backfill"}),
+    ("tiresias", "tiresias", {}),
+]
 SYNTHETIC_CLUSTER = "16x8:V100"
 SYNTHETIC_JOBS = 2000
 
@@ -35,36 +40,70 @@ def run_one(task: tuple) -> dict:
     if workload_name == "philly":
         w = prepare("philly", "64x8:V100", deadlines=True)
     else:
-        w = prepare("synthetic", SYNTHETIC_CLUSTER, deadlines=True,
-                    trace_params={"num_jobs": SYNTHETIC_JOBS, "load": load})
+        w = prepare(
+            "synthetic",
+            SYNTHETIC_CLUSTER,
+            deadlines=True,
+            trace_params={"num_jobs": SYNTHETIC_JOBS, "load": load},
+        )
     t0 = time.perf_counter()
-    result = simulate(w.cluster, w.jobs, make_policy(policy, **params), SimConfig(), workload=w.model())
+    result = simulate(
+        w.cluster, w.jobs, make_policy(policy, **params), SimConfig(), workload=w.model()
+    )
     wall = time.perf_counter() - t0
     rows = job_rows(result.jobs)
     s = summarize(result, rows)
     late = sorted(r["finish_s"] - r["deadline_s"] for r in rows if r["met_deadline"] is False)
-    return {"workload": workload_name, "load": load, "run": label, "wall_s": wall, "qos": s["qos"],
-            "late_s": late, **{k: s[k] for k in ("jobs", "mean_jct_s", "makespan_s", "mean_queue_s",
-                                                  "gpu_utilization", "mean_size_vs_requested", "preemptions")}}
+    return {
+        "workload": workload_name,
+        "load": load,
+        "run": label,
+        "wall_s": wall,
+        "qos": s["qos"],
+        "late_s": late,
+        **{
+            k: s[k]
+            for k in (
+                "jobs",
+                "mean_jct_s",
+                "makespan_s",
+                "mean_queue_s",
+                "gpu_utilization",
+                "mean_size_vs_requested",
+                "preemptions",
+            )
+        },
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/genie")
-    parser.add_argument("--loads", default="2,4,8", help="nominal offered loads of the synthetic workload (default %(default)s)")
+    parser.add_argument(
+        "--loads",
+        default="2,4,8",
+        help="nominal offered loads of the synthetic workload (default %(default)s)",
+    )
     parser.add_argument("--skip-philly", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     workloads = [("synthetic", float(x)) for x in args.loads.split(",")]
     if not args.skip_philly:
         workloads.insert(0, ("philly", 1.0))
-    tasks = [(name, load, label, policy, params) for name, load in workloads for label, policy, params in POLICIES]
+    tasks = [
+        (name, load, label, policy, params)
+        for name, load in workloads
+        for label, policy, params in POLICIES
+    ]
     rows = []
     with ProcessPoolExecutor(args.workers) as pool:
         for row in pool.map(run_one, tasks):
             rows.append(row)
-            print(f"{row['workload']} load {row['load']:g} {row['run']}: QoS {row['qos']['qos_pct']:.1f}%, "
-                  f"makespan {row['makespan_s'] / 86400:.2f} d ({row['wall_s']:.1f} s)", flush=True)
+            print(
+                f"{row['workload']} load {row['load']:g} {row['run']}: QoS {row['qos']['qos_pct']:.1f}%, "
+                f"makespan {row['makespan_s'] / 86400:.2f} d ({row['wall_s']:.1f} s)",
+                flush=True,
+            )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(rows, indent=1))
@@ -73,12 +112,15 @@ def main() -> None:
 
 def write_summary(rows: list[dict], out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lines = ["| workload | load | policy | QoS met | tight | normal | loose | vs best baseline | makespan (d) | "
-             "vs best baseline | mean JCT (h) | p50 / p95 / p99 lateness (h) | size / request | wall (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | load | policy | QoS met | tight | normal | loose | vs best baseline | makespan (d) | "
+        "vs best baseline | mean JCT (h) | p50 / p95 / p99 lateness (h) | size / request | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     groups = list(dict.fromkeys((r["workload"], r["load"]) for r in rows))
     for group in groups:
         these = [r for r in rows if (r["workload"], r["load"]) == group]
@@ -89,12 +131,15 @@ def write_summary(rows: list[dict], out: Path) -> None:
             q = r["qos"]
             by = {k: f"{v['qos_pct']:.1f}%" for k, v in q["by_class"].items()}
             late = q["lateness_s"] or {}
-            lateness = " / ".join(f"{late[p] / 3600:,.1f}" for p in ("p50", "p95", "p99")) if late else "-"
+            lateness = (
+                " / ".join(f"{late[p] / 3600:,.1f}" for p in ("p50", "p95", "p99")) if late else "-"
+            )
             lines.append(
                 f"| {r['workload']} | {r['load']:g} | {r['run']} | {q['qos_pct']:.1f}% | {by.get('tight', '-')} | "
                 f"{by.get('normal', '-')} | {by.get('loose', '-')} | {q['qos_pct'] - best_qos:+.1f} pts | "
                 f"{r['makespan_s'] / 86400:,.2f} | {r['makespan_s'] / best_makespan - 1:+.1%} | "
-                f"{r['mean_jct_s'] / 3600:,.2f} | {lateness} | {r['mean_size_vs_requested']:.2f} | {r['wall_s']:.1f} |")
+                f"{r['mean_jct_s'] / 3600:,.2f} | {lateness} | {r['mean_size_vs_requested']:.2f} | {r['wall_s']:.1f} |"
+            )
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -102,11 +147,23 @@ def write_summary(rows: list[dict], out: Path) -> None:
     runs = list(dict.fromkeys(r["run"] for r in rows))
     width = 0.8 / len(runs)
     for i, run in enumerate(runs):
-        values = [next((r["qos"]["qos_pct"] for r in rows if (r["workload"], r["load"]) == g and r["run"] == run), 0)
-                  for g in groups]
+        values = [
+            next(
+                (
+                    r["qos"]["qos_pct"]
+                    for r in rows
+                    if (r["workload"], r["load"]) == g and r["run"] == run
+                ),
+                0,
+            )
+            for g in groups
+        ]
         ax.bar([k + i * width for k in range(len(groups))], values, width, label=run)
-    ax.set_xticks([k + width * (len(runs) - 1) / 2 for k in range(len(groups))],
-                  [f"{w}\nload {load:g}" if w != "philly" else "philly" for w, load in groups], fontsize=8)
+    ax.set_xticks(
+        [k + width * (len(runs) - 1) / 2 for k in range(len(groups))],
+        [f"{w}\nload {load:g}" if w != "philly" else "philly" for w, load in groups],
+        fontsize=8,
+    )
     ax.set_ylabel("QoS-guarantee %")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -120,7 +177,9 @@ def write_summary(rows: list[dict], out: Path) -> None:
             if late:
                 ax.plot(late, [(i + 1) / len(late) for i in range(len(late))], label=r["run"])
         ax.set_xscale("log")
-        ax.set_title(group[0] if group[0] == "philly" else f"{group[0]}, load {group[1]:g}", fontsize=9)
+        ax.set_title(
+            group[0] if group[0] == "philly" else f"{group[0]}, load {group[1]:g}", fontsize=9
+        )
         ax.set_xlabel("lateness of late jobs (h)")
     axes[0][0].set_ylabel("CDF")
     axes[0][0].legend(fontsize=7)

@@ -31,13 +31,20 @@ def offered_demand_gpus(name: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/sjf-bsbf")
-    parser.add_argument("--load", type=float, default=1.0,
-                        help="offered load the Muri clusters are sized for (default 1.0: as many "
-                             "GPUs as the trace's average demand)")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=1.0,
+        help="offered load the Muri clusters are sized for (default 1.0: as many "
+        "GPUs as the trace's average demand)",
+    )
     parser.add_argument("--skip-philly", action="store_true")
-    parser.add_argument("--scan", choices=["strict", "backfill", "greedy"],
-                        help="run every policy with this scan (default: each policy's own: strict for "
-                             "the SJF family and FIFO, greedy for Tiresias)")
+    parser.add_argument(
+        "--scan",
+        choices=["strict", "backfill", "greedy"],
+        help="run every policy with this scan (default: each policy's own: strict for "
+        "the SJF family and FIFO, greedy for Tiresias)",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     workloads = []
@@ -50,8 +57,21 @@ def main() -> None:
     rows = []
     for trace, cluster in workloads:
         folder = out / trace
-        code = dlsched(["compare", "--trace", trace, "--cluster", cluster, "--policies", ",".join(POLICIES),
-                        "--out", str(folder), "--no-progress"] + (["--scan", args.scan] if args.scan else []))
+        code = dlsched(
+            [
+                "compare",
+                "--trace",
+                trace,
+                "--cluster",
+                cluster,
+                "--policies",
+                ",".join(POLICIES),
+                "--out",
+                str(folder),
+                "--no-progress",
+            ]
+            + (["--scan", args.scan] if args.scan else [])
+        )
         if code:
             raise SystemExit(code)
         for s in json.loads((folder / "comparison.json").read_text()):
@@ -61,12 +81,15 @@ def main() -> None:
 
 def write_summary(rows: list[dict], out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lines = ["| trace | cluster | policy | mean JCT (h) | vs SJF-BSBF | median JCT (h) | p99 JCT (h) | "
-             "makespan (d) | shared GPU-time | jobs shared | mean slowdown sharing | preemptions |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| trace | cluster | policy | mean JCT (h) | vs SJF-BSBF | median JCT (h) | p99 JCT (h) | "
+        "makespan (d) | shared GPU-time | jobs shared | mean slowdown sharing | preemptions |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     traces = list(dict.fromkeys(r["trace"] for r in rows))
     ratios = {p: [] for p in POLICIES}
     for trace in traces:
@@ -76,11 +99,13 @@ def write_summary(rows: list[dict], out: Path) -> None:
             r = these[p]
             ratios[p].append(r["mean_jct_s"] / ref)
             slow = r.get("mean_sharing_slowdown")
-            lines.append(f"| {trace} | {r['cluster']} | {p} | {r['mean_jct_s'] / 3600:,.1f} | "
-                         f"{r['mean_jct_s'] / ref:.2f}x | {r['median_jct_s'] / 3600:,.2f} | "
-                         f"{r['p99_jct_s'] / 3600:,.1f} | {r['makespan_s'] / 86400:,.1f} | "
-                         f"{r['shared_gpu_time_share']:.1%} | {r['jobs_shared']:,} | "
-                         f"{'-' if slow is None else f'{slow:.2f}'} | {r['preemptions']:,} |")
+            lines.append(
+                f"| {trace} | {r['cluster']} | {p} | {r['mean_jct_s'] / 3600:,.1f} | "
+                f"{r['mean_jct_s'] / ref:.2f}x | {r['median_jct_s'] / 3600:,.2f} | "
+                f"{r['p99_jct_s'] / 3600:,.1f} | {r['makespan_s'] / 86400:,.1f} | "
+                f"{r['shared_gpu_time_share']:.1%} | {r['jobs_shared']:,} | "
+                f"{'-' if slow is None else f'{slow:.2f}'} | {r['preemptions']:,} |"
+            )
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 3.5))

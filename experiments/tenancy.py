@@ -25,9 +25,14 @@ from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 from dlsched.tenancy import philly_vc
 
-RUNS = [("tiresias, no quotas", "tiresias", None), ("tiresias, hard quotas", "tiresias", "hard"),
-        ("tiresias, borrowing", "tiresias", "borrow"), ("drf", "drf", None), ("ftf", "ftf", None),
-        ("drf, borrowing", "drf", "borrow")]
+RUNS = [
+    ("tiresias, no quotas", "tiresias", None),
+    ("tiresias, hard quotas", "tiresias", "hard"),
+    ("tiresias, borrowing", "tiresias", "borrow"),
+    ("drf", "drf", None),
+    ("ftf", "ftf", None),
+    ("drf, borrowing", "drf", "borrow"),
+]
 CLUSTER = "64x8:V100"
 
 
@@ -47,41 +52,75 @@ def run_one(label: str) -> dict:
     for r in rows:
         if r["first_start_s"] is None:
             never[r["tenant"]] = never.get(r["tenant"], 0) + 1
-    return {"run": label, "wall_s": wall, "mean_jct_s": s["mean_jct_s"], "mean_queue_s": s["mean_queue_s"],
-            "jobs_completed": s["jobs_completed"], "preemptions": s["preemptions"],
-            "jain_index": s["jain_index"], "max_tenant_rho": s["max_tenant_rho"],
-            "evictions": (s.get("quotas") or {}).get("evictions", 0), "never_started": never,
-            "tenants": {t: {k: v[k] for k in ("jobs", "mean_jct_s", "mean_queue_s", "job_gpu_time_s")}
-                        for t, v in s["tenants"].items()},
-            "rho": s["fairness"]["rho_by_tenant"],
-            "quotas": (s.get("quotas") or {}).get("tenants")}
+    return {
+        "run": label,
+        "wall_s": wall,
+        "mean_jct_s": s["mean_jct_s"],
+        "mean_queue_s": s["mean_queue_s"],
+        "jobs_completed": s["jobs_completed"],
+        "preemptions": s["preemptions"],
+        "jain_index": s["jain_index"],
+        "max_tenant_rho": s["max_tenant_rho"],
+        "evictions": (s.get("quotas") or {}).get("evictions", 0),
+        "never_started": never,
+        "tenants": {
+            t: {k: v[k] for k in ("jobs", "mean_jct_s", "mean_queue_s", "job_gpu_time_s")}
+            for t, v in s["tenants"].items()
+        },
+        "rho": s["fairness"]["rho_by_tenant"],
+        "quotas": (s.get("quotas") or {}).get("tenants"),
+    }
 
 
 def write_summary(results: list[dict], out: Path) -> None:
     quotas = philly_vc(512)
-    lines = ["# Tenancy on Philly: results", "",
-             "| run | mean JCT (h) | mean queuing (h) | completed | preemptions | evictions | Jain | max rho | wall (s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Tenancy on Philly: results",
+        "",
+        "| run | mean JCT (h) | mean queuing (h) | completed | preemptions | evictions | Jain | max rho | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r['run']} | {r['mean_jct_s'] / 3600:.2f} | {r['mean_queue_s'] / 3600:.2f} | "
-                     f"{r['jobs_completed']:,} | {r['preemptions']:,} | {r['evictions']:,} | {r['jain_index']:.3f} | "
-                     f"{r['max_tenant_rho']:.1f} | {r['wall_s']:.1f} |")
+        lines.append(
+            f"| {r['run']} | {r['mean_jct_s'] / 3600:.2f} | {r['mean_queue_s'] / 3600:.2f} | "
+            f"{r['jobs_completed']:,} | {r['preemptions']:,} | {r['evictions']:,} | {r['jain_index']:.3f} | "
+            f"{r['max_tenant_rho']:.1f} | {r['wall_s']:.1f} |"
+        )
     tenants = sorted(results[0]["tenants"], key=lambda t: -results[0]["tenants"][t]["jobs"])
-    lines += ["", "Mean queuing per VC (hours; nominal quota in GPUs, jobs):", "",
-              "| VC | quota | jobs | " + " | ".join(r["run"] for r in results) + " |",
-              "|---|---|---|" + "---|" * len(results)]
+    lines += [
+        "",
+        "Mean queuing per VC (hours; nominal quota in GPUs, jobs):",
+        "",
+        "| VC | quota | jobs | " + " | ".join(r["run"] for r in results) + " |",
+        "|---|---|---|" + "---|" * len(results),
+    ]
     for t in tenants:
         cells = []
         for r in results:
             v = r["tenants"][t]
             never = r["never_started"].get(t, 0)
             q = v["mean_queue_s"]
-            cells.append(("-" if q != q else f"{q / 3600:.2f}") + (f" ({never} never ran)" if never else ""))
-        lines.append(f"| {t} | {quotas.quota(t).nominal} | {results[0]['tenants'][t]['jobs']:,} | " + " | ".join(cells) + " |")
-    lines += ["", "Rho per VC (summed JCT over summed time on its own 1/15 of the cluster):", "",
-              "| VC | " + " | ".join(r["run"] for r in results) + " |", "|---|" + "---|" * len(results)]
+            cells.append(
+                ("-" if q != q else f"{q / 3600:.2f}") + (f" ({never} never ran)" if never else "")
+            )
+        lines.append(
+            f"| {t} | {quotas.quota(t).nominal} | {results[0]['tenants'][t]['jobs']:,} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "Rho per VC (summed JCT over summed time on its own 1/15 of the cluster):",
+        "",
+        "| VC | " + " | ".join(r["run"] for r in results) + " |",
+        "|---|" + "---|" * len(results),
+    ]
     for t in tenants:
-        lines.append(f"| {t} | " + " | ".join("-" if r["rho"][t] is None else f"{r['rho'][t]:.1f}" for r in results) + " |")
+        lines.append(
+            f"| {t} | "
+            + " | ".join("-" if r["rho"][t] is None else f"{r['rho'][t]:.1f}" for r in results)
+            + " |"
+        )
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
 
@@ -98,7 +137,9 @@ def main() -> None:
     (out / "results.json").write_text(json.dumps(results, indent=1))
     write_summary(results, out)
     print((out / "summary.md").read_text())
-    print(f"{len(RUNS)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, results.json")
+    print(
+        f"{len(RUNS)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, results.json"
+    )
 
 
 if __name__ == "__main__":

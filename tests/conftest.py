@@ -7,14 +7,16 @@ from dlsched.sim import SimConfig, simulate
 
 
 def job(job_id, submit, gpus, duration, **kw):
-    return JobSpec(job_id=job_id, submit_time_s=float(submit), num_gpus=gpus,
-                   duration_s=float(duration), **kw)
+    return JobSpec(
+        job_id=job_id, submit_time_s=float(submit), num_gpus=gpus, duration_s=float(duration), **kw
+    )
 
 
 def run(cluster, jobs, policy, config=None, **params):
     """Simulate and return {job_id: JobState}."""
-    result = simulate(parse_cluster_spec(cluster), jobs, make_policy(policy, **params),
-                      config or SimConfig())
+    result = simulate(
+        parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config or SimConfig()
+    )
     return {j.job_id: j for j in result.jobs}, result
 
 
@@ -22,7 +24,9 @@ def pytest_collection_modifyitems(items):
     """Tests run on two workers (pytest-xdist, ``--dist loadfile``: a module's tests stay on one
     worker, in file order, as some build on each other), each with its own shared cluster for
     the end-to-end tests that use it. Those run first: they are the longest."""
-    items.sort(key=lambda item: (not item.get_closest_marker("runtime"), not _on_the_shared_cluster(item)))
+    items.sort(
+        key=lambda item: (not item.get_closest_marker("runtime"), not _on_the_shared_cluster(item))
+    )
 
 
 def _on_the_shared_cluster(item) -> bool:
@@ -34,6 +38,7 @@ def ray_cluster():
     """One embedded cluster (2 nodes x 2 emulated GPUs) per worker for every runtime test that
     needs no other shape: each test gets its own service, data directory and tenants on it."""
     from runtime_helpers import local_ray_cluster
+
     yield from local_ray_cluster(nodes=2, gpus_per_node=2, cpus_per_node=4)
 
 
@@ -41,6 +46,7 @@ def ray_cluster():
 def harness(ray_cluster, tmp_path, request):
     """A service on the shared cluster: (policy, params[, options]) by indirect parametrize."""
     from runtime_helpers import Harness
+
     policy, params, *options = getattr(request, "param", ("fifo", None))
     h = Harness(ray_cluster.address, tmp_path, policy, params, **(options[0] if options else {}))
     yield h
@@ -61,5 +67,7 @@ def pytest_terminal_summary(terminalreporter):
     for report in skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         terminalreporter.write_line(f"SKIPPED {report.nodeid}: {reason}", red=True, bold=True)
-    terminalreporter.write_line("`make test` installs bubblewrap and chromium as root with apt; "
-                                "see CONTRIBUTING.md", red=True)
+    terminalreporter.write_line(
+        "`make test` installs bubblewrap and chromium as root with apt; see CONTRIBUTING.md",
+        red=True,
+    )

@@ -12,7 +12,13 @@ from dlsched.runtime.execution import NodeInfo, Outcome
 
 JOBS_PER_GPU = 2
 # what a profiling run reports (dlsched.runtime.profile): small enough for two jobs per GPU
-PROFILE = {"fixed_mib": 500.0, "per_sample_mib": 10.0, "c0_s": 0.01, "c1_s": 0.001, "local_batch": 8}
+PROFILE = {
+    "fixed_mib": 500.0,
+    "per_sample_mib": 10.0,
+    "c0_s": 0.01,
+    "c1_s": 0.001,
+    "local_batch": 8,
+}
 
 
 class Clock:
@@ -36,14 +42,16 @@ class Run:
 
 class FakeExecutor:
     def __init__(self, nodes: dict[str, int], inference: tuple[str, ...] = ()) -> None:
-        self.nodes = {name: NodeInfo(name, gpus, True, "inference" if name in inference else "training")
-                      for name, gpus in nodes.items()}
-        self.stand_ins: set[str] = set()       # inference nodes whose stand-in was started
+        self.nodes = {
+            name: NodeInfo(name, gpus, True, "inference" if name in inference else "training")
+            for name, gpus in nodes.items()
+        }
+        self.stand_ins: set[str] = set()  # inference nodes whose stand-in was started
         self.runs: dict[str, Run] = {}
         self.outcomes: list[Outcome] = []
         self.progress_of: dict[str, dict] = {}
         self.profiling: list[str] = []
-        self.log: list[tuple] = []             # every call, in order
+        self.log: list[tuple] = []  # every call, in order
 
     # -- the interface ---------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:
@@ -92,7 +100,9 @@ class FakeExecutor:
 
     def inference_ready(self, node) -> bool:
         """As Ray would: the stand-in runs once no run has a worker there."""
-        return node in self.stand_ins and not any(load for (n, _), load in self.gpu_load().items() if n == node)
+        return node in self.stand_ins and not any(
+            load for (n, _), load in self.gpu_load().items() if n == node
+        )
 
     def release_inference(self, node) -> None:
         self.log.append(("release_inference", node))
@@ -100,7 +110,11 @@ class FakeExecutor:
 
     def evict(self, node) -> list[str]:
         self.log.append(("evict", node))
-        victims = [j for j, r in self.runs.items() if any(n == node for n, _ in r.placement + (r.resize_to or []))]
+        victims = [
+            j
+            for j, r in self.runs.items()
+            if any(n == node for n, _ in r.placement + (r.resize_to or []))
+        ]
         for job_id in victims:
             run = self.runs.pop(job_id)
             self.outcomes.append(Outcome(job_id, run.attempt, "stopped", 0, "killed"))
@@ -108,7 +122,9 @@ class FakeExecutor:
 
     # -- what a test makes happen ------------------------------------------------------------------
     def gpu_load(self) -> dict[tuple[str, int], int]:
-        load: dict[tuple[str, int], int] = {(n, i): 0 for n, info in self.nodes.items() for i in range(info.gpus)}
+        load: dict[tuple[str, int], int] = {
+            (n, i): 0 for n, info in self.nodes.items() for i in range(info.gpus)
+        }
         for run in self.runs.values():
             for p in run.placement + (run.resize_to or []):
                 load[p] = load.get(p, 0) + 1
@@ -116,7 +132,9 @@ class FakeExecutor:
 
     def finish_profiling(self, profile: dict | None = None) -> None:
         for job_id in self.profiling:
-            self.outcomes.append(Outcome(job_id, 0, "profiled", detail=json.dumps(profile or PROFILE)))
+            self.outcomes.append(
+                Outcome(job_id, 0, "profiled", detail=json.dumps(profile or PROFILE))
+            )
         self.profiling = []
 
     def finish(self, job_id: str) -> None:
@@ -134,14 +152,20 @@ class FakeExecutor:
         run.placement, run.resize_to = run.resize_to, None
         self.outcomes.append(Outcome(job_id, run.attempt, "switched", 0, "prepared in 1 s"))
 
-    def report_progress(self, job_id: str, iteration: int, iterations: int, iteration_s: float) -> None:
-        self.progress_of[job_id] = {"iteration": iteration, "iterations": iterations, "iteration_s": iteration_s}
+    def report_progress(
+        self, job_id: str, iteration: int, iterations: int, iteration_s: float
+    ) -> None:
+        self.progress_of[job_id] = {
+            "iteration": iteration,
+            "iterations": iterations,
+            "iteration_s": iteration_s,
+        }
 
     def lose_node(self, name: str) -> None:
         info = self.nodes[name]
         self.nodes[name] = NodeInfo(name, info.gpus, False)
         for job_id in [j for j, r in self.runs.items() if any(n == name for n, _ in r.placement)]:
-            run = self.runs.pop(job_id)          # its workers died with the node
+            run = self.runs.pop(job_id)  # its workers died with the node
             self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, f"node {name} lost"))
 
     def restore_node(self, name: str) -> None:

@@ -22,6 +22,7 @@ CAN_ISOLATE = os.geteuid() == 0 and shutil.which("bwrap") is not None
 
 def sandbox_for(data_dir, isolate: bool = CAN_ISOLATE, **options):
     from dlsched.runtime.sandbox import Sandbox
+
     sandbox = Sandbox(hide=(str(Path(data_dir).resolve()),), isolate=isolate, **options)
     sandbox.check()
     return sandbox
@@ -40,8 +41,17 @@ def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.3, what: st
 class Harness:
     """A scheduler service over a Ray cluster, its loop running, and a TestClient on its API."""
 
-    def __init__(self, address: str, data_dir, policy: str = "fifo", params: dict | None = None,
-                 resize_mechanism: str = "background", sandbox=None, limiter=None, **service_options) -> None:
+    def __init__(
+        self,
+        address: str,
+        data_dir,
+        policy: str = "fifo",
+        params: dict | None = None,
+        resize_mechanism: str = "background",
+        sandbox=None,
+        limiter=None,
+        **service_options,
+    ) -> None:
         from fastapi.testclient import TestClient
 
         from dlsched.runtime.api import create_app, hash_token
@@ -50,11 +60,22 @@ class Harness:
         from dlsched.runtime.store import SQLiteStore
 
         self.store = SQLiteStore(data_dir / "db.sqlite")
-        self.executor = RayExecutor(address, data_dir, sandbox or sandbox_for(data_dir), start_timeout_s=60)
-        self.service = SchedulerService(self.store, self.executor, policy, params, interval_s=0.2,
-                                        resize_mechanism=resize_mechanism, **service_options)
+        self.executor = RayExecutor(
+            address, data_dir, sandbox or sandbox_for(data_dir), start_timeout_s=60
+        )
+        self.service = SchedulerService(
+            self.store,
+            self.executor,
+            policy,
+            params,
+            interval_s=0.2,
+            resize_mechanism=resize_mechanism,
+            **service_options,
+        )
         self.service.start()
-        self.client = TestClient(create_app(self.service, self.store, hash_token("admin-secret"), limiter=limiter))
+        self.client = TestClient(
+            create_app(self.service, self.store, hash_token("admin-secret"), limiter=limiter)
+        )
         self.admin = {"Authorization": "Bearer admin-secret"}
 
     def tenant(self, name: str) -> dict:
@@ -71,8 +92,11 @@ class Harness:
         return self.client.get(f"/v1/jobs/{job_id}", headers=self.admin).json()
 
     def wait_status(self, job_id: str, *statuses: str, timeout_s: float = 120.0) -> dict:
-        return wait_for(lambda: (j := self.job(job_id))["status"] in statuses and j, timeout_s,
-                        what=f"{job_id} to be {'/'.join(statuses)}")
+        return wait_for(
+            lambda: (j := self.job(job_id))["status"] in statuses and j,
+            timeout_s,
+            what=f"{job_id} to be {'/'.join(statuses)}",
+        )
 
     def close(self) -> None:
         self.service.stop()
@@ -89,8 +113,10 @@ RESNET = {"entrypoint": "dlsched.workloads.resnet:build", "args": {"samples": 25
 # 20 ms + 1 ms per sample of its batch instead of holding a core, so four workers on two cores
 # run as four devices would, leave the CPU to start-ups and profiling runs, and a job's length
 # is set by its iterations (about 30 ms each here), not by the load.
-EMULATED = {"entrypoint": "dlsched.workloads.emulated:build",
-            "args": {"samples": 256, "fixed_ms": 20.0, "per_sample_ms": 1.0}}
+EMULATED = {
+    "entrypoint": "dlsched.workloads.emulated:build",
+    "args": {"samples": 256, "fixed_ms": 20.0, "per_sample_ms": 1.0},
+}
 
 
 def local_ray_cluster(**shape):
@@ -99,6 +125,7 @@ def local_ray_cluster(**shape):
     import ray
 
     from dlsched.runtime.executor import LocalRayCluster
+
     ray.shutdown()
     cluster = LocalRayCluster(**shape)
     try:
@@ -116,11 +143,14 @@ class HttpServer:
         import threading
 
         import uvicorn
+
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
         self.server.install_signal_handlers = lambda: None
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -135,4 +165,9 @@ def chromium_path() -> str | None:
     """Debian's chromium (``.ci/run`` installs it when missing), or $DLSCHED_CHROMIUM."""
     import os
     import shutil
-    return os.environ.get("DLSCHED_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+    return (
+        os.environ.get("DLSCHED_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )

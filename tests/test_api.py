@@ -23,7 +23,7 @@ def api(tmp_path):
     store = SQLiteStore(tmp_path / "db.sqlite")
     service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
     client = TestClient(create_app(service, store, hash_token("admin-secret")))
-    client.app_state_service = service       # the tests drive its passes by hand
+    client.app_state_service = service  # the tests drive its passes by hand
     admin = {"Authorization": "Bearer admin-secret"}
     token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
     return client, {"Authorization": f"Bearer {token}"}, store
@@ -33,38 +33,43 @@ def test_the_schema_shows_the_job_fields_with_their_bounds_and_the_bearer_scheme
     client, _, _ = api
     schema = client.get("/openapi.json").json()
     job = schema["components"]["schemas"]["JobRequest"]
-    assert {"entrypoint", "gpus", "batch_size", "iterations", "epochs", "duration_s"} <= set(job["properties"])
+    assert {"entrypoint", "gpus", "batch_size", "iterations", "epochs", "duration_s"} <= set(
+        job["properties"]
+    )
     assert job["properties"]["batch_size"]["maximum"] == 65_536
     assert job["additionalProperties"] is False
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"iterations": 10**400}, "iterations"),           # a number that overflows any int64
-    ({"batch_size": 10**9}, "batch_size"),
-    ({"duration_s": float("inf")}, "duration_s"),
-    ({"gpus": "2"}, "gpus"),                            # no silent coercion of strings
-    ({"gpus": True}, "gpus"),
-    ({"gpus": 5}, "gpus"),                               # more than the cluster has
-    ({"iterations": None}, "iterations"),               # neither iterations nor epochs
-    ({"epochs": 2}, "iterations"),                      # both
-    ({"learning_rate": 2}, "learning_rate"),            # unknown field
-    ({"entrypoint": "no-function"}, "entrypoint"),
-    ({"gpus": 2, "batch_size": 1}, "batch_size"),
-    ({"priority": 10**30}, "priority"),
-    ({"deadline": "next tuesday"}, "deadline"),          # unparseable
-    ({"deadline": "2020-01-01T00:00:00Z"}, "deadline"),  # before submission
-    ({"deadline": "2099-01-01T00:00:00"}, "deadline"),   # no time zone
-    ({"deadline": 10**400}, "deadline"),
-    ({"within": "2 weeks"}, "within"),
-    ({"within": 0}, "within"),
-    ({"within": "1h", "deadline": "2099-01-01T00:00:00Z"}, "within"),   # both
-    ({"deadline": "2099-01-01T00:00:00Z"}, "deadline"),  # more than 10^8 s (3 years) away
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"iterations": 10**400}, "iterations"),  # a number that overflows any int64
+        ({"batch_size": 10**9}, "batch_size"),
+        ({"duration_s": float("inf")}, "duration_s"),
+        ({"gpus": "2"}, "gpus"),  # no silent coercion of strings
+        ({"gpus": True}, "gpus"),
+        ({"gpus": 5}, "gpus"),  # more than the cluster has
+        ({"iterations": None}, "iterations"),  # neither iterations nor epochs
+        ({"epochs": 2}, "iterations"),  # both
+        ({"learning_rate": 2}, "learning_rate"),  # unknown field
+        ({"entrypoint": "no-function"}, "entrypoint"),
+        ({"gpus": 2, "batch_size": 1}, "batch_size"),
+        ({"priority": 10**30}, "priority"),
+        ({"deadline": "next tuesday"}, "deadline"),  # unparseable
+        ({"deadline": "2020-01-01T00:00:00Z"}, "deadline"),  # before submission
+        ({"deadline": "2099-01-01T00:00:00"}, "deadline"),  # no time zone
+        ({"deadline": 10**400}, "deadline"),
+        ({"within": "2 weeks"}, "within"),
+        ({"within": 0}, "within"),
+        ({"within": "1h", "deadline": "2099-01-01T00:00:00Z"}, "within"),  # both
+        ({"deadline": "2099-01-01T00:00:00Z"}, "deadline"),  # more than 10^8 s (3 years) away
+    ],
+)
 def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(api, change, field):
     client, alice, store = api
     spec = {k: v for k, v in {**OK, **change}.items() if v is not None}
-    body = json.dumps(spec)          # as any client may send it: Infinity, huge integers
+    body = json.dumps(spec)  # as any client may send it: Infinity, huge integers
     r = client.post("/v1/jobs", content=body, headers={**alice, "Content-Type": "application/json"})
     assert r.status_code == 422, r.text
     assert r.json()["detail"]["field"] == field, r.text
@@ -87,6 +92,7 @@ def test_a_good_spec_is_stored_normalized(api):
 
 def test_a_deadline_is_stored_absolute_and_shown_with_the_job(api):
     import time
+
     client, alice, store = api
     before = time.time()
     r = client.post("/v1/jobs", json={**OK, "within": "2h"}, headers=alice)
@@ -94,24 +100,37 @@ def test_a_deadline_is_stored_absolute_and_shown_with_the_job(api):
     job = client.get(f"/v1/jobs/{r.json()['id']}", headers=alice).json()
     assert before + 7200 <= job["deadline"] <= time.time() + 7200 and "within" not in job["spec"]
     from datetime import datetime, timedelta, timezone
+
     tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)
-    r = client.post("/v1/jobs", json={**OK, "deadline": tomorrow.isoformat().replace("+00:00", "Z")}, headers=alice)
+    r = client.post(
+        "/v1/jobs",
+        json={**OK, "deadline": tomorrow.isoformat().replace("+00:00", "Z")},
+        headers=alice,
+    )
     assert r.status_code == 201, r.text
-    assert client.get(f"/v1/jobs/{r.json()['id']}", headers=alice).json()["deadline"] == tomorrow.timestamp()
+    assert (
+        client.get(f"/v1/jobs/{r.json()['id']}", headers=alice).json()["deadline"]
+        == tomorrow.timestamp()
+    )
 
 
 def test_a_tenant_sees_and_touches_only_its_own_jobs(api):
     client, alice, _ = api
     admin = {"Authorization": "Bearer admin-secret"}
-    bob = {"Authorization": "Bearer " + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]}
+    bob = {
+        "Authorization": "Bearer "
+        + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]
+    }
     a1 = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
     for path in (f"/v1/jobs/{a1}", f"/v1/jobs/{a1}/logs"):
-        assert client.get(path, headers=bob).status_code == 404    # as if it did not exist
+        assert client.get(path, headers=bob).status_code == 404  # as if it did not exist
     assert client.post(f"/v1/jobs/{a1}/cancel", headers=bob).status_code == 404
     assert client.get("/v1/jobs", headers=bob).json() == []
     assert [j["id"] for j in client.get("/v1/jobs", headers=alice).json()] == [a1]
     assert client.post("/v1/tenants", json={"name": "eve"}, headers=alice).status_code == 403
-    assert client.post("/v1/jobs", json=OK, headers=admin).status_code == 403   # jobs belong to tenants
+    assert (
+        client.post("/v1/jobs", json=OK, headers=admin).status_code == 403
+    )  # jobs belong to tenants
 
 
 def test_tokens(api):
@@ -124,7 +143,7 @@ def test_tokens(api):
 
 def test_a_body_over_the_limit_is_a_413_and_nothing_is_stored(api):
     client, alice, store = api
-    big = {**OK, "args": {"blob": "x" * (2 << 20)}}          # a 2 MB job spec
+    big = {**OK, "args": {"blob": "x" * (2 << 20)}}  # a 2 MB job spec
     r = client.post("/v1/jobs", json=big, headers=alice)
     assert r.status_code == 413 and r.json()["detail"]["field"] == "body"
     assert store.jobs() == []
@@ -146,23 +165,34 @@ def test_submits_are_rate_limited_and_queues_bounded_per_tenant(tmp_path):
     clock = Clock()
     service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=clock)
     t = [0.0]
-    app = create_app(service, store, hash_token("admin-secret"),
-                     limiter=SubmitLimiter(per_s=1.0, burst=3, clock=lambda: t[0]), max_queued=5)
+    app = create_app(
+        service,
+        store,
+        hash_token("admin-secret"),
+        limiter=SubmitLimiter(per_s=1.0, burst=3, clock=lambda: t[0]),
+        max_queued=5,
+    )
     client = TestClient(app)
     admin = {"Authorization": "Bearer admin-secret"}
     token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
     bob = client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]
     alice = {"Authorization": f"Bearer {token}"}
     codes = [client.post("/v1/jobs", json=OK, headers=alice).status_code for _ in range(4)]
-    assert codes == [201, 201, 201, 429]                     # a burst of 3, then wait
+    assert codes == [201, 201, 201, 429]  # a burst of 3, then wait
     r = client.post("/v1/jobs", json=OK, headers=alice)
     assert r.status_code == 429 and r.headers["retry-after"] == "1"
     # another tenant has its own bucket
-    assert client.post("/v1/jobs", json=OK, headers={"Authorization": f"Bearer {bob}"}).status_code == 201
-    t[0] += 2.0                                              # two more tokens: 5 queued in all
-    assert [client.post("/v1/jobs", json=OK, headers=alice).status_code for _ in range(2)] == [201, 201]
+    assert (
+        client.post("/v1/jobs", json=OK, headers={"Authorization": f"Bearer {bob}"}).status_code
+        == 201
+    )
+    t[0] += 2.0  # two more tokens: 5 queued in all
+    assert [client.post("/v1/jobs", json=OK, headers=alice).status_code for _ in range(2)] == [
+        201,
+        201,
+    ]
     t[0] += 10.0
-    r = client.post("/v1/jobs", json=OK, headers=alice)       # tokens left, but 5 already wait
+    r = client.post("/v1/jobs", json=OK, headers=alice)  # tokens left, but 5 already wait
     assert r.status_code == 429 and "waiting" in r.json()["detail"]
     assert len(store.jobs("alice")) == 5
 
@@ -170,14 +200,23 @@ def test_submits_are_rate_limited_and_queues_bounded_per_tenant(tmp_path):
 def test_status_and_metrics_reveal_no_other_tenant(api):
     client, alice, store = api
     admin = {"Authorization": "Bearer admin-secret"}
-    bob = {"Authorization": "Bearer " + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]}
+    bob = {
+        "Authorization": "Bearer "
+        + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]
+    }
     a1 = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
-    a2 = client.post("/v1/jobs", json={**OK, "gpus": 4, "batch_size": 8}, headers=alice).json()["id"]
-    client.app_state_service.step()                       # a1 runs, a2 waits
+    a2 = client.post("/v1/jobs", json={**OK, "gpus": 4, "batch_size": 8}, headers=alice).json()[
+        "id"
+    ]
+    client.app_state_service.step()  # a1 runs, a2 waits
     seen_by_bob = client.get("/v1/cluster", headers=bob).text
     assert a1 not in seen_by_bob and a2 not in seen_by_bob and "alice" not in seen_by_bob
     status = client.get("/v1/cluster", headers=bob).json()
-    assert status["running"] == [] and status["queue"] == [] and status["queue_by_tenant"] == {"yours": 0, "others": 1}
+    assert (
+        status["running"] == []
+        and status["queue"] == []
+        and status["queue_by_tenant"] == {"yours": 0, "others": 1}
+    )
     assert a1 in client.get("/v1/cluster", headers=alice).text
     assert a1 in client.get("/v1/cluster", headers=admin).text
     metrics = client.get("/metrics").text
@@ -187,7 +226,10 @@ def test_status_and_metrics_reveal_no_other_tenant(api):
 def test_export_shows_a_tenant_its_own_history_and_bounds_its_query(api):
     client, alice, store = api
     admin = {"Authorization": "Bearer admin-secret"}
-    bob = {"Authorization": "Bearer " + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]}
+    bob = {
+        "Authorization": "Bearer "
+        + client.post("/v1/tenants", json={"name": "bob"}, headers=admin).json()["token"]
+    }
     mine = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
     theirs = client.post("/v1/jobs", json=OK, headers=bob).json()["id"]
     service = client.app_state_service
@@ -195,7 +237,10 @@ def test_export_shows_a_tenant_its_own_history_and_bounds_its_query(api):
     for jid in (mine, theirs):
         service.executor.report_progress(jid, iteration=2, iterations=5, iteration_s=0.1)
     service.step()
-    assert {j["job_id"] for j in client.get("/v1/export", headers=admin).json()["jobs"]} == {mine, theirs}
+    assert {j["job_id"] for j in client.get("/v1/export", headers=admin).json()["jobs"]} == {
+        mine,
+        theirs,
+    }
     assert [j["job_id"] for j in client.get("/v1/export", headers=alice).json()["jobs"]] == [mine]
     for bad in ({"since": -1}, {"since": "nan"}, {"until": "soon"}):
         r = client.get("/v1/export", params=bad, headers=alice)

@@ -21,7 +21,7 @@ from dlsched.runtime.store import SQLiteStore
 
 from fake_executor import Clock, FakeExecutor
 
-EXAMPLES = 120        # per operation; each is sent five times (a few thousand requests in all)
+EXAMPLES = 120  # per operation; each is sent five times (a few thousand requests in all)
 SECRET_TENANT, SECRET_NAME = "zq-private-tenant", "zq-private-run-name"
 JOB_ID = re.compile(r"\bjob-\d+\b")
 
@@ -29,24 +29,46 @@ JOB_ID = re.compile(r"\bjob-\d+\b")
 def make_target():
     store = SQLiteStore(tempfile.mkdtemp(prefix="dlsched-fuzz-") + "/db.sqlite")
     service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
-    app = create_app(service, store, hash_token("admin-secret"), limiter=SubmitLimiter(per_s=1000.0, burst=1000))
+    app = create_app(
+        service, store, hash_token("admin-secret"), limiter=SubmitLimiter(per_s=1000.0, burst=1000)
+    )
     client = TestClient(app)
     admin = {"Authorization": "Bearer admin-secret"}
 
     def tenant(name):
         return client.post("/v1/tenants", json={"name": name}, headers=admin).json()["token"]
+
     secret, other = tenant(SECRET_TENANT), tenant("fuzzer")
-    spec = {"entrypoint": "dlsched.workloads.lm:build", "gpus": 1, "batch_size": 8, "iterations": 5,
-            "name": SECRET_NAME, "args": {"note": SECRET_NAME}}
-    ids = {client.post("/v1/jobs", json={**spec, "gpus": g}, headers={"Authorization": f"Bearer {secret}"}).json()["id"]
-           for g in (1, 4)}
-    service.step()                              # one runs, one waits
-    return SimpleNamespace(app=app, secret_ids=ids, callers={
-        "admin": "admin-secret", "owner": secret, "other": other, "wrong": "not-a-token", "none": None})
+    spec = {
+        "entrypoint": "dlsched.workloads.lm:build",
+        "gpus": 1,
+        "batch_size": 8,
+        "iterations": 5,
+        "name": SECRET_NAME,
+        "args": {"note": SECRET_NAME},
+    }
+    ids = {
+        client.post(
+            "/v1/jobs", json={**spec, "gpus": g}, headers={"Authorization": f"Bearer {secret}"}
+        ).json()["id"]
+        for g in (1, 4)
+    }
+    service.step()  # one runs, one waits
+    return SimpleNamespace(
+        app=app,
+        secret_ids=ids,
+        callers={
+            "admin": "admin-secret",
+            "owner": secret,
+            "other": other,
+            "wrong": "not-a-token",
+            "none": None,
+        },
+    )
 
 
-SENT: list[int] = []          # every answer's status, for the check that the fuzz did fuzz
-TARGET = make_target()         # built at import: schemathesis reads the schema when collecting
+SENT: list[int] = []  # every answer's status, for the check that the fuzz did fuzz
+TARGET = make_target()  # built at import: schemathesis reads the schema when collecting
 schema = schemathesis.openapi.from_asgi("/openapi.json", TARGET.app)
 
 
@@ -59,7 +81,11 @@ def check(case) -> None:
         assert response.status_code < 500, (who, case.method, case.path, response.text[:500])
         if who in ("other", "wrong", "none"):
             text = response.text
-            assert SECRET_TENANT not in text and SECRET_NAME not in text, (who, case.path, text[:500])
+            assert SECRET_TENANT not in text and SECRET_NAME not in text, (
+                who,
+                case.path,
+                text[:500],
+            )
             assert not target.secret_ids & set(JOB_ID.findall(text)), (who, case.path, text[:500])
 
 
@@ -67,12 +93,15 @@ def fuzz_test(operation):
     """A test of one operation: schemathesis' parametrize over the whole schema gives every
     operation's item one node id, and pytest-xdist, which keys tests by node id, ran one
     operation of 17 (705 requests)."""
-    only = schema.include(method=operation.method.upper(), path_regex=f"^{re.escape(operation.path)}$")
+    only = schema.include(
+        method=operation.method.upper(), path_regex=f"^{re.escape(operation.path)}$"
+    )
 
     @only.parametrize()
     @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     def test(case):
         check(case)
+
     return test
 
 

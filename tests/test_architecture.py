@@ -31,13 +31,13 @@ def _imports(path: Path, module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
             if target.startswith("dlsched"):
                 out.add(target)
-                out.update(f"{target}.{a.name}" for a in node.names)   # a submodule, maybe
+                out.update(f"{target}.{a.name}" for a in node.names)  # a submodule, maybe
     return out
 
 
@@ -52,7 +52,7 @@ def test_no_import_cycles():
         stack.append(m)
         for t in sorted(graph[m]):
             if state.get(t) == 1:
-                cycle = stack[stack.index(t):] + [t]
+                cycle = stack[stack.index(t) :] + [t]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if t not in state:
                 dfs(t)
@@ -65,8 +65,10 @@ def test_no_import_cycles():
 
 
 def test_the_cli_imports_no_heavy_package():
-    code = ("import sys, dlsched.cli; heavy = [m for m in ('matplotlib', 'numpy', 'httpx', 'torch', 'ray', "
-            "'fastapi', 'pydantic', 'uvicorn') if m in sys.modules]; print(','.join(heavy))")
+    code = (
+        "import sys, dlsched.cli; heavy = [m for m in ('matplotlib', 'numpy', 'httpx', 'torch', 'ray', "
+        "'fastapi', 'pydantic', 'uvicorn') if m in sys.modules]; print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
@@ -97,15 +99,35 @@ def test_the_cluster_state_implements_the_policy_view():
 def _simulate_in_a_process(tmp_path: Path, seed: str) -> str:
     out = tmp_path / f"run-{seed}"
     env = {**os.environ, "PYTHONHASHSEED": seed}
-    subprocess.run([sys.executable, "-m", "dlsched.cli", "compare", "--trace", "muri-3", "--cluster", "8x8",
-                    "--policies", "tiresias,sjf-bsbf,elastic-tiresias", "--elastic-fraction", "0.5",
-                    "--limit", "300", "--out", str(out), "--no-progress"],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlsched.cli",
+            "compare",
+            "--trace",
+            "muri-3",
+            "--cluster",
+            "8x8",
+            "--policies",
+            "tiresias,sjf-bsbf,elastic-tiresias",
+            "--elastic-fraction",
+            "0.5",
+            "--limit",
+            "300",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     digest = hashlib.sha256()
     for f in sorted(out.rglob("*")):
         if f.suffix in (".csv",) or f.name == "summary.json":
             text = f.read_text()
-            if f.name == "summary.json":   # the wall time is the one field that may differ
+            if f.name == "summary.json":  # the wall time is the one field that may differ
                 text = "\n".join(line for line in text.splitlines() if '"wall_s"' not in line)
             digest.update(f.relative_to(out).as_posix().encode() + text.encode())
     return digest.hexdigest()

@@ -45,9 +45,11 @@ def brute_force(groups, capacity):
 def test_knapsack_small_instance_exact_optimum():
     # capacity 4. Greedy by the first marginal would take A's 1 GPU (6) and then be stuck
     # with B's poor single option; the optimum is B's 3 GPUs (10) and A's 1 (6) = 16.
-    groups = [[(1, 6.0), (2, 7.0)],            # A
-              [(1, 1.0), (3, 10.0)],           # B: not concave, so the DP runs
-              [(2, 5.0)]]                      # C
+    groups = [
+        [(1, 6.0), (2, 7.0)],  # A
+        [(1, 1.0), (3, 10.0)],  # B: not concave, so the DP runs
+        [(2, 5.0)],
+    ]  # C
     chosen = knapsack.solve(groups, 4)
     assert chosen == [0, 1, -1]
     assert knapsack.total_value(groups, chosen) == 16.0 == brute_force(groups, 4)
@@ -58,12 +60,26 @@ def test_knapsack_concave_fast_path_gives_the_same_optimum():
     assert knapsack._concave_marginals(groups) is not None
     for capacity in range(7):
         fast = knapsack.total_value(groups, knapsack.solve(groups, capacity))
-        assert fast == knapsack.total_value(groups, knapsack.solve_dp(groups, capacity)) == brute_force(groups, capacity)
+        assert (
+            fast
+            == knapsack.total_value(groups, knapsack.solve_dp(groups, capacity))
+            == brute_force(groups, capacity)
+        )
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(1, 4), st.floats(0.0, 20.0, allow_nan=False)), min_size=1, max_size=3),
-                min_size=1, max_size=4), st.integers(0, 8))
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(1, 4), st.floats(0.0, 20.0, allow_nan=False)),
+            min_size=1,
+            max_size=3,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(0, 8),
+)
 def test_knapsack_dp_matches_brute_force(groups, capacity):
     chosen = knapsack.solve(groups, capacity)
     weight = sum(groups[g][i][0] for g, i in enumerate(chosen) if i >= 0)
@@ -76,8 +92,9 @@ def loaned_state(**policy_params):
     """1 owned server and 3 inference servers (4 GPUs each), all three loaned."""
     cluster = parse_cluster_spec("1x4:V100,3x4:V100@inference")
     policy = make_policy("aryl", **policy_params)
-    state = ClusterState(cluster, policy, Costs(restart_overhead_s=30.0), workload=PowerLaw(),
-                         reclaim_notice_s=60.0)
+    state = ClusterState(
+        cluster, policy, Costs(restart_overhead_s=30.0), workload=PowerLaw(), reclaim_notice_s=60.0
+    )
     state.set_inference_demand(0)
     assert sorted(state.loans.loaned) == [1, 2, 3]
     return state, policy
@@ -85,7 +102,7 @@ def loaned_state(**policy_params):
 
 def start(state, spec, gpus):
     job = state.submit(spec)
-    state.policy.queue.clear(), state.policy.base_sizes.clear()     # placed by hand here
+    state.policy.queue.clear(), state.policy.base_sizes.clear()  # placed by hand here
     state.apply(Plan(start=[(job, tuple(gpus))]))
     state.policy._track(job, len(gpus))
     return job
@@ -97,15 +114,22 @@ def test_reclaim_scales_in_extras_first_then_preempts_the_cheapest_server_only()
     # workers of an elastic job whose base is on the owned server (costs nothing); server 3
     # (12-15): a rigid 4-GPU job (costs 4 x 30 s)
     rigid2 = start(state, JobSpec("r2", 0.0, 2, 1000.0), [4, 5])
-    elastic = start(state, JobSpec("e", 0.0, 4, 1000.0, min_gpus=2, max_gpus=8), [0, 1, 2, 3, 8, 9, 10, 11])
+    elastic = start(
+        state, JobSpec("e", 0.0, 4, 1000.0, min_gpus=2, max_gpus=8), [0, 1, 2, 3, 8, 9, 10, 11]
+    )
     rigid4 = start(state, JobSpec("r4", 0.0, 4, 1000.0), [12, 13, 14, 15])
     state.set_inference_demand(1)
     assert state.loans.stats.reclaims == 1 and 2 not in state.loans.loaned
-    assert elastic.status is Status.RUNNING and elastic.gpus == (0, 1, 2, 3)    # scaled in, kept going
+    assert elastic.status is Status.RUNNING and elastic.gpus == (
+        0,
+        1,
+        2,
+        3,
+    )  # scaled in, kept going
     assert elastic.preemptions == 0 and state.loans.stats.reclaim_scale_ins == 1
     assert state.loans.stats.reclaim_preemptions == 0
-    assert state.loans.stats.returned == 1                # empty at once: handed back
-    state.set_inference_demand(2)                         # one more: 60 beats 120
+    assert state.loans.stats.returned == 1  # empty at once: handed back
+    state.set_inference_demand(2)  # one more: 60 beats 120
     assert rigid2.status is Status.PENDING and rigid2.preemptions == 1
     assert rigid4.status is Status.RUNNING
     assert state.loans.stats.reclaim_preemptions == 1 and sorted(state.loans.loaned) == [3]
@@ -128,7 +152,7 @@ def test_cost_is_recomputed_after_each_pick():
 
 def test_naive_reclaim_takes_the_most_recently_loaned():
     state, policy = loaned_state(reclaim="recent")
-    state.loans.loaned[2] = 5.0                # loaned last
+    state.loans.loaned[2] = 5.0  # loaned last
     nodes, _ = policy.reclaim(state, 1)
     assert nodes == [2]
 
@@ -151,7 +175,7 @@ def test_the_state_preempts_what_is_left_at_the_end_of_the_notice():
     state, policy = loaned_state()
     state.policy = Stubborn(policy)
     job = start(state, JobSpec("r", 0.0, 4, 1000.0), [4, 5, 6, 7])
-    state.loans.loaned.pop(2), state.loans.loaned.pop(3)     # only server 1 is loaned
+    state.loans.loaned.pop(2), state.loans.loaned.pop(3)  # only server 1 is loaned
     state.free.retire_node(2), state.free.retire_node(3)
     state.set_inference_demand(3)
     assert job.status is Status.RUNNING and 1 in state.loans.reclaiming
@@ -181,7 +205,7 @@ def test_scaling_rule_and_announcement_ahead():
     needed = servers_needed(curve, 20, peak_share=0.9)
     assert max(needed) == 18 and min(needed) >= 0
     cycle = demand_cycle(curve, 20, notice_s=600.0)
-    for step in cycle.steps:        # announced = the most needed within the next 10 minutes
+    for step in cycle.steps:  # announced = the most needed within the next 10 minutes
         window = [n for t, n in zip(curve.times, needed) if step.time_s < t <= step.time_s + 600.0]
         assert step.announced == max([step.needed, *window])
 
@@ -195,9 +219,16 @@ def loaning_cases(draw):
     for k in range(draw(st.integers(1, 14))):
         n = draw(st.integers(1, owned * per_node))
         elastic = draw(st.booleans())
-        jobs.append(JobSpec(f"j{k}", float(draw(st.integers(0, 300))), n, float(draw(st.integers(5, 400))),
-                            min_gpus=max(1, n // 2) if elastic else None,
-                            max_gpus=min(2 * n, (owned + lent) * per_node) if elastic else None))
+        jobs.append(
+            JobSpec(
+                f"j{k}",
+                float(draw(st.integers(0, 300))),
+                n,
+                float(draw(st.integers(5, 400))),
+                min_gpus=max(1, n // 2) if elastic else None,
+                max_gpus=min(2 * n, (owned + lent) * per_node) if elastic else None,
+            )
+        )
     times = sorted(set(draw(st.lists(st.integers(1, 500), max_size=8))))
     steps = [DemandStep(0.0, 0, 0)]
     for t in times:
@@ -208,18 +239,45 @@ def loaning_cases(draw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(loaning_cases(), st.sampled_from(["aryl", "aryl-no-elastic", "aryl-naive-reclaim"]),
-       st.sampled_from([0.0, 30.0]), st.sampled_from(["background", "stop-resume"]))
+@given(
+    loaning_cases(),
+    st.sampled_from(["aryl", "aryl-no-elastic", "aryl-naive-reclaim"]),
+    st.sampled_from([0.0, 30.0]),
+    st.sampled_from(["background", "stop-resume"]),
+)
 def test_loaning_never_leaves_inference_short(case, policy, notice, mechanism):
     spec, jobs, cycle = case
     # announcements: the step's need, made ``notice`` ahead (a cycle of its own)
-    ahead = DemandCycle("ahead", cycle.servers, tuple(
-        DemandStep(max(0.0, s.time_s - notice), s.needed, max(s.needed, *(o.needed for o in cycle.steps
-                                                                         if s.time_s <= o.time_s <= s.time_s + notice)))
-        for s in cycle.steps), cycle.period_s, notice, 1.0)
-    sim = Simulator(parse_cluster_spec(spec), jobs, make_policy(policy),
-                    SimConfig(inference_demand=ahead, reclaim_notice_s=notice, resize_mechanism=mechanism,
-                              restart_overhead_s=10.0), workload=PowerLaw())
+    ahead = DemandCycle(
+        "ahead",
+        cycle.servers,
+        tuple(
+            DemandStep(
+                max(0.0, s.time_s - notice),
+                s.needed,
+                max(
+                    s.needed,
+                    *(o.needed for o in cycle.steps if s.time_s <= o.time_s <= s.time_s + notice),
+                ),
+            )
+            for s in cycle.steps
+        ),
+        cycle.period_s,
+        notice,
+        1.0,
+    )
+    sim = Simulator(
+        parse_cluster_spec(spec),
+        jobs,
+        make_policy(policy),
+        SimConfig(
+            inference_demand=ahead,
+            reclaim_notice_s=notice,
+            resize_mechanism=mechanism,
+            restart_overhead_s=10.0,
+        ),
+        workload=PowerLaw(),
+    )
     state, apply = sim.state, sim.state.apply
 
     def apply_and_check(plan):
@@ -235,8 +293,11 @@ def test_loaning_never_leaves_inference_short(case, policy, notice, mechanism):
 
 
 def test_ablations_are_aryl_with_one_default_changed_and_bad_parameters_are_named():
-    assert make_policy("aryl-base").params() == {**make_policy("aryl").params(), "loaning": False,
-                                                      "elasticity": False}
+    assert make_policy("aryl-base").params() == {
+        **make_policy("aryl").params(),
+        "loaning": False,
+        "elasticity": False,
+    }
     assert make_policy("aryl-no-loan", loaning=True).loans_servers is True
     for field, value in (("loaning", "yes"), ("reclaim", "cheapest")):
         try:

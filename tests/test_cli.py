@@ -8,14 +8,36 @@ import pytest
 
 from dlsched.cli import main
 
-SUMMARY_KEYS = {"jobs", "jobs_completed", "mean_jct_s", "p99_jct_s", "mean_queue_s", "makespan_s",
-                "gpu_utilization"}
+SUMMARY_KEYS = {
+    "jobs",
+    "jobs_completed",
+    "mean_jct_s",
+    "p99_jct_s",
+    "mean_queue_s",
+    "makespan_s",
+    "gpu_utilization",
+}
 
 
 def test_simulate_writes_summary_jobs_and_timeseries(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["simulate", "--trace", "muri-3", "--cluster", "4x8:V100", "--policy", "tiresias",
-                 "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                "muri-3",
+                "--cluster",
+                "4x8:V100",
+                "--policy",
+                "tiresias",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert SUMMARY_KEYS <= summary.keys()
     assert summary["jobs"] == summary["jobs_completed"] == 992
@@ -28,8 +50,20 @@ def test_simulate_writes_summary_jobs_and_timeseries(tmp_path, capsys):
 
 
 def test_simulate_is_deterministic_byte_for_byte(tmp_path):
-    args = ["simulate", "--trace", "synthetic", "--trace-param", "num_jobs=300;load=1.2",
-            "--cluster", "4x4", "--policy", "srtf", "--seed", "7", "--no-progress"]
+    args = [
+        "simulate",
+        "--trace",
+        "synthetic",
+        "--trace-param",
+        "num_jobs=300;load=1.2",
+        "--cluster",
+        "4x4",
+        "--policy",
+        "srtf",
+        "--seed",
+        "7",
+        "--no-progress",
+    ]
     assert main(args + ["--out", str(tmp_path / "a")]) == 0
     assert main(args + ["--out", str(tmp_path / "b")]) == 0
     assert (tmp_path / "a" / "jobs.csv").read_bytes() == (tmp_path / "b" / "jobs.csv").read_bytes()
@@ -39,8 +73,21 @@ def test_simulate_is_deterministic_byte_for_byte(tmp_path):
 
 def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
     out = tmp_path / "cmp"
-    assert main(["compare", "--trace", "pollux-1", "--cluster", "4x8", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--trace",
+                "pollux-1",
+                "--cluster",
+                "4x8",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     for name in ("fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"):
         assert name in text
@@ -54,8 +101,18 @@ def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
 
 
 def test_job_larger_than_the_cluster_stops_before_simulating(tmp_path, capsys):
-    code = main(["simulate", "--trace", "philly", "--cluster", "2x8", "--out", str(tmp_path / "x"),
-                 "--no-progress"])
+    code = main(
+        [
+            "simulate",
+            "--trace",
+            "philly",
+            "--cluster",
+            "2x8",
+            "--out",
+            str(tmp_path / "x"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "num_gpus" in err and "asks for" in err
     assert not (tmp_path / "x").exists()
@@ -63,23 +120,42 @@ def test_job_larger_than_the_cluster_stops_before_simulating(tmp_path, capsys):
 
 def test_skip_invalid_counts_what_it_dropped(tmp_path):
     trace = tmp_path / "t.csv"
-    trace.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,100,1,100,a\n"
-                     "2017-10-01 00:00:10,-1,1,100,a\n2017-10-01 00:00:20,50,64,100,b\n")
+    trace.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,100,1,100,a\n"
+        "2017-10-01 00:00:10,-1,1,100,a\n2017-10-01 00:00:20,50,64,100,b\n"
+    )
     out = tmp_path / "o"
-    assert main(["simulate", "--trace", str(trace), "--cluster", "1x8", "--skip-invalid",
-                 "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                str(trace),
+                "--cluster",
+                "1x8",
+                "--skip-invalid",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["jobs"] == 1
     assert summary["dropped"] == {"invalid duration_s": 1, "larger than the cluster": 1}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--trace", "nope"], "neither a bundled trace"),
-    (["--trace", "muri-3", "--policy", "lottery"], "unknown policy 'lottery'"),
-    (["--trace", "muri-3", "--cluster", "8y8"], "cannot parse '8y8'"),
-    (["--trace", "muri-3", "--param", "thresholds_gpu_s=-4"], "field 'thresholds_gpu_s'"),
-    (["--trace", "muri-3", "--param", "colour=red"], "has no parameter 'colour'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--trace", "nope"], "neither a bundled trace"),
+        (["--trace", "muri-3", "--policy", "lottery"], "unknown policy 'lottery'"),
+        (["--trace", "muri-3", "--cluster", "8y8"], "cannot parse '8y8'"),
+        (["--trace", "muri-3", "--param", "thresholds_gpu_s=-4"], "field 'thresholds_gpu_s'"),
+        (["--trace", "muri-3", "--param", "colour=red"], "has no parameter 'colour'"),
+    ],
+)
 def test_bad_arguments_get_a_clear_error(tmp_path, capsys, args, message):
     policy = [] if "--policy" in args else ["--policy", "tiresias"]
     assert main(["simulate", *args, *policy, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
@@ -96,8 +172,12 @@ def test_traces_and_policies_listings(capsys):
 
 
 def test_console_script_help():
-    out = subprocess.run([sys.executable, "-m", "dlsched.cli", "simulate", "--help"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "dlsched.cli", "simulate", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "--trace" in out and "--restart-overhead-s" in out
 
 
@@ -105,8 +185,25 @@ def test_gpu_type_constraints_are_honoured_end_to_end(tmp_path):
     out = tmp_path / "o"
     # a cluster with only some of the openb GPU types: pods that can use none of them are
     # dropped (and counted) with --skip-invalid; the rest all finish
-    assert main(["simulate", "--trace", "openb-gpuspec", "--cluster", "40x8:V100M16,40x8:T4",
-                 "--policy", "fifo", "--backfill", "--skip-invalid", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                "openb-gpuspec",
+                "--cluster",
+                "40x8:V100M16,40x8:T4",
+                "--policy",
+                "fifo",
+                "--backfill",
+                "--skip-invalid",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dropped"]["larger than the cluster"] > 0
     assert summary["jobs_completed"] == summary["jobs"]
@@ -116,7 +213,7 @@ def test_perf_show_prints_the_curve_memory_and_gpu_types(capsys):
     assert main(["perf", "show", "resnet18"]) == 0
     out = capsys.readouterr().out
     assert "samples/s" in out and "speed-up" in out
-    assert "MiB per sample" in out and "b128: 6432" in out     # the measured footprint
+    assert "MiB per sample" in out and "b128: 6432" in out  # the measured footprint
     assert "K80" in out
     assert main(["perf", "show", "alexnet"]) == 2
     assert "no performance profile for 'alexnet'" in capsys.readouterr().err
@@ -130,7 +227,16 @@ def test_perf_validate_prints_errors_per_model_and_point(capsys):
 
 
 def test_no_perf_runs_jobs_at_trace_speed(tmp_path):
-    base = ["simulate", "--trace", "muri-3", "--cluster", "4x8", "--policy", "fifo", "--no-progress"]
+    base = [
+        "simulate",
+        "--trace",
+        "muri-3",
+        "--cluster",
+        "4x8",
+        "--policy",
+        "fifo",
+        "--no-progress",
+    ]
     assert main(base + ["--out", str(tmp_path / "a")]) == 0
     assert main(base + ["--no-perf", "--out", str(tmp_path / "b")]) == 0
     a = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -140,11 +246,31 @@ def test_no_perf_runs_jobs_at_trace_speed(tmp_path):
     assert a["job_gpu_time_s"] > b["job_gpu_time_s"]
 
 
-@pytest.mark.parametrize("args, placement", [([], "consolidated"), (["--placement", "spread"], "spread")])
+@pytest.mark.parametrize(
+    "args, placement", [([], "consolidated"), (["--placement", "spread"], "spread")]
+)
 def test_a_consolidated_variant_keeps_its_placement_unless_told(tmp_path, args, placement):
     # the CLI used to pass its own default (best-fit) to every policy, so the -consolidated
     # variants ran best-fit
     out = tmp_path / "o"
-    assert main(["simulate", "--trace", "muri-3", "--cluster", "8x8", "--policy", "sjf-bsbf-consolidated",
-                 "--limit", "50", "--out", str(out), "--no-progress"] + args) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                "muri-3",
+                "--cluster",
+                "8x8",
+                "--policy",
+                "sjf-bsbf-consolidated",
+                "--limit",
+                "50",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+            + args
+        )
+        == 0
+    )
     assert json.loads((out / "summary.json").read_text())["params"]["placement"] == placement

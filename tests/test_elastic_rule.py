@@ -19,8 +19,9 @@ def test_fraction_bounds_and_determinism():
         assert j.min_gpus <= j.num_gpus <= j.max_gpus
     # the same job is elastic whichever other jobs are loaded
     subset = {j.job_id for j in jobs[:5000]}
-    assert {j.job_id for j in make_elastic(jobs[:5000], 0.3, 512, seed=1) if j.elastic} == \
-        {j.job_id for j in elastic if j.job_id in subset}
+    assert {j.job_id for j in make_elastic(jobs[:5000], 0.3, 512, seed=1) if j.elastic} == {
+        j.job_id for j in elastic if j.job_id in subset
+    }
 
 
 def test_every_job_or_none():

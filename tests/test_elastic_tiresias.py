@@ -28,8 +28,13 @@ LINEARISH = {"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6}, "flat": {1: 1.0, 2: 1.05, 3:
 
 
 def run(jobs, cluster="1x4", **cfg):
-    sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy("elastic-tiresias"),
-                    SimConfig(**cfg), workload=SizeTable(LINEARISH))
+    sim = Simulator(
+        parse_cluster_spec(cluster),
+        jobs,
+        make_policy("elastic-tiresias"),
+        SimConfig(**cfg),
+        workload=SizeTable(LINEARISH),
+    )
     result = sim.run()
     return {j.job_id: j for j in result.jobs}, result
 
@@ -45,9 +50,11 @@ def test_grows_when_gpus_free_up_and_gives_them_back_when_a_job_arrives():
     # to 4 in the background (old speed until 80, then 1.5 s switch): done 80 by 80, the rest
     # at 1.6 from 81.5. B (2 GPUs) arrives at 100: E gives its 2 extra GPUs back (scale-in, no
     # pause) and B starts at once. E: done 80 + 1.6 * 18.5 = 109.6 at 100, then 90.4 s at 1.0.
-    jobs = [JobSpec("a", 0.0, 2, 50.0, model="m"),
-            JobSpec("e", 0.0, 2, 200.0, model="m", min_gpus=1, max_gpus=4),
-            JobSpec("b", 100.0, 2, 30.0, model="m")]
+    jobs = [
+        JobSpec("a", 0.0, 2, 50.0, model="m"),
+        JobSpec("e", 0.0, 2, 200.0, model="m", min_gpus=1, max_gpus=4),
+        JobSpec("b", 100.0, 2, 30.0, model="m"),
+    ]
     s, r = run(jobs)
     assert s["b"].first_start == 100 and s["b"].finish == pytest.approx(130)
     # after b leaves at 130, e grows again: 30 more s done at 1.0 by 130 (139.6 total), then the
@@ -60,8 +67,10 @@ def test_leftover_gpus_go_to_the_largest_marginal_speedup():
     # Two elastic jobs asking 1 GPU each on 4 GPUs. Relative to its request, "m" gains 0.67
     # then 0.5 per extra GPU, "flat" 0.05: both spare GPUs go to x, which starts on 3 and ends
     # at 100 / 2.17 = 46.2; only then does y grow (one resize).
-    jobs = [JobSpec("x", 0.0, 1, 100.0, model="m", min_gpus=1, max_gpus=3),
-            JobSpec("y", 0.0, 1, 100.0, model="flat", min_gpus=1, max_gpus=3)]
+    jobs = [
+        JobSpec("x", 0.0, 1, 100.0, model="m", min_gpus=1, max_gpus=3),
+        JobSpec("y", 0.0, 1, 100.0, model="flat", min_gpus=1, max_gpus=3),
+    ]
     s, _ = run(jobs)
     assert len(s["x"].gpus) == 3 and s["x"].resizes == 0
     assert s["x"].finish == pytest.approx(100 / (1.3 / 0.6))
@@ -70,19 +79,32 @@ def test_leftover_gpus_go_to_the_largest_marginal_speedup():
 
 def test_sizes_stay_within_min_and_max():
     import random
+
     rng = random.Random(3)
     jobs = []
     for i in range(30):
         n = rng.choice([1, 2, 4])
         elastic = rng.random() < 0.6
-        jobs.append(JobSpec(f"j{i}", float(rng.randint(0, 500)), n, float(rng.randint(20, 400)),
-                            model="m" if n <= 2 else "flat",
-                            min_gpus=max(1, n // 2) if elastic else None,
-                            max_gpus=min(4, 2 * n) if elastic else None))
-    sim = Simulator(parse_cluster_spec("2x4"), jobs,
-                    make_policy("elastic-tiresias", shrink_when_waiting=2, thresholds_gpu_s=[100]),
-                    SimConfig(), workload=SizeTable({"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6},
-                                                  "flat": {2: 0.6, 3: 0.8, 4: 1.0}}))
+        jobs.append(
+            JobSpec(
+                f"j{i}",
+                float(rng.randint(0, 500)),
+                n,
+                float(rng.randint(20, 400)),
+                model="m" if n <= 2 else "flat",
+                min_gpus=max(1, n // 2) if elastic else None,
+                max_gpus=min(4, 2 * n) if elastic else None,
+            )
+        )
+    sim = Simulator(
+        parse_cluster_spec("2x4"),
+        jobs,
+        make_policy("elastic-tiresias", shrink_when_waiting=2, thresholds_gpu_s=[100]),
+        SimConfig(),
+        workload=SizeTable(
+            {"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6}, "flat": {2: 0.6, 3: 0.8, 4: 1.0}}
+        ),
+    )
     sizes = []
     original = sim.state.apply
 
@@ -92,10 +114,11 @@ def test_sizes_stay_within_min_and_max():
             low, high = job.spec.gpu_range
             assert low <= len(job.gpus) <= high
             sizes.append(len(job.gpus) - job.num_gpus)
+
     sim.state.apply = checked
     result = sim.run()
     assert all(j.finish is not None for j in result.jobs)
-    assert any(d > 0 for d in sizes) and any(d < 0 for d in sizes)   # it both grew and shrank
+    assert any(d > 0 for d in sizes) and any(d < 0 for d in sizes)  # it both grew and shrank
 
 
 def test_a_job_shrunk_for_waiting_jobs_is_not_grown_back_while_they_wait():
@@ -103,10 +126,17 @@ def test_a_job_shrunk_for_waiting_jobs_is_not_grown_back_while_they_wait():
     # B (4 GPUs) arrives at 10 and waits for A: A shrinks to 1 (scale-in, no pause) and, since
     # B still waits, is not grown back into the 3 idle GPUs (that would repeat at every event).
     # A: 10 s done by 10, then 90 s at speed 0.6 -> 160; B runs 160..170.
-    jobs = [JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
-            JobSpec("b", 10.0, 4, 10.0, model="m")]
-    sim = Simulator(parse_cluster_spec("1x4"), jobs, make_policy("elastic-fifo", shrink_when_waiting=0),
-                    SimConfig(), workload=SizeTable(LINEARISH))
+    jobs = [
+        JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
+        JobSpec("b", 10.0, 4, 10.0, model="m"),
+    ]
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        jobs,
+        make_policy("elastic-fifo", shrink_when_waiting=0),
+        SimConfig(),
+        workload=SizeTable(LINEARISH),
+    )
     s = {j.job_id: j for j in sim.run().jobs}
     assert s["a"].resizes == 1 and s["a"].finish == pytest.approx(160)
     assert s["b"].first_start == pytest.approx(160) and s["b"].finish == pytest.approx(170)
@@ -122,10 +152,17 @@ class WithMemory(SizeTable):
 def test_a_shrink_that_would_overflow_gpu_memory_does_not_happen():
     # As above, but A cannot shrink to 1 GPU: 20,000 MiB do not fit a 16,384 MiB V100. It keeps
     # its 2 GPUs and ends at 100; B then runs 100..110. (Shrinking used to ignore memory.)
-    jobs = [JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
-            JobSpec("b", 10.0, 4, 10.0, model="m")]
-    sim = Simulator(parse_cluster_spec("1x4:V100/16384"), jobs, make_policy("elastic-fifo", shrink_when_waiting=0),
-                    SimConfig(), workload=WithMemory(LINEARISH))
+    jobs = [
+        JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
+        JobSpec("b", 10.0, 4, 10.0, model="m"),
+    ]
+    sim = Simulator(
+        parse_cluster_spec("1x4:V100/16384"),
+        jobs,
+        make_policy("elastic-fifo", shrink_when_waiting=0),
+        SimConfig(),
+        workload=WithMemory(LINEARISH),
+    )
     s = {j.job_id: j for j in sim.run().jobs}
     assert s["a"].resizes == 0 and s["a"].finish == pytest.approx(100)
     assert s["b"].finish == pytest.approx(110)
@@ -136,7 +173,9 @@ def test_the_state_refuses_a_resize_whose_memory_does_not_fit():
     from dlsched.state.cluster_state import ClusterState
     from dlsched.view import Plan
 
-    state = ClusterState(parse_cluster_spec("1x4:V100/16384"), make_policy("fifo"), workload=WithMemory(LINEARISH))
+    state = ClusterState(
+        parse_cluster_spec("1x4:V100/16384"), make_policy("fifo"), workload=WithMemory(LINEARISH)
+    )
     a = state.submit(JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2))
     state.apply(Plan(start=[(a, (0, 1))]))
     with pytest.raises(PlanError, match="exceeds"):
@@ -145,9 +184,17 @@ def test_the_state_refuses_a_resize_whose_memory_does_not_fit():
 
 def test_elastic_fifo_without_elastic_jobs_is_fifo():
     import random
+
     rng = random.Random(5)
-    jobs = [JobSpec(f"j{i}", float(rng.randint(0, 2000)), rng.choice([1, 1, 2, 4, 8]),
-                    float(rng.randint(10, 900))) for i in range(200)]
+    jobs = [
+        JobSpec(
+            f"j{i}",
+            float(rng.randint(0, 2000)),
+            rng.choice([1, 1, 2, 4, 8]),
+            float(rng.randint(10, 900)),
+        )
+        for i in range(200)
+    ]
     finishes = {}
     for name in ("fifo", "elastic-fifo"):
         result = Simulator(parse_cluster_spec("2x8"), jobs, make_policy(name), SimConfig()).run()

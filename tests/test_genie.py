@@ -24,8 +24,14 @@ def test_jobs_start_in_allowance_order_and_late_ones_after_in_arrival_order():
     # At 100 the GPU frees: D's allowance is negative (late); B has the least: B 100-300.
     # At 300 C's allowance is -10 (late too): A 300-350; then the late ones by arrival: C 350-360,
     # D 360-460, E 460-465. A and B meet their deadlines; C (by 60 s) and D (by 310 s) do not.
-    jobs = [job("X", 0, 1, 100), job("A", 1, 1, 50, deadline_s=1000), job("B", 1, 1, 200, deadline_s=400),
-            job("C", 1, 1, 10, deadline_s=300), job("D", 1, 1, 100, deadline_s=150), job("E", 1, 1, 5)]
+    jobs = [
+        job("X", 0, 1, 100),
+        job("A", 1, 1, 50, deadline_s=1000),
+        job("B", 1, 1, 200, deadline_s=400),
+        job("C", 1, 1, 10, deadline_s=300),
+        job("D", 1, 1, 100, deadline_s=150),
+        job("E", 1, 1, 5),
+    ]
     s, result = run("1x1", jobs, "genie")
     starts = sorted(s, key=lambda j: s[j].first_start)
     assert starts == ["X", "B", "A", "C", "D", "E"]
@@ -36,8 +42,13 @@ def test_jobs_start_in_allowance_order_and_late_ones_after_in_arrival_order():
 
 
 def test_edf_runs_the_earliest_deadline_first():
-    jobs = [job("X", 0, 1, 100), job("A", 1, 1, 50, deadline_s=1000), job("B", 1, 1, 200, deadline_s=400),
-            job("C", 1, 1, 10, deadline_s=300), job("E", 1, 1, 5)]
+    jobs = [
+        job("X", 0, 1, 100),
+        job("A", 1, 1, 50, deadline_s=1000),
+        job("B", 1, 1, 200, deadline_s=400),
+        job("C", 1, 1, 10, deadline_s=300),
+        job("E", 1, 1, 5),
+    ]
     s, _ = run("1x1", jobs, "edf")
     assert sorted(s, key=lambda j: s[j].first_start) == ["X", "C", "B", "A", "E"]
 
@@ -71,8 +82,11 @@ def test_the_fewest_gpus_predicted_to_meet_the_deadline_else_the_fastest(deadlin
     # 45 s needs 4; 30 s cannot be met: the fastest, 4
     from dlsched.cluster import parse_cluster_spec
     from dlsched.sim import SimConfig, simulate
+
     jobs = [job("J", 0, 4, 40, deadline_s=deadline)]
-    result = simulate(parse_cluster_spec("1x4"), jobs, HandMade({"J": {1: 100.0, 2: 60.0, 4: 40.0}}), SimConfig())
+    result = simulate(
+        parse_cluster_spec("1x4"), jobs, HandMade({"J": {1: 100.0, 2: 60.0, 4: 40.0}}), SimConfig()
+    )
     assert job_rows(result.jobs)[0]["mean_gpus"] == gpus
 
 
@@ -88,6 +102,7 @@ def test_genie_may_run_a_job_on_fewer_gpus_but_the_state_refuses_that_to_others(
 
     from dlsched.cluster import parse_cluster_spec
     from dlsched.sim import SimConfig, simulate
+
     with pytest.raises(PlanError, match="needs 4"):
         simulate(parse_cluster_spec("1x4"), [job("J", 0, 4, 10)], Shrinking(), SimConfig())
 
@@ -129,7 +144,7 @@ def test_held_out_error_on_pollux_measurements(app):
 def test_generated_deadlines_are_seeded_per_job_and_in_their_class_range():
     jobs = [job(f"j{i}", i, 1, 100) for i in range(300)] + [job("given", 0, 1, 100, deadline_s=500)]
     a = assign_deadlines(jobs, seed=1)
-    assert a == assign_deadlines(list(reversed(jobs)), seed=1)[::-1]     # per job, not per position
+    assert a == assign_deadlines(list(reversed(jobs)), seed=1)[::-1]  # per job, not per position
     assert a != assign_deadlines(jobs, seed=2)
     for spec in a[:-1]:
         low, high = DEADLINE_CLASSES[spec.qos_class]
@@ -146,19 +161,43 @@ def test_genie_end_to_end_with_the_performance_model_keeps_the_invariants():
     from dlsched.sim import SimConfig
     from dlsched.sim.engine import Simulator
     from test_properties import checked
-    w = prepare("synthetic", "4x4:V100", trace_params={"num_jobs": 200, "load": 0.9}, deadlines=True)
+
+    w = prepare(
+        "synthetic", "4x4:V100", trace_params={"num_jobs": 200, "load": 0.9}, deadlines=True
+    )
     for name in ("genie", "genie-oracle"):
-        result = checked(Simulator(w.cluster, w.jobs, make_policy(name), SimConfig(), workload=w.model())).run()
+        result = checked(
+            Simulator(w.cluster, w.jobs, make_policy(name), SimConfig(), workload=w.model())
+        ).run()
         rows = job_rows(result.jobs)
         assert all(r["finish_s"] is not None for r in rows)
-        assert any(r["mean_gpus"] < r["num_gpus"] for r in rows)         # it chose smaller sizes
+        assert any(r["mean_gpus"] < r["num_gpus"] for r in rows)  # it chose smaller sizes
         assert 0 < summarize(result)["qos_pct"] <= 100
 
 
 def test_the_report_shows_qos_per_policy_and_class_and_the_lateness_cdf(tmp_path, capsys):
     from dlsched.cli import main
-    assert main(["compare", "--trace", "synthetic", "--trace-param", "num_jobs=300;load=4", "--cluster", "2x8:V100",
-                 "--deadlines", "--policies", "fifo,genie", "--out", str(tmp_path), "--no-progress"]) == 0
+
+    assert (
+        main(
+            [
+                "compare",
+                "--trace",
+                "synthetic",
+                "--trace-param",
+                "num_jobs=300;load=4",
+                "--cluster",
+                "2x8:V100",
+                "--deadlines",
+                "--policies",
+                "fifo,genie",
+                "--out",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "QoS met" in capsys.readouterr().out
     page = (tmp_path / "report.html").read_text()
     assert "<h2>Deadlines</h2>" in page and "Lateness (finish - deadline)" in page

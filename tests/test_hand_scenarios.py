@@ -62,8 +62,12 @@ def test_srtf_with_periodic_checkpoints_loses_work_since_the_last_one():
     # Checkpoints every 25 s of progress: A's 10 s before the preemption are lost.
     # A restarts at 30, progresses from 60 with all 100 s to do: ends at 160.
     jobs = [job("A", 0, 1, 100), job("B", 10, 1, 20)]
-    s, _ = run("1x1", jobs, "srtf", SimConfig(restart_overhead_s=30, checkpoint_interval_s=25,
-                                              checkpoint_on_preempt=False))
+    s, _ = run(
+        "1x1",
+        jobs,
+        "srtf",
+        SimConfig(restart_overhead_s=30, checkpoint_interval_s=25, checkpoint_on_preempt=False),
+    )
     assert s["A"].finish == 160
     # checkpointing at the preemption instead loses nothing: 150 as above
     s, _ = run("1x1", jobs, "srtf", SimConfig(restart_overhead_s=30, checkpoint_interval_s=25))
@@ -120,8 +124,14 @@ def test_tiresias_starvation_promotion():
     # so A (queue 0) preempts B at 450; A pauses 30 and runs its last 150 s: ends at 630.
     # B has done 300 of 1000 s; it restarts at 630, pauses 30: ends at 1360.
     jobs = [job("A", 0, 1, 300), job("B", 150, 1, 1000)]
-    s, _ = run("1x1", jobs, "tiresias", SimConfig(restart_overhead_s=30),
-               thresholds_gpu_s=[100], starvation_factor=2)
+    s, _ = run(
+        "1x1",
+        jobs,
+        "tiresias",
+        SimConfig(restart_overhead_s=30),
+        thresholds_gpu_s=[100],
+        starvation_factor=2,
+    )
     assert s["A"].finish == 630 and s["B"].finish == 1360
     assert (s["A"].preemptions, s["B"].preemptions) == (1, 1)
 
@@ -130,8 +140,12 @@ def test_node_failure_loses_the_work_since_the_last_periodic_checkpoint():
     # Checkpoints every 30 s: at the failure (t=40) A has done 40 s and keeps 30.
     # It restarts at 40 on node 1, pauses 30, and has 70 s left: ends at 140.
     jobs = [job("A", 0, 1, 100)]
-    s, _ = run("2x1", jobs, "fifo", SimConfig(restart_overhead_s=30, checkpoint_interval_s=30,
-                                              node_events=[(40, "down", 0)]))
+    s, _ = run(
+        "2x1",
+        jobs,
+        "fifo",
+        SimConfig(restart_overhead_s=30, checkpoint_interval_s=30, node_events=[(40, "down", 0)]),
+    )
     assert s["A"].finish == 140
 
 
@@ -139,11 +153,17 @@ def test_a_policy_cycling_without_progress_is_stopped_with_an_error():
     # Quantum 10 GPU-s, periodic checkpoints every 40 s and preemptions that lose work, with
     # promotion: the two jobs take turns forever, each losing what it did. The simulator says so.
     from dlsched.sim.engine import SimulationStalled
+
     jobs = [job("A", 0, 1, 100), job("B", 0, 1, 100)]
     with pytest.raises(SimulationStalled, match="cycling without progress"):
-        run("1x1", jobs, "tiresias", SimConfig(checkpoint_interval_s=40, checkpoint_on_preempt=False,
-                                               stall_limit=1000),
-            thresholds_gpu_s=[10], starvation_factor=1)
+        run(
+            "1x1",
+            jobs,
+            "tiresias",
+            SimConfig(checkpoint_interval_s=40, checkpoint_on_preempt=False, stall_limit=1000),
+            thresholds_gpu_s=[10],
+            starvation_factor=1,
+        )
 
 
 def test_node_failure_requeues_the_job_which_resumes_elsewhere():
@@ -159,6 +179,7 @@ def test_utilization_and_makespan_by_hand():
     # 2 GPUs; A holds 1 GPU 0-100 and B 1 GPU 0-50: 150 GPU-s of 200 available.
     jobs = [job("A", 0, 1, 100), job("B", 0, 1, 50)]
     from dlsched.metrics import summarize
+
     _, r = run("1x2", jobs, "fifo")
     summary = summarize(r)
     assert summary["makespan_s"] == 100
@@ -169,8 +190,11 @@ def test_utilization_and_makespan_by_hand():
 def test_gpu_type_constraint_waits_for_the_right_type():
     # V100 node (GPU 0) and T4 node (GPU 1). A holds the T4 0-100. B may only use a T4: it waits
     # for A although the V100 is idle, then runs 100-150. C (any type) takes the V100 at once.
-    jobs = [job("A", 0, 1, 100, gpu_types=("T4",)), job("B", 1, 1, 50, gpu_types=("T4",)),
-            job("C", 2, 1, 10)]
+    jobs = [
+        job("A", 0, 1, 100, gpu_types=("T4",)),
+        job("B", 1, 1, 50, gpu_types=("T4",)),
+        job("C", 2, 1, 10),
+    ]
     s, _ = run("1x1:V100,1x1:T4", jobs, "fifo", scan="backfill")
     assert (s["A"].gpus, s["B"].gpus, s["C"].gpus) == ((1,), (1,), (0,))
     assert (s["B"].first_start, s["C"].first_start) == (100, 2)
@@ -180,6 +204,7 @@ def test_binned_timeseries_by_hand():
     # 2 GPUs. A holds 1 GPU 0-100, B 1 GPU 0-50; C (2 GPUs) waits 0-100 then runs 100-200.
     # Over 0-200: utilization 1.0 for 0-50, 0.5 for 50-100, 1.0 for 100-200; queue 1 until 100.
     from dlsched.metrics import binned_timeseries, summarize
+
     jobs = [job("A", 0, 1, 100), job("B", 0, 1, 50), job("C", 0, 2, 100)]
     _, r = run("1x2", jobs, "fifo")
     bins = binned_timeseries(r, max_bins=4)
@@ -210,8 +235,13 @@ def test_tiresias_threshold_sets():
     # the default is the authors' simulator's queues (simulator/jobs.py: queue_limit, dlas-gpu)
     assert make_policy("tiresias").params()["thresholds_gpu_s"] == [3250.0, 7200.0]
     assert make_policy("tiresias").params()["scan"] == "greedy"
-    assert make_policy("tiresias", thresholds_gpu_s="las-3.2h").params()["thresholds_gpu_s"] == [11520.0]
-    assert make_policy("tiresias", thresholds_gpu_s="100,200").params()["thresholds_gpu_s"] == [100.0, 200.0]
+    assert make_policy("tiresias", thresholds_gpu_s="las-3.2h").params()["thresholds_gpu_s"] == [
+        11520.0
+    ]
+    assert make_policy("tiresias", thresholds_gpu_s="100,200").params()["thresholds_gpu_s"] == [
+        100.0,
+        200.0,
+    ]
     with pytest.raises(SpecError, match="thresholds_gpu_s"):
         make_policy("tiresias", thresholds_gpu_s="fast")
     with pytest.raises(SpecError, match="scan"):
@@ -233,8 +263,13 @@ def test_srtf_preempts_the_job_with_the_most_work_left_whatever_its_speed():
             return 2.0 if job.job_id == "x" else 1.0
 
     jobs = [job("x", 0, 1, 1000), job("y", 0, 1, 800), job("p", 300, 1, 450)]
-    result = Simulator(parse_cluster_spec("1x2"), jobs, make_policy("srtf"), SimConfig(restart_overhead_s=0),
-                       workload=XIsFast()).run()
+    result = Simulator(
+        parse_cluster_spec("1x2"),
+        jobs,
+        make_policy("srtf"),
+        SimConfig(restart_overhead_s=0),
+        workload=XIsFast(),
+    ).run()
     s = {j.job_id: j for j in result.jobs}
     assert s["p"].first_start == 300 and s["y"].preemptions == 1 and s["x"].preemptions == 0
     assert (s["x"].finish, s["p"].finish, s["y"].finish) == (500, 750, 1000)
@@ -259,6 +294,8 @@ def test_the_summary_counts_jobs_gpu_time_and_allocated_gpu_time_apart():
             return 1000.0
 
     jobs = [JobSpec("a", 0.0, 1, 100.0, model="m"), JobSpec("b", 1.0, 1, 50.0, model="m")]
-    sim = Simulator(parse_cluster_spec("1x1"), jobs, make_policy("sjf-ffs"), SimConfig(), workload=Shares())
+    sim = Simulator(
+        parse_cluster_spec("1x1"), jobs, make_policy("sjf-ffs"), SimConfig(), workload=Shares()
+    )
     summary = summarize(sim.run())
     assert summary["job_gpu_time_s"] == 150 and summary["allocated_gpu_time_s"] == 100

@@ -21,17 +21,24 @@ def test_cluster_spec_with_pools_types_and_memory():
 
 def test_cluster_yaml(tmp_path):
     f = tmp_path / "c.yaml"
-    f.write_text("groups:\n  - {count: 2, gpus_per_node: 4, gpu_type: A100, nodes_per_rack: 1}\n"
-                 "  - {count: 1, gpus_per_node: 8, gpu_type: T4, pool: inference}\n")
+    f.write_text(
+        "groups:\n  - {count: 2, gpus_per_node: 4, gpu_type: A100, nodes_per_rack: 1}\n"
+        "  - {count: 1, gpus_per_node: 8, gpu_type: T4, pool: inference}\n"
+    )
     c = load_cluster(str(f))
     assert [n.rack for n in c.nodes] == [0, 1, 2]
     assert c.nodes[2].pool == "inference"
 
 
-@pytest.mark.parametrize("spec, field", [
-    ("64x8:V100@nowhere", "groups[0].pool"), ("0x8", "groups[0].count"), ("abc", "cluster"),
-    ("2x4:Unknown", "groups[0].gpu_mem_mib"),
-])
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ("64x8:V100@nowhere", "groups[0].pool"),
+        ("0x8", "groups[0].count"),
+        ("abc", "cluster"),
+        ("2x4:Unknown", "groups[0].gpu_mem_mib"),
+    ],
+)
 def test_bad_cluster_specs_name_the_field(spec, field):
     with pytest.raises(SpecError) as e:
         parse_cluster_spec(spec)
@@ -45,14 +52,24 @@ def test_bad_cluster_yaml_names_the_field(tmp_path):
         load_cluster(str(f))
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"job_id": ""}, "job_id"), ({"submit_time_s": -1.0}, "submit_time_s"),
-    ({"num_gpus": 0}, "num_gpus"), ({"num_gpus": 1.5}, "num_gpus"),
-    ({"duration_s": -5.0}, "duration_s"), ({"duration_s": float("nan")}, "duration_s"),
-    ({"batch_size": 0}, "batch_size"), ({"min_gpus": 8}, "min_gpus"), ({"max_gpus": 1}, "max_gpus"),
-    ({"deadline_s": 5.0}, "deadline_s"), ({"gpu_milli": 1500}, "gpu_milli"),
-    ({"tenant": ""}, "tenant"), ({"gpu_types": ()}, "gpu_types"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"job_id": ""}, "job_id"),
+        ({"submit_time_s": -1.0}, "submit_time_s"),
+        ({"num_gpus": 0}, "num_gpus"),
+        ({"num_gpus": 1.5}, "num_gpus"),
+        ({"duration_s": -5.0}, "duration_s"),
+        ({"duration_s": float("nan")}, "duration_s"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"min_gpus": 8}, "min_gpus"),
+        ({"max_gpus": 1}, "max_gpus"),
+        ({"deadline_s": 5.0}, "deadline_s"),
+        ({"gpu_milli": 1500}, "gpu_milli"),
+        ({"tenant": ""}, "tenant"),
+        ({"gpu_types": ()}, "gpu_types"),
+    ],
+)
 def test_job_spec_validation_names_the_field(kwargs, field):
     base = {"job_id": "j", "submit_time_s": 10.0, "num_gpus": 4, "duration_s": 100.0}
     with pytest.raises(SpecError) as e:
@@ -63,8 +80,8 @@ def test_job_spec_validation_names_the_field(kwargs, field):
 def test_best_fit_prefers_the_fullest_node_that_fits():
     c = parse_cluster_spec("3x4")
     free = FreeGpus(c)
-    free.take([0, 1, 2])      # node 0 has 1 free
-    free.take([4, 5])         # node 1 has 2 free
+    free.take([0, 1, 2])  # node 0 has 1 free
+    free.take([4, 5])  # node 1 has 2 free
     assert best_fit(free, 1) == (3,)
     assert best_fit(free, 2) == (6, 7)
     assert best_fit(free, 4) == (8, 9, 10, 11)
@@ -78,7 +95,7 @@ def test_consolidated_refuses_to_spread_and_spread_spreads():
     free = FreeGpus(c)
     free.take([0, 1])
     free.take([4, 5])
-    assert consolidated(free, 3) is None           # 2 + 2 free, but not on one node
+    assert consolidated(free, 3) is None  # 2 + 2 free, but not on one node
     assert sorted(best_fit(free, 3)) in ([2, 3, 6], [2, 3, 7], [2, 6, 7], [3, 6, 7])
     assert sorted(spread(free, 2)) == [2, 6]
     assert consolidated(free, 2) == (2, 3)

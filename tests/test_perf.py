@@ -44,12 +44,12 @@ def test_speed_never_superlinear_and_monotone_on_a_node(app):
     batch = statistics.median(p.local_batch for p in pollux_points(app))
     one = fit.throughput(batch)
     previous = one
-    for gpus in range(2, 5):                      # one node of Pollux's testbed: 4 GPUs
+    for gpus in range(2, 5):  # one node of Pollux's testbed: 4 GPUs
         t = fit.throughput(batch, gpus, 1)
         assert t >= previous - 1e-9
         assert t <= gpus * one + 1e-9
         previous = t
-    for gpus in (8, 16, 32, 64):                  # spread: still never superlinear
+    for gpus in (8, 16, 32, 64):  # spread: still never superlinear
         assert fit.throughput(batch, gpus, gpus // 4) <= gpus * one + 1e-9
 
 
@@ -81,14 +81,32 @@ from dlsched.perf.measurements import gavel_pair, gavel_solo  # noqa: E402
 from dlsched.perf.model import PerfModel  # noqa: E402
 from dlsched.perf.zoo import ZOO  # noqa: E402
 
-TRACE_MODELS = ["resnet18", "shufflenet_v2_x1_0", "vgg16", "vgg19", "dqn", "a2c", "bert", "gpt2",
-                "cifar10", "imagenet", "bert", "deepspeech2", "yolov3", "ncf"]
+TRACE_MODELS = [
+    "resnet18",
+    "shufflenet_v2_x1_0",
+    "vgg16",
+    "vgg19",
+    "dqn",
+    "a2c",
+    "bert",
+    "gpt2",
+    "cifar10",
+    "imagenet",
+    "bert",
+    "deepspeech2",
+    "yolov3",
+    "ncf",
+]
 
 
 def test_every_model_the_traces_name_has_a_profile():
     from dlsched.traces import load_trace
-    named = {j.model for name in ("muri-1", "muri-2", "muri-3", "muri-4", "pollux-1")
-             for j in load_trace(name).jobs}
+
+    named = {
+        j.model
+        for name in ("muri-1", "muri-2", "muri-3", "muri-4", "pollux-1")
+        for j in load_trace(name).jobs
+    }
     assert named <= set(ZOO) and set(TRACE_MODELS) <= set(ZOO)
     perf = PerfModel()
     for model in set(TRACE_MODELS):
@@ -97,9 +115,13 @@ def test_every_model_the_traces_name_has_a_profile():
 
 def test_gpu_type_speed_is_gavels_measured_ratio():
     perf = PerfModel()
-    expected = gavel_solo("ResNet-18 (batch size 128)", "K80") / gavel_solo("ResNet-18 (batch size 128)", "V100")
+    expected = gavel_solo("ResNet-18 (batch size 128)", "K80") / gavel_solo(
+        "ResNet-18 (batch size 128)", "V100"
+    )
     assert perf.type_speed("resnet18", "K80") == pytest.approx(expected)
-    assert perf.iteration_s("resnet18", 1, gpu_type="K80") == pytest.approx(perf.iteration_s("resnet18", 1) / expected)
+    assert perf.iteration_s("resnet18", 1, gpu_type="K80") == pytest.approx(
+        perf.iteration_s("resnet18", 1) / expected
+    )
     assert perf.type_speed("resnet18", "V100") == 1.0
     assert PerfModel({"T4": 0.5}).type_speed("bert", "T4") == 0.5
 
@@ -136,10 +158,12 @@ def test_a_job_alone_at_its_requested_size_takes_exactly_its_trace_duration():
 
     cluster = parse_cluster_spec("4x8:V100")
     perf = PerfModel()
-    jobs = [JobSpec("muri", 0, 4, 1234.5, model="vgg16", batch_size=64),
-            JobSpec("philly-like", 0, 16, 98765.0)]
+    jobs = [
+        JobSpec("muri", 0, 4, 1234.5, model="vgg16", batch_size=64),
+        JobSpec("philly-like", 0, 16, 98765.0),
+    ]
     jobs = assign_models(jobs, perf, cluster, seed=3)
-    assert jobs[1].model == "imagenet" and jobs[1].iterations > 0    # 439 GPU-hours: XL class
+    assert jobs[1].model == "imagenet" and jobs[1].iterations > 0  # 439 GPU-hours: XL class
     for spec in jobs:
         r = simulate(cluster, [spec], make_policy("fifo"), workload=PerfSpeed(perf, cluster))
         assert r.jobs[0].finish == spec.duration_s
@@ -154,14 +178,15 @@ def test_spread_or_slower_placements_run_slower():
     speed = PerfSpeed(PerfModel(), cluster)
     job = JobState(JobSpec("j", 0, 4, 100.0, model="bert", batch_size=16), 0)
     assert speed(job, (0, 1, 2, 3)) == 1.0
-    assert speed(job, (0, 1, 4, 5)) < 1.0           # two nodes: cross-node synchronization
-    assert speed(job, (8, 9, 10, 11)) < 1.0         # K80s
-    assert speed(job, (0, 1)) < 1.0                 # half the GPUs, same global batch
+    assert speed(job, (0, 1, 4, 5)) < 1.0  # two nodes: cross-node synchronization
+    assert speed(job, (8, 9, 10, 11)) < 1.0  # K80s
+    assert speed(job, (0, 1)) < 1.0  # half the GPUs, same global batch
 
 
 def test_model_assignment_is_seeded_and_follows_size_classes():
     from dlsched.perf.assign import assign_models
     from dlsched.traces import load_trace
+
     jobs = load_trace("philly").jobs[:3000]
     cluster = parse_cluster_spec("64x8")
     a = assign_models(jobs, PerfModel(), cluster, seed=1)
@@ -169,14 +194,22 @@ def test_model_assignment_is_seeded_and_follows_size_classes():
     assert a != assign_models(jobs, PerfModel(), cluster, seed=2)
     for spec in a:
         hours = spec.num_gpus * spec.duration_s / 3600
-        allowed = {"cifar10", "ncf"} if hours < 1 else {"deepspeech2", "bert"} if hours < 10 else \
-            {"yolov3"} if hours < 100 else {"imagenet"}
+        allowed = (
+            {"cifar10", "ncf"}
+            if hours < 1
+            else {"deepspeech2", "bert"}
+            if hours < 10
+            else {"yolov3"}
+            if hours < 100
+            else {"imagenet"}
+        )
         assert spec.model in allowed and spec.iterations >= 1
 
 
 def test_scaling_curve_for_the_report_is_measured_data():
     from dlsched.perf.validation import consolidated_curve
     from dlsched.report.plots import scaling_figure_svg
+
     batch, curve = consolidated_curve("cifar10")
     assert curve[0][0] == 1 and curve[0][1] == 1
     measured: dict[tuple[int, int], list[float]] = {}

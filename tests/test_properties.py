@@ -34,30 +34,48 @@ def workloads(draw):
     jobs = []
     for k in range(n):
         submit, duration = float(draw(st.integers(0, 200))), float(draw(st.integers(1, 300)))
-        slack = draw(st.one_of(st.none(), st.floats(1.1, 5.0)))       # a deadline, for EDF and GENIE
-        jobs.append(JobSpec(job_id=f"j{k}", submit_time_s=submit, num_gpus=draw(st.integers(1, total)),
-                            duration_s=duration, tenant=draw(st.sampled_from(["a", "b"])),
-                            deadline_s=None if slack is None else submit + slack * duration))
+        slack = draw(st.one_of(st.none(), st.floats(1.1, 5.0)))  # a deadline, for EDF and GENIE
+        jobs.append(
+            JobSpec(
+                job_id=f"j{k}",
+                submit_time_s=submit,
+                num_gpus=draw(st.integers(1, total)),
+                duration_s=duration,
+                tenant=draw(st.sampled_from(["a", "b"])),
+                deadline_s=None if slack is None else submit + slack * duration,
+            )
+        )
     return f"{nodes}x{per_node}", jobs
 
 
 config_strategy = st.builds(
-    SimConfig, restart_overhead_s=st.sampled_from([0.0, 30.0]),
+    SimConfig,
+    restart_overhead_s=st.sampled_from([0.0, 30.0]),
     checkpoint_interval_s=st.sampled_from([None, 40.0]),
-    node_events=st.sampled_from([(), ((50.0, "down", 0), (120.0, "up", 0))]))
+    node_events=st.sampled_from([(), ((50.0, "down", 0), (120.0, "up", 0))]),
+)
 
 
 def simulate_checked(cluster, jobs, policy, config, **params):
-    return checked(Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config)).run()
+    return checked(
+        Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config)
+    ).run()
 
 
 @settings(max_examples=60, deadline=None)
-@given(workloads(), st.sampled_from(POLICIES), st.sampled_from(["strict", "backfill", "greedy"]), config_strategy,
-       st.sampled_from(["best-fit", "consolidated", "spread"]))
+@given(
+    workloads(),
+    st.sampled_from(POLICIES),
+    st.sampled_from(["strict", "backfill", "greedy"]),
+    config_strategy,
+    st.sampled_from(["best-fit", "consolidated", "spread"]),
+)
 def test_invariants(workload, policy, scan, config, placement):
     cluster, jobs = workload
-    params = {"thresholds_gpu_s": [50, 400], "starvation_factor": 1.5} if policy == "tiresias" else {}
-    if policy != "genie":                  # GENIE's pass is its own (greedy)
+    params = (
+        {"thresholds_gpu_s": [50, 400], "starvation_factor": 1.5} if policy == "tiresias" else {}
+    )
+    if policy != "genie":  # GENIE's pass is its own (greedy)
         params["scan"] = scan
     result = simulate_checked(cluster, jobs, policy, config, placement=placement, **params)
     # every job finishes exactly once
@@ -91,12 +109,17 @@ SHARING_MODELS = ["resnet18", "shufflenet_v2_x1_0", "vgg16", "dqn", "bert", "gpt
 def model_workloads(draw):
     cluster, jobs = draw(workloads())
     from dataclasses import replace
+
     return cluster, [replace(j, model=draw(st.sampled_from(SHARING_MODELS))) for j in jobs]
 
 
 @settings(max_examples=40, deadline=None)
-@given(model_workloads(), st.sampled_from(["sjf-ffs", "sjf-bsbf", "sjf-bsbf-consolidated"]),
-       st.sampled_from(["strict", "backfill", "greedy"]), st.sampled_from(["V100", "RTXA6000"]))
+@given(
+    model_workloads(),
+    st.sampled_from(["sjf-ffs", "sjf-bsbf", "sjf-bsbf-consolidated"]),
+    st.sampled_from(["strict", "backfill", "greedy"]),
+    st.sampled_from(["V100", "RTXA6000"]),
+)
 def test_sharing_invariants(workload, policy, scan, gpu_type):
     from dlsched.perf.model import PerfModel
     from dlsched.perf.speed import PerfSpeed
@@ -104,8 +127,15 @@ def test_sharing_invariants(workload, policy, scan, gpu_type):
     cluster_spec, jobs = workload
     cluster = parse_cluster_spec(f"{cluster_spec}:{gpu_type}")
 
-    result = checked(Simulator(cluster, jobs, make_policy(policy, scan=scan), SimConfig(),
-                               workload=PerfSpeed(PerfModel(), cluster))).run()
+    result = checked(
+        Simulator(
+            cluster,
+            jobs,
+            make_policy(policy, scan=scan),
+            SimConfig(),
+            workload=PerfSpeed(PerfModel(), cluster),
+        )
+    ).run()
     for j in result.jobs:
         assert j.status is Status.DONE
         assert j.finish - j.spec.submit_time_s >= j.spec.duration_s - 1e-6

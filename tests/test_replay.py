@@ -21,21 +21,25 @@ from test_service import Setup
 def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path):
     s = Setup(tmp_path, nodes={"n0": 2})
     a = s.submit(gpus=2, iterations=100)
-    s.step()                                        # t=1: a starts
+    s.step()  # t=1: a starts
     s.executor.report_progress(a, iteration=10, iterations=100, iteration_s=0.1)
-    s.step(3.0)                                     # t=4: 10 iterations, 1 s of them: 2 s start-up
+    s.step(3.0)  # t=4: 10 iterations, 1 s of them: 2 s start-up
     s.executor.report_progress(a, iteration=30, iterations=100, iteration_s=0.1)
-    s.step(2.0)                                     # t=6: 20 more in 2 s
+    s.step(2.0)  # t=6: 20 more in 2 s
     s.executor.report_progress(a, iteration=60, iterations=100, iteration_s=0.1)
-    s.step(4.0)                                     # t=10: 30 more in 4 s
+    s.step(4.0)  # t=10: 30 more in 4 s
     s.executor.finish(a)
     s.step(1.0)
     history = s.service.export(0.0, float("inf"))
     [row] = history["jobs"]
-    assert row["iteration_s"] == pytest.approx(6.0 / 50)       # 50 iterations in 6 s
+    assert row["iteration_s"] == pytest.approx(6.0 / 50)  # 50 iterations in 6 s
     assert row["iteration_source"] == "measured" and row["startup_s"] == pytest.approx(2.0)
     # submitted on the real clock, a moment after the fake one started
-    assert row["jct_s"] == pytest.approx(11.0, abs=0.1) and row["status"] == "done" and row["submit_s"] == 0
+    assert (
+        row["jct_s"] == pytest.approx(11.0, abs=0.1)
+        and row["status"] == "done"
+        and row["submit_s"] == 0
+    )
     assert history["cluster"] == "1x2:emulated/16384@training" and history["policy"] == "fifo"
 
     path = tmp_path / "history.csv"
@@ -52,7 +56,7 @@ def test_a_job_done_before_any_progress_report_is_exported_from_its_run(tmp_path
     a = s.submit(gpus=1, iterations=100)
     s.step()
     s.executor.finish(a)
-    s.step(12.0)                               # one run of 12 s, nothing measured on the way
+    s.step(12.0)  # one run of 12 s, nothing measured on the way
     [row] = s.service.export(0.0, float("inf"))["jobs"]
     assert row["iteration_source"] == "whole-run" and row["iteration_s"] == pytest.approx(0.12)
 
@@ -61,8 +65,10 @@ def test_a_tenant_exports_only_its_own_jobs(tmp_path):
     s = Setup(tmp_path, nodes={"n0": 2})
     mine = s.submit(gpus=1)
     bob = s.store.create_tenant("bob", "hash-bob")["id"]
-    theirs = s.store.add_job(bob, {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8,
-                                   "iterations": 100, "gpus": 1})["id"]
+    theirs = s.store.add_job(
+        bob,
+        {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations": 100, "gpus": 1},
+    )["id"]
     s.step()
     for jid in (mine, theirs):
         s.executor.report_progress(jid, iteration=5, iterations=100, iteration_s=0.1)
@@ -74,14 +80,14 @@ def test_a_tenant_exports_only_its_own_jobs(tmp_path):
 def test_a_restart_pause_and_a_reconfiguration_are_measured_apart():
     m = JobMeter()
     m.launched(0.0, 0, first=True)
-    assert not m.observe(1.0, 0, None, "2x1")           # the previous run's report: still waiting
-    m.observe(5.0, 10, 0.2, "2x1")                       # 5 s - 10 x 0.2 s: 3 s start-up
+    assert not m.observe(1.0, 0, None, "2x1")  # the previous run's report: still waiting
+    m.observe(5.0, 10, 0.2, "2x1")  # 5 s - 10 x 0.2 s: 3 s start-up
     m.observe(7.0, 20, 0.2, "2x1")
-    m.reconfigured()                                     # a background resize to 4 workers
-    assert not m.observe(8.0, 25, 0.1, "4x1")            # the stretch across the switch is not counted
+    m.reconfigured()  # a background resize to 4 workers
+    assert not m.observe(8.0, 25, 0.1, "4x1")  # the stretch across the switch is not counted
     m.observe(9.0, 35, 0.1, "4x1")
     m.launched(20.0, 35, first=False)
-    m.observe(24.0, 45, 0.1, "4x1")                      # 4 s - 1 s: a 3 s restart
+    m.observe(24.0, 45, 0.1, "4x1")  # 4 s - 1 s: a 3 s restart
     assert m.starts == [3.0] and m.restarts == [3.0]
     assert m.iteration_s("2x1") == pytest.approx(0.2) and m.iteration_s("4x1") == pytest.approx(0.1)
     assert JobMeter.load(json.loads(json.dumps(m.dump()))).speeds == m.speeds
@@ -90,7 +96,7 @@ def test_a_restart_pause_and_a_reconfiguration_are_measured_apart():
 def test_solo_speed_is_derived_by_the_runtime_model_and_the_sharing_slowdown_measured():
     spec = JobSpec("j", 0.0, num_gpus=4, duration_s=10.0, batch_size=64)
     speed = RuntimeSpeed()
-    m = JobMeter(speeds={config_key(2, 1, False): [100, 30.0]})      # ran alone on 2 of its 4 GPUs only
+    m = JobMeter(speeds={config_key(2, 1, False): [100, 30.0]})  # ran alone on 2 of its 4 GPUs only
     solo, source = solo_iteration_s(m, spec, speed)
     assert source == "derived" and solo == pytest.approx(0.3 * (2 / 4) ** speed.exponent)
     m = JobMeter(speeds={config_key(4, 1, False): [100, 10.0], config_key(4, 1, True): [50, 7.5]})
@@ -100,9 +106,21 @@ def test_solo_speed_is_derived_by_the_runtime_model_and_the_sharing_slowdown_mea
     one = JobSpec("k", 0.0, num_gpus=1, duration_s=10.0, batch_size=64)
     shared_only = JobMeter(speeds={config_key(1, 1, True): [100, 30.0]})
     assert solo_iteration_s(shared_only, one, speed) is None
-    assert solo_iteration_s(shared_only, one, speed, typical_slowdown=1.5) == (pytest.approx(0.2), "derived-shared")
-    speed.profiles["k"] = {"c0_s": 0.01, "c1_s": 0.002, "fixed_mib": 100, "per_sample_mib": 1, "local_batch": 64}
-    assert solo_iteration_s(shared_only, one, speed) == (pytest.approx(0.01 + 0.002 * 64), "profiled")
+    assert solo_iteration_s(shared_only, one, speed, typical_slowdown=1.5) == (
+        pytest.approx(0.2),
+        "derived-shared",
+    )
+    speed.profiles["k"] = {
+        "c0_s": 0.01,
+        "c1_s": 0.002,
+        "fixed_mib": 100,
+        "per_sample_mib": 1,
+        "local_batch": 64,
+    }
+    assert solo_iteration_s(shared_only, one, speed) == (
+        pytest.approx(0.01 + 0.002 * 64),
+        "profiled",
+    )
 
 
 def test_a_job_that_never_shared_slows_down_as_the_ones_measured_on_this_cluster():
@@ -110,13 +128,21 @@ def test_a_job_that_never_shared_slows_down_as_the_ones_measured_on_this_cluster
     a, b, c = (JobSpec(j, 0.0, num_gpus=1, duration_s=1.0, batch_size=8) for j in "abc")
     ja, jb, jc = (JobState(s, i) for i, s in enumerate((a, b, c)))
     for j in "abc":
-        speed.profiles[j] = {"c0_s": 0.01, "c1_s": 0.001, "fixed_mib": 1, "per_sample_mib": 1, "local_batch": 8}
+        speed.profiles[j] = {
+            "c0_s": 0.01,
+            "c1_s": 0.001,
+            "fixed_mib": 1,
+            "per_sample_mib": 1,
+            "local_batch": 8,
+        }
     prior = speed.slowdown(jc, ja)
-    assert prior == pytest.approx(1.63, abs=0.01)            # the literature's median, before any measurement
+    assert prior == pytest.approx(1.63, abs=0.01)  # the literature's median, before any measurement
     speed.measured_slowdown("a", 1.1)
     speed.measured_slowdown("b", 1.3)
-    assert speed.slowdown(ja, jb) == pytest.approx(1.1) and speed.slowdown(jc, ja) == pytest.approx(1.2)
-    speed.forget("a")                                        # gone, but still counts for the cluster
+    assert speed.slowdown(ja, jb) == pytest.approx(1.1) and speed.slowdown(jc, ja) == pytest.approx(
+        1.2
+    )
+    speed.forget("a")  # gone, but still counts for the cluster
     assert "a" not in speed.profiles and speed.slowdown(jc, jb) == pytest.approx(1.2)
 
 
@@ -126,40 +152,103 @@ def _history(tmp_path, rows: list[dict]):
     return path
 
 
-BASE = {"tenant": "t", "batch_size": 8, "model": "m", "restart_s": 0.0, "status": "done", "preemptions": 0}
+BASE = {
+    "tenant": "t",
+    "batch_size": 8,
+    "model": "m",
+    "restart_s": 0.0,
+    "status": "done",
+    "preemptions": 0,
+}
 
 
-def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_jcts(tmp_path, capsys):
+def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_jcts(
+    tmp_path, capsys
+):
     # FIFO on 2 GPUs: a (2 GPUs, 100 x 0.1 s, 2 s start-up) ends at 12; b (submitted at 1, 50 x
     # 0.2 s, 1 s start-up) starts at 12 and ends at 23: JCTs 12 and 22. Measured: 12 and 20.
-    path = _history(tmp_path, [
-        {**BASE, "job_id": "a", "submit_s": 0, "gpus": 2, "iterations": 100, "iteration_s": 0.1,
-         "startup_s": 2.0, "jct_s": 12.0, "end_s": 12.0},
-        {**BASE, "job_id": "b", "submit_s": 1, "gpus": 1, "iterations": 50, "iteration_s": 0.2,
-         "startup_s": 1.0, "jct_s": 20.0, "end_s": 21.0}])
+    path = _history(
+        tmp_path,
+        [
+            {
+                **BASE,
+                "job_id": "a",
+                "submit_s": 0,
+                "gpus": 2,
+                "iterations": 100,
+                "iteration_s": 0.1,
+                "startup_s": 2.0,
+                "jct_s": 12.0,
+                "end_s": 12.0,
+            },
+            {
+                **BASE,
+                "job_id": "b",
+                "submit_s": 1,
+                "gpus": 1,
+                "iterations": 50,
+                "iteration_s": 0.2,
+                "startup_s": 1.0,
+                "jct_s": 20.0,
+                "end_s": 21.0,
+            },
+        ],
+    )
     out = tmp_path / "out"
-    assert main(["whatif", "--trace", str(path), "--cluster", "1x2:emulated/16384", "--server-policy", "fifo",
-                 "--policies", "sjf", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "whatif",
+                "--trace",
+                str(path),
+                "--cluster",
+                "1x2:emulated/16384",
+                "--server-policy",
+                "fifo",
+                "--policies",
+                "sjf",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "whatif.json").read_text())
     fit = report["policies"]["fifo"]["calibration"]
     assert fit["jobs"] == 2 and fit["mean_jct_simulated_s"] == pytest.approx(17.0)
     assert fit["mean_jct_error"] == pytest.approx(17.0 / 16.0 - 1)
-    assert fit["job_error_median"] == pytest.approx(0.05) and fit["job_error_max"] == pytest.approx(0.1)
+    assert fit["job_error_median"] == pytest.approx(0.05) and fit["job_error_max"] == pytest.approx(
+        0.1
+    )
     assert report["policies"]["sjf"]["calibration"] is None
     assert "server, measured (fifo)" in capsys.readouterr().out
 
 
 def test_a_bad_history_row_names_its_field_and_a_history_needs_its_cluster(tmp_path):
-    good = {**BASE, "job_id": "a", "submit_s": 0, "gpus": 1, "iterations": 10, "iteration_s": 0.1, "startup_s": 1}
+    good = {
+        **BASE,
+        "job_id": "a",
+        "submit_s": 0,
+        "gpus": 1,
+        "iterations": 10,
+        "iteration_s": 0.1,
+        "startup_s": 1,
+    }
     with pytest.raises(SpecError, match="iteration_s"):
         load_trace(str(_history(tmp_path, [good, {**good, "job_id": "b", "iteration_s": 0}])))
     with pytest.raises(SpecError, match="appears twice"):
         load_trace(str(_history(tmp_path, [good, good])))
     with pytest.raises(SpecError, match="startup_s"):
         load_trace(str(_history(tmp_path, [{**good, "startup_s": -1}])))
-    skipped = load_trace(str(_history(tmp_path, [good, {**good, "job_id": "b", "gpus": "two"}])), skip_invalid=True)
+    skipped = load_trace(
+        str(_history(tmp_path, [good, {**good, "job_id": "b", "gpus": "two"}])), skip_invalid=True
+    )
     assert [j.job_id for j in skipped.jobs] == ["a"] and skipped.dropped == {"invalid num_gpus": 1}
-    assert main(["simulate", "--trace", str(_history(tmp_path, [good])), "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(["simulate", "--trace", str(_history(tmp_path, [good])), "--out", str(tmp_path / "o")])
+        == 2
+    )
 
 
 def test_a_policy_sees_a_jobs_estimate_until_it_runs_and_the_job_takes_its_true_time():
@@ -168,9 +257,15 @@ def test_a_policy_sees_a_jobs_estimate_until_it_runs_and_the_job_takes_its_true_
     from dlsched.cluster import load_cluster
     from dlsched.policies.catalog import make_policy
     from dlsched.sim import SimConfig, simulate
-    jobs = [JobSpec("a", 0.0, 1, 10.0), JobSpec("b", 1.0, 1, 10.0, estimate_s=100.0),
-            JobSpec("c", 2.0, 1, 50.0, estimate_s=20.0)]
-    result = simulate(load_cluster("1x1:V100"), jobs, make_policy("sjf"), SimConfig(restart_overhead_s=0.0))
+
+    jobs = [
+        JobSpec("a", 0.0, 1, 10.0),
+        JobSpec("b", 1.0, 1, 10.0, estimate_s=100.0),
+        JobSpec("c", 2.0, 1, 50.0, estimate_s=20.0),
+    ]
+    result = simulate(
+        load_cluster("1x1:V100"), jobs, make_policy("sjf"), SimConfig(restart_overhead_s=0.0)
+    )
     finish = {j.job_id: j.finish for j in result.jobs}
     assert finish == {"a": 10.0, "c": 60.0, "b": 70.0}
     assert {j.job_id: j.spec.duration_s for j in result.jobs} == {"a": 10.0, "b": 10.0, "c": 50.0}
@@ -182,9 +277,14 @@ def test_the_servers_quotas_go_with_the_admins_export_and_read_back(tmp_path):
     import yaml
 
     from dlsched.tenancy import TenantConfig, TenantQuota, load_tenants
-    quotas = TenantConfig({"alice": TenantQuota(2, 1, "lab", 2.0, 1)}, TenantQuota(1, None, "lab"), source="q.yaml")
+
+    quotas = TenantConfig(
+        {"alice": TenantQuota(2, 1, "lab", 2.0, 1)}, TenantQuota(1, None, "lab"), source="q.yaml"
+    )
     s = Setup(tmp_path, nodes={"n0": 4}, quotas=quotas)
-    assert s.service.export(0, float("inf"), "alice")["quota_config"] is None    # others' quotas are private
+    assert (
+        s.service.export(0, float("inf"), "alice")["quota_config"] is None
+    )  # others' quotas are private
     path = tmp_path / "quotas.yaml"
     path.write_text(yaml.safe_dump(s.service.export(0, float("inf"))["quota_config"]))
     again = load_tenants(str(path), [], 4)
@@ -195,7 +295,12 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     from dlsched.runtime.api import create_app, hash_token
     from dlsched.tenancy import TenantConfig, TenantQuota
     from runtime_helpers import HttpServer
-    s = Setup(tmp_path, nodes={"n0": 2}, quotas=TenantConfig({"alice": TenantQuota(2, None, "lab")}, source="q"))
+
+    s = Setup(
+        tmp_path,
+        nodes={"n0": 2},
+        quotas=TenantConfig({"alice": TenantQuota(2, None, "lab")}, source="q"),
+    )
     a = s.submit(gpus=1, iterations=100)
     s.step()
     for i, t in ((10, 3.0), (60, 5.0)):
@@ -206,13 +311,30 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     http = HttpServer(create_app(s.service, s.store, hash_token("admin-secret")))
     try:
         out = tmp_path / "w"
-        assert main(["whatif", "--server", http.url, "--token", "admin-secret", "--policies", "sjf",
-                     "--out", str(out), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "whatif",
+                    "--server",
+                    http.url,
+                    "--token",
+                    "admin-secret",
+                    "--policies",
+                    "sjf",
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     finally:
         http.close()
     assert "replaying under the server's quotas" in capsys.readouterr().out
     assert (out / "quotas.yaml").is_file() and (out / "history.csv").is_file()
     report = json.loads((out / "whatif.json").read_text())
-    assert report["measured"]["jobs"] == 1 and report["policies"]["fifo"]["calibration"]["jobs"] == 1
+    assert (
+        report["measured"]["jobs"] == 1 and report["policies"]["fifo"]["calibration"]["jobs"] == 1
+    )
     summary = json.loads((out / "fifo" / "summary.json").read_text())
-    assert summary["params"]["quotas"] == "quotas.yaml"          # the replay ran under the quota layer
+    assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota layer

@@ -43,8 +43,13 @@ E = JobSpec("e", 0.0, 2, 100.0, min_gpus=1, max_gpus=4)
 
 
 def run(mechanism, at, gpus):
-    sim = Simulator(parse_cluster_spec("1x4"), [E], Script(at, gpus),
-                    SimConfig(resize_mechanism=mechanism, stop_resume_s=30), workload=RateBySize())
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        [E],
+        Script(at, gpus),
+        SimConfig(resize_mechanism=mechanism, stop_resume_s=30),
+        workload=RateBySize(),
+    )
     return sim.run().jobs[0]
 
 
@@ -85,15 +90,27 @@ def test_a_resize_below_min_or_with_repeated_gpus_is_refused(gpus):
 
 
 def test_a_resize_above_max_is_refused():
-    sim = Simulator(parse_cluster_spec("1x8"), [E], Script(20, tuple(range(6))), SimConfig(), workload=RateBySize())
+    sim = Simulator(
+        parse_cluster_spec("1x8"),
+        [E],
+        Script(20, tuple(range(6))),
+        SimConfig(),
+        workload=RateBySize(),
+    )
     with pytest.raises(PlanError, match="6 distinct GPUs is outside its 1..4"):
         sim.run()
 
 
 def test_metrics_count_resizes_lost_gpu_time_and_mean_size():
     from dlsched.metrics import job_rows, summarize
-    sim = Simulator(parse_cluster_spec("1x4"), [E], Script(20, (0, 1, 2, 3)),
-                    SimConfig(resize_mechanism="stop-resume", stop_resume_s=30), workload=RateBySize())
+
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        [E],
+        Script(20, (0, 1, 2, 3)),
+        SimConfig(resize_mechanism="stop-resume", stop_resume_s=30),
+        workload=RateBySize(),
+    )
     result = sim.run()
     row = job_rows(result.jobs)[0]
     # held 2 GPUs for 20 s and 4 for 80 s: 3.6 GPUs on average over its 100 s run
@@ -105,22 +122,31 @@ def test_metrics_count_resizes_lost_gpu_time_and_mean_size():
 
 
 def test_a_job_that_is_not_elastic_cannot_be_resized():
-    sim = Simulator(parse_cluster_spec("1x4"), [JobSpec("e", 0.0, 2, 100.0)], Script(20, (0, 1, 2, 3)),
-                    SimConfig(), workload=RateBySize())
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        [JobSpec("e", 0.0, 2, 100.0)],
+        Script(20, (0, 1, 2, 3)),
+        SimConfig(),
+        workload=RateBySize(),
+    )
     with pytest.raises(PlanError, match="outside its 2..2"):
         sim.run()
 
 
 class WithCheckpoint(RateBySize):
     def checkpoint_mib(self, spec):
-        return 2048.0    # 2 GiB of weights and optimizer state
+        return 2048.0  # 2 GiB of weights and optimizer state
 
 
 def test_the_stop_resume_pause_grows_with_the_checkpoint():
     # 30 s restart + writing and reading 2 GiB at 1 GiB/s = 34 s. Resized to 4 GPUs at 20:
     # 20 s done, paused until 54, the other 80 s at 1.6 -> 104; 34 s x 4 GPUs lost.
-    sim = Simulator(parse_cluster_spec("1x4"), [E], Script(20.0, (0, 1, 2, 3)),
-                    SimConfig(resize_mechanism="stop-resume", stop_resume_s=30, checkpoint_mib_s=1024),
-                    workload=WithCheckpoint())
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        [E],
+        Script(20.0, (0, 1, 2, 3)),
+        SimConfig(resize_mechanism="stop-resume", stop_resume_s=30, checkpoint_mib_s=1024),
+        workload=WithCheckpoint(),
+    )
     job = sim.run().jobs[0]
     assert job.finish == pytest.approx(104.0) and job.resize_lost_gpu_s == pytest.approx(136.0)

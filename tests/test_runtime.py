@@ -19,7 +19,7 @@ def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
     alice, bob = h.tenant("alice"), h.tenant("bob")
     a1 = h.submit(alice, **RESNET, gpus=2, batch_size=16, iterations=40)
     a2 = h.submit(alice, **LM, gpus=1, batch_size=8, iterations=60)
-    b1 = h.submit(bob, **LM, gpus=2, batch_size=8, epochs=1, checkpoint_every=10)   # 256 samples / 8
+    b1 = h.submit(bob, **LM, gpus=2, batch_size=8, epochs=1, checkpoint_every=10)  # 256 samples / 8
     for jid, iterations in ((a1, 40), (a2, 60), (b1, 32)):
         job = h.wait_status(jid, "done", "failed")
         assert job["status"] == "done" and job["iteration"] == iterations
@@ -40,7 +40,9 @@ def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_
     # L takes all 4 GPUs with no periodic checkpoint (about 9 s of training); after 8 GPU-seconds
     # (2 s) it drops to the lower queue, so S (a new job, top queue) preempts it. L checkpoints
     # when stopped, and resumes.
-    long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=300, checkpoint_every=0)
+    long_job = h.submit(
+        alice, **EMULATED, gpus=4, batch_size=16, iterations=300, checkpoint_every=0
+    )
     wait_for(lambda: h.job(long_job)["iteration"] >= 20, 90, what="L to make progress")
     short = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=30)
     assert h.wait_status(short, "done")["iteration"] == 30
@@ -54,7 +56,9 @@ def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_
     short_log = log_of(h, short)
     assert f"waits for {long_job} to release its GPUs" in short_log
     stopped_when = next(line[:23] for line in log.splitlines() if "stopped at iteration" in line)
-    short_started = next(line[:23] for line in short_log.splitlines() if "start at iteration 0" in line)
+    short_started = next(
+        line[:23] for line in short_log.splitlines() if "start at iteration 0" in line
+    )
     assert stopped_when < short_started, (stopped_when, short_started)
     # the history replays: measured speeds and pauses exported, and the replay under the same
     # policy preempts L for S as the server did
@@ -65,42 +69,74 @@ def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_
     assert rows[long_job]["preemptions"] >= 1 and rows[long_job]["restart_s"] > 0
     from dlsched.cli import main
     from dlsched.runtime.export import history_csv
+
     path = tmp_path / "history.csv"
     path.write_text(history_csv(history))
     out = tmp_path / "whatif"
-    assert main(["whatif", "--trace", str(path), "--cluster", history["cluster"], "--server-policy", "tiresias",
-                 "--param", "thresholds_gpu_s=8", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "whatif",
+                "--trace",
+                str(path),
+                "--cluster",
+                history["cluster"],
+                "--server-policy",
+                "tiresias",
+                "--param",
+                "thresholds_gpu_s=8",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     replayed = {r["job_id"]: r for r in csv.DictReader((out / "tiresias" / "jobs.csv").open())}
     assert int(replayed[long_job]["preemptions"]) >= 1
-    assert json.loads((out / "whatif.json").read_text())["policies"]["tiresias"]["calibration"]["jobs"] == 2
+    assert (
+        json.loads((out / "whatif.json").read_text())["policies"]["tiresias"]["calibration"]["jobs"]
+        == 2
+    )
 
 
 def test_cancel_a_running_and_a_queued_job(harness):
     h = harness
     alice = h.tenant("alice")
     running = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=100000)
-    queued = h.submit(alice, **EMULATED, gpus=4, batch_size=8, iterations=10)   # FIFO: waits behind it
+    queued = h.submit(
+        alice, **EMULATED, gpus=4, batch_size=8, iterations=10
+    )  # FIFO: waits behind it
     wait_for(lambda: h.job(running)["iteration"] > 0, 90, what="the first job to run")
     assert h.job(queued)["status"] == "queued"
     assert h.client.post(f"/v1/jobs/{queued}/cancel", headers=alice).status_code == 200
     assert h.wait_status(queued, "cancelled")["started"] is None
     assert h.client.post(f"/v1/jobs/{running}/cancel", headers=alice).status_code == 200
     assert h.wait_status(running, "cancelled")["iteration"] < 100000
-    wait_for(lambda: h.client.get("/v1/cluster", headers=alice).json()["gpus_free"] == 4, 30, what="GPUs freed")
+    wait_for(
+        lambda: h.client.get("/v1/cluster", headers=alice).json()["gpus_free"] == 4,
+        30,
+        what="GPUs freed",
+    )
     assert h.client.post(f"/v1/jobs/{running}/cancel", headers=alice).status_code == 409
 
 
 def test_a_killed_worker_requeues_its_job_which_resumes_from_its_checkpoint(harness):
     h = harness
     alice = h.tenant("alice")
-    jid = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=300, checkpoint_every=20)   # ~9 s
+    jid = h.submit(
+        alice, **EMULATED, gpus=2, batch_size=8, iterations=300, checkpoint_every=20
+    )  # ~9 s
     wait_for(lambda: h.job(jid)["iteration"] >= 50, 90, what="progress past a checkpoint")
     pids = h.executor.worker_pids(jid)
     os.kill(pids[1], signal.SIGKILL)
     job = h.wait_status(jid, "done", timeout_s=180)
     assert job["iteration"] == 300 and job["failures"] == 1
-    resumed = [int(line.split("start at iteration ")[1].split()[0]) for line in log_of(h, jid).splitlines()
-               if "start at iteration" in line]
+    resumed = [
+        int(line.split("start at iteration ")[1].split()[0])
+        for line in log_of(h, jid).splitlines()
+        if "start at iteration" in line
+    ]
     assert resumed[0] == 0 and len(resumed) == 2 and resumed[1] >= 40 and resumed[1] % 20 == 0
 
 
@@ -115,16 +151,22 @@ def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_clust
     try:
         job = h.wait_status(jid, "done", timeout_s=180)
         assert job["iteration"] == 300 and job["failures"] >= 1
-        assert {g[0] for g in job["gpus"]} != {node}           # it finished on the other node
+        assert {g[0] for g in job["gpus"]} != {node}  # it finished on the other node
         log = log_of(h, jid)
         assert "start at iteration 0 of 300" in log and log.count("start at iteration") == 2
-        assert "start at iteration 0 of 300" not in log.split("start at iteration", 2)[2]   # not from scratch
+        assert (
+            "start at iteration 0 of 300" not in log.split("start at iteration", 2)[2]
+        )  # not from scratch
         status = h.client.get("/v1/cluster", headers=alice).json()
         assert [n["alive"] for n in status["nodes"] if n["name"] == node] == [False]
-    finally:                                   # the next tests need the whole cluster
-        assert ray_cluster.add_node() == node                  # it comes back under its name
-    wait_for(lambda: all(n["alive"] for n in h.client.get("/v1/cluster", headers=alice).json()["nodes"]),
-             60, what="the node to be back")
+    finally:  # the next tests need the whole cluster
+        assert ray_cluster.add_node() == node  # it comes back under its name
+    wait_for(
+        lambda: all(n["alive"] for n in h.client.get("/v1/cluster", headers=alice).json()["nodes"]),
+        60,
+        what="the node to be back",
+    )
+
 
 @pytest.mark.parametrize("harness", [("sjf-bsbf", None)], indirect=True)
 def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
@@ -137,30 +179,40 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     short = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=40)
     job = h.wait_status(short, "done", timeout_s=120)
     assert job["iteration"] == 40 and job["profile"]["fixed_mib"] > 0
-    assert job["gpus"][0] in h.job(long_job)["gpus"]           # on one of the long job's GPUs
-    assert job["started"] < (h.job(long_job)["finished"] or float("inf"))   # ... while it ran
+    assert job["gpus"][0] in h.job(long_job)["gpus"]  # on one of the long job's GPUs
+    assert job["started"] < (h.job(long_job)["finished"] or float("inf"))  # ... while it ran
     assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 600
+
 
 def wait_for_status_on(page, job_id: str, status: str, timeout_s: float) -> None:
     """Until the dashboard's job table shows the job in that status."""
     page.wait_for_function(
-        "([id, status]) => { const r = document.querySelector(`tr[data-job=\"${id}\"] td:nth-child(3)`);"
-        " return r && r.textContent === status; }", arg=[job_id, status], timeout=timeout_s * 1000)
+        '([id, status]) => { const r = document.querySelector(`tr[data-job="${id}"] td:nth-child(3)`);'
+        " return r && r.textContent === status; }",
+        arg=[job_id, status],
+        timeout=timeout_s * 1000,
+    )
 
 
 def test_the_dashboard_in_a_real_browser(harness, tmp_path):
     from runtime_helpers import HttpServer, chromium_path
+
     browser_path = chromium_path()
     if browser_path is None:
         pytest.skip("no chromium (.ci/run installs Debian's when missing)")
     from playwright.sync_api import sync_playwright
 
     from dlsched.runtime.api import create_app, hash_token
+
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
-    running = h.submit(alice, **EMULATED, gpus=2, batch_size=16, iterations=1500, checkpoint_every=0)
+    running = h.submit(
+        alice, **EMULATED, gpus=2, batch_size=16, iterations=1500, checkpoint_every=0
+    )
     h.wait_status(running, "running")
-    theirs = h.submit(bob, **EMULATED, gpus=4, batch_size=16, iterations=100)     # waits behind alice's job
+    theirs = h.submit(
+        bob, **EMULATED, gpus=4, batch_size=16, iterations=100
+    )  # waits behind alice's job
     http = HttpServer(create_app(h.service, h.store, hash_token("admin-secret")))
     errors: list[str] = []
     try:
@@ -170,7 +222,9 @@ def test_the_dashboard_in_a_real_browser(harness, tmp_path):
             def open_page(token: str):
                 page = browser.new_context().new_page()
                 page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-                page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+                page.on(
+                    "console", lambda m: m.type == "error" and errors.append(f"console: {m.text}")
+                )
                 t0 = time.monotonic()
                 page.goto(http.url + "/")
                 page.fill("#token", token)
@@ -196,7 +250,9 @@ def test_the_dashboard_in_a_real_browser(harness, tmp_path):
             # the page follows a job to its end: a short one on the GPUs bob's job left free
             short = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=30)
             wait_for_status_on(admin, short, "done", timeout_s=120)
-            h.service.store.update_job(running, cancel_requested=True)        # and the long one, cancelled
+            h.service.store.update_job(
+                running, cancel_requested=True
+            )  # and the long one, cancelled
             wait_for_status_on(admin, running, "cancelled", timeout_s=30)
             assert "idle" in admin.text_content("#gpus")
             admin.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)

@@ -49,41 +49,67 @@ def alive(pid: int) -> bool:
 
 def test_a_job_grows_onto_a_loaned_server_and_scales_in_when_it_is_reclaimed(ray_cluster, tmp_path):
     import ray
+
     h = Harness(ray_cluster.address, tmp_path, "aryl", reclaim_notice_s=NOTICE_S)
     try:
         wait_for(lambda: h.executor.inference_ready("i0"), 60, what="the inference stand-in on i0")
         alice = h.tenant("alice")
-        job = h.submit(alice, **EMULATED, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=800,
-                       checkpoint_every=0)
+        job = h.submit(
+            alice,
+            **EMULATED,
+            gpus=2,
+            min_gpus=1,
+            max_gpus=4,
+            batch_size=16,
+            iterations=800,
+            checkpoint_every=0,
+        )
         h.wait_status(job, "running")
-        assert {n for n, _ in h.job(job)["gpus"]} == {"n0"}          # inference holds i0
+        assert {n for n, _ in h.job(job)["gpus"]} == {"n0"}  # inference holds i0
         # the autoscaler needs none of its servers: i0 is lent, and the job grows onto it
         r = h.client.put("/v1/pools/inference/demand", json={"servers": 0}, headers=h.admin)
         assert r.status_code == 200 and r.json()["loaned"] == ["i0"]
-        wait_for(lambda: any("background resize done" in e["message"] for e in h.job(job)["events"])
-                 and {n for n, _ in h.job(job)["gpus"]} == {"n0", "i0"}, 120, what="the job to grow onto i0")
+        wait_for(
+            lambda: (
+                any("background resize done" in e["message"] for e in h.job(job)["events"])
+                and {n for n, _ in h.job(job)["gpus"]} == {"n0", "i0"}
+            ),
+            120,
+            what="the job to grow onto i0",
+        )
         run = h.executor._runs[job]
-        on_i0 = [pid for (node, _), pid in zip(run.placement, h.executor.worker_pids(job)) if node == "i0"]
+        on_i0 = [
+            pid
+            for (node, _), pid in zip(run.placement, h.executor.worker_pids(job))
+            if node == "i0"
+        ]
         assert len(on_i0) == 2
         training_there = set().union(*(descendants(p) for p in on_i0))
-        assert len(training_there) > 2                                # the workers and their tenant processes
+        assert len(training_there) > 2  # the workers and their tenant processes
         # a tenant cannot do this; the admin (the inference side) can
         tenant_try = h.client.put("/v1/pools/inference/demand", json={"servers": 1}, headers=alice)
         assert tenant_try.status_code == 403
         asked = time.monotonic()
         r = h.client.put("/v1/pools/inference/demand", json={"servers": 1}, headers=h.admin)
         assert r.status_code == 200 and "i0" in r.json()["returning"]
-        pools = wait_for(lambda: (p := h.client.get("/v1/pools", headers=h.admin).json())["returned"] == 1 and p,
-                         NOTICE_S + 30, what="i0 to be handed back")
+        pools = wait_for(
+            lambda: (p := h.client.get("/v1/pools", headers=h.admin).json())["returned"] == 1 and p,
+            NOTICE_S + 30,
+            what="i0 to be handed back",
+        )
         took = time.monotonic() - asked
-        print(f"i0 handed back {took:.1f} s after the reclaim (service: {pools['max_return_s']:.1f} s; notice {NOTICE_S:g} s)")
+        print(
+            f"i0 handed back {took:.1f} s after the reclaim (service: {pools['max_return_s']:.1f} s; notice {NOTICE_S:g} s)"
+        )
         assert pools["max_return_s"] <= NOTICE_S and took <= NOTICE_S + 5
         assert pools["reclaim_scale_ins"] == 1 and pools["reclaim_preemptions"] == 0
         # the stand-in serves on i0 and holds every GPU unit there; nothing of training is left
         assert h.executor.inference_ready("i0")
         available = ray.available_resources()
         assert all(available.get(f"dlsched_gpu_i0_{i}", 0) == 0 for i in range(2))
-        assert not [p for p in training_there if alive(p)], "a training process outlived the reclaim"
+        assert not [p for p in training_there if alive(p)], (
+            "a training process outlived the reclaim"
+        )
         events = [e["message"] for e in h.job(job)["events"]]
         assert any("inference server was reclaimed" in m for m in events)
         done = h.wait_status(job, "done", timeout_s=300)

@@ -13,6 +13,7 @@ def check_every_iteration_once(samples_path, iterations, batch, dataset_size):
     """From the workers' record: each iteration ran once with the whole global batch, and each
     epoch used every sample exactly once. Returns the worker counts seen."""
     import json
+
     by_iteration = {}
     for line in samples_path.read_text().splitlines():
         r = json.loads(line)
@@ -23,12 +24,14 @@ def check_every_iteration_once(samples_path, iterations, batch, dataset_size):
     for i in range(iterations):
         records = by_iteration[i]
         world = records[0]["world"]
-        assert sorted(r["rank"] for r in records) == list(range(world))   # once per worker, no repeat
+        assert sorted(r["rank"] for r in records) == list(
+            range(world)
+        )  # once per worker, no repeat
         worlds.add(world)
         order += [x for r in sorted(records, key=lambda r: r["rank"]) for x in r["indices"]]
     assert len(order) == iterations * batch
     for start in range(0, len(order) - dataset_size + 1, dataset_size):
-        assert sorted(order[start:start + dataset_size]) == list(range(dataset_size))
+        assert sorted(order[start : start + dataset_size]) == list(range(dataset_size))
     return worlds
 
 
@@ -43,20 +46,42 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
     h.wait_status(fixed, "running")
     # long enough (about 25 s) to outlast the fixed job and two resizes (a tenant process starts
     # in 2-3 s; in a run here the shrink was done at iteration 220, 14 s after submission)
-    elastic = h.submit(alice, **EMULATED, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=ELASTIC_ITERATIONS,
-                       checkpoint_every=0, record_samples=True)
+    elastic = h.submit(
+        alice,
+        **EMULATED,
+        gpus=2,
+        min_gpus=1,
+        max_gpus=4,
+        batch_size=16,
+        iterations=ELASTIC_ITERATIONS,
+        checkpoint_every=0,
+        record_samples=True,
+    )
     h.wait_status(fixed, "done")
     # the fixed job's GPUs freed: the elastic one grows to 4 in the background
-    wait_for(lambda: any("background resize done" in e["message"] for e in h.job(elastic)["events"])
-             and len(h.job(elastic)["gpus"]) == 4, 120, what="the elastic job to grow")
+    wait_for(
+        lambda: (
+            any("background resize done" in e["message"] for e in h.job(elastic)["events"])
+            and len(h.job(elastic)["gpus"]) == 4
+        ),
+        120,
+        what="the elastic job to grow",
+    )
     newcomer = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=30)
-    assert h.wait_status(newcomer, "done")["iteration"] == 30       # it got GPUs back from the elastic job
+    assert (
+        h.wait_status(newcomer, "done")["iteration"] == 30
+    )  # it got GPUs back from the elastic job
     job = h.wait_status(elastic, "done", timeout_s=240)
-    assert job["iteration"] == ELASTIC_ITERATIONS and job["preemptions"] == 0 and job["failures"] == 0
+    assert (
+        job["iteration"] == ELASTIC_ITERATIONS and job["preemptions"] == 0 and job["failures"] == 0
+    )
     resizes = [e["message"] for e in job["events"] if "background resize done" in e["message"]]
-    assert len(resizes) >= 2                                         # grew, shrank (and maybe grew again)
-    worlds = check_every_iteration_once(h.executor.samples_path(elastic), ELASTIC_ITERATIONS, 16, 256)
+    assert len(resizes) >= 2  # grew, shrank (and maybe grew again)
+    worlds = check_every_iteration_once(
+        h.executor.samples_path(elastic), ELASTIC_ITERATIONS, 16, 256
+    )
     assert {2, 4} <= worlds
+
 
 @pytest.mark.parametrize("harness", [("genie", None)], indirect=True)
 def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness):
@@ -64,12 +89,14 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
     alice = h.tenant("alice")
     job_spec = {**EMULATED, "gpus": 4, "batch_size": 16, "iterations": 300}
     blocker = h.submit(alice, **{**job_spec, "iterations": 1_000_000}, min_gpus=4)
-    h.wait_status(blocker, "running", timeout_s=180)          # after its profiling run
-    loose = h.submit(alice, **job_spec, within="20min")            # may run on fewer GPUs
-    tight = h.submit(alice, **job_spec, min_gpus=4, within="10min")   # exactly 4; later, tighter
+    h.wait_status(blocker, "running", timeout_s=180)  # after its profiling run
+    loose = h.submit(alice, **job_spec, within="20min")  # may run on fewer GPUs
+    tight = h.submit(alice, **job_spec, min_gpus=4, within="10min")  # exactly 4; later, tighter
     # the scheduler sees a job once its profiling run is done: free the GPUs only when both are
     # in its queue (a blocker that ends by itself raced the tight job's profiling run)
-    wait_for(lambda: all(h.job(j)["profile"] for j in (loose, tight)), 240, what="the profiling runs")
+    wait_for(
+        lambda: all(h.job(j)["profile"] for j in (loose, tight)), 240, what="the profiling runs"
+    )
     assert h.job(loose)["status"] == "queued"
     assert h.client.post(f"/v1/jobs/{blocker}/cancel", headers=alice).status_code == 200
     predictions = []
@@ -79,15 +106,21 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
         if job["status"] == "running" and job["iteration"] >= 75 and job["predicted_finish"]:
             predictions.append((job["iteration"], job["predicted_finish"]))
         return job["status"] == "done" and job
+
     job = wait_for(tight_done, 300, every_s=0.5, what="the tight job to finish")
     other = h.wait_status(loose, "done", timeout_s=240)
-    assert job["started"] < other["started"]                  # by allowance, not by arrival
+    assert job["started"] < other["started"]  # by allowance, not by arrival
     assert job["finished"] <= job["deadline"]
     # its finish as predicted once a quarter of it had run, against the actual: within 25% of
     # its run time (measured here: 13% and 8% early; docs/experiments/genie.md)
     iteration, predicted = predictions[0]
     run_s = job["finished"] - job["started"]
-    assert abs(predicted - job["finished"]) <= 0.25 * run_s, (iteration, predicted, job["finished"], run_s)
+    assert abs(predicted - job["finished"]) <= 0.25 * run_s, (
+        iteration,
+        predicted,
+        job["finished"],
+        run_s,
+    )
     # GENIE chose fewer GPUs than asked for the job that may run on fewer and has time to spare,
     # from its profiling run on 1 worker, 2 on one node and 2 on two nodes
     placements = {(m["gpus"], m["nodes"]) for m in other["profile"]["placements"]}
@@ -99,7 +132,10 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
 
 def lab_quotas():
     from dlsched.tenancy import TenantConfig, TenantQuota
-    return TenantConfig({"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")}, source="test")
+
+    return TenantConfig(
+        {"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")}, source="test"
+    )
 
 
 @pytest.mark.parametrize("harness", [("fifo", None, {"quotas": lab_quotas()})], indirect=True)
@@ -107,18 +143,24 @@ def test_a_borrowed_job_is_evicted_when_the_owner_submits_and_usage_adds_up(harn
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
     # alice (quota 2) borrows bob's idle 2 GPUs for a 4-GPU job
-    borrowed = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=200, checkpoint_every=0)
-    wait_for(lambda: h.job(borrowed)["iteration"] >= 20, 90, what="the borrowing job to make progress")
+    borrowed = h.submit(
+        alice, **EMULATED, gpus=4, batch_size=16, iterations=200, checkpoint_every=0
+    )
+    wait_for(
+        lambda: h.job(borrowed)["iteration"] >= 20, 90, what="the borrowing job to make progress"
+    )
     assert h.client.get("/v1/quotas", headers=alice).json()["tenants"]["alice"]["borrowed"] == 2
-    own = h.submit(bob, **EMULATED, gpus=2, batch_size=8, iterations=30)     # bob wants his quota back
+    own = h.submit(bob, **EMULATED, gpus=2, batch_size=8, iterations=30)  # bob wants his quota back
     assert h.wait_status(own, "done")["iteration"] == 30
     job = h.wait_status(borrowed, "done", timeout_s=240)
     assert job["iteration"] == 200 and job["preemptions"] == 1
     events = job["events"]
-    assert any("evicted: its tenant borrowed GPUs another tenant reclaimed" in e["message"] for e in events)
+    assert any(
+        "evicted: its tenant borrowed GPUs another tenant reclaimed" in e["message"] for e in events
+    )
     log = log_of(h, borrowed)
     stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
-    assert f"start at iteration {stopped_at} of 200" in log                 # resumed from its checkpoint
+    assert f"start at iteration {stopped_at} of 200" in log  # resumed from its checkpoint
     # usage: GPU-hours from the store's runs agree with the jobs' own event times
     usage = h.client.get("/v1/usage", headers=h.admin).json()
     by = {t["tenant"]: t for t in usage["tenants"]}
@@ -133,7 +175,9 @@ def test_a_borrowed_job_is_evicted_when_the_owner_submits_and_usage_adds_up(harn
         return total
 
     assert by["alice"]["gpu_hours"] * 3600 == pytest.approx(gpu_s_from_events(events, 4), rel=0.01)
-    assert by["bob"]["gpu_hours"] * 3600 == pytest.approx(gpu_s_from_events(h.job(own)["events"], 2), rel=0.01)
+    assert by["bob"]["gpu_hours"] * 3600 == pytest.approx(
+        gpu_s_from_events(h.job(own)["events"], 2), rel=0.01
+    )
     assert by["alice"]["preemptions"] == 1 and by["bob"]["preemptions"] == 0
     mine = h.client.get("/v1/usage", headers=bob).json()
-    assert [t["tenant"] for t in mine["tenants"]] == ["bob"]                # a tenant sees only itself
+    assert [t["tenant"] for t in mine["tenants"]] == ["bob"]  # a tenant sees only itself

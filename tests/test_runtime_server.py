@@ -28,17 +28,41 @@ class Server:
     def __init__(self, data_dir, port):
         self.data_dir, self.port = data_dir, port
         self.url = f"http://127.0.0.1:{port}"
-        self.env = {**os.environ, "DLSCHED_ADMIN_TOKEN": ADMIN, "OMP_NUM_THREADS": "1", "DLSCHED_SERVER": self.url}
+        self.env = {
+            **os.environ,
+            "DLSCHED_ADMIN_TOKEN": ADMIN,
+            "OMP_NUM_THREADS": "1",
+            "DLSCHED_SERVER": self.url,
+        }
         self.proc = None
 
     def start(self):
         log = open(self.data_dir / "server.log", "a")
         # its own session: the Ray processes it starts share its process group, so that even
         # after a crash everything it started can be stopped by that group alone
-        self.proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli", "server", "--data-dir", str(self.data_dir),
-                                      "--port", str(self.port), "--nodes", "2", "--gpus-per-node", "2",
-                                      "--interval-s", "0.2", *([] if CAN_ISOLATE else ["--trust-tenants"])],
-                                     env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dlsched.cli",
+                "server",
+                "--data-dir",
+                str(self.data_dir),
+                "--port",
+                str(self.port),
+                "--nodes",
+                "2",
+                "--gpus-per-node",
+                "2",
+                "--interval-s",
+                "0.2",
+                *([] if CAN_ISOLATE else ["--trust-tenants"]),
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_for(lambda: self._healthy(), 90, what="the server to answer")
 
     def _healthy(self):
@@ -71,12 +95,19 @@ class Server:
             self._kill_group()
 
     def cli(self, *args, token):
-        r = subprocess.run([sys.executable, "-m", "dlsched.cli", *args], env={**self.env, "DLSCHED_TOKEN": token},
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "dlsched.cli", *args],
+            env={**self.env, "DLSCHED_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return r.returncode, r.stdout, r.stderr
 
     def job(self, jid):
-        return httpx.get(f"{self.url}/v1/jobs/{jid}", headers={"Authorization": f"Bearer {ADMIN}"}).json()
+        return httpx.get(
+            f"{self.url}/v1/jobs/{jid}", headers={"Authorization": f"Bearer {ADMIN}"}
+        ).json()
 
 
 @pytest.fixture
@@ -92,7 +123,11 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     assert code == 0, err
     token = json.loads(out)["token"]
     spec = tmp_path / "job.yaml"
-    spec.write_text(json.dumps({**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 400, "checkpoint_every": 20}))
+    spec.write_text(
+        json.dumps(
+            {**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 400, "checkpoint_every": 20}
+        )
+    )
     code, out, err = server.cli("submit", str(spec), token=token)
     assert code == 0, err
     running = out.strip()
@@ -107,16 +142,26 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
 
     server.crash()
     server.start()
-    job = wait_for(lambda: (j := server.job(running))["status"] == "done" and j, 180, what="the job to finish")
+    job = wait_for(
+        lambda: (j := server.job(running))["status"] == "done" and j, 180, what="the job to finish"
+    )
     assert job["iteration"] == 400
     assert any("server restarted" in e["message"] for e in job["events"])
     code, log, _ = server.cli("logs", running, token=token)
-    starts = [int(line.split("start at iteration ")[1].split()[0]) for line in log.splitlines() if "start at" in line]
+    starts = [
+        int(line.split("start at iteration ")[1].split()[0])
+        for line in log.splitlines()
+        if "start at" in line
+    ]
     assert starts[0] == 0 and starts[-1] >= 40 and len(starts) == 2
     code, events, _ = server.cli("events", running, token=token)
-    assert code == 0 and events.index("submitted") < events.index("server restarted") < events.index("done after 400")
-    assert wait_for(lambda: server.job(queued)["status"] == "done", 120, what="the queued job")   # not lost
+    assert code == 0 and events.index("submitted") < events.index(
+        "server restarted"
+    ) < events.index("done after 400")
+    assert wait_for(
+        lambda: server.job(queued)["status"] == "done", 120, what="the queued job"
+    )  # not lost
     code, _, err = server.cli("cancel", queued, token=token)
-    assert code == 4 and "409" in err                   # already done
+    assert code == 4 and "409" in err  # already done
     code, _, err = server.cli("jobs", token="wrong")
     assert code == 4 and "401" in err

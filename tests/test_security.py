@@ -18,8 +18,10 @@ import pytest
 
 from runtime_helpers import CAN_ISOLATE, EMULATED, Harness, sandbox_for, wait_for
 
-pytestmark = [pytest.mark.runtime,
-              pytest.mark.skipif(not CAN_ISOLATE, reason="tenant isolation needs root and bubblewrap")]
+pytestmark = [
+    pytest.mark.runtime,
+    pytest.mark.skipif(not CAN_ISOLATE, reason="tenant isolation needs root and bubblewrap"),
+]
 PROGRAMS = Path(__file__).parent / "programs"
 ATTACK = re.compile(r"^ATTACK (?P<name>.+?): (?P<result>blocked|SUCCEEDED)", re.M)
 
@@ -27,34 +29,61 @@ ATTACK = re.compile(r"^ATTACK (?P<name>.+?): (?P<result>blocked|SUCCEEDED)", re.
 @pytest.fixture
 def harness(ray_cluster, tmp_path):
     from dlsched.runtime.limits import SubmitLimiter
+
     sandbox = sandbox_for(tmp_path, expose=(str(PROGRAMS),), memory_mib=4096)
-    h = Harness(ray_cluster.address, tmp_path, "sjf-bsbf", sandbox=sandbox,
-                limiter=SubmitLimiter(per_s=100.0, burst=100))
+    h = Harness(
+        ray_cluster.address,
+        tmp_path,
+        "sjf-bsbf",
+        sandbox=sandbox,
+        limiter=SubmitLimiter(per_s=100.0, burst=100),
+    )
     yield h
     h.close()
 
 
-def test_a_hostile_program_reaches_neither_the_server_nor_another_tenant(harness, ray_cluster, tmp_path):
+def test_a_hostile_program_reaches_neither_the_server_nor_another_tenant(
+    harness, ray_cluster, tmp_path
+):
     h = harness
     alice, mallory = h.tenant("alice"), h.tenant("mallory")
-    victim = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=100_000, checkpoint_every=5)
+    victim = h.submit(
+        alice, **EMULATED, gpus=1, batch_size=8, iterations=100_000, checkpoint_every=5
+    )
     job = h.wait_status(victim, "running")
-    wait_for(lambda: h.executor.job_dir(victim).joinpath("checkpoint.pt").exists(), 120, what="a checkpoint")
+    wait_for(
+        lambda: h.executor.job_dir(victim).joinpath("checkpoint.pt").exists(),
+        120,
+        what="a checkpoint",
+    )
     node, index = job["gpus"][0]
     victim_pid = h.executor.worker_pids(victim)[0]
     from dlsched.runtime.ray_setup import configure_ray  # noqa: F401 (the token file it set)
-    attacker = h.submit(mallory, entrypoint=f"{PROGRAMS / 'attack.py'}:build", gpus=1, batch_size=8,
-                        iterations=10, args={
-                            "data_dir": str(tmp_path), "victim_dir": str(h.executor.job_dir(victim)),
-                            "ray_token": os.environ["RAY_AUTH_TOKEN_PATH"], "ray_address": ray_cluster.address,
-                            "victim_actor": f"{victim}-a{job['attempt']}-{node}-{index}",
-                            "victim_pid": victim_pid, "writable_by_server": str(Path(__file__).parent)})
+
+    attacker = h.submit(
+        mallory,
+        entrypoint=f"{PROGRAMS / 'attack.py'}:build",
+        gpus=1,
+        batch_size=8,
+        iterations=10,
+        args={
+            "data_dir": str(tmp_path),
+            "victim_dir": str(h.executor.job_dir(victim)),
+            "ray_token": os.environ["RAY_AUTH_TOKEN_PATH"],
+            "ray_address": ray_cluster.address,
+            "victim_actor": f"{victim}-a{job['attempt']}-{node}-{index}",
+            "victim_pid": victim_pid,
+            "writable_by_server": str(Path(__file__).parent),
+        },
+    )
     h.wait_status(attacker, "failed", timeout_s=300)
     log = h.client.get(f"/v1/jobs/{attacker}/logs", headers=h.admin).text
     results = {m["name"]: m["result"] for m in ATTACK.finditer(log)}
     assert len(results) == 13, log[-4000:]
-    assert results.pop("write own job dir") == "SUCCEEDED", log[-4000:]     # the sandbox works at all
-    assert all(r == "blocked" for r in results.values()), {k: v for k, v in results.items() if v != "blocked"}
+    assert results.pop("write own job dir") == "SUCCEEDED", log[-4000:]  # the sandbox works at all
+    assert all(r == "blocked" for r in results.values()), {
+        k: v for k, v in results.items() if v != "blocked"
+    }
     identity = re.search(r"IDENTITY (.+)", log)[1]
     assert '"uid": 0' not in identity and not re.search(r"RAY|DLSCHED|TOKEN", identity), identity
     # the failure's whole reason is in the attacker's events, without colour codes
@@ -73,11 +102,19 @@ def test_the_shell_entrypoint_of_the_report_runs_confined(harness, tmp_path):
     (tmp_path / "admin.token").write_text("the-admin-token\n")
     mallory = h.tenant("mallory")
     script = f"id -u; cat {tmp_path}/admin.token {tmp_path}/db.sqlite; ls {tmp_path}; touch {tmp_path}/owned"
-    jid = h.submit(mallory, entrypoint="subprocess:run", gpus=1, batch_size=8, iterations=1,
-                   args={"sh": 0, "-c": 0, script: 0})
+    jid = h.submit(
+        mallory,
+        entrypoint="subprocess:run",
+        gpus=1,
+        batch_size=8,
+        iterations=1,
+        args={"sh": 0, "-c": 0, script: 0},
+    )
     job = h.wait_status(jid, "failed", timeout_s=120)
     log = h.client.get(f"/v1/jobs/{jid}/logs", headers=h.admin).text
-    assert "the-admin-token" not in log and "SQLite" not in log and not (tmp_path / "owned").exists()
+    assert (
+        "the-admin-token" not in log and "SQLite" not in log and not (tmp_path / "owned").exists()
+    )
     uid = int(re.search(r"^(\d+)$", log, re.M)[1])
     assert uid >= 200_000, log
     assert "No such file" in log and "profiling failed" in job["message"]
@@ -86,11 +123,20 @@ def test_the_shell_entrypoint_of_the_report_runs_confined(harness, tmp_path):
 def test_a_hog_is_stopped_by_its_limits_and_a_huge_batch_before_it_runs(harness):
     h = harness
     alice = h.tenant("alice")
-    hog = h.submit(alice, entrypoint=f"{PROGRAMS / 'hog.py'}:build", gpus=1, batch_size=8, iterations=5)
+    hog = h.submit(
+        alice, entrypoint=f"{PROGRAMS / 'hog.py'}:build", gpus=1, batch_size=8, iterations=5
+    )
     job = h.wait_status(hog, "failed", timeout_s=120)
     assert "Cannot allocate memory" in job["message"] and job["message"].startswith(
-        "profiling failed: Traceback"), job["message"]
-    huge = h.submit(alice, entrypoint=f"{PROGRAMS / 'hog.py'}:big_samples", gpus=1, batch_size=65_536, iterations=5)
+        "profiling failed: Traceback"
+    ), job["message"]
+    huge = h.submit(
+        alice,
+        entrypoint=f"{PROGRAMS / 'hog.py'}:big_samples",
+        gpus=1,
+        batch_size=65_536,
+        iterations=5,
+    )
     job = h.wait_status(huge, "failed", timeout_s=120)
     assert "over the job's memory limit" in job["message"], job["message"]
 
@@ -106,7 +152,9 @@ def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
         except OSError:
             continue
         argv = cmd.split(b"\0")
-        if b"dlsched.runtime.tenant" in argv and not argv[0].endswith((b"bwrap", b"setpriv", b"prlimit")):
+        if b"dlsched.runtime.tenant" in argv and not argv[0].endswith(
+            (b"bwrap", b"setpriv", b"prlimit")
+        ):
             if _sandbox_of(pid, str(data_dir).encode()):
                 count += (b"CUDA_VISIBLE_DEVICES=\0" in env) or not profiling_only
     return count
@@ -114,7 +162,7 @@ def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
 
 def _sandbox_of(pid: str, data_dir: bytes) -> bool:
     """Whether the process runs in a bubblewrap sandbox made for a job under ``data_dir``."""
-    for _ in range(4):                     # the tenant, then bwrap's processes above it
+    for _ in range(4):  # the tenant, then bwrap's processes above it
         try:
             status = Path(f"/proc/{pid}/status").read_text()
             pid = status.split("PPid:")[1].split()[0]
@@ -128,11 +176,16 @@ def _sandbox_of(pid: str, data_dir: bytes) -> bool:
 def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
     h = harness
     tokens = [h.tenant(f"t{i}") for i in range(5)]
-    jobs = [h.submit(tokens[i % 5], **EMULATED, gpus=1, batch_size=8, iterations=5) for i in range(50)]
+    jobs = [
+        h.submit(tokens[i % 5], **EMULATED, gpus=1, batch_size=8, iterations=5) for i in range(50)
+    ]
     # watched over three rounds of profiling runs (or 25 s): the bound held while jobs waited
     rounds = 3 * h.service.max_profiling
     seen, deadline = [], time.monotonic() + 25
-    while time.monotonic() < deadline and sum(h.store.job(j)["profile"] is not None for j in jobs) < rounds:
+    while (
+        time.monotonic() < deadline
+        and sum(h.store.job(j)["profile"] is not None for j in jobs) < rounds
+    ):
         seen.append(tenant_processes(h.executor.data_dir, profiling_only=True))
         time.sleep(0.1)
     assert 1 <= max(seen) <= h.service.max_profiling, seen
@@ -146,15 +199,31 @@ def test_the_live_api_bounds_and_hides(harness):
     alice, bob = h.tenant("alice"), h.tenant("bob")
     jid = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=100_000)
     h.wait_status(jid, "running")
-    big = h.client.post("/v1/jobs", json={**EMULATED, "gpus": 1, "batch_size": 8, "iterations": 5,
-                                          "args": {"x": "y" * (2 << 20)}}, headers=bob)
+    big = h.client.post(
+        "/v1/jobs",
+        json={
+            **EMULATED,
+            "gpus": 1,
+            "batch_size": 8,
+            "iterations": 5,
+            "args": {"x": "y" * (2 << 20)},
+        },
+        headers=bob,
+    )
     assert big.status_code == 413
-    huge = h.client.post("/v1/jobs", content=b'{"entrypoint": "m:f", "gpus": 1, "batch_size": 8, "iterations": 1'
-                         + b"0" * 400 + b"}", headers={**bob, "Content-Type": "application/json"})
+    huge = h.client.post(
+        "/v1/jobs",
+        content=b'{"entrypoint": "m:f", "gpus": 1, "batch_size": 8, "iterations": 1'
+        + b"0" * 400
+        + b"}",
+        headers={**bob, "Content-Type": "application/json"},
+    )
     assert huge.status_code == 422 and huge.json()["detail"]["field"] == "iterations"
-    seen = " ".join(h.client.get(path, headers=bob).text for path in ("/v1/jobs", "/v1/cluster", "/metrics"))
+    seen = " ".join(
+        h.client.get(path, headers=bob).text for path in ("/v1/jobs", "/v1/cluster", "/metrics")
+    )
     assert jid not in seen and "alice" not in seen
-    for path in ("/v1/jobs/{}", "/v1/jobs/{}/logs"):          # as if it did not exist
+    for path in ("/v1/jobs/{}", "/v1/jobs/{}/logs"):  # as if it did not exist
         mine, never = (h.client.get(path.format(j), headers=bob) for j in (jid, "job-999999"))
         assert mine.status_code == never.status_code == 404
         assert mine.json()["detail"].replace(jid, "job-999999") == never.json()["detail"]
@@ -163,13 +232,30 @@ def test_the_live_api_bounds_and_hides(harness):
 # -- the server's lifecycle ---------------------------------------------------------------------
 def start_server(tmp_path, port):
     from dlsched.runtime.reaper import _processes, ray_descendants  # noqa: F401
+
     env = {**os.environ, "DLSCHED_ADMIN_TOKEN": "admin-secret", "OMP_NUM_THREADS": "1"}
     for key in ("RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
-        env.pop(key, None)                # the server sets up its own Ray
+        env.pop(key, None)  # the server sets up its own Ray
     log = open(tmp_path / "server.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli", "server", "--data-dir", str(tmp_path / "data"),
-                             "--port", str(port), "--nodes", "1", "--gpus-per-node", "2"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlsched.cli",
+            "server",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--port",
+            str(port),
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
     def healthy():
         assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
@@ -177,12 +263,14 @@ def start_server(tmp_path, port):
             return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
+
     wait_for(healthy, 120, what="the server to answer")
     return proc
 
 
 def free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -190,6 +278,7 @@ def free_port() -> int:
 
 def test_sigkill_of_the_server_leaves_no_ray_process(tmp_path):
     from dlsched.runtime.reaper import _processes, ray_descendants
+
     proc = start_server(tmp_path, free_port())
     ray = ray_descendants(proc.pid, _processes())
     assert any("raylet" in _processes()[p][2] for p in ray), ray
@@ -199,11 +288,13 @@ def test_sigkill_of_the_server_leaves_no_ray_process(tmp_path):
     def alive():
         now = _processes()
         return [p for p, start in ray.items() if p in now and now[p][1] == start]
+
     wait_for(lambda: not alive(), 60, what=f"the server's Ray processes {alive()} to end")
 
 
 def test_sigterm_stops_the_server_quietly_with_exit_code_0(tmp_path):
     from dlsched.runtime.reaper import _processes, ray_descendants
+
     proc = start_server(tmp_path, free_port())
     ray = ray_descendants(proc.pid, _processes())
     proc.send_signal(signal.SIGTERM)

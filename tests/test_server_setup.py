@@ -19,9 +19,9 @@ def test_the_generated_token_file_is_private_and_a_given_token_replaces_it(tmp_p
     path = tmp_path / "admin.token"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert hash_token(path.read_text().strip()) == first
-    assert admin_token_hash(store, tmp_path, None) == first          # a restart keeps it
+    assert admin_token_hash(store, tmp_path, None) == first  # a restart keeps it
     given = admin_token_hash(store, tmp_path, "from-the-operator")
-    assert given == hash_token("from-the-operator") and not path.exists()   # not left stale
+    assert given == hash_token("from-the-operator") and not path.exists()  # not left stale
     assert "removed" in capsys.readouterr().out
 
 

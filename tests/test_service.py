@@ -17,13 +17,20 @@ SPEC = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations
 
 
 class Setup:
-    def __init__(self, tmp_path, policy="fifo", nodes=None, params=None, store=None, inference=(), **kw) -> None:
+    def __init__(
+        self, tmp_path, policy="fifo", nodes=None, params=None, store=None, inference=(), **kw
+    ) -> None:
         self.clock = Clock()
         self.store = store or SQLiteStore(tmp_path / "db.sqlite")
         self.executor = FakeExecutor(nodes or {"n0": 2}, inference)
-        self.service = SchedulerService(self.store, self.executor, policy, params, clock=self.clock, **kw)
-        self.tenant = self.store.create_tenant("alice", "hash-alice")["id"] \
-            if not self.store.tenants() else self.store.tenants()[0]["id"]
+        self.service = SchedulerService(
+            self.store, self.executor, policy, params, clock=self.clock, **kw
+        )
+        self.tenant = (
+            self.store.create_tenant("alice", "hash-alice")["id"]
+            if not self.store.tenants()
+            else self.store.tenants()[0]["id"]
+        )
 
     def submit(self, **spec) -> str:
         return self.store.add_job(self.tenant, {**SPEC, **spec})["id"]
@@ -49,7 +56,7 @@ def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
     s.executor.finish(a)
     s.step()
     assert s.status(a) == DONE
-    assert a not in s.service.live and not s.service.books.running   # nothing kept in memory
+    assert a not in s.service.live and not s.service.books.running  # nothing kept in memory
 
 
 def test_a_finished_jobs_checkpoint_is_deleted_after_the_retention_only(tmp_path):
@@ -57,13 +64,13 @@ def test_a_finished_jobs_checkpoint_is_deleted_after_the_retention_only(tmp_path
     a, b = s.submit(gpus=1), s.submit(gpus=1)
     s.step()
     s.executor.finish(a)
-    s.step()                                   # a done; b still running
+    s.step()  # a done; b still running
     s.step(3000.0)
-    assert ("discard", a) not in s.executor.log        # not yet an hour
+    assert ("discard", a) not in s.executor.log  # not yet an hour
     s.step(700.0)
     assert ("discard", a) in s.executor.log and ("discard", b) not in s.executor.log
     s.step(4000.0)
-    assert s.executor.log.count(("discard", a)) == 1   # once
+    assert s.executor.log.count(("discard", a)) == 1  # once
 
 
 def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
@@ -84,7 +91,9 @@ def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
         for jid in list(s.executor.runs):
             s.executor.finish(jid)
         s.step()
-    assert all(r["status"] in (DONE, CANCELLED) for r in s.store.jobs()) and len(s.store.jobs()) == 90
+    assert (
+        all(r["status"] in (DONE, CANCELLED) for r in s.store.jobs()) and len(s.store.jobs()) == 90
+    )
     assert s.service.live == {} and s.service.speed.profiles == {}
     assert not s.service.books.pending and not s.service.books.running
 
@@ -123,7 +132,7 @@ def test_failure_of_one_partner_requeues_it_and_restores_the_other(tmp_path):
     s.executor.crash(b)
     s.step()
     row = s.store.job(b)
-    assert row["failures"] == 1 and s.state(b).failures == 1    # counted once
+    assert row["failures"] == 1 and s.state(b).failures == 1  # counted once
     # b went back to the queue and, the GPU holding only a again, shares it anew
     assert s.status(b) == RUNNING and row["attempt"] == 2
     assert s.state(a).sharing and s.state(b).sharing
@@ -164,11 +173,11 @@ def test_measured_progress_moves_the_projection_and_tells_the_policy(tmp_path):
     # SRTF: a's measured iteration time says it has far more left than b's estimate; a new
     # short job must preempt a, not b (the old books kept a's stale remaining time)
     s = Setup(tmp_path, policy="srtf", nodes={"n0": 2})
-    a = s.submit(gpus=1, iterations=1000)     # estimate: 1000 x 0.1 s = 100 s
+    a = s.submit(gpus=1, iterations=1000)  # estimate: 1000 x 0.1 s = 100 s
     b = s.submit(gpus=1, duration_s=200)
     s.step()
     before = s.state(a).version
-    s.executor.report_progress(a, iteration=10, iterations=1000, iteration_s=5.0)   # 4,950 s left
+    s.executor.report_progress(a, iteration=10, iterations=1000, iteration_s=5.0)  # 4,950 s left
     s.step()
     assert s.state(a).version > before
     assert s.state(a).spec.duration_s == pytest.approx(5000)
@@ -182,8 +191,12 @@ def test_preemption_during_a_background_resize(tmp_path):
     # e (elastic 2..4) and f share the node; f ends, e grows to 4 in the background; before the
     # new workers switch in, e is demoted and a new job preempts it: the resize is dropped, the
     # late "switched" report is ignored, and e resumes later
-    s = Setup(tmp_path, policy="elastic-tiresias", nodes={"n0": 4},
-              params={"thresholds_gpu_s": "50", "shrink_when_waiting": 100})
+    s = Setup(
+        tmp_path,
+        policy="elastic-tiresias",
+        nodes={"n0": 4},
+        params={"thresholds_gpu_s": "50", "shrink_when_waiting": 100},
+    )
     e = s.submit(gpus=2, min_gpus=2, max_gpus=4, batch_size=8)
     f = s.submit(gpus=2)
     s.step()
@@ -192,7 +205,7 @@ def test_preemption_during_a_background_resize(tmp_path):
     s.step()
     assert s.executor.runs[e].resize_to is not None and s.service.books.resizing(s.state(e))
     g = s.submit(gpus=4)
-    s.step(60)             # e has 2 x 60 GPU-seconds > 50: demoted, g preempts it
+    s.step(60)  # e has 2 x 60 GPU-seconds > 50: demoted, g preempts it
     assert s.status(e) == QUEUED and s.status(g) == RUNNING
     assert not s.service.books.resizing(s.state(e))
     s.executor.finish(g)
@@ -218,17 +231,45 @@ def test_a_restarted_server_resumes_running_jobs_and_keeps_counts(tmp_path):
 
 
 # -- random sequences ----------------------------------------------------------------------------
-ACTIONS = st.lists(st.tuples(
-    st.sampled_from(["submit", "submit", "cancel", "finish", "crash", "progress", "lose", "restore",
-                     "switch", "profiled", "tick"]),
-    st.integers(0, 50), st.integers(1, 4)), min_size=1, max_size=40)
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "submit",
+                "submit",
+                "cancel",
+                "finish",
+                "crash",
+                "progress",
+                "lose",
+                "restore",
+                "switch",
+                "profiled",
+                "tick",
+            ]
+        ),
+        st.integers(0, 50),
+        st.integers(1, 4),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["fifo", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf", "elastic-tiresias"]), ACTIONS)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from(["fifo", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf", "elastic-tiresias"]),
+    ACTIONS,
+)
 def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, policy, actions):
-    s = Setup(tmp_path_factory.mktemp("svc"), policy=policy, nodes={"n0": 4, "n1": 2},
-              params={"thresholds_gpu_s": "100"} if "tiresias" in policy else None)
+    s = Setup(
+        tmp_path_factory.mktemp("svc"),
+        policy=policy,
+        nodes={"n0": 4, "n1": 2},
+        params={"thresholds_gpu_s": "100"} if "tiresias" in policy else None,
+    )
     submitted: list[str] = []
 
     def check() -> None:
@@ -240,9 +281,13 @@ def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, poli
             if row["status"] in FINAL:
                 assert live is None, f"{jid} is {row['status']} but still in the books"
             elif row["status"] == RUNNING:
-                assert live is not None and live.state.status is Status.RUNNING and jid in books.running
+                assert (
+                    live is not None
+                    and live.state.status is Status.RUNNING
+                    and jid in books.running
+                )
                 assert jid in s.executor.runs, f"{jid} runs in the books, not in the executor"
-            elif live is not None:        # queued (or still profiling, then not yet in the books)
+            elif live is not None:  # queued (or still profiling, then not yet in the books)
                 assert live.state.status is Status.PENDING and jid in books.pending
         assert set(s.executor.runs) <= set(books.running)
 
@@ -287,7 +332,9 @@ def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, poli
         check()
         if all(r["status"] in FINAL for r in s.store.jobs()):
             break
-    assert all(r["status"] in FINAL for r in s.store.jobs()), [(r["id"], r["status"]) for r in s.store.jobs()]
+    assert all(r["status"] in FINAL for r in s.store.jobs()), [
+        (r["id"], r["status"]) for r in s.store.jobs()
+    ]
 
 
 def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):
@@ -309,7 +356,7 @@ def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):
 
 def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
     s = Setup(tmp_path, "aryl", nodes={"n0": 2, "i0": 2}, inference=("i0",), reclaim_notice_s=30.0)
-    assert s.executor.stand_ins == {"i0"}                   # inference holds its server at start
+    assert s.executor.stand_ins == {"i0"}  # inference holds its server at start
     s.service.set_inference_demand(0)
     assert s.executor.stand_ins == set() and s.service.pools()["loaned"] == ["i0"]
     e = s.submit(gpus=2, min_gpus=1, max_gpus=4, batch_size=8)
@@ -317,12 +364,12 @@ def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
     # e's base (1 GPU) on the owned node, its 3 extras on the loaned server first, then owned
     assert s.status(e) == RUNNING
     assert sorted(s.executor.runs[e].placement) == [("i0", 0), ("i0", 1), ("n0", 0), ("n0", 1)]
-    pools = s.service.set_inference_demand(1)               # the autoscaler wants it back
+    pools = s.service.set_inference_demand(1)  # the autoscaler wants it back
     assert pools["reclaiming"] == [] and pools["returning"] == ["i0"]
-    assert s.executor.runs[e].resize_to == [("n0", 0), ("n0", 1)]       # scaled in, not preempted
+    assert s.executor.runs[e].resize_to == [("n0", 0), ("n0", 1)]  # scaled in, not preempted
     assert s.state(e).preemptions == 0
     s.step()
-    assert s.service.pools()["returning"] == ["i0"]         # its workers there have not left yet
+    assert s.service.pools()["returning"] == ["i0"]  # its workers there have not left yet
     s.executor.switched(e)
     s.step()
     assert s.service.pools()["returning"] == [] and s.service.pools()["returned"] == 1
@@ -339,7 +386,7 @@ def test_a_worker_left_on_a_reclaimed_server_is_killed_at_the_end_of_the_notice(
     s.service.set_inference_demand(1)
     s.step(10)
     assert s.status(e) == RUNNING and ("evict", "i0") not in s.executor.log
-    s.step(25)                                              # the scale-in never switched: 35 s > 30 s
+    s.step(25)  # the scale-in never switched: 35 s > 30 s
     assert ("evict", "i0") in s.executor.log
     # killed, requeued and started again in the same pass, on the owned node only
     assert s.state(e).failures == 1 and s.store.job(e)["attempt"] > 1
@@ -351,15 +398,18 @@ def test_a_worker_left_on_a_reclaimed_server_is_killed_at_the_end_of_the_notice(
 def test_quotas_admit_borrow_reclaim_and_account(tmp_path):
     from dlsched.runtime.usage import usage_report
     from dlsched.tenancy import TenantConfig, TenantQuota
-    quotas = TenantConfig({"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")})
+
+    quotas = TenantConfig(
+        {"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")}
+    )
     s = Setup(tmp_path, "fifo", nodes={"n0": 4}, quotas=quotas)
     bob = s.store.create_tenant("bob", "hash-bob")["id"]
-    a = s.submit(gpus=4)                                    # alice borrows bob's idle 2 GPUs
+    a = s.submit(gpus=4)  # alice borrows bob's idle 2 GPUs
     s.step(10)
     assert s.status(a) == RUNNING and s.service.quotas()["tenants"]["alice"]["borrowed"] == 2
     assert s.service.snapshot()["over_quota"] == {"alice": {"nominal": 2, "reserved": 4}}
     b = s.store.add_job(bob, {**SPEC, "gpus": 2})["id"]
-    s.step(10)                                              # bob reclaims: alice's job is evicted
+    s.step(10)  # bob reclaims: alice's job is evicted
     assert s.status(a) == QUEUED and s.state(a).preemptions == 1
     assert any("evicted: its tenant borrowed GPUs" in e["message"] for e in s.store.events(a))
     assert s.status(b) == RUNNING
@@ -367,13 +417,15 @@ def test_quotas_admit_borrow_reclaim_and_account(tmp_path):
     assert q["alice"]["waiting_for_quota"] == 1 and q["bob"]["reserved"] == 2
     s.executor.finish(b)
     s.step(10)
-    assert s.status(a) == RUNNING                           # readmitted once bob is done
+    assert s.status(a) == RUNNING  # readmitted once bob is done
     s.executor.finish(a)
     s.step(10)
     report = usage_report(s.store, 0, s.clock() + 1)
     by = {t["tenant"]: t for t in report["tenants"]}
     # alice: 4 GPUs for 10 s, then 4 for 10 s; bob 2 GPUs for 10 s
-    assert by["alice"]["gpu_hours"] == pytest.approx(80 / 3600) and by["bob"]["gpu_hours"] == pytest.approx(20 / 3600)
+    assert by["alice"]["gpu_hours"] == pytest.approx(80 / 3600) and by["bob"][
+        "gpu_hours"
+    ] == pytest.approx(20 / 3600)
     # queued: 10 s before its first pass, 10 s evicted
     assert by["alice"]["preemptions"] == 1 and by["alice"]["queued_s"] == pytest.approx(20, abs=0.5)
     with pytest.raises(Exception, match="nominal"):
@@ -389,6 +441,6 @@ def test_recent_jobs_are_the_active_ones_and_the_latest_ended(tmp_path):
     for jid in ids[:8]:
         store.update_job(jid, status=DONE)
     rows, total = store.recent_jobs(None, 3)
-    assert total == 10 and [r["id"] for r in rows] == ids[::-1][:5]     # 2 queued + the 3 latest done
+    assert total == 10 and [r["id"] for r in rows] == ids[::-1][:5]  # 2 queued + the 3 latest done
     rows, total = store.recent_jobs(a, 1)
     assert total == 5 and [r["id"] for r in rows] == [ids[9], ids[7]]

@@ -15,8 +15,8 @@ class TableSpeed:
     """A workload model given by tables, so the tests control every number."""
 
     def __init__(self, xi, memory, accumulation_cost=None):
-        self.xi = xi                      # (model, partner model) -> slowdown
-        self.memory = memory              # model -> MiB per GPU at k = 1 (halved per doubling)
+        self.xi = xi  # (model, partner model) -> slowdown
+        self.memory = memory  # model -> MiB per GPU at k = 1 (halved per doubling)
         self.cost = accumulation_cost or {}
 
     def __call__(self, job, gpus):
@@ -34,7 +34,9 @@ class TableSpeed:
 
 
 def run(policy, jobs, speed, cluster="1x1:V100"):
-    sim = Simulator(parse_cluster_spec(cluster), jobs, make_policy(policy), SimConfig(), workload=speed)
+    sim = Simulator(
+        parse_cluster_spec(cluster), jobs, make_policy(policy), SimConfig(), workload=speed
+    )
     result = sim.run()
     return {j.job_id: j for j in result.jobs}, result
 
@@ -73,15 +75,22 @@ def test_memory_that_does_not_fit_forbids_sharing(policy):
     # 16 GiB V100 (16,384 MiB); b uses 12,000, leaving 4,384. a needs 70,000 / k MiB: only
     # k = 16 (4,375) would fit, and max_accumulation = 8 (8,750 MiB) forbids it: a waits.
     speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 70000, "mb": 12000})
-    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy(policy, max_accumulation=8),
-                    SimConfig(), workload=speed)
+    sim = Simulator(
+        parse_cluster_spec("1x1:V100"),
+        [B, A],
+        make_policy(policy, max_accumulation=8),
+        SimConfig(),
+        workload=speed,
+    )
     s = {j.job_id: j for j in sim.run().jobs}
     assert s["a"].first_start == 100 and s["a"].shared_s == 0
 
 
 def test_unknown_memory_or_unmeasured_pair_never_shares():
-    for speed in (TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 100}),   # b unknown
-                  TableSpeed({}, {"ma": 100, "mb": 100})):                               # no xi
+    for speed in (
+        TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 100}),  # b unknown
+        TableSpeed({}, {"ma": 100, "mb": 100}),
+    ):  # no xi
         s, _ = run("sjf-ffs", [B, A], speed)
         assert s["a"].first_start == 100
 
@@ -91,7 +100,9 @@ def test_accumulation_keeps_the_optimizer_steps_and_goes_back_to_full_batch():
     # 1.25 x as long (the table's cost), and sharing slows it 1.1 x: its 60 s of work take
     # 82.5 s, ending at 92.5. b runs at 1 / 1.1 meanwhile: 75 of its 90 s done, 15 s left.
     speed = TableSpeed({("ma", "mb"): 1.1, ("mb", "ma"): 1.1}, {"ma": 12000, "mb": 6000}, {2: 1.25})
-    sim = Simulator(parse_cluster_spec("1x1:V100"), [B, A], make_policy("sjf-ffs"), SimConfig(), workload=speed)
+    sim = Simulator(
+        parse_cluster_spec("1x1:V100"), [B, A], make_policy("sjf-ffs"), SimConfig(), workload=speed
+    )
     plans = []
     original = sim.state.apply
     sim.state.apply = lambda plan: (plans.append(dict(plan.accumulation)), original(plan))
@@ -122,8 +133,11 @@ def test_a_job_back_at_full_batch_counts_its_full_memory():
     from dlsched.policies.base import Plan
 
     c = JobSpec("c", 0.0, 1, 50.0, model="mb", batch_size=64)
-    speed = TableSpeed({(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")},
-                       {"ma": 12000, "mb": 6000}, {2: 1.25})
+    speed = TableSpeed(
+        {(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")},
+        {"ma": 12000, "mb": 6000},
+        {2: 1.25},
+    )
     state = ClusterState(parse_cluster_spec("1x1:V100"), make_policy("fifo"), workload=speed)
     states = {spec.job_id: state.submit(spec) for spec in (B, A, c)}
     state.apply(Plan(start=[(states["b"], (0,))]))
@@ -133,7 +147,7 @@ def test_a_job_back_at_full_batch_counts_its_full_memory():
     assert states["a"].accumulation == 1 and state.occupancy.memory[0] == 12000
     with pytest.raises(PlanError, match="exceeds"):
         state.apply(Plan(start=[(states["c"], (0,))]))
-    state.apply(Plan(start=[(states["c"], (0,))], accumulation={"c": 2}))   # 3,000 MiB fits
+    state.apply(Plan(start=[(states["c"], (0,))], accumulation={"c": 2}))  # 3,000 MiB fits
 
 
 def test_a_plan_cannot_put_a_job_on_a_gpu_of_a_failed_node():
@@ -180,4 +194,6 @@ def test_a_job_sharing_at_a_sub_batch_finishes_alone_at_its_full_batch():
     a = JobSpec("a", 10.0, 1, 100.0, model="ma", batch_size=64)
     s, _ = run("sjf-bsbf", [JobSpec("b", 0.0, 1, 60.0, model="mb", batch_size=64), a], speed)
     assert s["b"].finish == pytest.approx(65) and s["a"].finish == pytest.approx(125)
-    assert t_con(100, 50, 1.1 * 1.25, 1.1) == pytest.approx(85) and t_seq(100, 50) == pytest.approx(100)
+    assert t_con(100, 50, 1.1 * 1.25, 1.1) == pytest.approx(85) and t_seq(100, 50) == pytest.approx(
+        100
+    )

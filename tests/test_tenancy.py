@@ -18,15 +18,19 @@ from dlsched.tenancy import TenantConfig, TenantQuota, equal_shares, load_tenant
 
 def run(jobs, config, policy="fifo", cluster="1x4", **params):
     layer = QuotaLayer(make_policy(policy, **params), config)
-    result = Simulator(parse_cluster_spec(cluster), jobs, layer, SimConfig(restart_overhead_s=0.0)).run()
+    result = Simulator(
+        parse_cluster_spec(cluster), jobs, layer, SimConfig(restart_overhead_s=0.0)
+    ).run()
     return {j.job_id: j for j in result.jobs}, layer
 
 
 def test_under_quota_runs_over_quota_waits_even_with_idle_gpus():
-    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})       # hard quotas
-    jobs, _ = run([JobSpec("a1", 0.0, 2, 100.0, tenant="a"), JobSpec("a2", 0.0, 2, 100.0, tenant="a")], config)
+    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})  # hard quotas
+    jobs, _ = run(
+        [JobSpec("a1", 0.0, 2, 100.0, tenant="a"), JobSpec("a2", 0.0, 2, 100.0, tenant="a")], config
+    )
     assert jobs["a1"].first_start == 0.0
-    assert jobs["a2"].first_start == 100.0            # b's 2 GPUs stayed idle: a may not borrow
+    assert jobs["a2"].first_start == 100.0  # b's 2 GPUs stayed idle: a may not borrow
 
 
 def test_borrowing_and_its_reclaim_take_exactly_the_youngest_borrowed_jobs():
@@ -34,7 +38,7 @@ def test_borrowing_and_its_reclaim_take_exactly_the_youngest_borrowed_jobs():
     spec = [JobSpec(f"a{i}", float(i), 1, 1000.0, tenant="a") for i in range(4)]
     spec.append(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
     jobs, layer = run(spec, config)
-    assert [jobs[f"a{i}"].first_start for i in range(4)] == [0.0, 1.0, 2.0, 3.0]   # a borrows b's 2
+    assert [jobs[f"a{i}"].first_start for i in range(4)] == [0.0, 1.0, 2.0, 3.0]  # a borrows b's 2
     # b needs its nominal 2 back: a's two youngest (a3, a2) are evicted, no more
     assert jobs["b1"].first_start == 10.0
     assert jobs["a3"].preemptions == jobs["a2"].preemptions == 1
@@ -51,8 +55,11 @@ def test_a_borrowing_limit_bounds_what_a_tenant_takes():
 
 def test_a_higher_priority_class_preempts_within_its_tenant_only():
     config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})
-    spec = [JobSpec("low", 0.0, 2, 100.0, tenant="a"), JobSpec("other", 0.0, 2, 100.0, tenant="b", priority=0),
-            JobSpec("high", 5.0, 1, 10.0, tenant="a", priority=5)]
+    spec = [
+        JobSpec("low", 0.0, 2, 100.0, tenant="a"),
+        JobSpec("other", 0.0, 2, 100.0, tenant="b", priority=0),
+        JobSpec("high", 5.0, 1, 10.0, tenant="a", priority=5),
+    ]
     jobs, layer = run(spec, config)
     assert jobs["high"].first_start == 5.0 and jobs["low"].preemptions == 1
     assert jobs["other"].preemptions == 0 and layer.evictions == {"a": 1}
@@ -61,7 +68,9 @@ def test_a_higher_priority_class_preempts_within_its_tenant_only():
 def test_drf_shares_gpus_by_weight():
     spec = [JobSpec(f"{t}{i}", 0.0, 1, 100.0, tenant=t) for t in "ab" for i in range(4)]
     for weights, expected in ((None, {"a": 2, "b": 2}), ("a=3,b=1", {"a": 3, "b": 1})):
-        sim = Simulator(parse_cluster_spec("1x4"), spec, make_policy("drf", weights=weights), SimConfig())
+        sim = Simulator(
+            parse_cluster_spec("1x4"), spec, make_policy("drf", weights=weights), SimConfig()
+        )
         result = sim.run()
         first = [j for j in result.jobs if j.first_start == 0.0]
         assert {t: sum(1 for j in first if j.spec.tenant == t) for t in "ab"} == expected
@@ -78,17 +87,22 @@ def test_a_malformed_weight_is_refused_naming_the_field(weights):
 def test_rho_on_a_two_tenant_example():
     # 4 GPUs, 2 tenants: each tenant's own cluster is 2 GPUs. a's 1-GPU job ran 150 s for 100 s
     # of work: 1.5. b's 4-GPU job needs 2x longer on 2 GPUs (200 s) and took 500 s: 2.5.
-    rows = [{"tenant": "a", "jct_s": 150.0, "duration_s": 100.0, "num_gpus": 1, "gpu_time_s": 100.0},
-            {"tenant": "b", "jct_s": 500.0, "duration_s": 100.0, "num_gpus": 4, "gpu_time_s": 400.0}]
+    rows = [
+        {"tenant": "a", "jct_s": 150.0, "duration_s": 100.0, "num_gpus": 1, "gpu_time_s": 100.0},
+        {"tenant": "b", "jct_s": 500.0, "duration_s": 100.0, "num_gpus": 4, "gpu_time_s": 400.0},
+    ]
     f = fairness_summary(rows, 4)
     assert f["rho_by_tenant"] == {"a": 1.5, "b": 2.5} and f["max_tenant_rho"] == 2.5
-    assert f["jain_index"] == pytest.approx((100 + 400) ** 2 / (2 * (100 ** 2 + 400 ** 2)))
+    assert f["jain_index"] == pytest.approx((100 + 400) ** 2 / (2 * (100**2 + 400**2)))
 
 
 def test_ftf_serves_the_tenant_with_the_largest_rho_first():
     # one GPU, busy until 100; a's job has waited since 1, b's since 50: at 100, a's rho is larger
-    spec = [JobSpec("blocker", 0.0, 1, 100.0, tenant="c"), JobSpec("a1", 1.0, 1, 10.0, tenant="a"),
-            JobSpec("b1", 50.0, 1, 10.0, tenant="b")]
+    spec = [
+        JobSpec("blocker", 0.0, 1, 100.0, tenant="c"),
+        JobSpec("a1", 1.0, 1, 10.0, tenant="a"),
+        JobSpec("b1", 50.0, 1, 10.0, tenant="b"),
+    ]
     result = Simulator(parse_cluster_spec("1x1"), spec, make_policy("ftf"), SimConfig()).run()
     starts = {j.job_id: j.first_start for j in result.jobs}
     assert starts["a1"] == 100.0 and starts["b1"] == 110.0
@@ -101,13 +115,17 @@ def test_configs_default_equal_philly_and_bad_files(tmp_path):
     assert sum(q.nominal for q in philly.tenants.values()) == 512 and len(philly.tenants) == 11
     assert philly.quota("6214e9").nominal == 93 and philly.quota("unknown").nominal == 0
     good = tmp_path / "q.yaml"
-    good.write_text("tenants:\n  a: {nominal: 4, borrowing_limit: 2, cohort: lab, weight: 2}\ndefault: {nominal: 1}\n")
+    good.write_text(
+        "tenants:\n  a: {nominal: 4, borrowing_limit: 2, cohort: lab, weight: 2}\ndefault: {nominal: 1}\n"
+    )
     config = load_tenants(str(good), [], 8)
     assert config.quota("a").limit == 6 and config.quota("zz").nominal == 1
     bad = tmp_path / "bad.yaml"
-    for text, field in (("tenants:\n  a: {nominal: -1}\n", "tenants.a.nominal"),
-                        ("tenants:\n  a: {nominal: 1, color: red}\n", "tenants.a.color"),
-                        ("tenants:\n  a: {weight: 0}\n", "tenants.a.weight")):
+    for text, field in (
+        ("tenants:\n  a: {nominal: -1}\n", "tenants.a.nominal"),
+        ("tenants:\n  a: {nominal: 1, color: red}\n", "tenants.a.color"),
+        ("tenants:\n  a: {weight: 0}\n", "tenants.a.weight"),
+    ):
         bad.write_text(text)
         with pytest.raises(Exception, match=field.replace(".", r"\.")):
             load_tenants(str(bad), [], 8)
@@ -117,23 +135,48 @@ def test_configs_default_equal_philly_and_bad_files(tmp_path):
 def tenant_cases(draw):
     gpus = draw(st.sampled_from([4, 8]))
     names = ["a", "b", "c"]
-    quotas = {t: TenantQuota(draw(st.integers(0, gpus // 2)), draw(st.one_of(st.none(), st.integers(0, 4))),
-                             draw(st.sampled_from([None, "lab"])), 1.0) for t in names}
+    quotas = {
+        t: TenantQuota(
+            draw(st.integers(0, gpus // 2)),
+            draw(st.one_of(st.none(), st.integers(0, 4))),
+            draw(st.sampled_from([None, "lab"])),
+            1.0,
+        )
+        for t in names
+    }
     jobs = []
     for k in range(draw(st.integers(1, 15))):
         n, elastic = draw(st.integers(1, 2)), draw(st.booleans())
-        jobs.append(JobSpec(f"j{k}", float(draw(st.integers(0, 300))), n, float(draw(st.integers(5, 200))),
-                            tenant=draw(st.sampled_from(names)), priority=draw(st.sampled_from([0, 0, 1])),
-                            min_gpus=1 if elastic else None, max_gpus=2 * n if elastic else None))
+        jobs.append(
+            JobSpec(
+                f"j{k}",
+                float(draw(st.integers(0, 300))),
+                n,
+                float(draw(st.integers(5, 200))),
+                tenant=draw(st.sampled_from(names)),
+                priority=draw(st.sampled_from([0, 0, 1])),
+                min_gpus=1 if elastic else None,
+                max_gpus=2 * n if elastic else None,
+            )
+        )
     return f"1x{gpus}", TenantConfig(quotas), jobs
 
 
 @settings(max_examples=60, deadline=None)
-@given(tenant_cases(), st.sampled_from(["fifo", "sjf", "tiresias", "drf", "elastic-fifo", "elastic-tiresias", "aryl"]))
+@given(
+    tenant_cases(),
+    st.sampled_from(["fifo", "sjf", "tiresias", "drf", "elastic-fifo", "elastic-tiresias", "aryl"]),
+)
 def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld(case, policy):
     cluster, config, jobs = case
     layer = QuotaLayer(make_policy(policy), config)
-    sim = Simulator(parse_cluster_spec(cluster), jobs, layer, SimConfig(restart_overhead_s=0.0), workload=PowerLaw())
+    sim = Simulator(
+        parse_cluster_spec(cluster),
+        jobs,
+        layer,
+        SimConfig(restart_overhead_s=0.0),
+        workload=PowerLaw(),
+    )
     state, apply = sim.state, sim.state.apply
 
     def apply_and_check(plan):
@@ -146,23 +189,27 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
             assert n <= config.quota(tenant).limit, (tenant, n)
         # a job that fits its tenant's nominal quota is admitted in the pass it could be (or the
         # next, a millisecond later, when the plan itself gave quota back)
-        for bucket in ([] if layer._changed else layer.waiting.values()):
+        for bucket in [] if layer._changed else layer.waiting.values():
             for entry in bucket:
                 t = entry.job.spec.tenant
                 assert layer.reserved.get(t, 0) + reservation(entry.job) > config.quota(t).nominal
 
     state.apply = apply_and_check
     result = sim.run()
-    for job in result.jobs:       # every job that could ever be admitted finished
+    for job in result.jobs:  # every job that could ever be admitted finished
         q = config.quota(job.spec.tenant)
         possible = job.num_gpus <= (q.limit if q.cohort else q.nominal) and (
-            q.cohort is None or job.num_gpus <= sum(v.nominal for v in config.tenants.values() if v.cohort == q.cohort))
+            q.cohort is None
+            or job.num_gpus
+            <= sum(v.nominal for v in config.tenants.values() if v.cohort == q.cohort)
+        )
         if possible:
             assert job.status is Status.DONE, job
 
 
 class PowerLaw:
     """Speed at n GPUs = (n / request) ** 0.8 (for elastic growth)."""
+
     measures_real_runs = False
 
     def __call__(self, job, gpus):
@@ -189,11 +236,19 @@ class PowerLaw:
 
 def test_a_reclaim_shrinks_a_borrowers_elastic_job_before_it_preempts_anyone():
     config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
-    spec = [JobSpec("e", 0.0, 2, 1000.0, tenant="a", min_gpus=1, max_gpus=4),
-            JobSpec("b1", 10.0, 2, 50.0, tenant="b")]
+    spec = [
+        JobSpec("e", 0.0, 2, 1000.0, tenant="a", min_gpus=1, max_gpus=4),
+        JobSpec("b1", 10.0, 2, 50.0, tenant="b"),
+    ]
     layer = QuotaLayer(make_policy("elastic-fifo"), config)
     sizes = []
-    sim = Simulator(parse_cluster_spec("1x4"), spec, layer, SimConfig(restart_overhead_s=0.0), workload=PowerLaw())
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        spec,
+        layer,
+        SimConfig(restart_overhead_s=0.0),
+        workload=PowerLaw(),
+    )
     apply = sim.state.apply
 
     def record(plan):
@@ -203,8 +258,8 @@ def test_a_reclaim_shrinks_a_borrowers_elastic_job_before_it_preempts_anyone():
 
     sim.state.apply = record
     jobs = {j.job_id: j for j in sim.run().jobs}
-    assert (0.0, 4) in sizes                           # it grew into b's idle quota
-    assert (10.0, 2) in sizes                          # b reclaimed: e scaled in to 2, not evicted
+    assert (0.0, 4) in sizes  # it grew into b's idle quota
+    assert (10.0, 2) in sizes  # b reclaimed: e scaled in to 2, not evicted
     assert jobs["b1"].first_start == 10.0 and jobs["e"].preemptions == 0
     assert layer.evictions == {}
 
@@ -214,9 +269,11 @@ def test_growth_is_held_to_the_quota():
     config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})
     spec = [JobSpec("e", 0.0, 1, 100.0, tenant="a", min_gpus=1, max_gpus=4)]
     layer = QuotaLayer(make_policy("elastic-fifo"), config)
-    result = Simulator(parse_cluster_spec("1x4"), spec, layer, SimConfig(), workload=PowerLaw()).run()
+    result = Simulator(
+        parse_cluster_spec("1x4"), spec, layer, SimConfig(), workload=PowerLaw()
+    ).run()
     e = result.jobs[0]
-    assert e.attained_gpu_s / e.run_time_s == pytest.approx(2.0)      # it ran on 2 GPUs, not 4
+    assert e.attained_gpu_s / e.run_time_s == pytest.approx(2.0)  # it ran on 2 GPUs, not 4
 
 
 def test_the_tenant_usage_series_integrates_to_the_jobs_gpu_time(tmp_path):
@@ -224,8 +281,26 @@ def test_the_tenant_usage_series_integrates_to_the_jobs_gpu_time(tmp_path):
     import csv
 
     from dlsched.cli import main
-    assert main(["simulate", "--trace", "synthetic", "--trace-param", "num_jobs=300;tenants=3", "--cluster",
-                 "4x8:V100", "--policy", "tiresias", "--out", str(tmp_path), "--no-progress"]) == 0
+
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                "synthetic",
+                "--trace-param",
+                "num_jobs=300;tenants=3",
+                "--cluster",
+                "4x8:V100",
+                "--policy",
+                "tiresias",
+                "--out",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     series = list(csv.DictReader((tmp_path / "tenants_timeseries.csv").open()))
     times = sorted({float(r["time_s"]) for r in series})
     width = times[1] - times[0]

@@ -15,8 +15,10 @@ def test_bundled_philly_has_every_job():
     assert len({j.tenant for j in t.jobs}) == 15
 
 
-@pytest.mark.parametrize("name, count", [("muri-1", 1494), ("muri-2", 5755), ("muri-3", 992),
-                                         ("muri-4", 2638), ("pollux-1", 160)])
+@pytest.mark.parametrize(
+    "name, count",
+    [("muri-1", 1494), ("muri-2", 5755), ("muri-3", 992), ("muri-4", 2638), ("pollux-1", 160)],
+)
 def test_bundled_traces_with_models(name, count):
     t = load_trace(name)
     assert len(t.jobs) == count
@@ -26,14 +28,20 @@ def test_bundled_traces_with_models(name, count):
 def test_muri_units_are_milliseconds():
     first = min(load_trace("muri-1").jobs, key=lambda j: j.submit_time_s)
     # row 0 of trace1.csv: submit 0 ms, duration 2868294000 ms, dqn, 1 GPU, batch 128 per GPU
-    assert (first.submit_time_s, first.duration_s, first.model, first.batch_size) == (0, 2868294.0, "dqn", 128)
+    assert (first.submit_time_s, first.duration_s, first.model, first.batch_size) == (
+        0,
+        2868294.0,
+        "dqn",
+        128,
+    )
     eight = next(j for j in load_trace("muri-1").jobs if j.job_id == "muri-1-1")
-    assert (eight.num_gpus, eight.batch_size) == (8, 8 * 128)   # row 1: dqn on 8 GPUs
+    assert (eight.num_gpus, eight.batch_size) == (8, 8 * 128)  # row 1: dqn on 8 GPUs
 
 
 def test_pollux_durations_come_from_measured_steps_and_step_times():
     from dlsched.perf.measurements import pollux_training_steps
     from dlsched.traces.pollux import measured_iteration_s
+
     job = next(j for j in load_trace("pollux-1").jobs if j.job_id == "pollux-1-cifar10-0")
     steps = pollux_training_steps("cifar10", 2048)
     assert job.duration_s == pytest.approx(steps * measured_iteration_s("cifar10", 6, 2048))
@@ -47,8 +55,10 @@ def test_openb_counts_what_it_drops():
     assert len(t.jobs) == 8152 - 1088 - 861
     assert any(j.gpu_milli < 1000 for j in t.jobs)
     constrained = [j for j in load_trace("openb-gpuspec").jobs if j.gpu_types]
-    assert constrained and all(set(j.gpu_types) <= {"P100", "T4", "V100M16", "V100M32", "A10", "G2", "G3"}
-                               for j in constrained)
+    assert constrained and all(
+        set(j.gpu_types) <= {"P100", "T4", "V100M16", "V100M32", "A10", "G2", "G3"}
+        for j in constrained
+    )
 
 
 def _write(tmp_path, text, name="t.csv"):
@@ -61,8 +71,10 @@ PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
 
 def test_malformed_row_stops_the_load_naming_row_and_field(tmp_path):
-    path = _write(tmp_path, PHILLY_HEADER + "2017-10-01 00:00:00,100,1,100,vc1\n"
-                  "2017-10-01 00:01:00,abc,1,100,vc1\n")
+    path = _write(
+        tmp_path,
+        PHILLY_HEADER + "2017-10-01 00:00:00,100,1,100,vc1\n2017-10-01 00:01:00,abc,1,100,vc1\n",
+    )
     with pytest.raises(SpecError) as e:
         load_trace(path)
     assert e.value.row == 2 and e.value.field == "duration_s"
@@ -70,9 +82,12 @@ def test_malformed_row_stops_the_load_naming_row_and_field(tmp_path):
 
 
 def test_negative_duration_is_rejected_or_skipped_with_a_count(tmp_path):
-    path = _write(tmp_path, PHILLY_HEADER + "2017-10-01 00:00:00,100,1,100,vc1\n"
-                  "2017-10-01 00:01:00,-5,1,100,vc1\n2017-10-01 00:02:00,50,2,100,vc2\n"
-                  "not-a-date,50,2,100,vc2\n")
+    path = _write(
+        tmp_path,
+        PHILLY_HEADER + "2017-10-01 00:00:00,100,1,100,vc1\n"
+        "2017-10-01 00:01:00,-5,1,100,vc1\n2017-10-01 00:02:00,50,2,100,vc2\n"
+        "not-a-date,50,2,100,vc2\n",
+    )
     with pytest.raises(SpecError, match="duration_s"):
         load_trace(path)
     t = load_trace(path, skip_invalid=True)
@@ -89,19 +104,31 @@ def test_missing_column_is_named(tmp_path):
 
 
 def test_generic_mapping_with_units(tmp_path):
-    path = _write(tmp_path, "id;start;mins;n;user\nx;2024-01-01T00:00:00;2;1;alice\n"
-                  "y;2024-01-01T00:10:00;1.5;2;bob\n", "g.csv")
+    path = _write(
+        tmp_path,
+        "id;start;mins;n;user\nx;2024-01-01T00:00:00;2;1;alice\ny;2024-01-01T00:10:00;1.5;2;bob\n",
+        "g.csv",
+    )
     from dlsched.traces.generic import load_generic
-    t = load_generic(path, "id=id,submit=start:datetime,duration=mins:min,gpus=n,tenant=user",
-                     delimiter=";")
+
+    t = load_generic(
+        path, "id=id,submit=start:datetime,duration=mins:min,gpus=n,tenant=user", delimiter=";"
+    )
     assert [(j.job_id, j.submit_time_s, j.duration_s, j.num_gpus, j.tenant) for j in t.jobs] == [
-        ("x", 0.0, 120.0, 1, "alice"), ("y", 600.0, 90.0, 2, "bob")]
+        ("x", 0.0, 120.0, 1, "alice"),
+        ("y", 600.0, 90.0, 2, "bob"),
+    ]
 
 
-@pytest.mark.parametrize("mapping, message", [
-    ("submit=a,duration=b", "gpus"), ("submit=a,duration=b,gpus=c,colour=d", "unknown field 'colour'"),
-    ("submit=a:fortnights,duration=b,gpus=c", "unit 'fortnights'"), ("submit", "FIELD=COLUMN"),
-])
+@pytest.mark.parametrize(
+    "mapping, message",
+    [
+        ("submit=a,duration=b", "gpus"),
+        ("submit=a,duration=b,gpus=c,colour=d", "unknown field 'colour'"),
+        ("submit=a:fortnights,duration=b,gpus=c", "unit 'fortnights'"),
+        ("submit", "FIELD=COLUMN"),
+    ],
+)
 def test_bad_mappings_are_explained(mapping, message):
     with pytest.raises(SpecError, match=message):
         parse_mapping(mapping)
@@ -120,7 +147,11 @@ def test_unknown_file_format_asks_for_a_mapping(tmp_path):
 
 
 def test_synthetic_is_seeded_and_follows_the_load():
-    a, b, c = synthetic(500, 64, 0.8, seed=1), synthetic(500, 64, 0.8, seed=1), synthetic(500, 64, 0.8, seed=2)
+    a, b, c = (
+        synthetic(500, 64, 0.8, seed=1),
+        synthetic(500, 64, 0.8, seed=1),
+        synthetic(500, 64, 0.8, seed=2),
+    )
     assert a.jobs == b.jobs and a.jobs != c.jobs
     assert all(j.num_gpus <= 64 for j in a.jobs)
     busier = synthetic(500, 64, 1.6, seed=1)
@@ -139,11 +170,14 @@ def test_pollux_steps_are_the_measured_iteration_count():
     from dlsched.traces import load_trace
 
     assert pollux_training_steps("cifar10", 2048) == 3178
-    job = next(j for j in load_trace("pollux-6").jobs if j.model == "cifar10" and j.batch_size == 2048)
+    job = next(
+        j for j in load_trace("pollux-6").jobs if j.model == "cifar10" and j.batch_size == 2048
+    )
     assert job.iterations == 3178
     # between measured batch sizes Pollux interpolates linearly, and so does dlsched
     assert pollux_training_steps("cifar10", 1536) == pytest.approx(
-        (pollux_training_steps("cifar10", 1024) + pollux_training_steps("cifar10", 2048)) / 2)
+        (pollux_training_steps("cifar10", 1024) + pollux_training_steps("cifar10", 2048)) / 2
+    )
 
 
 def test_the_synthetic_load_is_relative_to_the_cluster_it_runs_on():
@@ -151,7 +185,11 @@ def test_the_synthetic_load_is_relative_to_the_cluster_it_runs_on():
     # the same seeded jobs arrive twice as fast (it used to assume 64 GPUs whatever --cluster)
     from dlsched.prepare import prepare
 
-    small = prepare("synthetic", "64x8", trace_params={"num_jobs": 200, "load": 0.9}, perf=False).jobs
-    large = prepare("synthetic", "128x8", trace_params={"num_jobs": 200, "load": 0.9}, perf=False).jobs
+    small = prepare(
+        "synthetic", "64x8", trace_params={"num_jobs": 200, "load": 0.9}, perf=False
+    ).jobs
+    large = prepare(
+        "synthetic", "128x8", trace_params={"num_jobs": 200, "load": 0.9}, perf=False
+    ).jobs
     assert [j.num_gpus for j in small] == [j.num_gpus for j in large]
     assert [j.submit_time_s for j in large] == pytest.approx([j.submit_time_s / 2 for j in small])

@@ -12,13 +12,26 @@ from dlsched.runtime.train import EpochOrder, Trainer, sample_positions  # noqa:
 
 # SGD: Adam divides each gradient by its running magnitude, so a gradient that is zero up to
 # rounding (the attention key bias's) would turn float noise into full-size steps
-LM = {"entrypoint": "dlsched.workloads.lm:build",
-      "args": {"samples": 64, "dim": 32, "layers": 1, "optimizer": "sgd", "lr": 0.1}}
+LM = {
+    "entrypoint": "dlsched.workloads.lm:build",
+    "args": {"samples": 64, "dim": 32, "layers": 1, "optimizer": "sgd", "lr": 0.1},
+}
 
 
 def trained(tmp_path, name, iterations, **config):
-    t = Trainer({**LM, "batch_size": 16, "iterations": iterations, "checkpoint_every": 0,
-                 "checkpoint_path": str(tmp_path / f"{name}.pt"), **config}, 0, 1, lambda line: None)
+    t = Trainer(
+        {
+            **LM,
+            "batch_size": 16,
+            "iterations": iterations,
+            "checkpoint_every": 0,
+            "checkpoint_path": str(tmp_path / f"{name}.pt"),
+            **config,
+        },
+        0,
+        1,
+        lambda line: None,
+    )
     t.setup()
     assert t.run() == {"status": "done", "iteration": iterations}
     return t.plain_model.state_dict()
@@ -30,14 +43,14 @@ def test_accumulating_sub_batches_gives_the_parameters_of_the_full_batch(tmp_pat
         accumulated = trained(tmp_path, f"k{k}", 6, accumulation=k)
         for name, value in full.items():
             torch.testing.assert_close(accumulated[name], value, rtol=1e-5, atol=1e-6, msg=name)
-    changed = trained(tmp_path, "other", 6, seed=1)          # the test can tell runs apart
+    changed = trained(tmp_path, "other", 6, seed=1)  # the test can tell runs apart
     assert any(not torch.allclose(changed[n], v) for n, v in full.items())
 
 
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     straight = trained(tmp_path, "straight", 8)
-    trained(tmp_path, "split", 3)                           # checkpoints at its end (iteration 3)
-    resumed = trained(tmp_path, "split", 8)                 # loads it and goes on to 8
+    trained(tmp_path, "split", 3)  # checkpoints at its end (iteration 3)
+    resumed = trained(tmp_path, "split", 8)  # loads it and goes on to 8
     for name, value in straight.items():
         torch.testing.assert_close(resumed[name], value, rtol=1e-5, atol=1e-6, msg=name)
 
@@ -45,12 +58,12 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
 def test_every_sample_once_per_epoch_across_grows_and_shrinks():
     size, batch = 100, 12
     order = EpochOrder(size, seed=3)
-    worlds = [2, 2, 4, 4, 4, 1, 3, 3, 2]                    # 9 iterations x 12 = 108 positions
+    worlds = [2, 2, 4, 4, 4, 1, 3, 3, 2]  # 9 iterations x 12 = 108 positions
     seen = []
     for iteration, world in enumerate(worlds):
         for rank in range(world):
             seen += [order(p) for p in sample_positions(iteration, batch, rank, world)]
     first_epoch, next_epoch = seen[:size], seen[size:]
-    assert sorted(first_epoch) == list(range(size))        # each index exactly once
+    assert sorted(first_epoch) == list(range(size))  # each index exactly once
     assert len(next_epoch) == 8 and len(set(next_epoch)) == 8
-    assert first_epoch != sorted(first_epoch)               # and in a shuffled order
+    assert first_epoch != sorted(first_epoch)  # and in a shuffled order

@@ -46,81 +46,187 @@ def _key_values(items: list[str] | None, what: str) -> dict:
 
 def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None:
     if replay:
-        p.add_argument("--trace", help="a history 'dlsched export' wrote (default: fetch it from the server)")
+        p.add_argument(
+            "--trace", help="a history 'dlsched export' wrote (default: fetch it from the server)"
+        )
     else:
-        p.add_argument("--trace", required=True,
-                       help="a bundled trace (see 'dlsched traces'), 'synthetic', or a CSV file path")
-    p.add_argument("--format", choices=["philly", "muri", "pollux", "openb", "history", "generic"],
-                   help="the file's format (default: detected from its header)")
-    p.add_argument("--map", dest="mapping",
-                   help="generic CSV column mapping, e.g. 'submit=ts:datetime,duration=secs,gpus=n'")
-    p.add_argument("--trace-param", action="append", metavar="KEY=VALUE",
-                   help="synthetic generator parameters (num_jobs, load, tenants, median_duration_s...)")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="skip malformed rows (counted in the summary) instead of stopping")
+        p.add_argument(
+            "--trace",
+            required=True,
+            help="a bundled trace (see 'dlsched traces'), 'synthetic', or a CSV file path",
+        )
+    p.add_argument(
+        "--format",
+        choices=["philly", "muri", "pollux", "openb", "history", "generic"],
+        help="the file's format (default: detected from its header)",
+    )
+    p.add_argument(
+        "--map",
+        dest="mapping",
+        help="generic CSV column mapping, e.g. 'submit=ts:datetime,duration=secs,gpus=n'",
+    )
+    p.add_argument(
+        "--trace-param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="synthetic generator parameters (num_jobs, load, tenants, median_duration_s...)",
+    )
+    p.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip malformed rows (counted in the summary) instead of stopping",
+    )
     p.add_argument("--limit", type=int, help="use only the first N jobs by submit time")
-    p.add_argument("--cluster",
-                   help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100; a "
-                        "server's history: the cluster 'dlsched export' printed)")
-    p.add_argument("--placement", choices=["best-fit", "consolidated", "spread"],
-                   help="where jobs go (default: the policy's own, best-fit for all but the -consolidated ones)")
-    p.add_argument("--scan", choices=["strict", "backfill", "greedy"],
-                   help="past a job that cannot start: stop (strict), let later jobs take free GPUs "
-                        "(backfill), or also let them preempt jobs they outrank (greedy). Default: the "
-                        "policy's own (strict for fifo, sjf and the sharing policies; greedy for srtf, "
-                        "tiresias and elastic-tiresias, as the Tiresias simulator)")
-    p.add_argument("--backfill", dest="scan", action="store_const", const="backfill",
-                   help="the same as --scan backfill")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="policy parameter, e.g. thresholds_gpu_s=3600,36000 (repeatable)")
-    p.add_argument("--restart-overhead-s", type=float, default=POLLUX_RESTART_PENALTY_S,
-                   help="pause before a preempted job progresses again (default %(default)s, Pollux's)")
-    p.add_argument("--startup-overhead-s", type=float, default=0.0,
-                   help="pause at a job's first start (default %(default)s)")
-    p.add_argument("--checkpoint-interval-s", type=float,
-                   help="checkpoint period; a preempted job loses the work since its last one "
-                        "(default: it checkpoints when preempted and loses nothing)")
-    p.add_argument("--schedule-interval-s", type=float,
-                   help="also decide every N seconds (default: only at events)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed for synthetic workloads and for the model given to jobs without one (default 0)")
-    p.add_argument("--elastic-fraction", type=float, default=0.0,
-                   help="share of jobs made elastic by the seeded rule (min = half, max = twice the "
-                        "request; docs/policies.md); default 0")
-    p.add_argument("--resize-mechanism", choices=["background", "stop-resume"], default="background",
-                   help="how elastic resizes are charged (default %(default)s)")
-    p.add_argument("--stop-resume-s", type=float, default=POLLUX_RESTART_PENALTY_S,
-                   help="restart part of a resize's stop-resume pause (default %(default)s, Pollux's)")
-    p.add_argument("--checkpoint-mib-s", type=float, default=DEFAULT_CHECKPOINT_MIB_S,
-                   help="checkpoint write/read bandwidth; a resize's pause adds saving and loading "
-                        "the model's weights and optimizer state (default %(default)s MiB/s, chosen)")
-    p.add_argument("--no-perf", action="store_true",
-                   help="run every job at its trace speed instead of the performance model's")
-    p.add_argument("--deadlines", action="store_true",
-                   help="give jobs without a deadline one: submit + factor x solo run time, the factor "
-                        "from a tight, normal or loose class (seeded; docs/experiments/genie.md)")
-    p.add_argument("--inference-demand", default="genai", metavar="SOURCE",
-                   help="the inference pool's demand when the cluster has one (@inference): genai "
-                        "(default), philly-nodes, a CSV of seconds,load, or none (docs/experiments/aryl.md)")
-    p.add_argument("--peak-share", type=float, default=DEFAULT_PEAK_SHARE,
-                   help="share of the inference servers the demand's peak needs (default %(default)s)")
-    p.add_argument("--reclaim-notice-s", type=float, default=DEFAULT_RECLAIM_NOTICE_S,
-                   help="how long a reclaimed server's training jobs have to leave it (default %(default)s s)")
-    p.add_argument("--quotas", metavar="SOURCE",
-                   help="tenant quotas over the policy: equal, philly-vc or a YAML file (docs/tenancy.md); "
-                        "admission within quota, borrowing within a cohort and its reclaim")
-    p.add_argument("--hard-quotas", action="store_true", help="with --quotas: no borrowing (as Philly ran)")
-    p.add_argument("--out", required=not replay, default="whatif" if replay else None,
-                   help="output folder" + (" (default %(default)s)" if replay else ""))
+    p.add_argument(
+        "--cluster",
+        help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100; a "
+        "server's history: the cluster 'dlsched export' printed)",
+    )
+    p.add_argument(
+        "--placement",
+        choices=["best-fit", "consolidated", "spread"],
+        help="where jobs go (default: the policy's own, best-fit for all but the -consolidated ones)",
+    )
+    p.add_argument(
+        "--scan",
+        choices=["strict", "backfill", "greedy"],
+        help="past a job that cannot start: stop (strict), let later jobs take free GPUs "
+        "(backfill), or also let them preempt jobs they outrank (greedy). Default: the "
+        "policy's own (strict for fifo, sjf and the sharing policies; greedy for srtf, "
+        "tiresias and elastic-tiresias, as the Tiresias simulator)",
+    )
+    p.add_argument(
+        "--backfill",
+        dest="scan",
+        action="store_const",
+        const="backfill",
+        help="the same as --scan backfill",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="policy parameter, e.g. thresholds_gpu_s=3600,36000 (repeatable)",
+    )
+    p.add_argument(
+        "--restart-overhead-s",
+        type=float,
+        default=POLLUX_RESTART_PENALTY_S,
+        help="pause before a preempted job progresses again (default %(default)s, Pollux's)",
+    )
+    p.add_argument(
+        "--startup-overhead-s",
+        type=float,
+        default=0.0,
+        help="pause at a job's first start (default %(default)s)",
+    )
+    p.add_argument(
+        "--checkpoint-interval-s",
+        type=float,
+        help="checkpoint period; a preempted job loses the work since its last one "
+        "(default: it checkpoints when preempted and loses nothing)",
+    )
+    p.add_argument(
+        "--schedule-interval-s",
+        type=float,
+        help="also decide every N seconds (default: only at events)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed for synthetic workloads and for the model given to jobs without one (default 0)",
+    )
+    p.add_argument(
+        "--elastic-fraction",
+        type=float,
+        default=0.0,
+        help="share of jobs made elastic by the seeded rule (min = half, max = twice the "
+        "request; docs/policies.md); default 0",
+    )
+    p.add_argument(
+        "--resize-mechanism",
+        choices=["background", "stop-resume"],
+        default="background",
+        help="how elastic resizes are charged (default %(default)s)",
+    )
+    p.add_argument(
+        "--stop-resume-s",
+        type=float,
+        default=POLLUX_RESTART_PENALTY_S,
+        help="restart part of a resize's stop-resume pause (default %(default)s, Pollux's)",
+    )
+    p.add_argument(
+        "--checkpoint-mib-s",
+        type=float,
+        default=DEFAULT_CHECKPOINT_MIB_S,
+        help="checkpoint write/read bandwidth; a resize's pause adds saving and loading "
+        "the model's weights and optimizer state (default %(default)s MiB/s, chosen)",
+    )
+    p.add_argument(
+        "--no-perf",
+        action="store_true",
+        help="run every job at its trace speed instead of the performance model's",
+    )
+    p.add_argument(
+        "--deadlines",
+        action="store_true",
+        help="give jobs without a deadline one: submit + factor x solo run time, the factor "
+        "from a tight, normal or loose class (seeded; docs/experiments/genie.md)",
+    )
+    p.add_argument(
+        "--inference-demand",
+        default="genai",
+        metavar="SOURCE",
+        help="the inference pool's demand when the cluster has one (@inference): genai "
+        "(default), philly-nodes, a CSV of seconds,load, or none (docs/experiments/aryl.md)",
+    )
+    p.add_argument(
+        "--peak-share",
+        type=float,
+        default=DEFAULT_PEAK_SHARE,
+        help="share of the inference servers the demand's peak needs (default %(default)s)",
+    )
+    p.add_argument(
+        "--reclaim-notice-s",
+        type=float,
+        default=DEFAULT_RECLAIM_NOTICE_S,
+        help="how long a reclaimed server's training jobs have to leave it (default %(default)s s)",
+    )
+    p.add_argument(
+        "--quotas",
+        metavar="SOURCE",
+        help="tenant quotas over the policy: equal, philly-vc or a YAML file (docs/tenancy.md); "
+        "admission within quota, borrowing within a cohort and its reclaim",
+    )
+    p.add_argument(
+        "--hard-quotas", action="store_true", help="with --quotas: no borrowing (as Philly ran)"
+    )
+    p.add_argument(
+        "--out",
+        required=not replay,
+        default="whatif" if replay else None,
+        help="output folder" + (" (default %(default)s)" if replay else ""),
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _load_workload(args):
     from .prepare import prepare
-    return prepare(args.trace, args.cluster, fmt=args.format, mapping=args.mapping,
-                   trace_params=_key_values(args.trace_param, "trace-param"), skip_invalid=args.skip_invalid,
-                   perf=not args.no_perf, seed=args.seed, elastic_fraction=args.elastic_fraction,
-                   limit=args.limit, deadlines=args.deadlines)
+
+    return prepare(
+        args.trace,
+        args.cluster,
+        fmt=args.format,
+        mapping=args.mapping,
+        trace_params=_key_values(args.trace_param, "trace-param"),
+        skip_invalid=args.skip_invalid,
+        perf=not args.no_perf,
+        seed=args.seed,
+        elastic_fraction=args.elastic_fraction,
+        limit=args.limit,
+        deadlines=args.deadlines,
+    )
 
 
 def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = None):
@@ -130,40 +236,64 @@ def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = 
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
-    policy = make_policy(policy_name, **given, **{**(params or {}), **_key_values(args.param, "param")})
+    policy = make_policy(
+        policy_name, **given, **{**(params or {}), **_key_values(args.param, "param")}
+    )
     if trace.replay is not None:
         from .replay import with_profiling
+
         jobs = with_profiling(jobs, trace.replay, policy)
     if args.quotas:
         from .policies.quota import QuotaLayer
         from .tenancy import load_tenants
+
         config = load_tenants(args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
         policy = QuotaLayer(policy, config.without_borrowing() if args.hard_quotas else config)
-    config = SimConfig(inference_demand=_demand(args, cluster), reclaim_notice_s=args.reclaim_notice_s,
-                       restart_overhead_s=args.restart_overhead_s,
-                       startup_overhead_s=args.startup_overhead_s,
-                       checkpoint_interval_s=args.checkpoint_interval_s,
-                       schedule_interval_s=args.schedule_interval_s,
-                       resize_mechanism=args.resize_mechanism, stop_resume_s=args.stop_resume_s,
-                       checkpoint_mib_s=args.checkpoint_mib_s)
+    config = SimConfig(
+        inference_demand=_demand(args, cluster),
+        reclaim_notice_s=args.reclaim_notice_s,
+        restart_overhead_s=args.restart_overhead_s,
+        startup_overhead_s=args.startup_overhead_s,
+        checkpoint_interval_s=args.checkpoint_interval_s,
+        schedule_interval_s=args.schedule_interval_s,
+        resize_mechanism=args.resize_mechanism,
+        stop_resume_s=args.stop_resume_s,
+        checkpoint_mib_s=args.checkpoint_mib_s,
+    )
     bar = None
     if not args.no_progress:
         from tqdm import tqdm
+
         bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
     started = time.perf_counter()
     try:
-        result = Simulator(cluster, jobs, policy, config, workload=workload.model(),
-                           progress=bar.update if bar else None).run()
+        result = Simulator(
+            cluster,
+            jobs,
+            policy,
+            config,
+            workload=workload.model(),
+            progress=bar.update if bar else None,
+        ).run()
     finally:
         if bar:
             bar.close()
     wall = time.perf_counter() - started
-    return write_outputs(result, out, extra={
-        "policy": policy_name, "params": policy.params(), "trace": trace.name,
-        "cluster": cluster.describe(), "dropped": trace.dropped, "wall_s": round(wall, 3),
-        "performance_model": not args.no_perf,
-        "elastic_fraction": args.elastic_fraction,
-        "config": dataclasses.asdict(config)}), result
+    return write_outputs(
+        result,
+        out,
+        extra={
+            "policy": policy_name,
+            "params": policy.params(),
+            "trace": trace.name,
+            "cluster": cluster.describe(),
+            "dropped": trace.dropped,
+            "wall_s": round(wall, 3),
+            "performance_model": not args.no_perf,
+            "elastic_fraction": args.elastic_fraction,
+            "config": dataclasses.asdict(config),
+        },
+    ), result
 
 
 def _demand(args, cluster):
@@ -172,16 +302,26 @@ def _demand(args, cluster):
     if not servers or args.inference_demand == "none":
         return None
     from .inference import demand_cycle, load_curve
-    return demand_cycle(load_curve(args.inference_demand), servers, args.reclaim_notice_s, args.peak_share)
+
+    return demand_cycle(
+        load_curve(args.inference_demand), servers, args.reclaim_notice_s, args.peak_share
+    )
 
 
 def _table(summaries: list[dict]) -> str:
     from .report.columns import format_cell, shown_columns
+
     cols = [c for c in shown_columns(summaries) if c[0] not in ("jobs",)]
     header = ["policy"] + [label for _, label, _ in cols] + ["wall"]
-    rows = [[s["policy"]] + [format_cell(s.get(k), fmt) for k, _, fmt in cols] + [f"{s['wall_s']:.1f} s"]
-            for s in summaries]
-    return tabulate(rows, header, disable_numparse=True, colalign=["left"] + ["right"] * (len(header) - 1))
+    rows = [
+        [s["policy"]]
+        + [format_cell(s.get(k), fmt) for k, _, fmt in cols]
+        + [f"{s['wall_s']:.1f} s"]
+        for s in summaries
+    ]
+    return tabulate(
+        rows, header, disable_numparse=True, colalign=["left"] + ["right"] * (len(header) - 1)
+    )
 
 
 def cmd_simulate(args) -> int:
@@ -201,12 +341,25 @@ def cmd_compare(args) -> int:
     for name in names:
         make_policy(name)  # fail fast on a typo, before any simulation
     summaries = [_run_one(name, args, workload, out / name)[0] for name in names]
-    (out / "comparison.json").write_text(json.dumps(
-        [{k: v for k, v in s.items() if k != "tenants"} for s in summaries], indent=2, default=str) + "\n")
-    report = render_report([out / n for n in names], out / "report.html",
-                           title=f"{trace.name} on {cluster.describe()}")
-    print(f"{trace.name}: {len(jobs):,} jobs on {cluster.describe()}"
-          + (f" ({sum(trace.dropped.values()):,} rows dropped: {trace.dropped})" if trace.dropped else ""))
+    (out / "comparison.json").write_text(
+        json.dumps(
+            [{k: v for k, v in s.items() if k != "tenants"} for s in summaries],
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
+    report = render_report(
+        [out / n for n in names], out / "report.html", title=f"{trace.name} on {cluster.describe()}"
+    )
+    print(
+        f"{trace.name}: {len(jobs):,} jobs on {cluster.describe()}"
+        + (
+            f" ({sum(trace.dropped.values()):,} rows dropped: {trace.dropped})"
+            if trace.dropped
+            else ""
+        )
+    )
     print(_table(summaries))
     print(f"report: {report}")
     return 0
@@ -223,6 +376,7 @@ def cmd_whatif(args) -> int:
     if args.trace is None:
         from .runtime.client import fetch_history
         from .runtime.export import history_csv
+
         history = fetch_history(args)
         if not history["jobs"]:
             raise SpecError("trace", "the server has no finished or running job to replay")
@@ -233,9 +387,12 @@ def cmd_whatif(args) -> int:
         server_policy, server_params = history["policy"], history["params"]
         if history.get("quota_config") and not args.quotas:
             import yaml
+
             args.quotas = str(out / "quotas.yaml")
             Path(args.quotas).write_text(yaml.safe_dump(history["quota_config"]))
-            print(f"replaying under the server's quotas as they are now ({history['quotas']}): {args.quotas}")
+            print(
+                f"replaying under the server's quotas as they are now ({history['quotas']}): {args.quotas}"
+            )
     args.format = args.format or "history"
     workload = _load_workload(args)
     replay = workload.trace.replay
@@ -253,23 +410,64 @@ def cmd_whatif(args) -> int:
     rows, report = [], {"measured": measured, "policies": {}}
     if measured["jobs"]:
         label = "server, measured" + (f" ({server_policy})" if server_policy else "")
-        rows.append([label, measured["jobs"], human_s(measured["mean_jct_s"]), human_s(measured["median_jct_s"]),
-                     human_s(measured["makespan_s"]), measured["preemptions"], "", ""])
+        rows.append(
+            [
+                label,
+                measured["jobs"],
+                human_s(measured["mean_jct_s"]),
+                human_s(measured["median_jct_s"]),
+                human_s(measured["makespan_s"]),
+                measured["preemptions"],
+                "",
+                "",
+            ]
+        )
     for name in names:
-        _, result = _run_one(name, args, workload, out / name,
-                             params=server_params if name == server_policy else None)
+        _, result = _run_one(
+            name,
+            args,
+            workload,
+            out / name,
+            params=server_params if name == server_policy else None,
+        )
         done = [j for j in result.jobs if j.finish is not None]
         jcts = [j.finish - submitted[j.job_id] for j in done]
         fit = calibration(replay, result.jobs, submitted) if name == server_policy else None
-        report["policies"][name] = {"mean_jct_s": statistics.fmean(jcts) if jcts else None, "calibration": fit}
-        rows.append([f"{name}, simulated", len(done), human_s(statistics.fmean(jcts)) if jcts else "-",
-                     human_s(statistics.median(jcts)) if jcts else "-",
-                     human_s(max(j.finish for j in done)) if done else "-", sum(j.preemptions for j in result.jobs),
-                     f"{fit['mean_jct_error']:+.1%}" if fit and fit["jobs"] else "",
-                     f"{fit['job_error_median']:.1%} / {fit['job_error_p90']:.1%}" if fit and fit["jobs"] else ""])
+        report["policies"][name] = {
+            "mean_jct_s": statistics.fmean(jcts) if jcts else None,
+            "calibration": fit,
+        }
+        rows.append(
+            [
+                f"{name}, simulated",
+                len(done),
+                human_s(statistics.fmean(jcts)) if jcts else "-",
+                human_s(statistics.median(jcts)) if jcts else "-",
+                human_s(max(j.finish for j in done)) if done else "-",
+                sum(j.preemptions for j in result.jobs),
+                f"{fit['mean_jct_error']:+.1%}" if fit and fit["jobs"] else "",
+                f"{fit['job_error_median']:.1%} / {fit['job_error_p90']:.1%}"
+                if fit and fit["jobs"]
+                else "",
+            ]
+        )
     print(f"{workload.trace.name}: {len(workload.jobs)} jobs on {workload.cluster.describe()}")
-    print(tabulate(rows, ["", "jobs done", "mean JCT", "median JCT", "makespan", "preemptions",
-                          "mean JCT error", "job error median / p90"], disable_numparse=True))
+    print(
+        tabulate(
+            rows,
+            [
+                "",
+                "jobs done",
+                "mean JCT",
+                "median JCT",
+                "makespan",
+                "preemptions",
+                "mean JCT error",
+                "job error median / p90",
+            ],
+            disable_numparse=True,
+        )
+    )
     (out / "whatif.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}/whatif.json and a folder per policy")
     return 0
@@ -279,8 +477,11 @@ def cmd_report(args) -> int:
     from .report.html import render_report
 
     root = Path(args.dir)
-    dirs = [root] if (root / "summary.json").is_file() else sorted(
-        d for d in root.iterdir() if (d / "summary.json").is_file())
+    dirs = (
+        [root]
+        if (root / "summary.json").is_file()
+        else sorted(d for d in root.iterdir() if (d / "summary.json").is_file())
+    )
     if not dirs:
         raise SpecError("dir", f"{root} holds no simulation output (summary.json)")
     out = render_report(dirs, Path(args.out) if args.out else root / "report.html")
@@ -297,7 +498,14 @@ def cmd_traces(args) -> int:
         dropped = f" ({trace.dropped_total:,} rows dropped)" if trace.dropped_total else ""
         rows.append([name, f"{len(trace.jobs):,}", b.description + dropped])
     rows.append(["synthetic", "-", "seeded Poisson arrivals with Philly's size and duration mix"])
-    print(tabulate(rows, ["name", "jobs", "description"], disable_numparse=True, colalign=("left", "right", "left")))
+    print(
+        tabulate(
+            rows,
+            ["name", "jobs", "description"],
+            disable_numparse=True,
+            colalign=("left", "right", "left"),
+        )
+    )
     return 0
 
 
@@ -305,14 +513,22 @@ def cmd_perf_predict(args) -> int:
     from .perf.measurements import pollux_apps
     from .perf.predictor import pollux_holdout
 
-    print("GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a profiling "
-          "run measures), tested on every measured placement with more")
+    print(
+        "GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a profiling "
+        "run measures), tested on every measured placement with more"
+    )
     rows = []
     for app in [args.model] if args.model else pollux_apps():
         h = pollux_holdout(app)
         rows.append([app, h.profiled, h.tested] + [f"{v:.1%}" for v in (h.median, h.p90, h.worst)])
-    print(tabulate(rows, ["model", "profiled points", "held-out points", "median err", "p90 err", "worst err"],
-                   disable_numparse=True, colalign=["left"] + ["right"] * 5))
+    print(
+        tabulate(
+            rows,
+            ["model", "profiled points", "held-out points", "median err", "p90 err", "worst err"],
+            disable_numparse=True,
+            colalign=["left"] + ["right"] * 5,
+        )
+    )
     return 0
 
 
@@ -327,25 +543,49 @@ def cmd_perf_validate(args) -> int:
             fit = scaling_model(app)
             for p in pollux_points(app):
                 model = fit.iteration_s(p.local_batch, p.gpus, p.nodes)
-                print(f"{app} nodes={p.nodes} gpus={p.gpus} batch={p.local_batch:g}: measured "
-                      f"{p.step_s:.4f} s, model {model:.4f} s, error {abs(model - p.step_s) / p.step_s:.1%}")
-    print("Iteration time fitted to Pollux's measurements (held-out: fitted on two thirds of the "
-          "points, errors on the other third)")
+                print(
+                    f"{app} nodes={p.nodes} gpus={p.gpus} batch={p.local_batch:g}: measured "
+                    f"{p.step_s:.4f} s, model {model:.4f} s, error {abs(model - p.step_s) / p.step_s:.1%}"
+                )
+    print(
+        "Iteration time fitted to Pollux's measurements (held-out: fitted on two thirds of the "
+        "points, errors on the other third)"
+    )
     table = []
     for app in apps:
         e = pollux_errors(app)
-        table.append([app, e.points] + [f"{v:.1%}" for v in (e.median, e.worst, e.held_out_median, e.held_out_worst)])
-    print(tabulate(table, ["model", "points", "median err", "worst err", "held-out median", "held-out worst"],
-                   disable_numparse=True, colalign=["left"] + ["right"] * 5))
+        table.append(
+            [app, e.points]
+            + [f"{v:.1%}" for v in (e.median, e.worst, e.held_out_median, e.held_out_worst)]
+        )
+    print(
+        tabulate(
+            table,
+            ["model", "points", "median err", "worst err", "held-out median", "held-out worst"],
+            disable_numparse=True,
+            colalign=["left"] + ["right"] * 5,
+        )
+    )
     rows = gavel_scaling_check()
     errors = [abs(m - g) / g for *_, g, m in rows]
-    print(f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job types "
-          f"({len(rows)} points), median error {statistics.median(errors):.1%}")
-    print(tabulate([[model, job_type, gpus, f"x{measured:.2f}", f"x{modelled:.2f}"]
-                    for model, job_type, gpus, measured, modelled in rows],
-                   ["model", "Gavel job type", "GPUs", "measured", "model"], disable_numparse=True))
-    print("\nGPU-type speeds and co-location slowdowns are Gavel's and Blox's measurements, used as "
-          "they are (see 'dlsched perf show').")
+    print(
+        f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job types "
+        f"({len(rows)} points), median error {statistics.median(errors):.1%}"
+    )
+    print(
+        tabulate(
+            [
+                [model, job_type, gpus, f"x{measured:.2f}", f"x{modelled:.2f}"]
+                for model, job_type, gpus, measured, modelled in rows
+            ],
+            ["model", "Gavel job type", "GPUs", "measured", "model"],
+            disable_numparse=True,
+        )
+    )
+    print(
+        "\nGPU-type speeds and co-location slowdowns are Gavel's and Blox's measurements, used as "
+        "they are (see 'dlsched perf show')."
+    )
     return 0
 
 
@@ -358,9 +598,11 @@ def cmd_perf_show(args) -> int:
     prof = perf.profile(args.model)
     fit = scaling_model(prof.scaling_app)
     batch = args.batch or default_local_batch(args.model)
-    print(f"{prof.name}: scaling of Pollux's '{prof.scaling_app}' ({fit.points} measured points), "
-          f"GPU types and co-location of Gavel's '{prof.gavel_type}'"
-          + (f", co-location of Blox's {prof.blox[0]} batch {prof.blox[1]}" if prof.blox else ""))
+    print(
+        f"{prof.name}: scaling of Pollux's '{prof.scaling_app}' ({fit.points} measured points), "
+        f"GPU types and co-location of Gavel's '{prof.gavel_type}'"
+        + (f", co-location of Blox's {prof.blox[0]} batch {prof.blox[1]}" if prof.blox else "")
+    )
     print("  fit: " + ", ".join(f"{c}={getattr(fit, c):.5g}" for c in COEFFICIENTS))
     print(f"\nper-GPU batch {batch:g}; one node up to {args.gpus_per_node} GPUs, then full nodes")
     base = perf.iteration_s(args.model, 1, batch)
@@ -371,74 +613,124 @@ def cmd_perf_show(args) -> int:
         t = perf.iteration_s(args.model, gpus, batch, nodes)
         rows.append([gpus, nodes, f"{t:.4f}", f"{gpus * batch / t:.1f}", f"{gpus * base / t:.2f}"])
         gpus *= 2
-    print(tabulate(rows, ["gpus", "nodes", "iter s", "samples/s", "speed-up"], disable_numparse=True,
-                   colalign=["right"] * 5))
-    print("\nspeed vs a V100: " + ", ".join(f"{t} {perf.type_speed(args.model, t):.2f}" for t in GAVEL_GPU_TYPES)
-          + " (other types: 1.00, unmeasured)")
+    print(
+        tabulate(
+            rows,
+            ["gpus", "nodes", "iter s", "samples/s", "speed-up"],
+            disable_numparse=True,
+            colalign=["right"] * 5,
+        )
+    )
+    print(
+        "\nspeed vs a V100: "
+        + ", ".join(f"{t} {perf.type_speed(args.model, t):.2f}" for t in GAVEL_GPU_TYPES)
+        + " (other types: 1.00, unmeasured)"
+    )
     if prof.fixed_mib is None:
         print("memory: no measured footprint for this model")
     else:
-        print(f"memory: {prof.fixed_mib:.0f} MiB fixed + {prof.per_sample_mib:.1f} MiB per sample "
-              f"(measured {prof.footprint_mib:.0f} MiB at batch {prof.footprint_batch})")
-        print("  " + ", ".join(f"b{b}: {prof.memory_mib(b):.0f}" for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)))
+        print(
+            f"memory: {prof.fixed_mib:.0f} MiB fixed + {prof.per_sample_mib:.1f} MiB per sample "
+            f"(measured {prof.footprint_mib:.0f} MiB at batch {prof.footprint_batch})"
+        )
+        print(
+            "  "
+            + ", ".join(
+                f"b{b}: {prof.memory_mib(b):.0f}" for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+            )
+        )
     return 0
 
 
 def cmd_policies(args) -> int:
-    print(tabulate([[name, cls.description] for name, cls in POLICIES.items()],
-                   ["policy", "what it does"]))
+    print(
+        tabulate(
+            [[name, cls.description] for name, cls in POLICIES.items()], ["policy", "what it does"]
+        )
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlsched", description="Schedule deep-learning jobs on "
-                                     "shared GPU clusters: simulate policies on real traces, or run "
-                                     "real training jobs on Ray with the same policies.")
+    parser = argparse.ArgumentParser(
+        prog="dlsched",
+        description="Schedule deep-learning jobs on "
+        "shared GPU clusters: simulate policies on real traces, or run "
+        "real training jobs on Ray with the same policies.",
+    )
     parser.add_argument("--version", action="version", version=f"dlsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("simulate", help="replay one trace on one cluster with one policy")
     _add_workload_args(p)
     p.add_argument("--policy", default="fifo", help="policy name (see 'dlsched policies')")
     p.set_defaults(func=cmd_simulate)
-    p = sub.add_parser("compare", help="several policies on the same workload: table and HTML report")
+    p = sub.add_parser(
+        "compare", help="several policies on the same workload: table and HTML report"
+    )
     _add_workload_args(p)
-    p.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf",
-                   help="comma-separated policy names (default %(default)s)")
+    p.add_argument(
+        "--policies",
+        default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf",
+        help="comma-separated policy names (default %(default)s)",
+    )
     p.set_defaults(func=cmd_compare)
-    p = sub.add_parser("whatif", help="replay the server's own history (or an export) under other policies, "
-                                      "and hold the server's policy's replay against what it measured")
+    p = sub.add_parser(
+        "whatif",
+        help="replay the server's own history (or an export) under other policies, "
+        "and hold the server's policy's replay against what it measured",
+    )
     _add_workload_args(p, replay=True)
-    p.add_argument("--policies", help="comma-separated policies to replay under (the server's own is added)")
-    p.add_argument("--server-policy", help="the policy the server ran (with --trace; from the server otherwise)")
+    p.add_argument(
+        "--policies", help="comma-separated policies to replay under (the server's own is added)"
+    )
+    p.add_argument(
+        "--server-policy",
+        help="the policy the server ran (with --trace; from the server otherwise)",
+    )
     p.add_argument("--server", help="server URL (default $DLSCHED_SERVER or http://127.0.0.1:8470)")
     p.add_argument("--token", help="your token (default $DLSCHED_TOKEN)")
-    p.add_argument("--since", help="jobs submitted from (ISO 8601, Unix seconds, or back from now: 7d)")
+    p.add_argument(
+        "--since", help="jobs submitted from (ISO 8601, Unix seconds, or back from now: 7d)"
+    )
     p.add_argument("--until", help="submitted before (default now)")
     p.set_defaults(func=cmd_whatif)
-    p = sub.add_parser("report", help="render the HTML report of a simulate or compare output folder")
+    p = sub.add_parser(
+        "report", help="render the HTML report of a simulate or compare output folder"
+    )
     p.add_argument("dir", help="a folder written by simulate or compare")
     p.add_argument("--out", help="HTML file (default DIR/report.html)")
     p.set_defaults(func=cmd_report)
-    sub.add_parser("traces", help="list the bundled traces with their job counts").set_defaults(func=cmd_traces)
+    sub.add_parser("traces", help="list the bundled traces with their job counts").set_defaults(
+        func=cmd_traces
+    )
     sub.add_parser("policies", help="list the policies").set_defaults(func=cmd_policies)
-    perf = sub.add_parser("perf", help="the performance model: its curves and its fit to measurements")
+    perf = sub.add_parser(
+        "perf", help="the performance model: its curves and its fit to measurements"
+    )
     perf_sub = perf.add_subparsers(dest="perf_command", required=True)
     p = perf_sub.add_parser("validate", help="the model's error on every measured point, per model")
     p.add_argument("--model", help="one model only (default: all)")
     p.add_argument("--points", action="store_true", help="print every point, not only the summary")
     p.set_defaults(func=cmd_perf_validate)
-    p = perf_sub.add_parser("predict", help="GENIE's predictor: fitted to small placements, its error on larger ones")
+    p = perf_sub.add_parser(
+        "predict", help="GENIE's predictor: fitted to small placements, its error on larger ones"
+    )
     p.add_argument("--model", help="one model only (default: all)")
     p.set_defaults(func=cmd_perf_predict)
     p = perf_sub.add_parser("show", help="a model's iteration time and throughput by GPU count")
     p.add_argument("model")
     p.add_argument("--batch", type=float, help="per-GPU batch (default: the model's)")
     p.add_argument("--max-gpus", type=int, default=64)
-    p.add_argument("--gpus-per-node", type=int, default=4,
-                   help="GPUs per node of the measured cluster (Pollux's testbed had 4)")
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=4,
+        help="GPUs per node of the measured cluster (Pollux's testbed had 4)",
+    )
     p.set_defaults(func=cmd_perf_show)
     from .runtime.client import add_client_parsers
     from .runtime.server import add_server_parser
+
     add_server_parser(sub).set_defaults(func=lambda args: _serve(args))
     add_client_parsers(sub)
     return parser
@@ -446,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _serve(args) -> int:
     from .runtime.server import serve
+
     return serve(args, _key_values(args.param, "param"))
 
 

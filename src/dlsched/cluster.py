@@ -19,12 +19,20 @@ POOLS = ("training", "inference")
 # GPU memory (MiB) of the common types, from the vendors' data sheets; used when a spec
 # names a type but not its memory. Override with ``:TYPE/MEM`` or the YAML ``gpu_mem_mib``.
 GPU_MEMORY_MIB = {
-    "K80": 12 * 1024, "P100": 16 * 1024, "V100": 16 * 1024, "V100M16": 16 * 1024,
-    "V100M32": 32 * 1024, "T4": 16 * 1024, "A10": 24 * 1024, "A100": 40 * 1024,
-    "A100-80G": 80 * 1024, "H100": 80 * 1024, "RTXA6000": 48 * 1024,
+    "K80": 12 * 1024,
+    "P100": 16 * 1024,
+    "V100": 16 * 1024,
+    "V100M16": 16 * 1024,
+    "V100M32": 32 * 1024,
+    "T4": 16 * 1024,
+    "A10": 24 * 1024,
+    "A100": 40 * 1024,
+    "A100-80G": 80 * 1024,
+    "H100": 80 * 1024,
+    "RTXA6000": 48 * 1024,
 }
 DEFAULT_GPU_TYPE = "V100"
-DEFAULT_CPUS_PER_GPU = 8   # a typical 8-GPU server has 64 cores; overridable per node
+DEFAULT_CPUS_PER_GPU = 8  # a typical 8-GPU server has 64 cores; overridable per node
 DEFAULT_NODES_PER_RACK = 16
 
 
@@ -75,22 +83,39 @@ class Cluster:
             mem = g.get("gpu_mem_mib")
             if mem is None:
                 if gpu_type not in GPU_MEMORY_MIB:
-                    raise SpecError(f"groups[{gi}].gpu_mem_mib",
-                                    f"unknown GPU type '{gpu_type}': give its memory in MiB")
+                    raise SpecError(
+                        f"groups[{gi}].gpu_mem_mib",
+                        f"unknown GPU type '{gpu_type}': give its memory in MiB",
+                    )
                 mem = GPU_MEMORY_MIB[gpu_type]
             mem = _positive_int(mem, f"groups[{gi}].gpu_mem_mib")
-            cpus = _positive_int(g.get("cpus_per_node", gpus * DEFAULT_CPUS_PER_GPU),
-                                 f"groups[{gi}].cpus_per_node")
+            cpus = _positive_int(
+                g.get("cpus_per_node", gpus * DEFAULT_CPUS_PER_GPU), f"groups[{gi}].cpus_per_node"
+            )
             pool = str(g.get("pool", "training"))
             if pool not in POOLS:
-                raise SpecError(f"groups[{gi}].pool", f"must be one of {', '.join(POOLS)}, got '{pool}'")
-            per_rack = _positive_int(g.get("nodes_per_rack", DEFAULT_NODES_PER_RACK),
-                                     f"groups[{gi}].nodes_per_rack")
+                raise SpecError(
+                    f"groups[{gi}].pool", f"must be one of {', '.join(POOLS)}, got '{pool}'"
+                )
+            per_rack = _positive_int(
+                g.get("nodes_per_rack", DEFAULT_NODES_PER_RACK), f"groups[{gi}].nodes_per_rack"
+            )
             for i in range(count):
                 nid = len(nodes)
                 first = nodes[-1].first_gpu + nodes[-1].num_gpus if nodes else 0
-                nodes.append(Node(nid, f"{pool[:3]}-{gpu_type.lower()}-{nid}", gpu_type, gpus,
-                                  mem, cpus, pool, rack_base + i // per_rack, first))
+                nodes.append(
+                    Node(
+                        nid,
+                        f"{pool[:3]}-{gpu_type.lower()}-{nid}",
+                        gpu_type,
+                        gpus,
+                        mem,
+                        cpus,
+                        pool,
+                        rack_base + i // per_rack,
+                        first,
+                    )
+                )
             rack_base = (nodes[-1].rack + 1) if nodes else 0
         return cls(nodes)
 
@@ -108,9 +133,12 @@ class Cluster:
     def capacity_for(self, gpu_types: tuple[str, ...] | None, pool: str = "training") -> int:
         """GPUs of the pool a job restricted to ``gpu_types`` (None: any) could ever use."""
         key = (gpu_types, pool)
-        if key not in self._capacity:   # memoized: asked once per job of a trace
-            self._capacity[key] = sum(n.num_gpus for n in self.nodes
-                                      if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
+        if key not in self._capacity:  # memoized: asked once per job of a trace
+            self._capacity[key] = sum(
+                n.num_gpus
+                for n in self.nodes
+                if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types)
+            )
         return self._capacity[key]
 
     def spec(self) -> str:
@@ -150,8 +178,11 @@ def parse_cluster_spec(spec: str) -> Cluster:
     for part in (p.strip() for p in spec.split(",")):
         m = _GROUP.match(part)
         if not m:
-            raise SpecError("cluster", f"cannot parse '{part}': expected COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],"
-                                       " e.g. 64x8:V100 or 16x4:T4@inference")
+            raise SpecError(
+                "cluster",
+                f"cannot parse '{part}': expected COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],"
+                " e.g. 64x8:V100 or 16x4:T4@inference",
+            )
         count, gpus, gtype, mem, pool = m.groups()
         g: dict = {"count": int(count), "gpus_per_node": int(gpus)}
         if gtype:

@@ -18,8 +18,14 @@ from .jobs import JobSpec
 MAX_ELASTIC_GPUS = 64
 
 
-def make_elastic(jobs: list[JobSpec], fraction: float, cluster_gpus: int, seed: int = 0,
-                 shrink: float = 0.5, grow: float = 2.0) -> list[JobSpec]:
+def make_elastic(
+    jobs: list[JobSpec],
+    fraction: float,
+    cluster_gpus: int,
+    seed: int = 0,
+    shrink: float = 0.5,
+    grow: float = 2.0,
+) -> list[JobSpec]:
     if not 0 <= fraction <= 1:
         raise SpecError("elastic_fraction", f"must be between 0 and 1, got {fraction!r}")
     if not (0 < shrink <= 1 and grow >= 1):

@@ -10,8 +10,9 @@ class SpecError(ValueError):
     ``source`` the file or trace it came from.
     """
 
-    def __init__(self, field: str, reason: str, *, row: int | None = None,
-                 source: str | None = None) -> None:
+    def __init__(
+        self, field: str, reason: str, *, row: int | None = None, source: str | None = None
+    ) -> None:
         self.field = field
         self.reason = reason
         self.row = row
@@ -29,9 +30,12 @@ class SpecError(ValueError):
 
     def at(self, *, row: int | None = None, source: str | None = None) -> "SpecError":
         """The same error located at a row / source (keeps whatever was already known)."""
-        return SpecError(self.field, self.reason,
-                         row=self.row if row is None else row,
-                         source=self.source if source is None else source)
+        return SpecError(
+            self.field,
+            self.reason,
+            row=self.row if row is None else row,
+            source=self.source if source is None else source,
+        )
 
 
 class PlanError(RuntimeError):

@@ -35,8 +35,8 @@ DEFAULT_PEAK_SHARE = 0.9
 DEFAULT_RECLAIM_NOTICE_S = 120.0
 
 SOURCES = {
-    "genai": ("genai_qps_5min.csv", "sum"),            # t_sec, API, Generative QPS: their sum
-    "philly-nodes": ("philly_node_sequence.csv.gz", "active"),   # time, active, total nodes
+    "genai": ("genai_qps_5min.csv", "sum"),  # t_sec, API, Generative QPS: their sum
+    "philly-nodes": ("philly_node_sequence.csv.gz", "active"),  # time, active, total nodes
 }
 
 
@@ -62,14 +62,16 @@ def load_curve(source: str) -> LoadCurve:
         if column == "sum":
             times = [float(r["t_sec"]) for r in rows]
             values = [sum(float(v) for k, v in r.items() if k != "t_sec") for r in rows]
-        else:   # one row a minute from the first timestamp
+        else:  # one row a minute from the first timestamp
             times = [60.0 * i for i in range(len(rows))]
             values = [float(r[column]) for r in rows]
         return _curve(source, times, values)
     path = Path(source)
     if not path.is_file():
-        raise SpecError("inference_demand", f"'{source}' is neither a bundled curve "
-                        f"({', '.join(SOURCES)}) nor a file")
+        raise SpecError(
+            "inference_demand",
+            f"'{source}' is neither a bundled curve ({', '.join(SOURCES)}) nor a file",
+        )
     times, values = [], []
     with path.open(newline="") as f:
         reader = csv.reader(f)
@@ -78,11 +80,15 @@ def load_curve(source: str) -> LoadCurve:
             try:
                 t, v = float(row[0]), float(row[1])
             except (IndexError, ValueError):
-                raise SpecError("inference_demand", f"{source} line {line}: expected two numbers "
-                                f"(seconds, load), got {row!r}") from None
+                raise SpecError(
+                    "inference_demand",
+                    f"{source} line {line}: expected two numbers (seconds, load), got {row!r}",
+                ) from None
             if not (math.isfinite(t) and math.isfinite(v) and v >= 0):
-                raise SpecError("inference_demand", f"{source} line {line}: times and loads must be "
-                                "finite, loads >= 0")
+                raise SpecError(
+                    "inference_demand",
+                    f"{source} line {line}: times and loads must be finite, loads >= 0",
+                )
             times.append(t)
             values.append(v)
     return _curve(path.name, times, values)
@@ -90,7 +96,9 @@ def load_curve(source: str) -> LoadCurve:
 
 def _curve(name: str, times: list[float], values: list[float]) -> LoadCurve:
     if len(times) < 2 or any(b <= a for a, b in zip(times, times[1:])):
-        raise SpecError("inference_demand", f"{name}: needs two or more samples at increasing times")
+        raise SpecError(
+            "inference_demand", f"{name}: needs two or more samples at increasing times"
+        )
     if max(values) <= 0:
         raise SpecError("inference_demand", f"{name}: the load is zero everywhere")
     start = times[0]
@@ -98,7 +106,9 @@ def _curve(name: str, times: list[float], values: list[float]) -> LoadCurve:
     return LoadCurve(name, tuple(t - start for t in times), tuple(values), times[-1] - start + step)
 
 
-def servers_needed(curve: LoadCurve, servers: int, peak_share: float = DEFAULT_PEAK_SHARE) -> list[int]:
+def servers_needed(
+    curve: LoadCurve, servers: int, peak_share: float = DEFAULT_PEAK_SHARE
+) -> list[int]:
     """The scaling rule, per sample of the curve."""
     if not 0 < peak_share <= 1:
         raise SpecError("peak_share", f"must be in (0, 1], got {peak_share!r}")
@@ -108,9 +118,9 @@ def servers_needed(curve: LoadCurve, servers: int, peak_share: float = DEFAULT_P
 
 @dataclass(slots=True, frozen=True)
 class DemandStep:
-    time_s: float      # from the start of a cycle
-    needed: int        # servers inference uses from now on
-    announced: int     # the most it will need within the notice: what the scheduler is told
+    time_s: float  # from the start of a cycle
+    needed: int  # servers inference uses from now on
+    announced: int  # the most it will need within the notice: what the scheduler is told
 
 
 @dataclass(slots=True, frozen=True)
@@ -119,20 +129,26 @@ class DemandCycle:
 
     source: str
     servers: int
-    steps: tuple[DemandStep, ...]     # the first at 0; only where needed or announced changes
+    steps: tuple[DemandStep, ...]  # the first at 0; only where needed or announced changes
     period_s: float
     notice_s: float
     peak_share: float
 
 
-def demand_cycle(curve: LoadCurve, servers: int, notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
-                 peak_share: float = DEFAULT_PEAK_SHARE) -> DemandCycle:
+def demand_cycle(
+    curve: LoadCurve,
+    servers: int,
+    notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
+    peak_share: float = DEFAULT_PEAK_SHARE,
+) -> DemandCycle:
     """The curve scaled to ``servers``, with what is announced ``notice_s`` ahead (looking
     across the cycle's end into the next repetition)."""
     period = curve.period_s
     if not (isinstance(notice_s, (int, float)) and 0 <= notice_s < period):
-        raise SpecError("reclaim_notice_s", f"must be a number in [0, {period:g}) (the curve's "
-                        f"period), got {notice_s!r}")
+        raise SpecError(
+            "reclaim_notice_s",
+            f"must be a number in [0, {period:g}) (the curve's period), got {notice_s!r}",
+        )
     per_sample = servers_needed(curve, servers, peak_share)
     times = list(curve.times) + [t + period for t in curve.times]
     needs = per_sample * 2
@@ -141,7 +157,7 @@ def demand_cycle(curve: LoadCurve, servers: int, notice_s: float = DEFAULT_RECLA
     for t in instants:
         i = bisect_right(times, t) - 1
         j = bisect_right(times, t + notice_s) - 1
-        step = DemandStep(t, needs[i], max(needs[i:j + 1]))
+        step = DemandStep(t, needs[i], max(needs[i : j + 1]))
         if not steps or (step.needed, step.announced) != (steps[-1].needed, steps[-1].announced):
             steps.append(step)
     return DemandCycle(curve.name, servers, tuple(steps), period, float(notice_s), peak_share)

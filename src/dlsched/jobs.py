@@ -19,17 +19,19 @@ class JobSpec:
     job_id: str
     submit_time_s: float
     num_gpus: int
-    duration_s: float            # solo run time at num_gpus
+    duration_s: float  # solo run time at num_gpus
     tenant: str = "default"
     model: str | None = None
-    batch_size: int | None = None    # global batch (all GPUs together)
+    batch_size: int | None = None  # global batch (all GPUs together)
     iterations: int | None = None
     priority: int = 0
     min_gpus: int | None = None  # elastic jobs only
     max_gpus: int | None = None
     deadline_s: float | None = None  # absolute QoS deadline
-    qos_class: str | None = None     # how the deadline was set (dlsched.qos): tight, normal, loose, given
-    gpu_milli: int = 1000        # share of one GPU when num_gpus == 1 (Alibaba openb)
+    qos_class: str | None = (
+        None  # how the deadline was set (dlsched.qos): tight, normal, loose, given
+    )
+    gpu_milli: int = 1000  # share of one GPU when num_gpus == 1 (Alibaba openb)
     gpu_types: tuple[str, ...] | None = None  # allowed GPU types, None = any
     # measured pauses of this job (a replayed runtime history, dlsched.replay): before its first
     # iteration at a first start and at a restart; None: the simulation's costs
@@ -94,11 +96,14 @@ def validate_spec(s: JobSpec) -> None:
         raise SpecError("min_gpus", f"{s.min_gpus} is above num_gpus {s.num_gpus}")
     if s.max_gpus is not None and s.max_gpus < s.num_gpus:
         raise SpecError("max_gpus", f"{s.max_gpus} is below num_gpus {s.num_gpus}")
-    if s.deadline_s is not None and (not _finite_number(s.deadline_s)
-                                     or s.deadline_s <= s.submit_time_s):
+    if s.deadline_s is not None and (
+        not _finite_number(s.deadline_s) or s.deadline_s <= s.submit_time_s
+    ):
         raise SpecError("deadline_s", f"must be a time after submit_time_s, got {s.deadline_s!r}")
     if s.estimate_s is not None and (not _finite_number(s.estimate_s) or s.estimate_s <= 0):
-        raise SpecError("estimate_s", f"must be a finite number > 0 when given, got {s.estimate_s!r}")
+        raise SpecError(
+            "estimate_s", f"must be a finite number > 0 when given, got {s.estimate_s!r}"
+        )
     for name in ("startup_s", "restart_s"):
         v = getattr(s, name)
         if v is not None and (not _finite_number(v) or v < 0):
@@ -107,8 +112,11 @@ def validate_spec(s: JobSpec) -> None:
         raise SpecError("gpu_milli", f"must be an integer in 1..1000, got {s.gpu_milli!r}")
     if s.gpu_milli < 1000 and s.num_gpus != 1:
         raise SpecError("gpu_milli", "a fractional GPU request needs num_gpus == 1")
-    if s.gpu_types is not None and (not isinstance(s.gpu_types, tuple) or not s.gpu_types
-                                    or not all(isinstance(t, str) and t for t in s.gpu_types)):
+    if s.gpu_types is not None and (
+        not isinstance(s.gpu_types, tuple)
+        or not s.gpu_types
+        or not all(isinstance(t, str) and t for t in s.gpu_types)
+    ):
         raise SpecError("gpu_types", "must be a non-empty tuple of GPU type names when given")
 
 
@@ -116,7 +124,7 @@ class Status(Enum):
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
-    CANCELLED = "cancelled"     # the runtime: a user cancelled it
+    CANCELLED = "cancelled"  # the runtime: a user cancelled it
 
 
 @dataclass(slots=True, eq=False)
@@ -124,27 +132,27 @@ class JobState:
     """A job's state as a backend tracks it. Policies read it and never write it."""
 
     spec: JobSpec
-    seq: int                        # arrival order, a stable tie-breaker
+    seq: int  # arrival order, a stable tie-breaker
     job_id: str = field(init=False)
     status: Status = Status.PENDING
-    gpus: tuple[int, ...] = ()      # global GPU ids while running
-    done_s: float = 0.0             # solo seconds of work completed (as of progress_at)
-    rate: float = 0.0               # solo seconds per wall second while running
-    progress_at: float = 0.0        # wall time done_s was last brought up to date
-    resume_at: float = 0.0          # progress starts here (after a start-up / restart pause)
-    segment_start: float = 0.0      # wall time the current run began
-    gpus_since: float = 0.0         # wall time its current set of GPUs began (resizes move it)
-    finish_time: float = math.inf   # projected, while running
-    version: int = 0                # bumped whenever finish_time is recomputed
-    attained_gpu_s: float = 0.0     # GPU-seconds held before the current run
-    executed_gpu_s: float = 0.0     # of which making progress (not paused to restart)
+    gpus: tuple[int, ...] = ()  # global GPU ids while running
+    done_s: float = 0.0  # solo seconds of work completed (as of progress_at)
+    rate: float = 0.0  # solo seconds per wall second while running
+    progress_at: float = 0.0  # wall time done_s was last brought up to date
+    resume_at: float = 0.0  # progress starts here (after a start-up / restart pause)
+    segment_start: float = 0.0  # wall time the current run began
+    gpus_since: float = 0.0  # wall time its current set of GPUs began (resizes move it)
+    finish_time: float = math.inf  # projected, while running
+    version: int = 0  # bumped whenever finish_time is recomputed
+    attained_gpu_s: float = 0.0  # GPU-seconds held before the current run
+    executed_gpu_s: float = 0.0  # of which making progress (not paused to restart)
     first_start: float | None = None
     finish: float | None = None
-    preemptions: int = 0            # stopped by the policy
-    failures: int = 0               # stopped by a node failure or crash
-    pending_since: float = 0.0      # when it last entered the queue
-    last_run_s: float = 0.0         # length of its most recent run
-    run_time_s: float = 0.0         # wall time it has held GPUs, all runs together
+    preemptions: int = 0  # stopped by the policy
+    failures: int = 0  # stopped by a node failure or crash
+    pending_since: float = 0.0  # when it last entered the queue
+    last_run_s: float = 0.0  # length of its most recent run
+    run_time_s: float = 0.0  # wall time it has held GPUs, all runs together
     # GPU sharing: gradient accumulation over k sub-batches, memory per GPU, and the slowdown
     # from its partners (1.0 alone) with the time it has spent sharing
     accumulation: int = 1
@@ -158,7 +166,7 @@ class JobState:
     resizes: int = 0
     resize_lost_gpu_s: float = 0.0
     switch_at: float | None = None  # when a background scale-out's new workers take over
-    actual_s: float | None = None   # its true duration while the policy sees its estimate
+    actual_s: float | None = None  # its true duration while the policy sees its estimate
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id

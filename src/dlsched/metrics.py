@@ -9,10 +9,30 @@ from pathlib import Path
 
 from .jobs import JobState
 
-JOB_COLUMNS = ("job_id", "tenant", "num_gpus", "model", "submit_s", "first_start_s", "finish_s",
-               "jct_s", "queue_s", "run_s", "preemptions", "failures", "gpu_time_s", "duration_s",
-               "shared_s", "sharing_slowdown", "mean_gpus", "resizes", "resize_lost_gpu_s",
-               "deadline_s", "qos_class", "met_deadline")
+JOB_COLUMNS = (
+    "job_id",
+    "tenant",
+    "num_gpus",
+    "model",
+    "submit_s",
+    "first_start_s",
+    "finish_s",
+    "jct_s",
+    "queue_s",
+    "run_s",
+    "preemptions",
+    "failures",
+    "gpu_time_s",
+    "duration_s",
+    "shared_s",
+    "sharing_slowdown",
+    "mean_gpus",
+    "resizes",
+    "resize_lost_gpu_s",
+    "deadline_s",
+    "qos_class",
+    "met_deadline",
+)
 
 
 def job_rows(jobs: list[JobState]) -> list[dict]:
@@ -21,23 +41,35 @@ def job_rows(jobs: list[JobState]) -> list[dict]:
         s = j.spec
         done = j.finish is not None
         jct = j.finish - s.submit_time_s if done else None
-        rows.append({
-            "job_id": s.job_id, "tenant": s.tenant, "num_gpus": s.num_gpus, "model": s.model or "",
-            "submit_s": s.submit_time_s, "first_start_s": j.first_start, "finish_s": j.finish,
-            "jct_s": jct,
-            # queuing delay: time not running between submission and finish (all waits,
-            # including after preemptions)
-            "queue_s": jct - j.run_time_s if done else None,
-            "run_s": j.run_time_s,
-            "mean_gpus": j.attained_gpu_s / j.run_time_s if j.run_time_s else None,
-            "resizes": j.resizes, "resize_lost_gpu_s": j.resize_lost_gpu_s,
-            "preemptions": j.preemptions, "failures": j.failures, "gpu_time_s": j.attained_gpu_s, "duration_s": s.duration_s,
-            # time spent sharing a GPU, and the mean slowdown over that time
-            "shared_s": j.shared_s,
-            "sharing_slowdown": j.shared_slowdown_s / j.shared_s if j.shared_s else None,
-            "deadline_s": s.deadline_s, "qos_class": s.qos_class,
-            "met_deadline": None if s.deadline_s is None else done and j.finish <= s.deadline_s,
-        })
+        rows.append(
+            {
+                "job_id": s.job_id,
+                "tenant": s.tenant,
+                "num_gpus": s.num_gpus,
+                "model": s.model or "",
+                "submit_s": s.submit_time_s,
+                "first_start_s": j.first_start,
+                "finish_s": j.finish,
+                "jct_s": jct,
+                # queuing delay: time not running between submission and finish (all waits,
+                # including after preemptions)
+                "queue_s": jct - j.run_time_s if done else None,
+                "run_s": j.run_time_s,
+                "mean_gpus": j.attained_gpu_s / j.run_time_s if j.run_time_s else None,
+                "resizes": j.resizes,
+                "resize_lost_gpu_s": j.resize_lost_gpu_s,
+                "preemptions": j.preemptions,
+                "failures": j.failures,
+                "gpu_time_s": j.attained_gpu_s,
+                "duration_s": s.duration_s,
+                # time spent sharing a GPU, and the mean slowdown over that time
+                "shared_s": j.shared_s,
+                "sharing_slowdown": j.shared_slowdown_s / j.shared_s if j.shared_s else None,
+                "deadline_s": s.deadline_s,
+                "qos_class": s.qos_class,
+                "met_deadline": None if s.deadline_s is None else done and j.finish <= s.deadline_s,
+            }
+        )
     return rows
 
 
@@ -67,11 +99,17 @@ def _stats(rows: list[dict]) -> dict:
         "resizes": sum(r["resizes"] for r in rows),
         "resize_lost_gpu_s": sum(r["resize_lost_gpu_s"] for r in rows),
         # GPUs held on average, time-weighted, over what the jobs asked for
-        "mean_size_vs_requested": (sum(r["gpu_time_s"] for r in rows) / requested
-                                   if (requested := sum(r["num_gpus"] * r["run_s"] for r in rows)) else None),
+        "mean_size_vs_requested": (
+            sum(r["gpu_time_s"] for r in rows) / requested
+            if (requested := sum(r["num_gpus"] * r["run_s"] for r in rows))
+            else None
+        ),
         "jobs_shared": sum(1 for r in rows if r["shared_s"]),
-        "mean_sharing_slowdown": (sum(r["sharing_slowdown"] * r["shared_s"] for r in rows if r["shared_s"])
-                                  / shared if (shared := sum(r["shared_s"] for r in rows)) else None),
+        "mean_sharing_slowdown": (
+            sum(r["sharing_slowdown"] * r["shared_s"] for r in rows if r["shared_s"]) / shared
+            if (shared := sum(r["shared_s"] for r in rows))
+            else None
+        ),
         # the jobs' GPU-time: each job's GPUs x time held, summed (a GPU two jobs share counts
         # twice); the cluster's allocated GPU-time is in the summary
         "job_gpu_time_s": sum(r["gpu_time_s"] for r in rows),
@@ -95,10 +133,16 @@ def qos_summary(rows: list[dict]) -> dict | None:
             groups.setdefault(r[key] or "", []).append(r)
         return {k: {"jobs": len(v), "qos_pct": share(v)} for k, v in sorted(groups.items())}
 
-    late = sorted(r["finish_s"] - r["deadline_s"] for r in judged if r["finish_s"] is not None and not r["met_deadline"])
+    late = sorted(
+        r["finish_s"] - r["deadline_s"]
+        for r in judged
+        if r["finish_s"] is not None and not r["met_deadline"]
+    )
     return {
-        "jobs": len(judged), "qos_pct": share(judged),
-        "by_class": grouped("qos_class"), "by_tenant": grouped("tenant"),
+        "jobs": len(judged),
+        "qos_pct": share(judged),
+        "by_class": grouped("qos_class"),
+        "by_tenant": grouped("tenant"),
         "late_jobs": len(late),
         "lateness_s": {f"p{q}": percentile(late, q) for q in (50, 95, 99)} if late else None,
     }
@@ -109,12 +153,14 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     rows = rows if rows is not None else job_rows(result.jobs)
     summary = _stats(rows)
     summary["makespan_s"] = result.end_s - result.start_s
-    summary["gpu_utilization"] = (result.gpu_busy_s / result.gpu_capacity_s
-                                  if result.gpu_capacity_s else 0.0)
-    summary["shared_gpu_time_share"] = (result.gpu_shared_s / result.gpu_busy_s
-                                        if result.gpu_busy_s else 0.0)
-    summary["allocated_gpu_time_s"] = result.gpu_busy_s    # GPU-seconds with at least one job
-    summary["events"] = result.events      # arrivals, completions, switches, node events, wake-ups
+    summary["gpu_utilization"] = (
+        result.gpu_busy_s / result.gpu_capacity_s if result.gpu_capacity_s else 0.0
+    )
+    summary["shared_gpu_time_share"] = (
+        result.gpu_shared_s / result.gpu_busy_s if result.gpu_busy_s else 0.0
+    )
+    summary["allocated_gpu_time_s"] = result.gpu_busy_s  # GPU-seconds with at least one job
+    summary["events"] = result.events  # arrivals, completions, switches, node events, wake-ups
     tenants: dict[str, list[dict]] = {}
     for r in rows:
         tenants.setdefault(r["tenant"], []).append(r)
@@ -123,7 +169,9 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     summary["qos_pct"] = qos["qos_pct"] if qos else None
     if qos is not None:
         summary["qos"] = qos
-    fairness = fairness_summary(rows, result.cluster.pool_gpus("training"), getattr(result.policy, "config", None))
+    fairness = fairness_summary(
+        rows, result.cluster.pool_gpus("training"), getattr(result.policy, "config", None)
+    )
     summary["jain_index"] = fairness["jain_index"] if fairness else None
     summary["max_tenant_rho"] = fairness["max_tenant_rho"] if fairness else None
     if fairness is not None:
@@ -179,12 +227,22 @@ def quota_summary(result) -> dict | None:
     for j in result.jobs:
         if j.first_start is None:
             never[j.spec.tenant] = never.get(j.spec.tenant, 0) + 1
-    return {"source": config.source, "tenants": {t: {
-        "nominal_gpus": config.quota(t).nominal, "cohort": config.quota(t).cohort,
-        "borrowing_limit": config.quota(t).borrowing_limit,
-        "borrowed_gpu_h": policy.borrowed_gpu_s.get(t, 0.0) / 3600, "lent_gpu_h": policy.lent_gpu_s.get(t, 0.0) / 3600,
-        "evicted": policy.evictions.get(t, 0), "never_started": never.get(t, 0)} for t in tenants},
-        "evictions": sum(policy.evictions.values())}
+    return {
+        "source": config.source,
+        "tenants": {
+            t: {
+                "nominal_gpus": config.quota(t).nominal,
+                "cohort": config.quota(t).cohort,
+                "borrowing_limit": config.quota(t).borrowing_limit,
+                "borrowed_gpu_h": policy.borrowed_gpu_s.get(t, 0.0) / 3600,
+                "lent_gpu_h": policy.lent_gpu_s.get(t, 0.0) / 3600,
+                "evicted": policy.evictions.get(t, 0),
+                "never_started": never.get(t, 0),
+            }
+            for t in tenants
+        },
+        "evictions": sum(policy.evictions.values()),
+    }
 
 
 def pools_summary(result) -> dict | None:
@@ -200,14 +258,25 @@ def pools_summary(result) -> dict | None:
     window = result.arrivals_end_s - result.start_s
     stats = result.loans
     return {
-        "demand": demand.source, "inference_servers": demand.servers, "peak_share": demand.peak_share,
+        "demand": demand.source,
+        "inference_servers": demand.servers,
+        "peak_share": demand.peak_share,
         "reclaim_notice_s": result.config.reclaim_notice_s,
-        "cluster_usage": ((result.gpu_busy_arrivals_s + result.inference_gpu_arrivals_s)
-                          / (result.cluster.num_gpus * window) if window > 0 else None),
-        "inference_usage": (result.inference_gpu_s / (result.cluster.pool_gpus("inference") * span)
-                            if span > 0 else 0.0),
+        "cluster_usage": (
+            (result.gpu_busy_arrivals_s + result.inference_gpu_arrivals_s)
+            / (result.cluster.num_gpus * window)
+            if window > 0
+            else None
+        ),
+        "inference_usage": (
+            result.inference_gpu_s / (result.cluster.pool_gpus("inference") * span)
+            if span > 0
+            else 0.0
+        ),
         "mean_loaned_servers": result.loaned_server_s / span if span > 0 else 0.0,
-        "loans": stats.loans, "reclaims": stats.reclaims, "returned": stats.returned,
+        "loans": stats.loans,
+        "reclaims": stats.reclaims,
+        "returned": stats.returned,
         "returned_late": stats.returned_late,
         "reclaim_scale_ins": stats.reclaim_scale_ins,
         "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
@@ -242,9 +311,16 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     start, end = result.start_s, max(result.end_s, t[-1])
     span = end - start
     if span <= 0:
-        return [{"time_s": start, "queue_mean": q[0], "queue_max": q[0],
-                 "utilization": used[0] / usable[0] if usable[0] else 0.0,
-                 "loaned_servers": loaned[0], "inference_servers": needed[0]}]
+        return [
+            {
+                "time_s": start,
+                "queue_mean": q[0],
+                "queue_max": q[0],
+                "utilization": used[0] / usable[0] if usable[0] else 0.0,
+                "loaned_servers": loaned[0],
+                "inference_servers": needed[0],
+            }
+        ]
     bins = max(1, min(max_bins, len(t)))
     width = span / bins
     q_area = [0.0] * bins
@@ -254,7 +330,7 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     n_area = [0.0] * bins
     for k in range(len(t)):
         util = used[k] / usable[k] if usable[k] else 0.0
-        first = min(bins - 1, int((t[k] - start) / width))    # a step counts where it begins
+        first = min(bins - 1, int((t[k] - start) / width))  # a step counts where it begins
         q_max[first] = max(q_max[first], q[k])
         for b, piece in _bin_pieces(t[k], t[k + 1] if k + 1 < len(t) else end, start, width, bins):
             q_area[b] += q[k] * piece
@@ -262,9 +338,17 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
             l_area[b] += loaned[k] * piece
             n_area[b] += needed[k] * piece
             q_max[b] = max(q_max[b], q[k])
-    return [{"time_s": start + (b + 0.5) * width, "queue_mean": q_area[b] / width,
-             "queue_max": q_max[b], "utilization": u_area[b] / width,
-             "loaned_servers": l_area[b] / width, "inference_servers": n_area[b] / width} for b in range(bins)]
+    return [
+        {
+            "time_s": start + (b + 0.5) * width,
+            "queue_mean": q_area[b] / width,
+            "queue_max": q_max[b],
+            "utilization": u_area[b] / width,
+            "loaned_servers": l_area[b] / width,
+            "inference_servers": n_area[b] / width,
+        }
+        for b in range(bins)
+    ]
 
 
 def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
@@ -291,8 +375,11 @@ def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
         last[tenant] = (t, held)
     for tenant in tenants:
         add(tenant, end)
-    return [{"time_s": start + (b + 0.5) * width, "tenant": tenant, "gpus": area[tenant][b] / width}
-            for b in range(bins) for tenant in tenants]
+    return [
+        {"time_s": start + (b + 0.5) * width, "tenant": tenant, "gpus": area[tenant][b] / width}
+        for b in range(bins)
+        for tenant in tenants
+    ]
 
 
 def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dict:
@@ -305,8 +392,11 @@ def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dic
         summary.update(extra)
     _write_csv(out / "jobs.csv", JOB_COLUMNS, rows)
     series = binned_timeseries(result)
-    _write_csv(out / "timeseries.csv", ("time_s", "queue_mean", "queue_max", "utilization",
-                                        "loaned_servers", "inference_servers"), series)
+    _write_csv(
+        out / "timeseries.csv",
+        ("time_s", "queue_mean", "queue_max", "utilization", "loaned_servers", "inference_servers"),
+        series,
+    )
     usage = binned_tenant_usage(result)
     if usage:
         _write_csv(out / "tenants_timeseries.csv", ("time_s", "tenant", "gpus"), usage)

@@ -18,31 +18,44 @@ from .workload import TRACE_MODEL, WorkloadModel
 
 @dataclass(slots=True)
 class Workload:
-    trace: Trace                 # its name and the rows it dropped (and why)
+    trace: Trace  # its name and the rows it dropped (and why)
     cluster: Cluster
-    jobs: list[JobSpec]          # by submit time
-    perf: bool                   # job speeds from the performance model
+    jobs: list[JobSpec]  # by submit time
+    perf: bool  # job speeds from the performance model
 
     def model(self) -> WorkloadModel:
         """A fresh workload model for one simulation (the performance model keeps caches); a
         server's history replays with the runtime's model and its measurements."""
         if self.trace.replay is not None:
             from .replay import replay_model
+
             return replay_model(self.trace.replay)
         if not self.perf:
             return TRACE_MODEL
         from .perf.model import PerfModel
         from .perf.speed import PerfSpeed
+
         return PerfSpeed(PerfModel(), self.cluster)
 
 
 DEFAULT_CLUSTER = "64x8:V100"
 
 
-def prepare(trace: str, cluster: str | Cluster | None, *, fmt: str | None = None, mapping: str | None = None,
-            trace_params: dict | None = None, skip_invalid: bool = False, perf: bool = True,
-            seed: int = 0, load: float = 1.0, elastic_fraction: float = 0.0,
-            limit: int | None = None, deadlines: bool = False) -> Workload:
+def prepare(
+    trace: str,
+    cluster: str | Cluster | None,
+    *,
+    fmt: str | None = None,
+    mapping: str | None = None,
+    trace_params: dict | None = None,
+    skip_invalid: bool = False,
+    perf: bool = True,
+    seed: int = 0,
+    load: float = 1.0,
+    elastic_fraction: float = 0.0,
+    limit: int | None = None,
+    deadlines: bool = False,
+) -> Workload:
     """``load`` replays the trace with every arrival time after the first divided by it (2.0:
     twice the arrival rate); ``deadlines`` gives jobs without one a generated deadline
     (:mod:`dlsched.qos`). Jobs larger than the cluster stop with an error naming the first,
@@ -51,19 +64,25 @@ def prepare(trace: str, cluster: str | Cluster | None, *, fmt: str | None = None
     params = dict(trace_params or {})
     if isinstance(cluster, str):
         cluster = load_cluster(cluster)
-    if trace == "synthetic":             # its load is relative to the cluster it runs on
+    if trace == "synthetic":  # its load is relative to the cluster it runs on
         params.setdefault("seed", seed)
-        params.setdefault("cluster_gpus", (cluster or load_cluster(DEFAULT_CLUSTER)).pool_gpus("training"))
+        params.setdefault(
+            "cluster_gpus", (cluster or load_cluster(DEFAULT_CLUSTER)).pool_gpus("training")
+        )
     loaded = load_trace(trace, fmt=fmt, skip_invalid=skip_invalid, mapping=mapping, **params)
     if cluster is None:
         if loaded.replay is not None:
-            raise SpecError("cluster", "a server's history replays on the server's cluster: give --cluster "
-                                       "as 'dlsched export' printed it")
+            raise SpecError(
+                "cluster",
+                "a server's history replays on the server's cluster: give --cluster "
+                "as 'dlsched export' printed it",
+            )
         cluster = load_cluster(DEFAULT_CLUSTER)
     jobs = sorted(loaded.jobs, key=lambda j: j.submit_time_s)
     if perf and loaded.replay is None:
         from .perf.assign import assign_models
         from .perf.model import PerfModel
+
         jobs = assign_models(jobs, PerfModel(), cluster, seed=seed)
     if load != 1.0:
         if not load > 0:
@@ -76,13 +95,17 @@ def prepare(trace: str, cluster: str | Cluster | None, *, fmt: str | None = None
         jobs = jobs[:limit]
     if deadlines:
         from .qos import assign_deadlines
+
         jobs = assign_deadlines(jobs, seed=seed)
     problems = [(j, unplaceable(j, cluster)) for j in jobs]
     too_big = [(j, why) for j, why in problems if why]
     if too_big:
         if not skip_invalid:
-            raise SpecError("num_gpus", f"{too_big[0][1]} ({len(too_big)} such jobs; "
-                            "--skip-invalid drops them)", source=loaded.name)
+            raise SpecError(
+                "num_gpus",
+                f"{too_big[0][1]} ({len(too_big)} such jobs; --skip-invalid drops them)",
+                source=loaded.name,
+            )
         loaded.dropped["larger than the cluster"] = len(too_big)
         jobs = [j for j, why in problems if not why]
     return Workload(loaded, cluster, jobs, perf)

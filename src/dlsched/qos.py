@@ -20,19 +20,23 @@ from .errors import SpecError
 from .jobs import JobSpec
 
 DEADLINE_CLASSES: dict[str, tuple[float, float]] = {
-    "tight": (1.2, 1.5),       # hardly any waiting, and little slowdown, allowed
+    "tight": (1.2, 1.5),  # hardly any waiting, and little slowdown, allowed
     "normal": (1.5, 3.0),
     "loose": (3.0, 6.0),
 }
 
 
-def assign_deadlines(jobs: list[JobSpec], seed: int = 0,
-                     classes: dict[str, tuple[float, float]] | None = None) -> list[JobSpec]:
+def assign_deadlines(
+    jobs: list[JobSpec], seed: int = 0, classes: dict[str, tuple[float, float]] | None = None
+) -> list[JobSpec]:
     """Jobs with a deadline each (those that had one keep it)."""
     classes = classes or DEADLINE_CLASSES
     for name, (low, high) in classes.items():
         if not 1.0 <= low <= high:
-            raise SpecError("deadline-classes", f"{name}: the factor range must satisfy 1 <= low <= high, got {low}..{high}")
+            raise SpecError(
+                "deadline-classes",
+                f"{name}: the factor range must satisfy 1 <= low <= high, got {low}..{high}",
+            )
     names = sorted(classes)
     out = []
     for job in jobs:
@@ -42,5 +46,7 @@ def assign_deadlines(jobs: list[JobSpec], seed: int = 0,
         rng = random.Random(f"{seed}:{job.job_id}")
         name = rng.choice(names)
         factor = rng.uniform(*classes[name])
-        out.append(replace(job, deadline_s=job.submit_time_s + factor * job.duration_s, qos_class=name))
+        out.append(
+            replace(job, deadline_s=job.submit_time_s + factor * job.duration_s, qos_class=name)
+        )
     return out

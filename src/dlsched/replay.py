@@ -34,11 +34,20 @@ def with_profiling(jobs: list[JobSpec], replay: dict[str, dict], policy) -> list
     after its profiling run: it arrives as far after its submission as its profiling took."""
     if not (policy.shares_gpus or policy.moldable):
         return jobs
-    return sorted((replace(j, submit_time_s=j.submit_time_s + replay[j.job_id]["profile_s"])
-                   if replay[j.job_id]["profile_s"] else j for j in jobs), key=lambda j: j.submit_time_s)
+    return sorted(
+        (
+            replace(j, submit_time_s=j.submit_time_s + replay[j.job_id]["profile_s"])
+            if replay[j.job_id]["profile_s"]
+            else j
+            for j in jobs
+        ),
+        key=lambda j: j.submit_time_s,
+    )
 
 
-def calibration(replay: dict[str, dict], simulated: list[JobState], original: dict[str, float]) -> dict:
+def calibration(
+    replay: dict[str, dict], simulated: list[JobState], original: dict[str, float]
+) -> dict:
     """The simulated JCTs of the jobs the server finished against the measured ones.
     ``original`` holds each job's submission time as exported (a profiled arrival is later)."""
     pairs = []
@@ -52,11 +61,15 @@ def calibration(replay: dict[str, dict], simulated: list[JobState], original: di
     errors = [abs(s - m) / m for m, s in pairs]
     mean_measured = statistics.fmean(m for m, _ in pairs)
     mean_simulated = statistics.fmean(s for _, s in pairs)
-    return {"jobs": len(pairs), "mean_jct_measured_s": mean_measured, "mean_jct_simulated_s": mean_simulated,
-            "mean_jct_error": (mean_simulated - mean_measured) / mean_measured,
-            "job_error_median": statistics.median(errors),
-            "job_error_p90": sorted(errors)[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)],
-            "job_error_max": max(errors)}
+    return {
+        "jobs": len(pairs),
+        "mean_jct_measured_s": mean_measured,
+        "mean_jct_simulated_s": mean_simulated,
+        "mean_jct_error": (mean_simulated - mean_measured) / mean_measured,
+        "job_error_median": statistics.median(errors),
+        "job_error_p90": sorted(errors)[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)],
+        "job_error_max": max(errors),
+    }
 
 
 def measured_summary(replay: dict[str, dict]) -> dict:
@@ -64,7 +77,10 @@ def measured_summary(replay: dict[str, dict]) -> dict:
     done = [m for m in replay.values() if m["status"] == "done" and m["jct_s"] is not None]
     if not done:
         return {"jobs": 0}
-    return {"jobs": len(done), "mean_jct_s": statistics.fmean(m["jct_s"] for m in done),
-            "median_jct_s": statistics.median(m["jct_s"] for m in done),
-            "makespan_s": max(m["end_s"] for m in done),     # times count from the first submission
-            "preemptions": sum(m["preemptions"] or 0 for m in done)}
+    return {
+        "jobs": len(done),
+        "mean_jct_s": statistics.fmean(m["jct_s"] for m in done),
+        "median_jct_s": statistics.median(m["jct_s"] for m in done),
+        "makespan_s": max(m["end_s"] for m in done),  # times count from the first submission
+        "preemptions": sum(m["preemptions"] or 0 for m in done),
+    }

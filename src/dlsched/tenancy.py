@@ -37,7 +37,7 @@ from .yamlfile import read_yaml
 @dataclass(slots=True, frozen=True)
 class TenantQuota:
     nominal: int = 0
-    borrowing_limit: int | None = None     # None: only the cohort's unused quota bounds it
+    borrowing_limit: int | None = None  # None: only the cohort's unused quota bounds it
     cohort: str | None = None
     weight: float = 1.0
     priority: int = 0
@@ -61,14 +61,22 @@ class TenantConfig:
 
     def as_dict(self) -> dict:
         """The configuration as a quotas file holds it (:func:`load_tenants` reads it back)."""
+
         def entry(q: TenantQuota) -> dict:
             return {k: v for k, v in asdict(q).items() if v is not None}
-        return {"tenants": {t: entry(q) for t, q in self.tenants.items()}, "default": entry(self.default)}
+
+        return {
+            "tenants": {t: entry(q) for t, q in self.tenants.items()},
+            "default": entry(self.default),
+        }
 
     def without_borrowing(self) -> "TenantConfig":
         """Hard quotas (as Philly ran): nobody lends or borrows."""
-        return TenantConfig({t: replace(q, cohort=None) for t, q in self.tenants.items()},
-                            replace(self.default, cohort=None), f"{self.source}, hard")
+        return TenantConfig(
+            {t: replace(q, cohort=None) for t, q in self.tenants.items()},
+            replace(self.default, cohort=None),
+            f"{self.source}, hard",
+        )
 
 
 _FIELDS = {"nominal", "borrowing_limit", "cohort", "weight", "priority"}
@@ -80,13 +88,19 @@ def quota_from(data, where: str) -> TenantQuota:
         raise SpecError(where, f"must be a mapping of {', '.join(sorted(_FIELDS))}")
     unknown = set(data) - _FIELDS
     if unknown:
-        raise SpecError(f"{where}.{sorted(unknown)[0]}", f"unknown field (known: {', '.join(sorted(_FIELDS))})")
+        raise SpecError(
+            f"{where}.{sorted(unknown)[0]}", f"unknown field (known: {', '.join(sorted(_FIELDS))})"
+        )
     nominal, limit = data.get("nominal", 0), data.get("borrowing_limit")
     for name, v in (("nominal", nominal), ("borrowing_limit", limit)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise SpecError(f"{where}.{name}", f"must be an integer >= 0, got {v!r}")
     weight = data.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, (int, float))
+        or not 0 < weight < math.inf
+    ):
         raise SpecError(f"{where}.weight", f"must be a number > 0, got {weight!r}")
     priority = data.get("priority", 0)
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -113,8 +127,11 @@ def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantC
     unknown = set(data) - {"tenants", "default"}
     if unknown:
         raise SpecError(f"quotas.{sorted(unknown)[0]}", "unknown key (known: tenants, default)")
-    config = TenantConfig({str(t): quota_from(q, f"tenants.{t}") for t, q in data.get("tenants", {}).items()},
-                          quota_from(data.get("default", {}), "default"), path.name)
+    config = TenantConfig(
+        {str(t): quota_from(q, f"tenants.{t}") for t, q in data.get("tenants", {}).items()},
+        quota_from(data.get("default", {}), "default"),
+        path.name,
+    )
     return config
 
 
@@ -122,16 +139,22 @@ def equal_shares(tenants: list[str], training_gpus: int, cohort: str = "all") ->
     """The documented default: the GPUs split as evenly as whole GPUs allow, one cohort."""
     names = sorted(set(tenants))
     shares = _largest_remainder([1.0] * len(names), training_gpus)
-    return TenantConfig({t: TenantQuota(s, None, cohort) for t, s in zip(names, shares)},
-                        TenantQuota(0, None, cohort), "equal")
+    return TenantConfig(
+        {t: TenantQuota(s, None, cohort) for t, s in zip(names, shares)},
+        TenantQuota(0, None, cohort),
+        "equal",
+    )
 
 
 def philly_vc(training_gpus: int, cohort: str = "philly") -> TenantConfig:
     text = resources.files("dlsched").joinpath("data/traces/philly/philly_vc_nodes.csv").read_text()
     rows = [(r["vc"], int(r["node num"])) for r in csv.DictReader(io.StringIO(text))]
     shares = _largest_remainder([float(n) for _, n in rows], training_gpus)
-    return TenantConfig({vc: TenantQuota(s, None, cohort) for (vc, _), s in zip(rows, shares)},
-                        TenantQuota(0, None, cohort), "philly-vc")
+    return TenantConfig(
+        {vc: TenantQuota(s, None, cohort) for (vc, _), s in zip(rows, shares)},
+        TenantQuota(0, None, cohort),
+        "philly-vc",
+    )
 
 
 def _largest_remainder(weights: list[float], total: int) -> list[int]:
@@ -139,6 +162,6 @@ def _largest_remainder(weights: list[float], total: int) -> list[int]:
         return []
     exact = [w * total / sum(weights) for w in weights]
     out = [math.floor(x) for x in exact]
-    for i in sorted(range(len(exact)), key=lambda i: (out[i] - exact[i], i))[:total - sum(out)]:
+    for i in sorted(range(len(exact)), key=lambda i: (out[i] - exact[i], i))[: total - sum(out)]:
         out[i] += 1
     return out

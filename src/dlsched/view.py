@@ -26,7 +26,9 @@ from .workload import WorkloadModel
 class Plan:
     start: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)
     preempt: list[JobState] = field(default_factory=list)
-    resize: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)  # elastic jobs' new GPUs
+    resize: list[tuple[JobState, tuple[int, ...]]] = field(
+        default_factory=list
+    )  # elastic jobs' new GPUs
     wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
     accumulation: dict[str, int] = field(default_factory=dict)  # job id -> k sub-batches (sharing)
 
@@ -42,17 +44,17 @@ class PolicyView(Protocol):
     @property
     def cluster(self) -> Cluster: ...
     @property
-    def free(self) -> FreeGpus: ...                       # idle GPUs of usable nodes
+    def free(self) -> FreeGpus: ...  # idle GPUs of usable nodes
     @property
-    def pending(self) -> Mapping[str, JobState]: ...      # in arrival order
+    def pending(self) -> Mapping[str, JobState]: ...  # in arrival order
     @property
     def running(self) -> Mapping[str, JobState]: ...
     @property
-    def occupancy(self) -> GpuOccupancy: ...              # which jobs hold each GPU, their memory
+    def occupancy(self) -> GpuOccupancy: ...  # which jobs hold each GPU, their memory
     @property
-    def workload(self) -> WorkloadModel: ...              # speed, memory, co-location
+    def workload(self) -> WorkloadModel: ...  # speed, memory, co-location
     @property
-    def loans(self) -> LoanBook: ...                      # inference servers loaned / reclaiming
+    def loans(self) -> LoanBook: ...  # inference servers loaned / reclaiming
 
     def projected_finish(self, job: JobState) -> float:
         """When a running job ends at its current speed (inf when not running)."""
@@ -71,7 +73,7 @@ class PolicyHooks(Protocol):
     """What the state tells a policy (:class:`dlsched.policies.base.Policy` implements it)."""
 
     name: str
-    moldable: bool      # may start a job on 1..its request GPUs (at its requested global batch)
+    moldable: bool  # may start a job on 1..its request GPUs (at its requested global batch)
     loans_servers: bool  # borrows the inference servers the inference side does not need
 
     def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:

@@ -15,7 +15,8 @@ from .jobs import JobSpec, JobState
 
 @runtime_checkable
 class WorkloadModel(Protocol):
-    measures_real_runs: bool   # its iteration times are measured (the runtime), not modelled
+    measures_real_runs: bool  # its iteration times are measured (the runtime), not modelled
+
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
         """The job's speed (solo seconds of work per second) on ``gpus`` at its current
         sub-batch count, alone on them."""

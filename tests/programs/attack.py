@@ -12,7 +12,7 @@ def attempt(name, action):
     try:
         detail = action()
         print(f"ATTACK {name}: SUCCEEDED {str(detail)[:200]}", flush=True)
-    except BaseException as e:            # noqa: BLE001 (a blocked attempt is any error)
+    except BaseException as e:  # noqa: BLE001 (a blocked attempt is any error)
         print(f"ATTACK {name}: blocked ({type(e).__name__}: {str(e)[:200]})", flush=True)
 
 
@@ -28,13 +28,18 @@ def write(path):
 
 
 def ray_call(address, actor):
-    code = ("import ray; ray.init(address=%r, namespace='dlsched', logging_level='ERROR'); "
-            "a = ray.get_actor(%r, namespace='dlsched'); ray.kill(a); print('KILLED')" % (address, actor))
+    code = (
+        "import ray; ray.init(address=%r, namespace='dlsched', logging_level='ERROR'); "
+        "a = ray.get_actor(%r, namespace='dlsched'); ray.kill(a); print('KILLED')"
+        % (address, actor)
+    )
     # a client Ray lets in connects in 2-5 s here; one without the token retries for ever, so 20 s
     # without a connection is blocked
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
     if out.returncode or "KILLED" not in out.stdout:
-        raise ConnectionError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}")
+        raise ConnectionError(
+            out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+        )
     return out.stdout
 
 

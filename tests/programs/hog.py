@@ -9,8 +9,12 @@ from dlsched.runtime.train import Workload
 def build(args):
     """Tries to take 12 GiB of memory."""
     hoard = torch.empty(12 * 2**30, dtype=torch.uint8)
-    return Workload(nn.Linear(1, 1), lambda p: torch.optim.SGD(p, lr=0.1), [(hoard[:1].float(), 0.0)],
-                    loss=nn.functional.mse_loss)
+    return Workload(
+        nn.Linear(1, 1),
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        [(hoard[:1].float(), 0.0)],
+        loss=nn.functional.mse_loss,
+    )
 
 
 class Images:
@@ -24,5 +28,9 @@ class Images:
 
 
 def big_samples(args):
-    return Workload(nn.Sequential(nn.Flatten(), nn.Linear(3 * 224 * 224, 1)),
-                    lambda p: torch.optim.SGD(p, lr=0.1), Images(), loss=lambda out, t: out.mean())
+    return Workload(
+        nn.Sequential(nn.Flatten(), nn.Linear(3 * 224 * 224, 1)),
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        Images(),
+        loss=lambda out, t: out.mean(),
+    )

@@ -18,8 +18,12 @@ from ..cluster import Cluster
 from ..jobs import JobSpec
 from .model import REFERENCE_GPU, PerfModel, default_local_batch
 
-SIZE_CLASSES = ((1.0, ("cifar10", "ncf")), (10.0, ("deepspeech2", "bert")),
-                (100.0, ("yolov3",)), (float("inf"), ("imagenet",)))
+SIZE_CLASSES = (
+    (1.0, ("cifar10", "ncf")),
+    (10.0, ("deepspeech2", "bert")),
+    (100.0, ("yolov3",)),
+    (float("inf"), ("imagenet",)),
+)
 
 
 def model_for(gpu_hours: float, job_id: str, seed: int) -> str:
@@ -29,7 +33,9 @@ def model_for(gpu_hours: float, job_id: str, seed: int) -> str:
     raise AssertionError("unreachable: the last class has no limit")
 
 
-def assign_models(jobs: list[JobSpec], perf: PerfModel, cluster: Cluster, seed: int = 0) -> list[JobSpec]:
+def assign_models(
+    jobs: list[JobSpec], perf: PerfModel, cluster: Cluster, seed: int = 0
+) -> list[JobSpec]:
     """Give every job without a model one (jobs with a model are returned unchanged)."""
     out = []
     for spec in jobs:
@@ -38,8 +44,19 @@ def assign_models(jobs: list[JobSpec], perf: PerfModel, cluster: Cluster, seed: 
             continue
         model = model_for(spec.num_gpus * spec.duration_s / 3600, spec.job_id, seed)
         local = default_local_batch(model)
-        step = perf.iteration_s(model, spec.num_gpus, local, cluster.min_nodes_for(spec.num_gpus),
-                                gpu_type=REFERENCE_GPU)
-        out.append(replace(spec, model=model, batch_size=max(1, round(local * spec.num_gpus)),
-                           iterations=max(1, round(spec.duration_s / step))))
+        step = perf.iteration_s(
+            model,
+            spec.num_gpus,
+            local,
+            cluster.min_nodes_for(spec.num_gpus),
+            gpu_type=REFERENCE_GPU,
+        )
+        out.append(
+            replace(
+                spec,
+                model=model,
+                batch_size=max(1, round(local * spec.num_gpus)),
+                iterations=max(1, round(spec.duration_s / step)),
+            )
+        )
     return out

@@ -40,17 +40,37 @@ def pollux_apps() -> list[str]:
 def pollux_points(app: str) -> tuple[Point, ...]:
     d = _pollux_root() / app
     if not d.is_dir():
-        raise SpecError("model", f"no Pollux measurements for '{app}' (have {', '.join(pollux_apps())})")
+        raise SpecError(
+            "model", f"no Pollux measurements for '{app}' (have {', '.join(pollux_apps())})"
+        )
     points = []
     with (d / "placements.csv").open() as f:
         for r in csv.DictReader(f):
             per_node = [int(c) for c in r["placement"]]
-            points.append(Point(app, len(per_node), sum(per_node), float(r["local_bsz"]),
-                                float(r["step_time"]), float(r["sync_time"]), f"pollux/{app}/placements.csv"))
+            points.append(
+                Point(
+                    app,
+                    len(per_node),
+                    sum(per_node),
+                    float(r["local_bsz"]),
+                    float(r["step_time"]),
+                    float(r["sync_time"]),
+                    f"pollux/{app}/placements.csv",
+                )
+            )
     with (d / "scalability.csv").open() as f:
         for r in csv.DictReader(f):
-            points.append(Point(app, int(r["num_nodes"]), int(r["num_replicas"]), float(r["local_bsz"]),
-                                float(r["step_time"]), float(r["sync_time"]), f"pollux/{app}/scalability.csv"))
+            points.append(
+                Point(
+                    app,
+                    int(r["num_nodes"]),
+                    int(r["num_replicas"]),
+                    float(r["local_bsz"]),
+                    float(r["step_time"]),
+                    float(r["sync_time"]),
+                    f"pollux/{app}/scalability.csv",
+                )
+            )
     return tuple(points)
 
 
@@ -64,11 +84,15 @@ def pollux_training_steps(app: str, batch_size: int) -> float:
     sizes around ``batch_size``. (The ``progress`` column is not a step count.)"""
     root = _pollux_root() / app
     if not root.is_dir():
-        raise SpecError("application", f"no Pollux profile for '{app}' (have {', '.join(pollux_apps())})")
+        raise SpecError(
+            "application", f"no Pollux profile for '{app}' (have {', '.join(pollux_apps())})"
+        )
     measured = sorted(int(p.stem.split("-")[-1]) for p in root.glob("validation-*.csv"))
     if not measured[0] <= batch_size <= measured[-1]:
-        raise SpecError("batch_size", f"Pollux measured '{app}' at batches {measured[0]}..{measured[-1]}, "
-                                      f"not {batch_size}")
+        raise SpecError(
+            "batch_size",
+            f"Pollux measured '{app}' at batches {measured[0]}..{measured[-1]}, not {batch_size}",
+        )
     lower = max(b for b in measured if b <= batch_size)
     upper = min(b for b in measured if b >= batch_size)
 
@@ -78,7 +102,9 @@ def pollux_training_steps(app: str, batch_size: int) -> float:
 
     if lower == upper:
         return last_iteration(lower)
-    return ((batch_size - lower) * last_iteration(upper) + (upper - batch_size) * last_iteration(lower)) / (upper - lower)
+    return (
+        (batch_size - lower) * last_iteration(upper) + (upper - batch_size) * last_iteration(lower)
+    ) / (upper - lower)
 
 
 # -- Gavel (stanford-futuredata/gavel c4fa400, scheduler/simulation_throughputs.json, MIT;
@@ -128,6 +154,7 @@ def eval_key(key: str) -> tuple[str, int]:
 # -- Blox (msr-fiddle/blox cc1f862, blox_exp/colocate_info/norm_speed.csv, MIT; Agarwal et al.,
 #    EuroSys'24): normalized speed of each job of a pair sharing GPUs (1.0 = alone).
 
+
 @lru_cache(maxsize=None)
 def blox_pairs() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     """{(model1, batch1, model2, batch2): (speed1, speed2)} for single-GPU, non-pipelined pairs."""
@@ -139,5 +166,8 @@ def blox_pairs() -> dict[tuple[str, str, str, str], tuple[float, float]]:
                 continue
             if r["gpu_num1"] != "1" or r["gpu_num2"] != "1":
                 continue
-            out[(r["model1"], r["batch_size1"], r["model2"], r["batch_size2"])] = (float(r["speed1"]), float(r["speed2"]))
+            out[(r["model1"], r["batch_size1"], r["model2"], r["batch_size2"])] = (
+                float(r["speed1"]),
+                float(r["speed2"]),
+            )
     return out

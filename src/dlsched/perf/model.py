@@ -37,8 +37,15 @@ class PerfModel:
     def profile(self, model: str) -> ModelProfile:
         return profile(model)
 
-    def iteration_s(self, model: str, gpus: int = 1, local_batch: float | None = None, nodes: int = 1,
-                    accumulation: int = 1, gpu_type: str = REFERENCE_GPU) -> float:
+    def iteration_s(
+        self,
+        model: str,
+        gpus: int = 1,
+        local_batch: float | None = None,
+        nodes: int = 1,
+        accumulation: int = 1,
+        gpu_type: str = REFERENCE_GPU,
+    ) -> float:
         """Seconds per optimizer step on ``gpus`` GPUs over ``nodes`` nodes."""
         fit = scaling_model(profile(model).scaling_app)
         batch = default_local_batch(model) if local_batch is None else local_batch
@@ -75,5 +82,7 @@ class PerfModel:
         shared = gavel_pair(pa.gavel_type, pb.gavel_type)
         if shared is None:
             return None
-        return (max(1.0, gavel_solo(pa.gavel_type) / shared[0]),
-                max(1.0, gavel_solo(pb.gavel_type) / shared[1]))
+        return (
+            max(1.0, gavel_solo(pa.gavel_type) / shared[0]),
+            max(1.0, gavel_solo(pb.gavel_type) / shared[1]),
+        )

@@ -28,7 +28,7 @@ import numpy as np
 from .measurements import Point, pollux_points
 from .scaling import nonnegative_fit
 
-PROFILE_PLACEMENTS = ((1, 1), (2, 1), (2, 2))      # (GPUs, nodes) a profiling run measures
+PROFILE_PLACEMENTS = ((1, 1), (2, 1), (2, 2))  # (GPUs, nodes) a profiling run measures
 # Chosen: the relative standard deviation of an iteration time measured over a few iterations
 # (a documented default of the simulated profiling, not tuned; 0 gives exact samples).
 DEFAULT_PROFILE_NOISE = 0.05
@@ -45,10 +45,10 @@ def features(local_batch: float, gpus: int, nodes: int) -> tuple[float, float, f
 
 @dataclass(frozen=True, slots=True)
 class GenieFit:
-    a: float          # s: fixed compute per iteration
-    c: float          # s per sample of per-GPU batch
-    g_intra: float    # s per gradient size all-reduced within a node
-    g_inter: float    # s per gradient size all-reduced across nodes
+    a: float  # s: fixed compute per iteration
+    c: float  # s per sample of per-GPU batch
+    g_intra: float  # s per gradient size all-reduced within a node
+    g_inter: float  # s per gradient size all-reduced across nodes
 
     def iteration_s(self, local_batch: float, gpus: int, nodes: int) -> float:
         _, b, intra, inter = features(local_batch, gpus, nodes)
@@ -62,8 +62,12 @@ def fit(samples: list[tuple[float, int, int, float]]) -> GenieFit:
     return GenieFit(*map(float, nonnegative_fit(a, y)))
 
 
-def profile_samples(measure: Callable[[int, int, float], float | None], local_batch: float,
-                    noise: float, rng: random.Random) -> list[tuple[float, int, int, float]] | None:
+def profile_samples(
+    measure: Callable[[int, int, float], float | None],
+    local_batch: float,
+    noise: float,
+    rng: random.Random,
+) -> list[tuple[float, int, int, float]] | None:
     """The profiling run: ``measure(gpus, nodes, local_batch)`` at each profiled placement and
     at two per-GPU batches, each reading off by a relative Gaussian error of ``noise``; None
     when the job cannot be measured."""
@@ -80,9 +84,9 @@ def profile_samples(measure: Callable[[int, int, float], float | None], local_ba
 @dataclass(frozen=True, slots=True)
 class HeldOut:
     app: str
-    profiled: int          # measured points with at most 2 GPUs: the fit's samples
-    tested: int            # measured points with more: held out
-    median: float          # relative error on the held-out points
+    profiled: int  # measured points with at most 2 GPUs: the fit's samples
+    tested: int  # measured points with more: held out
+    median: float  # relative error on the held-out points
     p90: float
     worst: float
 
@@ -94,6 +98,14 @@ def pollux_holdout(app: str) -> HeldOut:
     small = [p for p in points if p.gpus <= 2]
     large = [p for p in points if p.gpus > 2]
     model = fit([(p.local_batch, p.gpus, p.nodes, p.step_s) for p in small])
-    errors = sorted(abs(model.iteration_s(p.local_batch, p.gpus, p.nodes) - p.step_s) / p.step_s for p in large)
-    return HeldOut(app, len(small), len(large), statistics.median(errors),
-                   errors[int(0.9 * (len(errors) - 1))], errors[-1])
+    errors = sorted(
+        abs(model.iteration_s(p.local_batch, p.gpus, p.nodes) - p.step_s) / p.step_s for p in large
+    )
+    return HeldOut(
+        app,
+        len(small),
+        len(large),
+        statistics.median(errors),
+        errors[int(0.9 * (len(errors) - 1))],
+        errors[-1],
+    )

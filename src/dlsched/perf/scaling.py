@@ -50,12 +50,17 @@ class ScalingFit:
             return self.s0 + self.s1 * (gpus - 2)
         return self.r0 + self.r1 * (gpus - 2)
 
-    def iteration_s(self, local_batch: float, gpus: int = 1, nodes: int = 1, accumulation: int = 1) -> float:
+    def iteration_s(
+        self, local_batch: float, gpus: int = 1, nodes: int = 1, accumulation: int = 1
+    ) -> float:
         """Time of one optimizer step: ``accumulation`` passes at ``local_batch`` each, then
         one synchronization."""
         if gpus < 1 or nodes < 1 or nodes > gpus or accumulation < 1 or local_batch <= 0:
-            raise SpecError("placement", f"invalid gpus={gpus}, nodes={nodes}, "
-                                         f"accumulation={accumulation}, local_batch={local_batch}")
+            raise SpecError(
+                "placement",
+                f"invalid gpus={gpus}, nodes={nodes}, "
+                f"accumulation={accumulation}, local_batch={local_batch}",
+            )
         return accumulation * self.compute_s(local_batch) + self.sync_s(gpus, nodes)
 
     def throughput(self, local_batch: float, gpus: int = 1, nodes: int = 1) -> float:
@@ -68,7 +73,9 @@ def _features(points: Sequence[Point]) -> np.ndarray:
     for p in points:
         local = 1.0 if p.gpus > 1 and p.nodes == 1 else 0.0
         remote = 1.0 if p.nodes > 1 else 0.0
-        rows.append((1.0, p.local_batch, local, local * (p.gpus - 2), remote, remote * (p.gpus - 2)))
+        rows.append(
+            (1.0, p.local_batch, local, local * (p.gpus - 2), remote, remote * (p.gpus - 2))
+        )
     return np.array(rows)
 
 
@@ -90,7 +97,9 @@ def nonnegative_fit(a: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
     if len(points) < len(COEFFICIENTS):
-        raise SpecError("points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients")
+        raise SpecError(
+            "points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients"
+        )
     coef = nonnegative_fit(_features(points), np.array([p.step_s for p in points]))
     full = dict(zip(COEFFICIENTS, map(float, coef)))
     sources = sorted({p.source for p in points})
@@ -104,10 +113,14 @@ def scaling_model(app: str) -> ScalingFit:
 
 
 def relative_errors(fit: ScalingFit, points: Sequence[Point]) -> list[float]:
-    return [abs(fit.iteration_s(p.local_batch, p.gpus, p.nodes) - p.step_s) / p.step_s for p in points]
+    return [
+        abs(fit.iteration_s(p.local_batch, p.gpus, p.nodes) - p.step_s) / p.step_s for p in points
+    ]
 
 
 def holdout_split(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
     """Every third measured point is held out of the fit (a fixed, documented split)."""
-    return ([p for i, p in enumerate(points) if i % 3],
-            [p for i, p in enumerate(points) if i % 3 == 0])
+    return (
+        [p for i, p in enumerate(points) if i % 3],
+        [p for i, p in enumerate(points) if i % 3 == 0],
+    )

@@ -35,8 +35,15 @@ class PerfSpeed:
         node_ids = {nodes_of[g] for g in gpus}
         nodes = self.cluster.nodes
         gpu_types = tuple(sorted({nodes[n].gpu_type for n in node_ids}))
-        key = (spec.model, spec.num_gpus, spec.batch_size, len(gpus), len(node_ids), gpu_types,
-               job.accumulation)
+        key = (
+            spec.model,
+            spec.num_gpus,
+            spec.batch_size,
+            len(gpus),
+            len(node_ids),
+            gpu_types,
+            job.accumulation,
+        )
         speed = self._cache.get(key)
         if speed is None:
             speed = self._speed(spec, len(gpus), len(node_ids), gpu_types, job.accumulation)
@@ -49,13 +56,29 @@ class PerfSpeed:
             return spec.batch_size
         return default_local_batch(spec.model) * spec.num_gpus
 
-    def _speed(self, spec: JobSpec, gpus: int, node_count: int, gpu_types, accumulation: int) -> float:
+    def _speed(
+        self, spec: JobSpec, gpus: int, node_count: int, gpu_types, accumulation: int
+    ) -> float:
         perf, model, requested = self.perf, spec.model, spec.num_gpus
         batch = self.global_batch(spec)
-        ref = perf.iteration_s(model, requested, batch / requested,
-                               self.reference_nodes(requested), gpu_type=REFERENCE_GPU)
-        actual = max(perf.iteration_s(model, gpus, batch / gpus / accumulation, node_count,
-                                      accumulation=accumulation, gpu_type=t) for t in gpu_types)
+        ref = perf.iteration_s(
+            model,
+            requested,
+            batch / requested,
+            self.reference_nodes(requested),
+            gpu_type=REFERENCE_GPU,
+        )
+        actual = max(
+            perf.iteration_s(
+                model,
+                gpus,
+                batch / gpus / accumulation,
+                node_count,
+                accumulation=accumulation,
+                gpu_type=t,
+            )
+            for t in gpu_types
+        )
         return ref / actual
 
     def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
@@ -66,7 +89,9 @@ class PerfSpeed:
         key = ("size", spec.model, spec.num_gpus, spec.batch_size, gpus)
         speed = self._cache.get(key)
         if speed is None:
-            speed = self._cache[key] = self._speed(spec, gpus, self.reference_nodes(gpus), (REFERENCE_GPU,), 1)
+            speed = self._cache[key] = self._speed(
+                spec, gpus, self.reference_nodes(gpus), (REFERENCE_GPU,), 1
+            )
         return speed
 
     def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
@@ -82,8 +107,12 @@ class PerfSpeed:
         batch = self.global_batch(spec) / spec.num_gpus
         nodes = self.reference_nodes(spec.num_gpus)
         one = self.perf.iteration_s(spec.model, spec.num_gpus, batch, nodes)
-        return self.perf.iteration_s(spec.model, spec.num_gpus, batch / accumulation, nodes,
-                                     accumulation=accumulation) / one
+        return (
+            self.perf.iteration_s(
+                spec.model, spec.num_gpus, batch / accumulation, nodes, accumulation=accumulation
+            )
+            / one
+        )
 
     def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
         """Memory per GPU at the sub-batch (global batch / GPUs / accumulation); None when

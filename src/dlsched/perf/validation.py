@@ -27,8 +27,9 @@ def pollux_errors(app: str) -> ModelErrors:
     errors = relative_errors(scaling_model(app), points)
     train, test = holdout_split(points)
     held = relative_errors(fit_scaling(app, train), test)
-    return ModelErrors(app, len(points), statistics.median(errors), max(errors),
-                       statistics.median(held), max(held))
+    return ModelErrors(
+        app, len(points), statistics.median(errors), max(errors), statistics.median(held), max(held)
+    )
 
 
 def gavel_scaling_check() -> list[tuple[str, str, int, float, float]]:
@@ -49,7 +50,9 @@ def gavel_scaling_check() -> list[tuple[str, str, int, float, float]]:
             if entry is None:
                 continue
             measured = entry["null"] / one
-            batch = prof.default_batch or statistics.median(p.local_batch for p in pollux_points(prof.scaling_app))
+            batch = prof.default_batch or statistics.median(
+                p.local_batch for p in pollux_points(prof.scaling_app)
+            )
             modelled = gpus * fit.iteration_s(batch) / fit.iteration_s(batch, gpus, 1)
             rows.append((model, prof.gavel_type, gpus, measured, modelled))
     return rows

@@ -32,18 +32,19 @@ from dataclasses import dataclass
 
 from ..errors import SpecError
 
+
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
     name: str
-    scaling_app: str                   # Pollux application whose fitted scaling is used
-    gavel_type: str                    # Gavel job type (one GPU) for type speed and co-location
-    default_batch: int | None          # per-GPU batch when a trace gives none (None: the median
-                                       # per-GPU batch of the Pollux app's measured points)
-    blox: tuple[str, str] | None = None          # (model, batch) in Blox's co-location data
-    footprint_mib: float | None = None           # measured memory at footprint_batch (the
-                                                 # SJF-BSBF table's MB, read as MiB)
+    scaling_app: str  # Pollux application whose fitted scaling is used
+    gavel_type: str  # Gavel job type (one GPU) for type speed and co-location
+    default_batch: int | None  # per-GPU batch when a trace gives none (None: the median
+    # per-GPU batch of the Pollux app's measured points)
+    blox: tuple[str, str] | None = None  # (model, batch) in Blox's co-location data
+    footprint_mib: float | None = None  # measured memory at footprint_batch (the
+    # SJF-BSBF table's MB, read as MiB)
     footprint_batch: int | None = None
-    params_m: float | None = None                # parameters, millions
+    params_m: float | None = None  # parameters, millions
     optimizer_states: int = 1
 
     @property
@@ -72,30 +73,98 @@ class ModelProfile:
         return self.fixed_mib + self.per_sample_mib * local_batch
 
 
-ZOO: dict[str, ModelProfile] = {p.name: p for p in (
-    ModelProfile("resnet18", "cifar10", "ResNet-18 (batch size 128)", 128,
-                 footprint_mib=6432, footprint_batch=128, params_m=11.69),
-    ModelProfile("shufflenet_v2_x1_0", "cifar10", "ResNet-18 (batch size 128)", 128,
-                 footprint_mib=5252, footprint_batch=128, params_m=2.28),
-    ModelProfile("vgg16", "imagenet", "ResNet-50 (batch size 16)", 16, blox=("vgg19", "32"),
-                 footprint_mib=4224, footprint_batch=16, params_m=138.36),
-    ModelProfile("vgg19", "imagenet", "ResNet-50 (batch size 16)", 16, blox=("vgg19", "32"),
-                 footprint_mib=4304, footprint_batch=16, params_m=143.67),
-    ModelProfile("dqn", "ncf", "A3C", 128, footprint_mib=2230, footprint_batch=128, params_m=1.69),
-    ModelProfile("a2c", "ncf", "A3C", 64, footprint_mib=2094, footprint_batch=64, params_m=1.69),
-    ModelProfile("bert", "bert", "Transformer (batch size 16)", 4,
-                 footprint_mib=8058, footprint_batch=4, params_m=110.0, optimizer_states=2),
-    ModelProfile("gpt2", "bert", "LM (batch size 5)", 4,
-                 footprint_mib=10532, footprint_batch=4, params_m=124.0, optimizer_states=2),
-    ModelProfile("cifar10", "cifar10", "ResNet-18 (batch size 128)", 128,
-                 footprint_mib=6432, footprint_batch=128, params_m=11.69),
-    ModelProfile("imagenet", "imagenet", "ResNet-50 (batch size 64)", None, blox=("resnet50", "64"),
-                 params_m=25.56),      # torchvision ResNet-50
-    # (no footprint measured: memory stays unknown; the parameter count only sizes checkpoints)
-    ModelProfile("deepspeech2", "deepspeech2", "LM (batch size 20)", None),
-    ModelProfile("yolov3", "yolov3", "ResNet-50 (batch size 16)", None, params_m=61.95),  # YOLOv3-416
-    ModelProfile("ncf", "ncf", "Recommendation (batch size 8192)", None),
-)}
+ZOO: dict[str, ModelProfile] = {
+    p.name: p
+    for p in (
+        ModelProfile(
+            "resnet18",
+            "cifar10",
+            "ResNet-18 (batch size 128)",
+            128,
+            footprint_mib=6432,
+            footprint_batch=128,
+            params_m=11.69,
+        ),
+        ModelProfile(
+            "shufflenet_v2_x1_0",
+            "cifar10",
+            "ResNet-18 (batch size 128)",
+            128,
+            footprint_mib=5252,
+            footprint_batch=128,
+            params_m=2.28,
+        ),
+        ModelProfile(
+            "vgg16",
+            "imagenet",
+            "ResNet-50 (batch size 16)",
+            16,
+            blox=("vgg19", "32"),
+            footprint_mib=4224,
+            footprint_batch=16,
+            params_m=138.36,
+        ),
+        ModelProfile(
+            "vgg19",
+            "imagenet",
+            "ResNet-50 (batch size 16)",
+            16,
+            blox=("vgg19", "32"),
+            footprint_mib=4304,
+            footprint_batch=16,
+            params_m=143.67,
+        ),
+        ModelProfile(
+            "dqn", "ncf", "A3C", 128, footprint_mib=2230, footprint_batch=128, params_m=1.69
+        ),
+        ModelProfile(
+            "a2c", "ncf", "A3C", 64, footprint_mib=2094, footprint_batch=64, params_m=1.69
+        ),
+        ModelProfile(
+            "bert",
+            "bert",
+            "Transformer (batch size 16)",
+            4,
+            footprint_mib=8058,
+            footprint_batch=4,
+            params_m=110.0,
+            optimizer_states=2,
+        ),
+        ModelProfile(
+            "gpt2",
+            "bert",
+            "LM (batch size 5)",
+            4,
+            footprint_mib=10532,
+            footprint_batch=4,
+            params_m=124.0,
+            optimizer_states=2,
+        ),
+        ModelProfile(
+            "cifar10",
+            "cifar10",
+            "ResNet-18 (batch size 128)",
+            128,
+            footprint_mib=6432,
+            footprint_batch=128,
+            params_m=11.69,
+        ),
+        ModelProfile(
+            "imagenet",
+            "imagenet",
+            "ResNet-50 (batch size 64)",
+            None,
+            blox=("resnet50", "64"),
+            params_m=25.56,
+        ),  # torchvision ResNet-50
+        # (no footprint measured: memory stays unknown; the parameter count only sizes checkpoints)
+        ModelProfile("deepspeech2", "deepspeech2", "LM (batch size 20)", None),
+        ModelProfile(
+            "yolov3", "yolov3", "ResNet-50 (batch size 16)", None, params_m=61.95
+        ),  # YOLOv3-416
+        ModelProfile("ncf", "ncf", "Recommendation (batch size 8192)", None),
+    )
+}
 
 # Muri spells ShuffleNet with its torchvision name; accept the short one too.
 ALIASES = {"shufflenet_v2": "shufflenet_v2_x1_0", "shufflenet": "shufflenet_v2_x1_0"}

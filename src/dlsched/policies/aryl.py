@@ -50,13 +50,22 @@ RECLAIM_RULES = ("cost", "recent", "random")
 
 class Aryl(Policy):
     name = "aryl"
-    description = ("Aryl: SJF base demand, spare GPUs to elastic jobs by a knapsack on JCT reduction, "
-                   "idle inference servers loaned and reclaimed at the least preemption cost")
+    description = (
+        "Aryl: SJF base demand, spare GPUs to elastic jobs by a knapsack on JCT reduction, "
+        "idle inference servers loaned and reclaimed at the least preemption cost"
+    )
 
     defaults: ClassVar[dict] = {"loaning": True, "elasticity": True, "reclaim": "cost"}
 
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", loaning: bool | None = None,
-                 elasticity: bool | None = None, reclaim: str | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        placement: str = "best-fit",
+        scan: str = "backfill",
+        loaning: bool | None = None,
+        elasticity: bool | None = None,
+        reclaim: str | None = None,
+        seed: int = 0,
+    ) -> None:
         """``loaning``, ``elasticity``, ``reclaim``: None takes the class's ``defaults``."""
         super().__init__(placement, scan)
         d = self.defaults
@@ -64,7 +73,9 @@ class Aryl(Policy):
         elasticity = d["elasticity"] if elasticity is None else elasticity
         reclaim = d["reclaim"] if reclaim is None else reclaim
         if reclaim not in RECLAIM_RULES:
-            raise SpecError("reclaim", f"must be one of {', '.join(RECLAIM_RULES)}, got {reclaim!r}")
+            raise SpecError(
+                "reclaim", f"must be one of {', '.join(RECLAIM_RULES)}, got {reclaim!r}"
+            )
         for field, value in (("loaning", loaning), ("elasticity", elasticity)):
             if not isinstance(value, bool):
                 raise SpecError(field, f"must be true or false, got {value!r}")
@@ -73,14 +84,19 @@ class Aryl(Policy):
         self.reclaim_rule = reclaim
         self.seed = seed
         self._rng = random.Random(seed)
-        self.queue: list[QueueEntry] = []          # SJF order
-        self.base_sizes: dict[int, int] = {}       # base size -> waiting jobs of that size
-        self.size: dict[str, tuple[JobState, int]] = {}   # running elastic jobs and their GPUs
-        self.extra_total = 0                       # GPUs held above base sizes, in total
+        self.queue: list[QueueEntry] = []  # SJF order
+        self.base_sizes: dict[int, int] = {}  # base size -> waiting jobs of that size
+        self.size: dict[str, tuple[JobState, int]] = {}  # running elastic jobs and their GPUs
+        self.extra_total = 0  # GPUs held above base sizes, in total
 
     def params(self) -> dict:
-        return {**super().params(), "loaning": self.loans_servers, "elasticity": self.elasticity,
-                "reclaim": self.reclaim_rule, "seed": self.seed}
+        return {
+            **super().params(),
+            "loaning": self.loans_servers,
+            "elasticity": self.elasticity,
+            "reclaim": self.reclaim_rule,
+            "seed": self.seed,
+        }
 
     def base(self, job: JobState) -> int:
         return job.spec.gpu_range[0] if self.elasticity else job.num_gpus
@@ -138,7 +154,7 @@ class Aryl(Policy):
     def schedule(self, view: PolicyView) -> Plan:
         plan = Plan()
         free = view.free
-        planned: dict[str, tuple[int, ...]] = {}          # this pass's shrinks and growths
+        planned: dict[str, tuple[int, ...]] = {}  # this pass's shrinks and growths
         if self.queue and free.total + self.extra_total >= min(self.base_sizes):
             free = free.copy()
             started: list[int] = []
@@ -148,7 +164,11 @@ class Aryl(Policy):
                 if kind in failed:
                     continue
                 need = kind[0]
-                gpus = self._place_base(view, free, need, job.spec.gpu_types) if need <= free.total else None
+                gpus = (
+                    self._place_base(view, free, need, job.spec.gpu_types)
+                    if need <= free.total
+                    else None
+                )
                 if gpus is None and self.extra_total and need <= free.total + self.extra_total:
                     free, gpus = self._make_room(view, free, need, job.spec.gpu_types, planned)
                 if gpus is None:
@@ -175,8 +195,9 @@ class Aryl(Policy):
             self._track(job, len(gpus))
         return plan
 
-    def _place_base(self, view: PolicyView, free: FreeGpus, need: int,
-                    types: tuple[str, ...] | None) -> tuple[int, ...] | None:
+    def _place_base(
+        self, view: PolicyView, free: FreeGpus, need: int, types: tuple[str, ...] | None
+    ) -> tuple[int, ...] | None:
         """Owned servers first, then loaned ones too."""
         loaned = view.loans.loaned
         if loaned:
@@ -186,10 +207,20 @@ class Aryl(Policy):
         return self.place(free, need, types)
 
     def _resizable(self, view: PolicyView, job: JobState, planned: dict) -> bool:
-        return job.job_id not in planned and not view.resizing(job) and not view.occupancy.partners(job)
+        return (
+            job.job_id not in planned
+            and not view.resizing(job)
+            and not view.occupancy.partners(job)
+        )
 
-    def _make_room(self, view: PolicyView, free: FreeGpus, need: int, types: tuple[str, ...] | None,
-                   planned: dict) -> tuple[FreeGpus, tuple[int, ...] | None]:
+    def _make_room(
+        self,
+        view: PolicyView,
+        free: FreeGpus,
+        need: int,
+        types: tuple[str, ...] | None,
+        planned: dict,
+    ) -> tuple[FreeGpus, tuple[int, ...] | None]:
         """Scale in extra workers, cheapest loss first, until ``need`` GPUs can be placed;
         returns the index to go on with and the GPUs (or the old index and None)."""
         trial = free.copy()
@@ -228,7 +259,7 @@ class Aryl(Policy):
     def _grow(self, view: PolicyView, plan: Plan, free: FreeGpus, planned: dict) -> None:
         """Hand the spare GPUs to elastic jobs by the knapsack on JCT reduction."""
         spare = free.total
-        candidates: list[tuple[JobState, list[int], int]] = []   # job, its GPUs, plan.start index
+        candidates: list[tuple[JobState, list[int], int]] = []  # job, its GPUs, plan.start index
         for i, (job, gpus) in enumerate(plan.start):
             if job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
                 candidates.append((job, list(gpus), i))
@@ -248,7 +279,9 @@ class Aryl(Policy):
         for (job, held, index), options, pick in zip(kept, groups, chosen):
             if pick < 0:
                 continue
-            extra = _place_extras(free, held, options[pick][0], job.spec.gpu_types, loaned, view.cluster.gpu_node)
+            extra = _place_extras(
+                free, held, options[pick][0], job.spec.gpu_types, loaned, view.cluster.gpu_node
+            )
             if not extra:
                 continue
             free.take(extra)
@@ -258,7 +291,9 @@ class Aryl(Policy):
             else:
                 planned[job.job_id] = grown
 
-    def _options(self, view: PolicyView, job: JobState, size: int, spare: int) -> list[knapsack.Option]:
+    def _options(
+        self, view: PolicyView, job: JobState, size: int, spare: int
+    ) -> list[knapsack.Option]:
         """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, dominated ones dropped."""
         base_time = self._time_left(view, job, size)
         if base_time is None:
@@ -284,8 +319,15 @@ class Aryl(Policy):
             chosen = []
             candidates = set(loans.loaned)
             for _ in range(count):
-                best = min(candidates, key=lambda n: (self.server_cost(view, n, leaving | set(chosen)),
-                                                      self._busy_gpus(view, n), -loans.loaned[n], -n))
+                best = min(
+                    candidates,
+                    key=lambda n: (
+                        self.server_cost(view, n, leaving | set(chosen)),
+                        self._busy_gpus(view, n),
+                        -loans.loaned[n],
+                        -n,
+                    ),
+                )
                 chosen.append(best)
                 candidates.discard(best)
         plan = Plan()
@@ -307,21 +349,29 @@ class Aryl(Policy):
         preempts it."""
         cost = 0.0
         for job in _jobs_on(view, [nid]):
-            if self._kept_if_scaled_in(view, job, leaving) is None:   # preempted by earlier picks
+            if self._kept_if_scaled_in(view, job, leaving) is None:  # preempted by earlier picks
                 continue
             if self._kept_if_scaled_in(view, job, leaving | {nid}) is None:
                 cost += view.preemption_cost_gpu_s(job)
         return cost
 
-    def _kept_if_scaled_in(self, view: PolicyView, job: JobState, leaving: set[int]) -> tuple[int, ...] | None:
+    def _kept_if_scaled_in(
+        self, view: PolicyView, job: JobState, leaving: set[int]
+    ) -> tuple[int, ...] | None:
         """The GPUs the job keeps when it scales in off ``leaving`` (all of them if it has none
         there), or None when it must be preempted."""
         gpu_node = view.cluster.gpu_node
         keep = tuple(g for g in job.gpus if gpu_node[g] not in leaving)
         if len(keep) == len(job.gpus):
             return keep
-        if (self.elasticity and job.spec.elastic and keep and len(keep) >= job.spec.gpu_range[0]
-                and not view.resizing(job) and not view.occupancy.partners(job)):
+        if (
+            self.elasticity
+            and job.spec.elastic
+            and keep
+            and len(keep) >= job.spec.gpu_range[0]
+            and not view.resizing(job)
+            and not view.occupancy.partners(job)
+        ):
             return keep
         return None
 
@@ -332,21 +382,33 @@ class Aryl(Policy):
 
 def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobState]:
     jobs = view.occupancy.jobs
-    return list(dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g]))
+    return list(
+        dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g])
+    )
 
 
-def _place_extras(free: FreeGpus, gpus: list[int], k: int, types: tuple[str, ...] | None,
-                  loaned: Collection[int], gpu_node: Sequence[int]) -> tuple[int, ...]:
+def _place_extras(
+    free: FreeGpus,
+    gpus: list[int],
+    k: int,
+    types: tuple[str, ...] | None,
+    loaned: Collection[int],
+    gpu_node: Sequence[int],
+) -> tuple[int, ...]:
     """Up to ``k`` GPUs for extra workers: loaned servers before owned ones, and within each,
     the job's own nodes first, then the nodes with the fewest free GPUs."""
     own = {gpu_node[g] for g in gpus}
     nodes = free.cluster.nodes
-    usable = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]
-              if types is None or nodes[n].gpu_type in types]
+    usable = [
+        n
+        for c in range(1, len(free.buckets))
+        for n in free.buckets[c]
+        if types is None or nodes[n].gpu_type in types
+    ]
     usable.sort(key=lambda n: (n not in loaned, n not in own, len(free.free[n]), n))
     taken: list[int] = []
     for nid in usable:
-        taken.extend(sorted(free.free[nid])[:k - len(taken)])
+        taken.extend(sorted(free.free[nid])[: k - len(taken)])
         if len(taken) == k:
             break
     return tuple(taken)
@@ -374,5 +436,7 @@ class ArylNaiveReclaim(Aryl):
 
 class ArylBase(Aryl):
     name = "aryl-base"
-    description = "the scheduler Aryl is compared against: SJF with backfill, no loaning, no elasticity"
+    description = (
+        "the scheduler Aryl is compared against: SJF with backfill, no loaning, no elasticity"
+    )
     defaults = {**Aryl.defaults, "loaning": False, "elasticity": False}

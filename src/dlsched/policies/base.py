@@ -31,13 +31,15 @@ class Policy:
     # class attributes of each policy; a wrapper (the quota layer) copies its inner policy's
     name: str = ""
     description: str = ""
-    shares_gpus: bool = False             # may put two jobs on one GPU (needs their memory)
-    moldable: bool = False                # may start a job on fewer GPUs than it asked for (GENIE)
-    loans_servers: bool = False           # borrows idle inference servers (Aryl)
+    shares_gpus: bool = False  # may put two jobs on one GPU (needs their memory)
+    moldable: bool = False  # may start a job on fewer GPUs than it asked for (GENIE)
+    loans_servers: bool = False  # borrows idle inference servers (Aryl)
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:
-            raise SpecError("placement", f"unknown placement '{placement}': choose from {', '.join(PLACEMENTS)}")
+            raise SpecError(
+                "placement", f"unknown placement '{placement}': choose from {', '.join(PLACEMENTS)}"
+            )
         self.placement_name = placement
         self.place: Placement = PLACEMENTS[placement]
         if scan not in SCANS:

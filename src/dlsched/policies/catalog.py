@@ -18,10 +18,30 @@ from .sjf import Sjf, Srtf
 from .tiresias import Tiresias
 
 _BUILT_IN: tuple[type[Policy], ...] = (
-    Fifo, Sjf, Srtf, Tiresias, SjfFfs, SjfBsbf, SjfFfsConsolidated, SjfBsbfConsolidated,
-     ElasticTiresias, ElasticFifo, Genie, GenieOracle, Edf,
-     Aryl, ArylNoLoan, ArylNoElastic, ArylNaiveReclaim, ArylBase, Drf, Ftf)
-POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in sorted(_BUILT_IN, key=lambda c: c.name)}
+    Fifo,
+    Sjf,
+    Srtf,
+    Tiresias,
+    SjfFfs,
+    SjfBsbf,
+    SjfFfsConsolidated,
+    SjfBsbfConsolidated,
+    ElasticTiresias,
+    ElasticFifo,
+    Genie,
+    GenieOracle,
+    Edf,
+    Aryl,
+    ArylNoLoan,
+    ArylNoElastic,
+    ArylNaiveReclaim,
+    ArylBase,
+    Drf,
+    Ftf,
+)
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls for cls in sorted(_BUILT_IN, key=lambda c: c.name)
+}
 
 
 def make_policy(name: str, **params: Any) -> Policy:
@@ -31,6 +51,9 @@ def make_policy(name: str, **params: Any) -> Policy:
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     unknown = sorted(set(params) - accepted)
     if unknown:
-        raise SpecError("param", f"policy '{name}' has no parameter '{unknown[0]}' "
-                                 f"(it takes {', '.join(sorted(accepted))})")
+        raise SpecError(
+            "param",
+            f"policy '{name}' has no parameter '{unknown[0]}' "
+            f"(it takes {', '.join(sorted(accepted))})",
+        )
     return cls(**params)

@@ -39,7 +39,7 @@ from .placement import best_fit
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, TiresiasOrder
 
-DEFAULT_SHRINK_WHEN_WAITING = 10   # the third-party implementation's threshold
+DEFAULT_SHRINK_WHEN_WAITING = 10  # the third-party implementation's threshold
 
 
 def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tuple[int, ...]:
@@ -59,12 +59,12 @@ class ElasticGrowth:
 
     def __init__(self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
         self.shrink_when_waiting = int(shrink_when_waiting)
-        self.size: dict[str, int] = {}            # running elastic job -> GPUs once planned
-        self.grown: dict[str, JobState] = {}      # holding more than requested
+        self.size: dict[str, int] = {}  # running elastic job -> GPUs once planned
+        self.grown: dict[str, JobState] = {}  # holding more than requested
         self.shrinkable: dict[str, JobState] = {}  # low priority, above its minimum
-        self.growable: dict[str, JobState] = {}   # below its maximum with a positive gain
-        self.extra_gpus = 0                       # GPUs held above requests, in total
-        self._planned: dict[str, tuple[int, ...]] = {}   # this pass's resizes
+        self.growable: dict[str, JobState] = {}  # below its maximum with a positive gain
+        self.extra_gpus = 0  # GPUs held above requests, in total
+        self._planned: dict[str, tuple[int, ...]] = {}  # this pass's resizes
         self._speed_at: Callable[[JobSpec, int], float | None] | None = None
 
     def params(self) -> dict:
@@ -119,7 +119,7 @@ class ElasticGrowth:
             self._track(job, len(gpus))
 
     def rekeyed(self, job: JobState) -> None:
-        if job.job_id in self.size:          # its priority changed: so may its rule-3 status
+        if job.job_id in self.size:  # its priority changed: so may its rule-3 status
             self._track(job, self.size[job.job_id])
 
     def planned_gpus(self, job: JobState) -> tuple[int, ...]:
@@ -130,7 +130,11 @@ class ElasticGrowth:
             plan.resize = [(j, g) for j, g in plan.resize if j is not victim]
 
     def _resizable(self, job: JobState, view: PolicyView) -> bool:
-        return job.job_id not in self._planned and not view.resizing(job) and not view.occupancy.partners(job)
+        return (
+            job.job_id not in self._planned
+            and not view.resizing(job)
+            and not view.occupancy.partners(job)
+        )
 
     @staticmethod
     def _smallest_fitting(job: JobState, size: int, view: PolicyView) -> int | None:
@@ -144,7 +148,9 @@ class ElasticGrowth:
                 return n
         return None
 
-    def _shrink(self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
+    def _shrink(
+        self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch: FreeGpus
+    ) -> None:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)
         scratch.release([g for g in job.gpus if g not in kept])
         plan.resize.append((job, kept))
@@ -191,15 +197,19 @@ class ElasticGrowth:
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
-        spare = scratch.total - self._head_need(scratch.total) if self.policy.queue else scratch.total
+        spare = (
+            scratch.total - self._head_need(scratch.total) if self.policy.queue else scratch.total
+        )
         if spare <= 0 or not self.growable:
             return
         many_wait = self._many_wait()
         starting = {job.job_id: index for index, (job, _) in enumerate(plan.start)}
-        sizes: dict[str, list[int]] = {}         # job id -> its GPUs as planned, growing
+        sizes: dict[str, list[int]] = {}  # job id -> its GPUs as planned, growing
         heap: list[tuple[float, int, str]] = []
         for jid, job in self.growable.items():
-            if (many_wait and self.is_low_priority(job)) or not (jid in starting or self._resizable(job, view)):
+            if (many_wait and self.is_low_priority(job)) or not (
+                jid in starting or self._resizable(job, view)
+            ):
                 continue
             sizes[jid] = list(plan.start[starting[jid]][1] if jid in starting else job.gpus)
             heap.append((-self._gain(job, len(sizes[jid])), job.seq, jid))
@@ -209,7 +219,9 @@ class ElasticGrowth:
         while heap and spare > 0:
             _, _, jid = heapq.heappop(heap)
             job, gpus = self.growable[jid], sizes[jid]
-            near = [g for nid in sorted({gpu_node[x] for x in gpus}) for g in sorted(scratch.free[nid])]
+            near = [
+                g for nid in sorted({gpu_node[x] for x in gpus}) for g in sorted(scratch.free[nid])
+            ]
             pick = (near[0],) if near else best_fit(scratch, 1, job.spec.gpu_types)
             if not pick:
                 continue
@@ -252,18 +264,30 @@ class ElasticTiresias(PreemptivePolicy):
     name = "elastic-tiresias"
     description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
 
-    def __init__(self, placement: str = "best-fit", scan: str = "greedy",
-                 thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
-                 starvation_factor: float | None = DEFAULT_STARVATION_FACTOR,
-                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
-        super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, scan,
-                         ElasticGrowth(shrink_when_waiting))
+    def __init__(
+        self,
+        placement: str = "best-fit",
+        scan: str = "greedy",
+        thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+        starvation_factor: float | None = DEFAULT_STARVATION_FACTOR,
+        shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING,
+    ) -> None:
+        super().__init__(
+            TiresiasOrder(thresholds_gpu_s, starvation_factor),
+            placement,
+            scan,
+            ElasticGrowth(shrink_when_waiting),
+        )
 
 
 class ElasticFifo(PreemptivePolicy):
     name = "elastic-fifo"
     description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"
 
-    def __init__(self, placement: str = "best-fit", scan: str = "strict",
-                 shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
+    def __init__(
+        self,
+        placement: str = "best-fit",
+        scan: str = "strict",
+        shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING,
+    ) -> None:
         super().__init__(NoPreemptionFifo(), placement, scan, ElasticGrowth(shrink_when_waiting))

@@ -42,7 +42,9 @@ def parse_weights(text: str | dict | None) -> dict[str, float]:
         except (TypeError, ValueError):
             w = -1.0
         if not w > 0:
-            raise SpecError("weights", f"tenant {name!r}: weight must be a number > 0, got {value!r}")
+            raise SpecError(
+                "weights", f"tenant {name!r}: weight must be a number > 0, got {value!r}"
+            )
         out[str(name).strip()] = w
     return out
 
@@ -52,17 +54,19 @@ class TenantFairShare(Policy):
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
-        self.queues: dict[str, deque[JobState]] = {}     # tenant -> waiting jobs, oldest first
-        self.held: dict[str, int] = {}                    # tenant -> GPUs its running jobs hold
+        self.queues: dict[str, deque[JobState]] = {}  # tenant -> waiting jobs, oldest first
+        self.held: dict[str, int] = {}  # tenant -> GPUs its running jobs hold
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
 
     def _enqueue(self, job: JobState) -> None:
         q = self.queues.setdefault(job.spec.tenant, deque())
-        if q and q[-1].seq > job.seq:            # a requeued job goes back in arrival order
+        if q and q[-1].seq > job.seq:  # a requeued job goes back in arrival order
             q.append(job)
-            self.queues[job.spec.tenant] = deque(sorted(q, key=lambda j: (j.spec.submit_time_s, j.seq)))
+            self.queues[job.spec.tenant] = deque(
+                sorted(q, key=lambda j: (j.spec.submit_time_s, j.seq))
+            )
         else:
             q.append(job)
         self.waiting_added(job)
@@ -104,7 +108,11 @@ class TenantFairShare(Policy):
             _, tenant = heapq.heappop(heap)
             queue = self.queues[tenant]
             job = queue[0]
-            gpus = self.place(free, job.num_gpus, job.spec.gpu_types) if job.num_gpus <= free.total else None
+            gpus = (
+                self.place(free, job.num_gpus, job.spec.gpu_types)
+                if job.num_gpus <= free.total
+                else None
+            )
             if gpus is None:
                 if not self.backfill:
                     break
@@ -121,9 +129,13 @@ class TenantFairShare(Policy):
 
 class Drf(TenantFairShare):
     name = "drf"
-    description = "weighted max-min fair share of GPUs between tenants (DRF on one resource); non-preemptive"
+    description = (
+        "weighted max-min fair share of GPUs between tenants (DRF on one resource); non-preemptive"
+    )
 
-    def __init__(self, placement: str = "best-fit", scan: str = "backfill", weights: str | None = None) -> None:
+    def __init__(
+        self, placement: str = "best-fit", scan: str = "backfill", weights: str | None = None
+    ) -> None:
         super().__init__(placement, scan)
         self.weights = parse_weights(weights)
 
@@ -136,7 +148,9 @@ class Drf(TenantFairShare):
 
 class Ftf(TenantFairShare):
     name = "ftf"
-    description = "finish-time fairness (Themis' rho) between tenants: the largest rho first; non-preemptive"
+    description = (
+        "finish-time fairness (Themis' rho) between tenants: the largest rho first; non-preemptive"
+    )
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
@@ -163,8 +177,9 @@ class Ftf(TenantFairShare):
         n, submits, work, gpu_work = self.sums.get(tenant, (0, 0, 0, 0))
         if n <= 0 or work <= 0:
             return 0.0
-        tenants = sum(1 for q in self.queues.values() if q) + sum(1 for t, h in self.held.items() if h > 0
-                                                                   and not self.queues.get(t))
+        tenants = sum(1 for q in self.queues.values() if q) + sum(
+            1 for t, h in self.held.items() if h > 0 and not self.queues.get(t)
+        )
         share = total_gpus / max(1, tenants)
-        isolated = max(work, gpu_work / share)        # on its 1/N: at most `share` GPUs at once
+        isolated = max(work, gpu_work / share)  # on its 1/N: at most `share` GPUs at once
         return (n * now - submits + work) / isolated

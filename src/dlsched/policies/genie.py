@@ -35,12 +35,12 @@ from .base import Plan, Policy, PolicyView
 from .queued import QueuedPolicy
 
 _NO_PLAN = Plan()
-Measure = Callable[[int, int, float], "float | None"]     # (GPUs, nodes, per-GPU batch) -> s
+Measure = Callable[[int, int, float], "float | None"]  # (GPUs, nodes, per-GPU batch) -> s
 PREDICTORS = ("profiled", "oracle")
 
 
 class _Entry(NamedTuple):
-    key: float            # deadline - predicted run time at the best placement (static while waiting)
+    key: float  # deadline - predicted run time at the best placement (static while waiting)
     seq: int
     job: JobState
 
@@ -48,16 +48,21 @@ class _Entry(NamedTuple):
 class _Prediction:
     """One job's predicted run time left on n GPUs over m nodes."""
 
-    def __init__(self, job: JobState, view: PolicyView, predictor: str, noise: float, seed: int) -> None:
+    def __init__(
+        self, job: JobState, view: PolicyView, predictor: str, noise: float, seed: int
+    ) -> None:
         spec, workload = job.spec, view.workload
         self.batch = float(spec.batch_size or 0)
         cluster = view.cluster
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
-        from ..perf.predictor import fit, profile_samples     # numpy: only once a job is predicted
+        from ..perf.predictor import fit, profile_samples  # numpy: only once a job is predicted
+
         measure: Measure | None = None
         if spec.batch_size:
+
             def measure_on(n: int, m: int, b: float) -> float | None:
                 return workload.iteration_s(spec, n, m, b)
+
             measure = measure_on
         # its length in iterations: the real count in the runtime; in the simulator what its
         # duration means at the workload model's speed
@@ -65,7 +70,11 @@ class _Prediction:
         if workload.measures_real_runs:
             iterations = spec.iterations
         else:
-            truth = measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus) if measure else None
+            truth = (
+                measure(spec.num_gpus, reference_nodes, self.batch / spec.num_gpus)
+                if measure
+                else None
+            )
             iterations = spec.duration_s / truth if truth else None
         self.fit = None
         self.measure: Measure | None = None
@@ -73,26 +82,34 @@ class _Prediction:
             self.iterations = iterations
             if predictor == "oracle" and not workload.measures_real_runs:
                 self.measure = measure
-            else:                                # (the runtime has no oracle: it fits its measurements)
+            else:  # (the runtime has no oracle: it fits its measurements)
                 rng = random.Random(f"{seed}:{spec.job_id}")
-                samples = profile_samples(measure, self.batch / spec.num_gpus,
-                                          0.0 if workload.measures_real_runs else noise, rng)
+                samples = profile_samples(
+                    measure,
+                    self.batch / spec.num_gpus,
+                    0.0 if workload.measures_real_runs else noise,
+                    rng,
+                )
                 self.fit = fit(samples) if samples else None
-        sizes = {spec.num_gpus}                  # unpredictable: only as asked
-        if self.fit or self.measure:             # the largest allowed and the powers of two below
+        sizes = {spec.num_gpus}  # unpredictable: only as asked
+        if self.fit or self.measure:  # the largest allowed and the powers of two below
             low, high = spec.start_range(moldable=True)
-            sizes = {high} | {2 ** k for k in range(high.bit_length()) if low <= 2 ** k < high}
+            sizes = {high} | {2**k for k in range(high.bit_length()) if low <= 2**k < high}
         memory = min(node.gpu_mem_mib for node in cluster.nodes)
-        self.sizes = [n for n in sorted(sizes) if (workload.memory_mib(spec, n) or 0.0) <= memory] or [spec.num_gpus]
+        self.sizes = [
+            n for n in sorted(sizes) if (workload.memory_mib(spec, n) or 0.0) <= memory
+        ] or [spec.num_gpus]
         self.reference_nodes = {n: cluster.min_nodes_for(n) for n in self.sizes}
 
     def run_s(self, job: JobState, gpus: int, nodes: int) -> float:
         """Predicted run time left on ``gpus`` GPUs over ``nodes`` nodes."""
-        duration = job.spec.duration_s          # (the runtime re-estimates it as the job runs)
+        duration = job.spec.duration_s  # (the runtime re-estimates it as the job runs)
         left = max(0.0, 1.0 - job.done_s / duration)
         if self.fit is not None:
             return left * self.iterations * self.fit.iteration_s(self.batch / gpus, gpus, nodes)
-        if self.measure is not None and (iteration_s := self.measure(gpus, nodes, self.batch / gpus)):
+        if self.measure is not None and (
+            iteration_s := self.measure(gpus, nodes, self.batch / gpus)
+        ):
             return left * self.iterations * iteration_s
         return left * duration
 
@@ -102,36 +119,51 @@ class _Prediction:
 
 class Genie(Policy):
     name = "genie"
-    description = "GENIE: shortest waiting allowance first, fewest GPUs predicted to meet the deadline"
-    moldable = True           # may start a job on fewer GPUs than it asked for
+    description = (
+        "GENIE: shortest waiting allowance first, fewest GPUs predicted to meet the deadline"
+    )
+    moldable = True  # may start a job on fewer GPUs than it asked for
 
-    def __init__(self, predictor: str = "profiled", noise: float | None = None, seed: int = 0,
-                 placement: str = "best-fit") -> None:
+    def __init__(
+        self,
+        predictor: str = "profiled",
+        noise: float | None = None,
+        seed: int = 0,
+        placement: str = "best-fit",
+    ) -> None:
         """``noise``: the simulated profiling's relative error (None: the predictor's default,
         :data:`dlsched.perf.predictor.DEFAULT_PROFILE_NOISE`)."""
         super().__init__(placement, "greedy")
         if predictor not in PREDICTORS:
-            raise SpecError("predictor", f"unknown predictor '{predictor}': choose from {', '.join(PREDICTORS)}")
+            raise SpecError(
+                "predictor", f"unknown predictor '{predictor}': choose from {', '.join(PREDICTORS)}"
+            )
         if noise is None:
             from ..perf.predictor import DEFAULT_PROFILE_NOISE
+
             noise = DEFAULT_PROFILE_NOISE
         if not (isinstance(noise, (int, float)) and 0 <= noise < 1):
             raise SpecError("noise", f"must be a number in [0, 1), got {noise!r}")
         self.predictor, self.noise, self.seed = predictor, float(noise), int(seed)
         self.predictions: dict[str, _Prediction] = {}
-        self.arrived: list[JobState] = []        # arrived since the last pass: predicted then
-        self.on_time: list[_Entry] = []           # by key; a key below now is late
-        self.late: list[tuple[int, JobState]] = []   # by arrival: best effort
+        self.arrived: list[JobState] = []  # arrived since the last pass: predicted then
+        self.on_time: list[_Entry] = []  # by key; a key below now is late
+        self.late: list[tuple[int, JobState]] = []  # by arrival: best effort
 
     def params(self) -> dict:
-        return {**super().params(), "predictor": self.predictor, "noise": self.noise, "seed": self.seed}
+        return {
+            **super().params(),
+            "predictor": self.predictor,
+            "noise": self.noise,
+            "seed": self.seed,
+        }
 
     # -- the queue ---------------------------------------------------------------------------
     def job_arrived(self, job: JobState, now: float) -> None:
         self.arrived.append(job)
 
     def job_requeued(self, job: JobState, now: float) -> None:
-        self.arrived.append(job)                 # its key again, with its work done
+        self.arrived.append(job)  # its key again, with its work done
 
     def job_finished(self, job: JobState, now: float) -> None:
         self.predictions.pop(job.job_id, None)
@@ -167,7 +199,7 @@ class Genie(Policy):
         self.arrived = []
         now = view.now
         cut = bisect_left(self.on_time, now, key=lambda e: e.key)
-        if cut:                                   # allowances that went negative: best effort now
+        if cut:  # allowances that went negative: best effort now
             for e in self.on_time[:cut]:
                 insort(self.late, (e.seq, e.job))
             del self.on_time[:cut]
@@ -176,7 +208,9 @@ class Genie(Policy):
         free = view.free.copy()
         plan = Plan()
         started: set[int] = set()
-        for job, on_time in [(e.job, True) for e in self.on_time] + [(job, False) for _, job in self.late]:
+        for job, on_time in [(e.job, True) for e in self.on_time] + [
+            (job, False) for _, job in self.late
+        ]:
             choice = self._choose(job, on_time, free, now, view)
             if choice is not None:
                 free.take(choice)
@@ -189,8 +223,9 @@ class Genie(Policy):
             self.late = [e for e in self.late if e[0] not in started]
         return plan
 
-    def _choose(self, job: JobState, on_time: bool, free: FreeGpus, now: float,
-                view: PolicyView) -> tuple[int, ...] | None:
+    def _choose(
+        self, job: JobState, on_time: bool, free: FreeGpus, now: float, view: PolicyView
+    ) -> tuple[int, ...] | None:
         """The fewest GPUs predicted to meet the deadline, else the fastest placement now."""
         p = self.predictions[job.job_id]
         fastest, fastest_end = None, math.inf
@@ -211,7 +246,9 @@ class Genie(Policy):
 
 class GenieOracle(Genie):
     name = "genie-oracle"
-    description = "GENIE with exact predictions (the workload model): the policy without prediction error"
+    description = (
+        "GENIE with exact predictions (the workload model): the policy without prediction error"
+    )
 
     def __init__(self, seed: int = 0, placement: str = "best-fit") -> None:
         super().__init__("oracle", 0.0, seed, placement)

@@ -12,7 +12,7 @@ and HiGHS on the same instances.
 
 from __future__ import annotations
 
-Option = tuple[int, float]          # (weight >= 1, value)
+Option = tuple[int, float]  # (weight >= 1, value)
 
 
 def solve(groups: list[list[Option]], capacity: int) -> list[int]:
@@ -27,9 +27,10 @@ def solve(groups: list[list[Option]], capacity: int) -> list[int]:
 
 def solve_dp(groups: list[list[Option]], capacity: int) -> list[int]:
     """The exact dynamic program (any weights and values)."""
-    import numpy as np       # here: the CLI stays light (tests/test_architecture.py)
+    import numpy as np  # here: the CLI stays light (tests/test_architecture.py)
+
     cap = int(capacity)
-    dp = np.zeros(cap + 1)            # dp[c]: best value with total weight <= c
+    dp = np.zeros(cap + 1)  # dp[c]: best value with total weight <= c
     picks = []
     for options in groups:
         best = dp.copy()
@@ -37,7 +38,7 @@ def solve_dp(groups: list[list[Option]], capacity: int) -> list[int]:
         for index, (weight, value) in enumerate(options):
             if weight > cap or value <= 0:
                 continue
-            candidate = dp[:cap + 1 - weight] + value
+            candidate = dp[: cap + 1 - weight] + value
             better = candidate > best[weight:]
             best[weight:] = np.where(better, candidate, best[weight:])
             pick[weight:] = np.where(better, index, pick[weight:])
@@ -72,9 +73,11 @@ def _concave_marginals(groups: list[list[Option]]) -> list[list[float]] | None:
     return out
 
 
-def _largest_marginals(groups: list[list[Option]], marginals: list[list[float]], capacity: int) -> list[int]:
+def _largest_marginals(
+    groups: list[list[Option]], marginals: list[list[float]], capacity: int
+) -> list[int]:
     ranked = sorted((-m, g, k) for g, ms in enumerate(marginals) for k, m in enumerate(ms))
     taken = [0] * len(groups)
     for _, g, _ in ranked[:capacity]:
-        taken[g] += 1        # within a group marginals are non-increasing: a prefix is taken
+        taken[g] += 1  # within a group marginals are non-increasing: a prefix is taken
     return [t - 1 for t in taken]

@@ -13,8 +13,12 @@ def _lowest(free: list[int], k: int) -> list[int]:
     return sorted(free)[:k]
 
 
-def best_fit(free: FreeGpus, need: int, types: tuple[str, ...] | None = None,
-             allowed: Callable[[int], bool] | None = None) -> tuple[int, ...] | None:
+def best_fit(
+    free: FreeGpus,
+    need: int,
+    types: tuple[str, ...] | None = None,
+    allowed: Callable[[int], bool] | None = None,
+) -> tuple[int, ...] | None:
     """One node if any has room (the one with the fewest free GPUs that fits, so large holes
     stay whole); otherwise the fewest nodes, taking the emptiest first. Only nodes of ``types``
     and, when given, those ``allowed(node)`` accepts."""
@@ -32,11 +36,15 @@ def best_fit(free: FreeGpus, need: int, types: tuple[str, ...] | None = None,
     return _fill_from_emptiest(free, need, types, allowed)
 
 
-def _eligible(node: Node, types: tuple[str, ...] | None, allowed: Callable[[int], bool] | None) -> bool:
+def _eligible(
+    node: Node, types: tuple[str, ...] | None, allowed: Callable[[int], bool] | None
+) -> bool:
     return (types is None or node.gpu_type in types) and (allowed is None or allowed(node.node_id))
 
 
-def consolidated(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> tuple[int, ...] | None:
+def consolidated(
+    free: FreeGpus, need: int, types: tuple[str, ...] | None = None
+) -> tuple[int, ...] | None:
     """As few nodes as the job's size allows, or nothing: a job that fits on one node gets one
     node; a larger one gets ceil(need / node size) nodes."""
     if need > free.total:
@@ -56,7 +64,9 @@ def consolidated(free: FreeGpus, need: int, types: tuple[str, ...] | None = None
     return gpus if used_nodes <= free.cluster.min_nodes_for(need) else None
 
 
-def spread(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> tuple[int, ...] | None:
+def spread(
+    free: FreeGpus, need: int, types: tuple[str, ...] | None = None
+) -> tuple[int, ...] | None:
     """One GPU per node round-robin, emptiest nodes first (for jobs that want bandwidth per
     GPU, or to study what consolidation buys)."""
     if need > free.total:
@@ -73,8 +83,12 @@ def spread(free: FreeGpus, need: int, types: tuple[str, ...] | None = None) -> t
     return tuple(taken)
 
 
-def _fill_from_emptiest(free: FreeGpus, need: int, types: tuple[str, ...] | None,
-                        allowed: Callable[[int], bool] | None = None) -> tuple[int, ...] | None:
+def _fill_from_emptiest(
+    free: FreeGpus,
+    need: int,
+    types: tuple[str, ...] | None,
+    allowed: Callable[[int], bool] | None = None,
+) -> tuple[int, ...] | None:
     taken: list[int] = []
     nodes = free.cluster.nodes
     every = types is None and allowed is None

@@ -27,15 +27,17 @@ from .base import Plan, Policy, PolicyView
 
 class RankedEntry(NamedTuple):
     """A pending job in the queue, best first."""
+
     rank: tuple
-    seq: int                     # unique: comparisons stop here
+    seq: int  # unique: comparisons stop here
     job: JobState
 
 
 class RunningEntry(NamedTuple):
     """A running job in the worst-first heap; stale once its job's stamp moved on."""
+
     worst_first: tuple
-    stamp: int                   # unique: comparisons stop here
+    stamp: int  # unique: comparisons stop here
     job: JobState
 
 
@@ -96,7 +98,7 @@ class ResizingPart(Protocol):
     """What a preemptive policy asks of a part that resizes elastic jobs around its pass
     (:class:`~dlsched.policies.elastic.ElasticGrowth`)."""
 
-    extra_gpus: int              # GPUs held above requests: preempting could free them too
+    extra_gpus: int  # GPUs held above requests: preempting could free them too
 
     def attach(self, policy: "PreemptivePolicy") -> None: ...
     def params(self) -> dict: ...
@@ -111,21 +113,26 @@ class ResizingPart(Protocol):
 
 
 class PreemptivePolicy(Policy):
-    def __init__(self, order: PreemptiveOrder, placement: str = "best-fit", scan: str = "strict",
-                 elastic: ResizingPart | None = None) -> None:
+    def __init__(
+        self,
+        order: PreemptiveOrder,
+        placement: str = "best-fit",
+        scan: str = "strict",
+        elastic: ResizingPart | None = None,
+    ) -> None:
         super().__init__(placement, scan)
         self.order = order
         order.policy = self
         self.elastic = elastic
         if elastic is not None:
             elastic.attach(self)
-        self.queue: list[RankedEntry] = []     # best first
+        self.queue: list[RankedEntry] = []  # best first
         self.running: list[RunningEntry] = []  # heap, worst first
         self._entry: dict[str, RankedEntry] = {}
-        self.by_kind: dict[tuple, list[RankedEntry]] = {}   # (GPUs, GPU types) -> its queue
-        self._stamp: dict[str, int] = {}       # job id -> stamp of its valid running entry
+        self.by_kind: dict[tuple, list[RankedEntry]] = {}  # (GPUs, GPU types) -> its queue
+        self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
-        self._worst: tuple | None = None       # drifting keys: (stamp, job) found worst this pass
+        self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
 
     def params(self) -> dict:
         params = {**super().params(), **self.order.params()}
@@ -170,15 +177,17 @@ class PreemptivePolicy(Policy):
         self._worst = None
         self._next_stamp += 1
         self._stamp[job.job_id] = self._next_stamp
-        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job))
-        if len(self.running) > 2 * len(self._stamp) + 64:     # mostly stale: compact
+        heapq.heappush(
+            self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job)
+        )
+        if len(self.running) > 2 * len(self._stamp) + 64:  # mostly stale: compact
             self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
             heapq.heapify(self.running)
 
     def _pop_worst(self) -> JobState | None:
         job = self._peek_worst()
         if job is not None:
-            del self._stamp[job.job_id]      # its heap entry is stale now
+            del self._stamp[job.job_id]  # its heap entry is stale now
         return job
 
     def _peek_worst(self) -> JobState | None:
@@ -189,7 +198,7 @@ class PreemptivePolicy(Policy):
             return running[0].job if running else None
         cached = self._worst
         if cached is not None and stamps.get(cached[1].job_id) == cached[0]:
-            return cached[1]             # nothing was pushed or popped since it was found
+            return cached[1]  # nothing was pushed or popped since it was found
         # drifting keys: take jobs off the top while their bound may beat the worst exact key
         # found so far; put them back with bounds as of now (tighter)
         exact = self.order.exact_worst_first
@@ -208,7 +217,7 @@ class PreemptivePolicy(Policy):
                 best_key, best = key, entry.job
         for job in taken:
             self._push_running(job)
-        assert best is not None           # running held a live entry: at least one was taken
+        assert best is not None  # running held a live entry: at least one was taken
         self._worst = (stamps[best.job_id], best)
         return best
 
@@ -267,17 +276,17 @@ class PreemptivePolicy(Policy):
         heads = [(same[0], kind) for kind, same in self.by_kind.items()]
         heapq.heapify(heads)
         dropped: list[tuple[RankedEntry, tuple]] = []
-        victims: list[RankedEntry] = []      # preempted in this pass: in the queue again, behind
+        victims: list[RankedEntry] = []  # preempted in this pass: in the queue again, behind
         while heads:
             entry, kind = heapq.heappop(heads)
             job = entry.job
-            if victims and victims[0] < entry:   # the scan passes a victim: it blocks as any job
+            if victims and victims[0] < entry:  # the scan passes a victim: it blocks as any job
                 if not self.backfill:
                     break
                 blocked = True
                 while victims and victims[0] < entry:
                     heapq.heappop(victims)
-            if job.job_id in victims_now:    # just preempted: it cannot start again now
+            if job.job_id in victims_now:  # just preempted: it cannot start again now
                 if not self.backfill:
                     break
                 blocked = True
@@ -287,14 +296,18 @@ class PreemptivePolicy(Policy):
             gpus = None
             if job.num_gpus <= free.total:
                 gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
-            if gpus is None and (not blocked or self.scan == "greedy") and self._can_preempt_for(job, now, free.total):
+            if (
+                gpus is None
+                and (not blocked or self.scan == "greedy")
+                and self._can_preempt_for(job, now, free.total)
+            ):
                 if scratch is None:
                     scratch = free = view.free.copy()
                 preempted = len(plan.preempt)
                 gpus = self._make_room(job, now, scratch, plan, victims_now)
                 for victim in plan.preempt[preempted:]:
                     heapq.heappush(victims, self._entry[victim.job_id])
-                if gpus is not None and dropped:     # the victims may free more than it takes
+                if gpus is not None and dropped:  # the victims may free more than it takes
                     for head in dropped:
                         heapq.heappush(heads, head)
                     dropped = []
@@ -313,7 +326,7 @@ class PreemptivePolicy(Policy):
             self._started(job, now)
             self._push_running(job)
         if elastic is not None:
-            assert scratch is not None            # made before the pass for the elastic part
+            assert scratch is not None  # made before the pass for the elastic part
             elastic.after_pass(view, plan, scratch)
         plan.wakeup_at = self.order.next_timer()
         return plan
@@ -332,8 +345,9 @@ class PreemptivePolicy(Policy):
         worst = self._peek_worst()
         return worst is not None and self.order.outranks(job, worst, now)
 
-    def _make_room(self, job: JobState, now: float, scratch: FreeGpus, plan: Plan,
-                   victims_now: set[str]) -> tuple[int, ...] | None:
+    def _make_room(
+        self, job: JobState, now: float, scratch: FreeGpus, plan: Plan, victims_now: set[str]
+    ) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed; then
         spare those whose GPUs the placement does not use. Leaves everything as it was if no
         placement is possible."""
@@ -345,21 +359,21 @@ class PreemptivePolicy(Policy):
             worst = self._peek_worst()
             if worst is None or not self.order.outranks(job, worst, now):
                 break
-            self._pop_worst()                     # it is ``worst``: just peeked
+            self._pop_worst()  # it is ``worst``: just peeked
             popped.append(worst)
             scratch.release(planned(worst))
             if job.num_gpus <= scratch.total:
                 gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
         if gpus is None:
             spared = popped
-        else:                          # preempt only the jobs whose GPUs the placement uses
+        else:  # preempt only the jobs whose GPUs the placement uses
             used = set(gpus)
             spared = [v for v in popped if used.isdisjoint(planned(v))]
         for victim in spared:
             scratch.take(planned(victim))
             self._push_running(victim)
         if gpus is None:
-            if worst_before is not None:     # the same running jobs as before: the same worst
+            if worst_before is not None:  # the same running jobs as before: the same worst
                 self._worst = (self._stamp[worst_before.job_id], worst_before)
             return None
         for victim in popped:
@@ -370,5 +384,5 @@ class PreemptivePolicy(Policy):
             plan.preempt.append(victim)
             victims_now.add(victim.job_id)
             self._stopped(victim, now)
-            self._enqueue(victim, now)   # ranks worse than job: it lands behind the cursor
+            self._enqueue(victim, now)  # ranks worse than job: it lands behind the cursor
         return gpus

@@ -47,28 +47,35 @@ class SharingPart(Protocol):
     def kind(self, job: JobState) -> tuple: ...
     def params(self) -> dict: ...
     def begin(self, view: PolicyView) -> SharingPass: ...
-    def started(self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView) -> None: ...
+    def started(
+        self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView
+    ) -> None: ...
     def stopped(self, job: JobState) -> None: ...
 
 
 class QueueEntry(NamedTuple):
     key: tuple
-    seq: int                     # unique: comparisons stop here
+    seq: int  # unique: comparisons stop here
     kind: tuple
     job: JobState
 
 
 class QueuedPolicy(Policy):
-    def __init__(self, key: Callable[[JobState], tuple], placement: str = "best-fit",
-                 scan: str = "strict", sharing: SharingPart | None = None) -> None:
+    def __init__(
+        self,
+        key: Callable[[JobState], tuple],
+        placement: str = "best-fit",
+        scan: str = "strict",
+        sharing: SharingPart | None = None,
+    ) -> None:
         super().__init__(placement, scan)
         self.key = key
         self.sharing = sharing
-        self.shares_gpus = sharing is not None   # may put two jobs on one GPU (needs their memory)
+        self.shares_gpus = sharing is not None  # may put two jobs on one GPU (needs their memory)
         self.kind = size_kind if sharing is None else sharing.kind
-        self.queue: list[QueueEntry] = []   # sorted, best first
-        self.sizes: dict[int, int] = {}     # GPUs requested -> pending jobs of that size
-        self.kinds: dict[tuple, int] = {}   # kind -> pending jobs of that kind
+        self.queue: list[QueueEntry] = []  # sorted, best first
+        self.sizes: dict[int, int] = {}  # GPUs requested -> pending jobs of that size
+        self.kinds: dict[tuple, int] = {}  # kind -> pending jobs of that kind
 
     def params(self) -> dict:
         params = super().params()
@@ -103,7 +110,7 @@ class QueuedPolicy(Policy):
             sharing = self.sharing.begin(view)
         elif view.free.total < min(self.sizes):
             return _NO_PLAN
-        free = view.free          # copied only once something starts
+        free = view.free  # copied only once something starts
         plan = Plan()
         started: list[int] = []
         # A kind of job that could not start cannot start later in the pass: idle GPUs only
@@ -150,8 +157,8 @@ class QueuedPolicy(Policy):
             entry = self.queue[i]
             _count_down(self.sizes, entry.job.num_gpus)
             _count_down(self.kinds, entry.kind)
-        if indexes[-1] == len(indexes) - 1:       # a prefix: the strict case
-            del self.queue[:len(indexes)]
+        if indexes[-1] == len(indexes) - 1:  # a prefix: the strict case
+            del self.queue[: len(indexes)]
         else:
             gone = set(indexes)
             self.queue = [e for i, e in enumerate(self.queue) if i not in gone]

@@ -46,7 +46,7 @@ READMIT_AFTER_S = 1e-3
 
 
 class Waiting(NamedTuple):
-    key: tuple            # (-priority, submit time, seq)
+    key: tuple  # (-priority, submit time, seq)
     job: JobState
 
 
@@ -78,24 +78,26 @@ class QuotaLayer(Policy):
         self.shares_gpus = inner.shares_gpus
         self.moldable = inner.moldable
         self.loans_servers = inner.loans_servers
-        self.reserved: dict[str, int] = {}           # tenant -> GPUs reserved by admitted jobs
-        self.admitted: dict[str, dict[str, tuple[int, JobState]]] = {}   # tenant -> job id -> (order, job)
-        self.charged: dict[str, int] = {}            # admitted job -> GPUs it counts now
+        self.reserved: dict[str, int] = {}  # tenant -> GPUs reserved by admitted jobs
+        self.admitted: dict[
+            str, dict[str, tuple[int, JobState]]
+        ] = {}  # tenant -> job id -> (order, job)
+        self.charged: dict[str, int] = {}  # admitted job -> GPUs it counts now
         # waiting (not admitted) jobs, in buckets of one tenant, priority class and size, each a
         # heap in admission order: a pass looks at bucket heads only
         self.waiting: dict[tuple[str, int, int], list[Waiting]] = {}
-        self._changed = False          # a reservation was released or a job arrived since the last pass
+        self._changed = False  # a reservation was released or a job arrived since the last pass
         # per cohort: nominal quotas and reservations, summed (tenants the config does not name
         # add the default's nominal quota once seen)
         self.cohort_used: dict[str, int] = {}
         self._seen: set[str] = set(config.tenants)
         self._sum_cohorts()
-        self.priorities: dict[str, dict[int, int]] = {}   # tenant -> priority class -> admitted jobs
+        self.priorities: dict[str, dict[int, int]] = {}  # tenant -> priority class -> admitted jobs
         self._admissions = 0
         # accounting: GPU-seconds above nominal (borrowed) and unused nominal lent, per tenant
         self.borrowed_gpu_s: dict[str, float] = {}
         self.lent_gpu_s: dict[str, float] = {}
-        self.evictions: dict[str, int] = {}          # tenant -> its jobs evicted (reclaim or priority)
+        self.evictions: dict[str, int] = {}  # tenant -> its jobs evicted (reclaim or priority)
         # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s) and
         # ("evicted", job, reason)
         self.log: list[tuple[str, JobState, object]] | None = None
@@ -149,7 +151,7 @@ class QuotaLayer(Policy):
         self.inner.job_finished(job, now)
 
     def job_requeued(self, job: JobState, now: float) -> None:
-        if job.job_id in self.charged:             # still admitted, at its base size
+        if job.job_id in self.charged:  # still admitted, at its base size
             self._charge(job, reservation(job))
         self.inner.job_requeued(job, now)
 
@@ -205,7 +207,9 @@ class QuotaLayer(Policy):
         q, used = self.config.quota(tenant), self.reserved.get(tenant, 0)
         if q.cohort is None:
             return q.nominal - used
-        return min(q.limit - used, self.cohort_nominal.get(q.cohort, 0) - self.cohort_used.get(q.cohort, 0))
+        return min(
+            q.limit - used, self.cohort_nominal.get(q.cohort, 0) - self.cohort_used.get(q.cohort, 0)
+        )
 
     def _prioritize(self, job: JobState, sign: int) -> None:
         tenant = job.spec.tenant
@@ -219,17 +223,17 @@ class QuotaLayer(Policy):
         now = view.now
         self._account(now)
         evicted: list[JobState] = []
-        shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}     # the layer's scale-ins
+        shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}  # the layer's scale-ins
         if self._changed:
             self._changed = False
             heads = [(bucket[0].key, key) for key, bucket in self.waiting.items() if bucket]
             heapq.heapify(heads)
-            failed: dict[tuple, int] = {}      # (tenant, priority) -> smallest size that failed
+            failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
             while heads:
                 _, key = heapq.heappop(heads)
                 tenant, priority, need = key
                 if need >= failed.get((tenant, priority), need + 1):
-                    continue                   # as large as one that could not be admitted
+                    continue  # as large as one that could not be admitted
                 bucket = self.waiting[key]
                 job = bucket[0].job
                 if not self.fits(tenant, need):
@@ -244,7 +248,9 @@ class QuotaLayer(Policy):
                         self.inner.job_resized(victim, kept, now)
                         if self.log is not None:
                             self.log.append(("shrunk", victim, "reclaim"))
-                    reason = "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
+                    reason = (
+                        "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
+                    )
                     for victim in victims:
                         shrunk.pop(victim.job_id, None)
                         self._evict(victim, now, evicted, reason)
@@ -252,18 +258,25 @@ class QuotaLayer(Policy):
                 self._admit(job, now)
                 if bucket:
                     heapq.heappush(heads, (bucket[0].key, key))
-            for victim in evicted:             # they wait again (from the next pass)
+            for victim in evicted:  # they wait again (from the next pass)
                 self._wait(victim)
         running_gone = [j for j in evicted if j.status is Status.RUNNING]
         freed = [g for job, kept in shrunk.values() for g in job.gpus if g not in kept]
-        inner = self.inner.schedule(_Freed(view, running_gone, freed) if running_gone or freed else view)
+        inner = self.inner.schedule(
+            _Freed(view, running_gone, freed) if running_gone or freed else view
+        )
         # a copy: policies may return a shared empty plan, which must stay empty
-        plan = Plan(list(inner.start), list(inner.preempt), list(inner.resize), inner.wakeup_at,
-                    dict(inner.accumulation))
+        plan = Plan(
+            list(inner.start),
+            list(inner.preempt),
+            list(inner.resize),
+            inner.wakeup_at,
+            dict(inner.accumulation),
+        )
         self._hold_to_quota(view, plan, shrunk)
         if running_gone:
             plan.preempt = running_gone + plan.preempt
-        if self._changed:          # the plan gave quota back (a shrink, a smaller start): admit again
+        if self._changed:  # the plan gave quota back (a shrink, a smaller start): admit again
             again = now + READMIT_AFTER_S
             plan.wakeup_at = again if plan.wakeup_at is None else min(plan.wakeup_at, again)
         return plan
@@ -287,14 +300,16 @@ class QuotaLayer(Policy):
             self._charge(job, len(gpus))
         resizes = [(job, gpus) for job, gpus in shrunk.values()]
         for job, gpus in plan.resize:
-            if job.job_id in shrunk:                    # the layer's scale-in stands
+            if job.job_id in shrunk:  # the layer's scale-in stands
                 self.inner.job_resized(job, shrunk[job.job_id][1], now)
                 continue
             current = self.charged.get(job.job_id, len(job.gpus))
             room = self._room(job.spec.tenant)
             if len(gpus) - current > room:
                 kept = [g for g in gpus if g in job.gpus]
-                added = [g for g in gpus if g not in job.gpus][:max(0, current + int(room) - len(kept))]
+                added = [g for g in gpus if g not in job.gpus][
+                    : max(0, current + int(room) - len(kept))
+                ]
                 gpus = tuple(kept + added)
                 self.inner.job_resized(job, gpus, now)
                 if set(gpus) == set(job.gpus):
@@ -303,8 +318,9 @@ class QuotaLayer(Policy):
             resizes.append((job, gpus))
         plan.resize = resizes
 
-    def _victims(self, view: PolicyView, job: JobState, need: int,
-                 shrunk: dict) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
+    def _victims(
+        self, view: PolicyView, job: JobState, need: int, shrunk: dict
+    ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
         """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
         when none may."""
         tenant = job.spec.tenant
@@ -313,19 +329,29 @@ class QuotaLayer(Policy):
         # reclaim: within its nominal quota, from borrowers of its cohort
         if q.cohort is not None and used + need <= q.nominal:
             short = self.cohort_used.get(q.cohort, 0) + need - self.cohort_nominal.get(q.cohort, 0)
-            over = {t: self.reserved[t] - self.config.quota(t).nominal for t in self.reserved
-                    if t != tenant and self.config.quota(t).cohort == q.cohort}
+            over = {
+                t: self.reserved[t] - self.config.quota(t).nominal
+                for t in self.reserved
+                if t != tenant and self.config.quota(t).cohort == q.cohort
+            }
             borrowers = [t for t, o in over.items() if o > 0]
             shrinks = []
             for _, victim in self._youngest_first(borrowers, running_only=True):
                 if short <= 0:
                     break
                 excess = self.charged[victim.job_id] - victim.spec.gpu_range[0]
-                if (excess <= 0 or over[victim.spec.tenant] <= 0 or victim.job_id in shrunk
-                        or view.resizing(victim) or view.occupancy.partners(victim)):
+                if (
+                    excess <= 0
+                    or over[victim.spec.tenant] <= 0
+                    or victim.job_id in shrunk
+                    or view.resizing(victim)
+                    or view.occupancy.partners(victim)
+                ):
                     continue
                 give = min(excess, short, over[victim.spec.tenant])
-                kept = keep_consolidated(victim.gpus, len(victim.gpus) - give, view.cluster.gpu_node)
+                kept = keep_consolidated(
+                    victim.gpus, len(victim.gpus) - give, view.cluster.gpu_node
+                )
                 shrinks.append((victim, kept))
                 over[victim.spec.tenant] -= give
                 short -= give
@@ -336,7 +362,9 @@ class QuotaLayer(Policy):
                 if over[victim.spec.tenant] <= 0:
                     continue
                 chosen.append(victim)
-                took = next((len(k) for v, k in shrinks if v is victim), self.charged[victim.job_id])
+                took = next(
+                    (len(k) for v, k in shrinks if v is victim), self.charged[victim.job_id]
+                )
                 over[victim.spec.tenant] -= took
                 short -= took
             if short > 0:
@@ -353,19 +381,26 @@ class QuotaLayer(Policy):
             freed += self.charged[victim.job_id]
         return ([], chosen) if chosen and self.fits(tenant, need - freed) else None
 
-    def _youngest_first(self, tenants: list[str], below: int | None = None,
-                        running_only: bool = False) -> list[tuple[int, JobState]]:
+    def _youngest_first(
+        self, tenants: list[str], below: int | None = None, running_only: bool = False
+    ) -> list[tuple[int, JobState]]:
         """The tenants' admitted jobs (of a priority below ``below``, when given): not started
         before running, then youngest first."""
-        return sorted(((order, j) for t in tenants for order, j in self.admitted.get(t, {}).values()
-                       if (below is None or j.spec.priority < below)
-                       and (not running_only or j.status is Status.RUNNING)),
-                      key=lambda e: (e[1].status is Status.RUNNING, -e[0]))
+        return sorted(
+            (
+                (order, j)
+                for t in tenants
+                for order, j in self.admitted.get(t, {}).values()
+                if (below is None or j.spec.priority < below)
+                and (not running_only or j.status is Status.RUNNING)
+            ),
+            key=lambda e: (e[1].status is Status.RUNNING, -e[0]),
+        )
 
     def _evict(self, victim: JobState, now: float, evicted: list[JobState], reason: str) -> None:
         self._release(victim)
         if victim.status is Status.RUNNING:
-            self.inner.job_finished(victim, now)       # it leaves the wrapped policy's world
+            self.inner.job_finished(victim, now)  # it leaves the wrapped policy's world
         else:
             self.inner.job_cancelled(victim, now)
         self.evictions[victim.spec.tenant] = self.evictions.get(victim.spec.tenant, 0) + 1
@@ -389,6 +424,8 @@ class QuotaLayer(Policy):
                     if q.cohort is not None and q.nominal > self.reserved.get(t, 0):
                         unused[t] = q.nominal - self.reserved.get(t, 0)
                 pool = sum(unused.values())
-                for t, u in unused.items():      # the borrowed GPUs came out of unused quota, pro rata
-                    self.lent_gpu_s[t] = self.lent_gpu_s.get(t, 0.0) + borrowed_total * u / pool * dt
+                for t, u in unused.items():  # the borrowed GPUs came out of unused quota, pro rata
+                    self.lent_gpu_s[t] = (
+                        self.lent_gpu_s.get(t, 0.0) + borrowed_total * u / pool * dt
+                    )
         self._last_t = now

@@ -51,7 +51,7 @@ from ..state.free import FreeGpus
 from .base import PolicyView
 from .queued import QueuedPolicy, shortest_first
 
-MAX_ACCUMULATION = 16   # chosen: sub-batches of at least 1/16 of the batch
+MAX_ACCUMULATION = 16  # chosen: sub-batches of at least 1/16 of the batch
 
 
 def t_con(t_a: float, t_b: float, xi_a: float, xi_b: float) -> float:
@@ -69,14 +69,15 @@ def t_seq(t_a: float, t_b: float) -> float:
 @dataclass(slots=True)
 class _Group:
     """Running jobs alone on their GPUs with the same model and memory per GPU."""
+
     model: str
     memory_mib: float
-    capacity_mib: int            # the smallest GPU memory under its members
-    finish: list[float]          # sorted
-    jobs: list[JobState]         # in finish order
-    by_gpu: list[JobState]       # in GPU order
-    first: int = 0               # jobs[:first] are all claimed in this pass
-    first_by_gpu: int = 0        # likewise for by_gpu
+    capacity_mib: int  # the smallest GPU memory under its members
+    finish: list[float]  # sorted
+    jobs: list[JobState]  # in finish order
+    by_gpu: list[JobState]  # in GPU order
+    first: int = 0  # jobs[:first] are all claimed in this pass
+    first_by_gpu: int = 0  # likewise for by_gpu
 
     def skip_claimed(self, claimed: set[int]) -> None:
         jobs, by_gpu = self.jobs, self.by_gpu
@@ -91,17 +92,23 @@ class _Pairing:
     accumulation: int
     xi_a: float
     xi_b: float
-    t_a_factor: float            # T_a(k) / T_a(1)
+    t_a_factor: float  # T_a(k) / T_a(1)
 
 
-Partners = Callable[[JobState, "_Group", "_Pairing", float, float], Iterator[tuple[float, JobState]]]
+Partners = Callable[
+    [JobState, "_Group", "_Pairing", float, float], Iterator[tuple[float, JobState]]
+]
 
 
-def benefit_partners(job: JobState, group: _Group, pairing: _Pairing, t_a: float,
-                     now: float) -> Iterator[tuple[float, JobState]]:
+def benefit_partners(
+    job: JobState, group: _Group, pairing: _Pairing, t_a: float, now: float
+) -> Iterator[tuple[float, JobState]]:
     """SJF-BSBF: (t_con, partner) of the group's members that pass the benefit test, best first.
     ``t_a`` is the job's remaining solo time at its full batch."""
-    xi_a, xi_b = pairing.xi_a * pairing.t_a_factor, pairing.xi_b   # accumulation slows it while it shares
+    xi_a, xi_b = (
+        pairing.xi_a * pairing.t_a_factor,
+        pairing.xi_b,
+    )  # accumulation slows it while it shares
     # t_con < t_seq holds for T_b <= xi_a T_a / xi_b iff (1 - 1/(2 xi_a)) xi_b < 1, and for
     # larger T_b iff T_b > T_a (2 (1 - 1/(2 xi_b)) xi_a - 1): the passing T_b form at most
     # two intervals, and t_con grows with T_b, so the first passing jobs are the best.
@@ -118,10 +125,11 @@ def benefit_partners(job: JobState, group: _Group, pairing: _Pairing, t_a: float
             yield tc, jobs[idx]
 
 
-def first_fit_partners(job: JobState, group: _Group, pairing: _Pairing, t_a: float,
-                       now: float) -> Iterator[tuple[float, JobState]]:
+def first_fit_partners(
+    job: JobState, group: _Group, pairing: _Pairing, t_a: float, now: float
+) -> Iterator[tuple[float, JobState]]:
     """SJF-FFS: every member whose memory fits, in GPU order (no benefit test)."""
-    for partner in group.by_gpu[group.first_by_gpu:]:
+    for partner in group.by_gpu[group.first_by_gpu :]:
         yield partner.gpus[0], partner
 
 
@@ -137,7 +145,9 @@ class GpuSharing:
 
     kind = staticmethod(sharing_kind)
 
-    def __init__(self, partners: Partners, placement: str, max_accumulation: int = MAX_ACCUMULATION) -> None:
+    def __init__(
+        self, partners: Partners, placement: str, max_accumulation: int = MAX_ACCUMULATION
+    ) -> None:
         if not (isinstance(max_accumulation, int) and max_accumulation >= 1):
             raise ValueError("max_accumulation must be an integer >= 1")
         self.partners = partners
@@ -147,8 +157,13 @@ class GpuSharing:
         # groups these, not every running job
         self.candidates: dict[str, JobState] = {}
 
-    def started(self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView) -> None:
-        if job.spec.model is not None and view.workload.memory_mib(job.spec, len(gpus), accumulation) is not None:
+    def started(
+        self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView
+    ) -> None:
+        if (
+            job.spec.model is not None
+            and view.workload.memory_mib(job.spec, len(gpus), accumulation) is not None
+        ):
             self.candidates[job.job_id] = job
 
     def stopped(self, job: JobState) -> None:
@@ -168,8 +183,8 @@ class _SharingPass:
     def __init__(self, part: GpuSharing, view: PolicyView) -> None:
         self.part, self.view, self.now = part, view, view.now
         self.groups: list[_Group] | None = None
-        self.claimed: set[int] = set()       # seq of running jobs given a partner in this pass
-        self.feasible: dict[tuple, list] = {}   # job signature -> [(group, pairing)]
+        self.claimed: set[int] = set()  # seq of running jobs given a partner in this pass
+        self.feasible: dict[tuple, list] = {}  # job signature -> [(group, pairing)]
 
     def find(self, job: JobState, free: FreeGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` (idle ones first, then partners', best first) and its sub-batch
@@ -195,15 +210,27 @@ class _SharingPass:
             if job.memory_mib is None:
                 continue
             gpus = job.gpus
-            if len(holders[gpus[0]]) != 1 if len(gpus) == 1 else any(len(holders[g]) != 1 for g in gpus):
+            if (
+                len(holders[gpus[0]]) != 1
+                if len(gpus) == 1
+                else any(len(holders[g]) != 1 for g in gpus)
+            ):
                 continue
             capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)
         groups = []
         for (model, memory, capacity), jobs in by_key.items():
             jobs.sort(key=lambda j: (finish_of(j), j.seq))
-            groups.append(_Group(model, memory, capacity, [finish_of(j) for j in jobs], jobs,
-                                 sorted(jobs, key=lambda j: j.gpus[0])))
+            groups.append(
+                _Group(
+                    model,
+                    memory,
+                    capacity,
+                    [finish_of(j) for j in jobs],
+                    jobs,
+                    sorted(jobs, key=lambda j: j.gpus[0]),
+                )
+            )
         return groups
 
     def _pairing(self, job: JobState, group: _Group) -> _Pairing | None:
@@ -223,14 +250,16 @@ class _SharingPass:
             k *= 2
         return None
 
-    def _share(self, job: JobState, free: FreeGpus,
-               groups: list[_Group]) -> tuple[tuple[int, ...], int, list[JobState]] | None:
+    def _share(
+        self, job: JobState, free: FreeGpus, groups: list[_Group]
+    ) -> tuple[tuple[int, ...], int, list[JobState]] | None:
         t_a1 = job.remaining_s
         signature = (job.spec.model, job.spec.batch_size, job.spec.num_gpus)
         feasible = self.feasible.get(signature)
-        if feasible is None:   # the groups this kind of job may join, with how
-            feasible = self.feasible[signature] = [(g, p) for g in groups
-                                                   if (p := self._pairing(job, g)) is not None]
+        if feasible is None:  # the groups this kind of job may join, with how
+            feasible = self.feasible[signature] = [
+                (g, p) for g in groups if (p := self._pairing(job, g)) is not None
+            ]
         offers: list[tuple[float, JobState, _Pairing]] = []
         for group, pairing in feasible:
             offers.extend(self._candidates(job, group, pairing, t_a1))
@@ -244,7 +273,7 @@ class _SharingPass:
         for _, partner, pairing in offers:
             if len(gpus) >= need:
                 break
-            gpus.extend(partner.gpus[:need - len(gpus)])
+            gpus.extend(partner.gpus[: need - len(gpus)])
             partners.append(partner)
             k = max(k, pairing.accumulation)
         if len(gpus) < need:
@@ -255,8 +284,9 @@ class _SharingPass:
                 return None
         return tuple(gpus), k, partners
 
-    def _candidates(self, job: JobState, group: _Group, pairing: _Pairing,
-                    t_a1: float) -> list[tuple[float, JobState, _Pairing]]:
+    def _candidates(
+        self, job: JobState, group: _Group, pairing: _Pairing, t_a1: float
+    ) -> list[tuple[float, JobState, _Pairing]]:
         """This group's partners for ``job``, best first, with their sort keys: unclaimed ones
         until they hold enough GPUs."""
         claimed = self.claimed
@@ -278,15 +308,25 @@ class SjfSharing(QueuedPolicy):
 
     partners: Partners
 
-    def __init__(self, placement: str = "best-fit", scan: str = "strict",
-                 max_accumulation: int = MAX_ACCUMULATION) -> None:
-        super().__init__(shortest_first, placement, scan,
-                         GpuSharing(type(self).partners, placement, max_accumulation))
+    def __init__(
+        self,
+        placement: str = "best-fit",
+        scan: str = "strict",
+        max_accumulation: int = MAX_ACCUMULATION,
+    ) -> None:
+        super().__init__(
+            shortest_first,
+            placement,
+            scan,
+            GpuSharing(type(self).partners, placement, max_accumulation),
+        )
 
 
 class SjfBsbf(SjfSharing):
     name = "sjf-bsbf"
-    description = "SJF order; shares a GPU pair only when the benefit test passes, best benefit first"
+    description = (
+        "SJF order; shares a GPU pair only when the benefit test passes, best benefit first"
+    )
     partners = staticmethod(benefit_partners)
 
 
@@ -301,8 +341,12 @@ class SjfBsbfConsolidated(SjfSharing):
     description = "sjf-bsbf, each job on as few nodes as its size allows"
     partners = staticmethod(benefit_partners)
 
-    def __init__(self, placement: str = "consolidated", scan: str = "strict",
-                 max_accumulation: int = MAX_ACCUMULATION) -> None:
+    def __init__(
+        self,
+        placement: str = "consolidated",
+        scan: str = "strict",
+        max_accumulation: int = MAX_ACCUMULATION,
+    ) -> None:
         super().__init__(placement, scan, max_accumulation)
 
 
@@ -311,6 +355,10 @@ class SjfFfsConsolidated(SjfSharing):
     description = "sjf-ffs, each job on as few nodes as its size allows"
     partners = staticmethod(first_fit_partners)
 
-    def __init__(self, placement: str = "consolidated", scan: str = "strict",
-                 max_accumulation: int = MAX_ACCUMULATION) -> None:
+    def __init__(
+        self,
+        placement: str = "consolidated",
+        scan: str = "strict",
+        max_accumulation: int = MAX_ACCUMULATION,
+    ) -> None:
         super().__init__(placement, scan, max_accumulation)

@@ -42,7 +42,7 @@ class SrtfOrder(PreemptiveOrder):
     def worst_first(self, job: JobState) -> tuple:
         """A bound that holds while it runs: from when its pause ends, its work left shrinks at
         its speed r, so now + work left peaks then (r >= 1) or at its end (r < 1)."""
-        if job.rate <= 0:                     # not started yet: bounded once it runs
+        if job.rate <= 0:  # not started yet: bounded once it runs
             return (-math.inf, -job.seq)
         begin = max(job.resume_at, self.now)
         left = job.remaining_at(self.now)

@@ -35,18 +35,21 @@ from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 
 THRESHOLD_SETS: dict[str, tuple[float, ...]] = {
-    "tiresias-sim": (3250.0, 7200.0),   # the authors' simulator's queue limits (GPU-seconds)
-    "las-3.2h": (11520.0,),             # a public LAS simulator's single threshold
+    "tiresias-sim": (3250.0, 7200.0),  # the authors' simulator's queue limits (GPU-seconds)
+    "las-3.2h": (11520.0,),  # a public LAS simulator's single threshold
 }
 DEFAULT_THRESHOLDS_GPU_S = "tiresias-sim"
-DEFAULT_STARVATION_FACTOR = None       # no promotion, as the authors' dlas-gpu
+DEFAULT_STARVATION_FACTOR = None  # no promotion, as the authors' dlas-gpu
 
 
 class TiresiasOrder(PreemptiveOrder):
     """Tiresias' queues as a preemptive order (also used by elastic Tiresias)."""
 
-    def __init__(self, thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
-                 starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
+    def __init__(
+        self,
+        thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+        starvation_factor: float | None = DEFAULT_STARVATION_FACTOR,
+    ) -> None:
         given: Iterable[float | str]
         if isinstance(thresholds_gpu_s, str):
             given = THRESHOLD_SETS.get(thresholds_gpu_s) or thresholds_gpu_s.split(",")
@@ -57,23 +60,36 @@ class TiresiasOrder(PreemptiveOrder):
         try:
             self.thresholds = tuple(float(t) for t in given)
         except (TypeError, ValueError):
-            raise SpecError("thresholds_gpu_s", f"not a list of numbers nor a set ({', '.join(THRESHOLD_SETS)}): "
-                                                f"{thresholds_gpu_s!r}") from None
-        if any(t <= 0 for t in self.thresholds) or list(self.thresholds) != sorted(set(self.thresholds)):
-            raise SpecError("thresholds_gpu_s", f"must be increasing positive numbers, got {thresholds_gpu_s!r}")
-        if starvation_factor is not None and not (isinstance(starvation_factor, (int, float))
-                                                  and starvation_factor > 0):
-            raise SpecError("starvation_factor", f"must be a number > 0 (or unset for no promotion), "
-                                                 f"got {starvation_factor!r}")
+            raise SpecError(
+                "thresholds_gpu_s",
+                f"not a list of numbers nor a set ({', '.join(THRESHOLD_SETS)}): "
+                f"{thresholds_gpu_s!r}",
+            ) from None
+        if any(t <= 0 for t in self.thresholds) or list(self.thresholds) != sorted(
+            set(self.thresholds)
+        ):
+            raise SpecError(
+                "thresholds_gpu_s", f"must be increasing positive numbers, got {thresholds_gpu_s!r}"
+            )
+        if starvation_factor is not None and not (
+            isinstance(starvation_factor, (int, float)) and starvation_factor > 0
+        ):
+            raise SpecError(
+                "starvation_factor",
+                f"must be a number > 0 (or unset for no promotion), got {starvation_factor!r}",
+            )
         self.starvation_factor = None if starvation_factor is None else float(starvation_factor)
-        self.level: dict[str, int] = {}           # job id -> queue index
-        self.offset: dict[str, float] = {}        # attained service at its last promotion
+        self.level: dict[str, int] = {}  # job id -> queue index
+        self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.level_gpus: list[int] = [0] * (len(self.thresholds) + 1)  # running GPUs per queue
         self.timers: list[tuple[float, int, str, JobState, float]] = []
         self._timer_seq = 0
 
     def params(self) -> dict:
-        return {"thresholds_gpu_s": list(self.thresholds), "starvation_factor": self.starvation_factor}
+        return {
+            "thresholds_gpu_s": list(self.thresholds),
+            "starvation_factor": self.starvation_factor,
+        }
 
     def rank(self, job: JobState, now: float) -> tuple:
         return (self.level.get(job.job_id, 0), job.spec.submit_time_s, job.seq)
@@ -91,7 +107,7 @@ class TiresiasOrder(PreemptiveOrder):
         heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
 
     def preemptible_gpus(self, job: JobState) -> float:
-        return sum(self.level_gpus[self.level.get(job.job_id, 0) + 1:])
+        return sum(self.level_gpus[self.level.get(job.job_id, 0) + 1 :])
 
     def is_low_priority(self, job: JobState) -> bool:
         return self.level.get(job.job_id, 0) > 0
@@ -124,10 +140,10 @@ class TiresiasOrder(PreemptiveOrder):
             _, _, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
-                if self.policy.is_running(jid) and job.segment_start == tag:   # still in that run
+                if self.policy.is_running(jid) and job.segment_start == tag:  # still in that run
                     level = self.level.get(jid, 0)
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
-                    if executed < self.thresholds[level] * (1 - 1e-9):     # paused meanwhile
+                    if executed < self.thresholds[level] * (1 - 1e-9):  # paused meanwhile
                         self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
                         continue
                     self.level[jid] = level + 1
@@ -135,8 +151,11 @@ class TiresiasOrder(PreemptiveOrder):
                     self.level_gpus[level + 1] += job.num_gpus
                     self.policy.rekey_running(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
-            elif (job.status is Status.PENDING and job.pending_since == tag
-                  and self.level.get(jid, 0) > 0):
+            elif (
+                job.status is Status.PENDING
+                and job.pending_since == tag
+                and self.level.get(jid, 0) > 0
+            ):
                 self.level[jid] = 0
                 self.offset[jid] = job.executed_gpu_s
                 self.policy.requeue_pending(job, now)
@@ -147,9 +166,15 @@ class TiresiasOrder(PreemptiveOrder):
 
 class Tiresias(PreemptivePolicy):
     name = "tiresias"
-    description = "discretized 2D least-attained-service queues (optional starvation promotion); preemptive"
+    description = (
+        "discretized 2D least-attained-service queues (optional starvation promotion); preemptive"
+    )
 
-    def __init__(self, placement: str = "best-fit", scan: str = "greedy",
-                 thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
-                 starvation_factor: float | None = DEFAULT_STARVATION_FACTOR) -> None:
+    def __init__(
+        self,
+        placement: str = "best-fit",
+        scan: str = "greedy",
+        thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
+        starvation_factor: float | None = DEFAULT_STARVATION_FACTOR,
+    ) -> None:
         super().__init__(TiresiasOrder(thresholds_gpu_s, starvation_factor), placement, scan)

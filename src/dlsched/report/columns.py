@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import math
 
-COLUMNS = (("jobs", "jobs", "{:,}"), ("jobs_completed", "completed", "{:,}"),
-           ("mean_jct_s", "mean JCT", "dur"), ("median_jct_s", "median JCT", "dur"),
-           ("p95_jct_s", "p95 JCT", "dur"), ("p99_jct_s", "p99 JCT", "dur"),
-           ("mean_queue_s", "mean queuing", "dur"), ("makespan_s", "makespan", "dur"),
-           ("gpu_utilization", "GPU util.", "{:.1%}"), ("shared_gpu_time_share", "shared", "{:.1%}"),
-           ("preemptions", "preemptions", "{:,}"), ("qos_pct", "QoS met", "{:.1f}%"),
-           ("cluster_usage", "usage (both pools)", "{:.1%}"),
-           ("reclaim_preemptions", "reclaim preempt.", "{:,}"),
-           ("jain_index", "Jain (tenants)", "{:.3f}"), ("max_tenant_rho", "max rho", "{:.2f}"))
+COLUMNS = (
+    ("jobs", "jobs", "{:,}"),
+    ("jobs_completed", "completed", "{:,}"),
+    ("mean_jct_s", "mean JCT", "dur"),
+    ("median_jct_s", "median JCT", "dur"),
+    ("p95_jct_s", "p95 JCT", "dur"),
+    ("p99_jct_s", "p99 JCT", "dur"),
+    ("mean_queue_s", "mean queuing", "dur"),
+    ("makespan_s", "makespan", "dur"),
+    ("gpu_utilization", "GPU util.", "{:.1%}"),
+    ("shared_gpu_time_share", "shared", "{:.1%}"),
+    ("preemptions", "preemptions", "{:,}"),
+    ("qos_pct", "QoS met", "{:.1f}%"),
+    ("cluster_usage", "usage (both pools)", "{:.1%}"),
+    ("reclaim_preemptions", "reclaim preempt.", "{:,}"),
+    ("jain_index", "Jain (tenants)", "{:.3f}"),
+    ("max_tenant_rho", "max rho", "{:.2f}"),
+)
 
 
 def shown_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:

@@ -12,14 +12,18 @@ from pathlib import Path
 from .columns import format_cell, shown_columns
 from .plots import plt, scaling_figure_svg, svg_of
 
+
 def load_run(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
     with (run_dir / "jobs.csv").open() as f:
         rows = list(csv.DictReader(f))
     jcts = sorted(float(r["jct_s"]) for r in rows if r["jct_s"])
     # lateness of the jobs that finished after their deadline
-    late = sorted(float(r["finish_s"]) - float(r["deadline_s"]) for r in rows
-                  if r.get("met_deadline") == "False" and r["finish_s"])
+    late = sorted(
+        float(r["finish_s"]) - float(r["deadline_s"])
+        for r in rows
+        if r.get("met_deadline") == "False" and r["finish_s"]
+    )
     with (run_dir / "timeseries.csv").open() as f:
         series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     tenants: dict[str, list[tuple[float, float]]] = {}
@@ -27,18 +31,28 @@ def load_run(run_dir: Path) -> dict:
         with (run_dir / "tenants_timeseries.csv").open() as f:
             for r in csv.DictReader(f):
                 tenants.setdefault(r["tenant"], []).append((float(r["time_s"]), float(r["gpus"])))
-    return {"name": summary.get("policy", run_dir.name), "summary": summary, "jcts": jcts, "late": late,
-            "series": series, "tenant_series": tenants}
+    return {
+        "name": summary.get("policy", run_dir.name),
+        "summary": summary,
+        "jcts": jcts,
+        "late": late,
+        "series": series,
+        "tenant_series": tenants,
+    }
 
 
-def _cdf_plot(runs: list[dict], key: str = "jcts", xlabel: str = "job completion time (hours, log scale)",
-              title: str = "JCT distribution") -> str:
+def _cdf_plot(
+    runs: list[dict],
+    key: str = "jcts",
+    xlabel: str = "job completion time (hours, log scale)",
+    title: str = "JCT distribution",
+) -> str:
     fig, ax = plt.subplots(figsize=(7, 4))
     for run in runs:
         xs = run[key]
         if not xs:
             continue
-        step = max(1, len(xs) // 2000)   # thin the curve; keep the last point
+        step = max(1, len(xs) // 2000)  # thin the curve; keep the last point
         pts = xs[::step] + ([xs[-1]] if (len(xs) - 1) % step else [])
         ys = [min(1.0, (i * step + 1) / len(xs)) for i in range(len(pts))]
         ys[-1] = 1.0
@@ -61,14 +75,30 @@ def _qos_section(runs: list[dict]) -> str:
     body = ""
     for run in runs:
         q = run["summary"].get("qos") or {}
-        cells = "".join(f"<td>{q['by_class'][c]['qos_pct']:.1f}%</td>" if c in q.get("by_class", {}) else "<td>-</td>"
-                        for c in classes)
-        body += (f"<tr><th>{html.escape(run['name'])}</th><td>{q.get('qos_pct', 0):.1f}%</td>{cells}"
-                 f"<td>{q.get('late_jobs', 0):,}</td></tr>")
-    late = (_cdf_plot(runs, "late", "lateness of the late jobs (hours, log scale)", "Lateness (finish - deadline)")
-            if any(r["late"] for r in runs) else "")
-    return (f"<h2>Deadlines</h2><table><tr><th>policy</th><th>QoS met</th>{head}<th>late jobs</th></tr>{body}</table>"
-            + late)
+        cells = "".join(
+            f"<td>{q['by_class'][c]['qos_pct']:.1f}%</td>"
+            if c in q.get("by_class", {})
+            else "<td>-</td>"
+            for c in classes
+        )
+        body += (
+            f"<tr><th>{html.escape(run['name'])}</th><td>{q.get('qos_pct', 0):.1f}%</td>{cells}"
+            f"<td>{q.get('late_jobs', 0):,}</td></tr>"
+        )
+    late = (
+        _cdf_plot(
+            runs,
+            "late",
+            "lateness of the late jobs (hours, log scale)",
+            "Lateness (finish - deadline)",
+        )
+        if any(r["late"] for r in runs)
+        else ""
+    )
+    return (
+        f"<h2>Deadlines</h2><table><tr><th>policy</th><th>QoS met</th>{head}<th>late jobs</th></tr>{body}</table>"
+        + late
+    )
 
 
 def _series_plot(runs: list[dict], key: str, label: str, title: str, percent: bool = False) -> str:
@@ -77,8 +107,12 @@ def _series_plot(runs: list[dict], key: str, label: str, title: str, percent: bo
         s = run["series"]
         if s:
             t0 = s[0]["time_s"]
-            ax.plot([(p["time_s"] - t0) / 86400 for p in s],
-                    [p[key] * (100 if percent else 1) for p in s], label=run["name"], linewidth=1)
+            ax.plot(
+                [(p["time_s"] - t0) / 86400 for p in s],
+                [p[key] * (100 if percent else 1) for p in s],
+                label=run["name"],
+                linewidth=1,
+            )
     ax.set_xlabel("days since the first submission")
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
@@ -111,36 +145,57 @@ def _pools_section(runs: list[dict]) -> str:
     loaning = [r for r in runs if r["summary"].get("pools")]
     if not loaning:
         return ""
-    keys = (("loans", "loans", "{:,}"), ("reclaims", "reclaims", "{:,}"),
-            ("reclaim_scale_ins", "scale-ins", "{:,}"), ("reclaim_preemptions", "preemptions", "{:,}"),
-            ("forced_preemptions", "at the deadline", "{:,}"), ("mean_loaned_servers", "servers loaned (mean)", "{:.1f}"),
-            ("cluster_usage", "usage (both pools)", "{:.1%}"),
-            ("inference_shortfall_server_s", "inference shortfall (server-s)", "{:g}"))
+    keys = (
+        ("loans", "loans", "{:,}"),
+        ("reclaims", "reclaims", "{:,}"),
+        ("reclaim_scale_ins", "scale-ins", "{:,}"),
+        ("reclaim_preemptions", "preemptions", "{:,}"),
+        ("forced_preemptions", "at the deadline", "{:,}"),
+        ("mean_loaned_servers", "servers loaned (mean)", "{:.1f}"),
+        ("cluster_usage", "usage (both pools)", "{:.1%}"),
+        ("inference_shortfall_server_s", "inference shortfall (server-s)", "{:g}"),
+    )
     head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in keys)
-    body = "".join(f"<tr><th>{html.escape(r['name'])}</th>"
-                   + "".join(f"<td>{format_cell(r['summary']['pools'].get(k), fmt)}</td>" for k, _, fmt in keys)
-                   + "</tr>" for r in loaning)
+    body = "".join(
+        f"<tr><th>{html.escape(r['name'])}</th>"
+        + "".join(
+            f"<td>{format_cell(r['summary']['pools'].get(k), fmt)}</td>" for k, _, fmt in keys
+        )
+        + "</tr>"
+        for r in loaning
+    )
     fig, ax = plt.subplots(figsize=(7, 3))
     first = loaning[0]["series"]
     if first:
         t0 = first[0]["time_s"]
-        ax.plot([(p["time_s"] - t0) / 86400 for p in first], [p.get("inference_servers", 0) for p in first],
-                color="black", linewidth=1, label="inference needs")
+        ax.plot(
+            [(p["time_s"] - t0) / 86400 for p in first],
+            [p.get("inference_servers", 0) for p in first],
+            color="black",
+            linewidth=1,
+            label="inference needs",
+        )
     for run in loaning:
         s = run["series"]
         if s:
-            ax.plot([(p["time_s"] - s[0]["time_s"]) / 86400 for p in s], [p.get("loaned_servers", 0) for p in s],
-                    linewidth=1, label=f"loaned ({run['name']})")
+            ax.plot(
+                [(p["time_s"] - s[0]["time_s"]) / 86400 for p in s],
+                [p.get("loaned_servers", 0) for p in s],
+                linewidth=1,
+                label=f"loaned ({run['name']})",
+            )
     ax.set_xlabel("days since the first submission")
     ax.set_ylabel("inference servers")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title("Inference demand vs servers loaned to training")
     pools = loaning[0]["summary"]["pools"]
-    return (f"<h2>Capacity loaning</h2><p>{pools['inference_servers']} inference servers, demand "
-            f"<b>{html.escape(str(pools['demand']))}</b> (peak {pools['peak_share']:.0%} of the pool), "
-            f"reclaim notice {pools['reclaim_notice_s']:g} s.</p>"
-            f"<table><tr><th>policy</th>{head}</tr>{body}</table>" + svg_of(fig))
+    return (
+        f"<h2>Capacity loaning</h2><p>{pools['inference_servers']} inference servers, demand "
+        f"<b>{html.escape(str(pools['demand']))}</b> (peak {pools['peak_share']:.0%} of the pool), "
+        f"reclaim notice {pools['reclaim_notice_s']:g} s.</p>"
+        f"<table><tr><th>policy</th>{head}</tr>{body}</table>" + svg_of(fig)
+    )
 
 
 def _tenant_usage_section(runs: list[dict]) -> str:
@@ -148,15 +203,26 @@ def _tenant_usage_section(runs: list[dict]) -> str:
     shown = [r for r in runs if r["tenant_series"]][:6]
     if not shown:
         return ""
-    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.4 * len(shown)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(shown), 1, figsize=(8, 2.4 * len(shown)), sharex=True, squeeze=False
+    )
     for ax, run in zip(axes[:, 0], shown):
         quotas = (run["summary"].get("quotas") or {}).get("tenants", {})
         for k, (tenant, points) in enumerate(sorted(run["tenant_series"].items())):
             t0 = points[0][0]
-            line, = ax.plot([(t - t0) / 86400 for t, _ in points], [g for _, g in points], linewidth=0.8,
-                            label=tenant)
+            (line,) = ax.plot(
+                [(t - t0) / 86400 for t, _ in points],
+                [g for _, g in points],
+                linewidth=0.8,
+                label=tenant,
+            )
             if tenant in quotas and quotas[tenant]["nominal_gpus"]:
-                ax.axhline(quotas[tenant]["nominal_gpus"], color=line.get_color(), linewidth=0.6, linestyle=":")
+                ax.axhline(
+                    quotas[tenant]["nominal_gpus"],
+                    color=line.get_color(),
+                    linewidth=0.6,
+                    linestyle=":",
+                )
         ax.set_title(run["name"], fontsize=9)
         ax.set_ylabel("GPUs held")
         ax.grid(alpha=0.3)
@@ -169,8 +235,11 @@ def _tenant_usage_section(runs: list[dict]) -> str:
 def _perf_section(runs: list[dict]) -> str:
     if not any(r["summary"].get("performance_model") for r in runs):
         return ""
-    return ("<h2>Performance model</h2><p>Job speeds came from the performance model; "
-            "its fit to the measurements (<code>dlsched perf validate</code>):</p>" + scaling_figure_svg())
+    return (
+        "<h2>Performance model</h2><p>Job speeds came from the performance model; "
+        "its fit to the measurements (<code>dlsched perf validate</code>):</p>"
+        + scaling_figure_svg()
+    )
 
 
 def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched report") -> Path:
@@ -186,14 +255,24 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
         body += f"<tr><th>{html.escape(run['name'])}</th>{cells}</tr>"
     first = runs[0]["summary"]
     dropped = first.get("dropped") or {}
-    context = (f"Trace <b>{html.escape(str(first.get('trace', '?')))}</b> on "
-               f"<b>{html.escape(str(first.get('cluster', '?')))}</b>; {first.get('jobs', 0):,} jobs"
-               + (f"; rows left out: {html.escape(', '.join(f'{n:,} {why}' for why, n in dropped.items()))}"
-                  if dropped else "")
-               + ("; job speeds from the performance model" if first.get("performance_model") else
-                  "; every job at its trace speed"))
-    params = "".join(f"<li><b>{html.escape(r['name'])}</b>: {html.escape(json.dumps(r['summary'].get('params', {})))}</li>"
-                     for r in runs)
+    context = (
+        f"Trace <b>{html.escape(str(first.get('trace', '?')))}</b> on "
+        f"<b>{html.escape(str(first.get('cluster', '?')))}</b>; {first.get('jobs', 0):,} jobs"
+        + (
+            f"; rows left out: {html.escape(', '.join(f'{n:,} {why}' for why, n in dropped.items()))}"
+            if dropped
+            else ""
+        )
+        + (
+            "; job speeds from the performance model"
+            if first.get("performance_model")
+            else "; every job at its trace speed"
+        )
+    )
+    params = "".join(
+        f"<li><b>{html.escape(r['name'])}</b>: {html.escape(json.dumps(r['summary'].get('params', {})))}</li>"
+        for r in runs
+    )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}

@@ -19,7 +19,7 @@ def svg_of(fig) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def scaling_figure_svg() -> str:
@@ -31,14 +31,18 @@ def scaling_figure_svg() -> str:
         batch, measured = consolidated_curve(app)
         gpus = [g for g, _, _ in measured]
         ax.plot(gpus, [t for _, _, t in measured], "o", markersize=3, label="measured")
-        ax.plot(gpus, [fit.throughput(batch, g, nodes) for g, nodes, _ in measured], "-", label="model")
+        ax.plot(
+            gpus, [fit.throughput(batch, g, nodes) for g, nodes, _ in measured], "-", label="model"
+        )
         ax.set_title(f"{app} (per-GPU batch {batch:g})", fontsize=9)
         ax.set_xlabel("GPUs", fontsize=8)
         ax.set_ylabel("samples/s", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle("Performance model: measured (Pollux) vs modelled scaling, fewest nodes per GPU count",
-                 fontsize=10)
+    fig.suptitle(
+        "Performance model: measured (Pollux) vs modelled scaling, fewest nodes per GPU count",
+        fontsize=10,
+    )
     fig.tight_layout()
     return svg_of(fig)

@@ -24,7 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import SpecError
 from .jobspec import JobRequest, spec_error
-from .limits import MAX_LOG_BYTES, MAX_QUEUED_PER_TENANT, TENANT_NAME, BodyLimit, SubmitLimiter, tail
+from .limits import (
+    MAX_LOG_BYTES,
+    MAX_QUEUED_PER_TENANT,
+    TENANT_NAME,
+    BodyLimit,
+    SubmitLimiter,
+    tail,
+)
 from .service import SchedulerService
 from .store import FINAL, QUEUED, Store
 from .usage import usage_report
@@ -41,10 +48,18 @@ def hash_token(token: str) -> str:
 
 
 # The dashboard's files, served from the package; no script or style from anywhere else.
-STATIC_TYPES = {"dashboard.html": "text/html", "dashboard.js": "text/javascript", "dashboard.css": "text/css",
-                "uPlot.iife.min.js": "text/javascript", "uPlot.min.css": "text/css"}
-PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
-                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+STATIC_TYPES = {
+    "dashboard.html": "text/html",
+    "dashboard.js": "text/javascript",
+    "dashboard.css": "text/css",
+    "uPlot.iife.min.js": "text/javascript",
+    "uPlot.min.css": "text/css",
+}
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 def static_file(name: str) -> bytes:
@@ -62,17 +77,27 @@ class QuotaRequest(BaseModel):
 
 class DemandRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    servers: int = Field(ge=0, le=100_000, description="inference servers needed within the reclaim notice")
+    servers: int = Field(
+        ge=0, le=100_000, description="inference servers needed within the reclaim notice"
+    )
 
 
 class TenantRequest(BaseModel):
     name: str
 
 
-def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
-               limiter: SubmitLimiter | None = None, max_queued: int = MAX_QUEUED_PER_TENANT) -> FastAPI:
-    app = FastAPI(title="dlsched", description="Deep-learning job scheduler: submit, watch and cancel "
-                  "training jobs; tenants and tokens; cluster status and metrics.")
+def create_app(
+    service: SchedulerService,
+    store: Store,
+    admin_token_hash: str,
+    limiter: SubmitLimiter | None = None,
+    max_queued: int = MAX_QUEUED_PER_TENANT,
+) -> FastAPI:
+    app = FastAPI(
+        title="dlsched",
+        description="Deep-learning job scheduler: submit, watch and cancel "
+        "training jobs; tenants and tokens; cluster status and metrics.",
+    )
     app.add_middleware(BodyLimit)
     limiter = limiter or SubmitLimiter()
 
@@ -102,7 +127,9 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
 
     @app.exception_handler(SpecError)
     async def bad_spec(request: Request, e: SpecError) -> JSONResponse:
-        return JSONResponse({"detail": {"field": e.field, "reason": e.reason, "message": str(e)}}, status_code=422)
+        return JSONResponse(
+            {"detail": {"field": e.field, "reason": e.reason, "message": str(e)}}, status_code=422
+        )
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, e: RequestValidationError) -> JSONResponse:
@@ -125,18 +152,36 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
         queued or running one), utilization and queue length over the last hours."""
         tenant = None if who == ADMIN else who
         rows, total = store.recent_jobs(tenant, limit)
-        return {"cluster": service.snapshot(tenant), "jobs": [compact(r) for r in rows], "jobs_total": total,
-                "history": [dict(zip(("t", "gpus_used", "gpus_usable", "queued", "running"), h))
-                            for h in list(service.history)],
-                "tenant": tenant}
+        return {
+            "cluster": service.snapshot(tenant),
+            "jobs": [compact(r) for r in rows],
+            "jobs_total": total,
+            "history": [
+                dict(zip(("t", "gpus_used", "gpus_usable", "queued", "running"), h))
+                for h in list(service.history)
+            ],
+            "tenant": tenant,
+        }
 
     def compact(row: dict) -> dict:
         spec = row["spec"]
-        return {"id": row["id"], "tenant": row["tenant_id"], "status": row["status"], "gpus": spec.get("gpus"),
-                "iteration": row["iteration"], "iterations": spec.get("iterations"),
-                "preemptions": row["preemptions"], "failures": row["failures"], "submitted": row["submitted"],
-                "started": row["started"], "finished": row["finished"], "deadline": spec.get("deadline"),
-                "predicted_finish": service.predicted_finish(row["id"]) if row["status"] == "running" else None}
+        return {
+            "id": row["id"],
+            "tenant": row["tenant_id"],
+            "status": row["status"],
+            "gpus": spec.get("gpus"),
+            "iteration": row["iteration"],
+            "iterations": spec.get("iterations"),
+            "preemptions": row["preemptions"],
+            "failures": row["failures"],
+            "submitted": row["submitted"],
+            "started": row["started"],
+            "finished": row["finished"],
+            "deadline": spec.get("deadline"),
+            "predicted_finish": service.predicted_finish(row["id"])
+            if row["status"] == "running"
+            else None,
+        }
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -146,8 +191,11 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
     def create_tenant(body: TenantRequest, _: str = Depends(admin)) -> dict:
         name = body.name
         if not TENANT_NAME.match(name) or name == ADMIN:
-            raise SpecError("name", "must be 1-32 lowercase letters, digits or '-', starting with a letter "
-                                    f"(and not '{ADMIN}'), got {body.name[:64]!r}")
+            raise SpecError(
+                "name",
+                "must be 1-32 lowercase letters, digits or '-', starting with a letter "
+                f"(and not '{ADMIN}'), got {body.name[:64]!r}",
+            )
         token = new_token()
         try:
             tenant = store.create_tenant(name, hash_token(token))
@@ -165,18 +213,27 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
             raise HTTPException(403, "jobs belong to tenants: submit with a tenant's token")
         wait = limiter.take(who)
         if wait is not None:
-            raise HTTPException(429, f"too many submits: try again in {wait:.1f} s",
-                                headers={"Retry-After": str(max(1, round(wait)))})
+            raise HTTPException(
+                429,
+                f"too many submits: try again in {wait:.1f} s",
+                headers={"Retry-After": str(max(1, round(wait)))},
+            )
         if len(store.jobs(who, statuses=(QUEUED,))) >= max_queued:
             raise HTTPException(429, f"tenant has {max_queued} jobs waiting already (the limit)")
-        clean = service.validate(spec.model_dump(exclude_none=True))   # SpecError -> 422; nothing stored
+        clean = service.validate(
+            spec.model_dump(exclude_none=True)
+        )  # SpecError -> 422; nothing stored
         job = store.add_job(who, clean)
         service.wake()
         return job
 
     def shown(row: dict) -> dict:
         """A job as the API shows it: its row, its deadline and its predicted finish."""
-        return {**row, "deadline": row["spec"].get("deadline"), "predicted_finish": service.predicted_finish(row["id"])}
+        return {
+            **row,
+            "deadline": row["spec"].get("deadline"),
+            "predicted_finish": service.predicted_finish(row["id"]),
+        }
 
     @app.get("/v1/jobs")
     def list_jobs(who: str = Depends(caller)) -> list[dict]:
@@ -218,16 +275,25 @@ def create_app(service: SchedulerService, store: Store, admin_token_hash: str,
         return service.set_quota(name, body.model_dump(exclude_none=True))
 
     @app.get("/v1/usage")
-    def usage(since: float = Query(0.0), until: float | None = Query(None), who: str = Depends(caller)) -> dict:
+    def usage(
+        since: float = Query(0.0), until: float | None = Query(None), who: str = Depends(caller)
+    ) -> dict:
         """GPU-hours, queued and running time and preemptions per tenant and job (sacct-like)."""
-        return usage_report(store, since, time.time() if until is None else until, None if who == ADMIN else who)
+        return usage_report(
+            store, since, time.time() if until is None else until, None if who == ADMIN else who
+        )
 
     @app.get("/v1/export")
-    def export(since: float = Query(0.0, ge=0, allow_inf_nan=False),
-               until: float | None = Query(None, ge=0, allow_inf_nan=False), who: str = Depends(caller)) -> dict:
+    def export(
+        since: float = Query(0.0, ge=0, allow_inf_nan=False),
+        until: float | None = Query(None, ge=0, allow_inf_nan=False),
+        who: str = Depends(caller),
+    ) -> dict:
         """Finished and running jobs submitted in [since, until) as a trace the simulator replays,
         with what their runs measured (a tenant: its own jobs)."""
-        return service.export(since, math.inf if until is None else until, None if who == ADMIN else who)
+        return service.export(
+            since, math.inf if until is None else until, None if who == ADMIN else who
+        )
 
     @app.put("/v1/pools/inference/demand")
     def inference_demand(body: DemandRequest, _: str = Depends(admin)) -> dict:

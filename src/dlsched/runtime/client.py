@@ -43,7 +43,11 @@ def _call(args, method: str, path: str, **kwargs):
         except httpx.HTTPError as e:
             raise ApiError(f"cannot reach the server: {e}") from None
     if r.status_code >= 400:
-        detail = r.json().get("detail") if r.headers.get("content-type", "").startswith("application/json") else r.text
+        detail = (
+            r.json().get("detail")
+            if r.headers.get("content-type", "").startswith("application/json")
+            else r.text
+        )
         if isinstance(detail, dict) and "message" in detail:
             detail = detail["message"]
         raise ApiError(f"{r.status_code}: {detail}")
@@ -91,12 +95,42 @@ def cmd_jobs(args) -> int:
     for j in jobs:
         spec = j["spec"]
         ms = f"{j['iteration_s'] * 1000:.0f}" if j["iteration_s"] else "-"
-        rows.append([j["id"], j["tenant_id"], j["status"], spec["gpus"],
-                     f"{j['iteration']}/{spec.get('iterations') or str(spec['epochs']) + 'ep'}", ms,
-                     j["preemptions"], j["failures"], _ago(j["submitted"]), _in(j.get("deadline")),
-                     _in(j.get("predicted_finish")), on_track(j)])
-    print(tabulate(rows, ["id", "tenant", "status", "gpus", "progress", "ms/it", "preempt", "fails", "submitted",
-                          "deadline", "predicted end", "on track"], disable_numparse=True))
+        rows.append(
+            [
+                j["id"],
+                j["tenant_id"],
+                j["status"],
+                spec["gpus"],
+                f"{j['iteration']}/{spec.get('iterations') or str(spec['epochs']) + 'ep'}",
+                ms,
+                j["preemptions"],
+                j["failures"],
+                _ago(j["submitted"]),
+                _in(j.get("deadline")),
+                _in(j.get("predicted_finish")),
+                on_track(j),
+            ]
+        )
+    print(
+        tabulate(
+            rows,
+            [
+                "id",
+                "tenant",
+                "status",
+                "gpus",
+                "progress",
+                "ms/it",
+                "preempt",
+                "fails",
+                "submitted",
+                "deadline",
+                "predicted end",
+                "on track",
+            ],
+            disable_numparse=True,
+        )
+    )
     return 0
 
 
@@ -126,14 +160,18 @@ def cmd_cancel(args) -> int:
 
 def cmd_status(args) -> int:
     s = _call(args, "GET", "/v1/cluster").json()
-    print(f"policy {s['policy']}: {s['gpus_total'] - s['gpus_free']}/{s['gpus_total']} GPUs in use, "
-          f"{len(s['running'])} running, {len(s['queue'])} queued")
+    print(
+        f"policy {s['policy']}: {s['gpus_total'] - s['gpus_free']}/{s['gpus_total']} GPUs in use, "
+        f"{len(s['running'])} running, {len(s['queue'])} queued"
+    )
     for n in s["nodes"]:
         cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))
         loan = f" [inference: {n['loan']}]" if n.get("pool") == "inference" else ""
         print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}")
     for t, q in (s.get("over_quota") or {}).items():
-        print(f"  tenant {t} is over its quota: {q['reserved']} GPUs reserved, nominal {q['nominal']} (borrowing)")
+        print(
+            f"  tenant {t} is over its quota: {q['reserved']} GPUs reserved, nominal {q['nominal']} (borrowing)"
+        )
     if s["queue"]:
         print("queue: " + " ".join(s["queue"]))
         print("queued by tenant: " + ", ".join(f"{t} {c}" for t, c in s["queue_by_tenant"].items()))
@@ -145,12 +183,16 @@ def cmd_pools(args) -> int:
         p = _call(args, "PUT", "/v1/pools/inference/demand", json={"servers": args.demand}).json()
     else:
         p = _call(args, "GET", "/v1/pools").json()
-    print(f"inference servers: {len(p['inference_servers'])}, demand {p['demand']}, held {p['held']}")
+    print(
+        f"inference servers: {len(p['inference_servers'])}, demand {p['demand']}, held {p['held']}"
+    )
     for state in ("loaned", "reclaiming", "returning"):
         print(f"  {state}: {' '.join(p[state]) or '-'}")
-    print(f"loans {p['loans']}, reclaims {p['reclaims']}, handed back {p['returned']} "
-          f"(slowest {p['max_return_s'] if p['max_return_s'] is None else round(p['max_return_s'], 1)} s of a "
-          f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions {p['reclaim_preemptions']}")
+    print(
+        f"loans {p['loans']}, reclaims {p['reclaims']}, handed back {p['returned']} "
+        f"(slowest {p['max_return_s'] if p['max_return_s'] is None else round(p['max_return_s'], 1)} s of a "
+        f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions {p['reclaim_preemptions']}"
+    )
     return 0
 
 
@@ -161,6 +203,7 @@ def _when(text: str | None, default: float) -> float:
     from datetime import datetime
 
     from .jobspec import UNITS_S, WITHIN
+
     m = WITHIN.match(text)
     if m:
         return time.time() - float(m["n"]) * UNITS_S[m["unit"]]
@@ -171,7 +214,9 @@ def _when(text: str | None, default: float) -> float:
     try:
         parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise SpecError("since", f"expected ISO 8601, Unix seconds or a span such as 7d, got {text!r}") from None
+        raise SpecError(
+            "since", f"expected ISO 8601, Unix seconds or a span such as 7d, got {text!r}"
+        ) from None
     if parsed.tzinfo is None:
         raise SpecError("since", f"{text!r} has no time zone (add Z or +01:00)")
     return parsed.timestamp()
@@ -179,59 +224,110 @@ def _when(text: str | None, default: float) -> float:
 
 def cmd_usage(args) -> int:
     now = time.time()
-    r = _call(args, "GET", "/v1/usage", params={"since": _when(args.since, now - 30 * 86400),
-                                                 "until": _when(args.until, now)}).json()
+    r = _call(
+        args,
+        "GET",
+        "/v1/usage",
+        params={"since": _when(args.since, now - 30 * 86400), "until": _when(args.until, now)},
+    ).json()
     rows = r["jobs"] if args.jobs else r["tenants"]
-    cols = (["job_id", "tenant", "status"] if args.jobs else ["tenant", "jobs"]) + \
-        ["gpu_hours", "running_s", "queued_s", "preemptions"]
+    cols = (["job_id", "tenant", "status"] if args.jobs else ["tenant", "jobs"]) + [
+        "gpu_hours",
+        "running_s",
+        "queued_s",
+        "preemptions",
+    ]
     if args.csv:
         import csv
+
         w = csv.writer(sys.stdout)
         w.writerow(cols)
         for row in rows:
             w.writerow([row[c] for c in cols])
         return 0
     from tabulate import tabulate
-    fmt = {"gpu_hours": lambda v: f"{v:.3f}", "running_s": lambda v: f"{v / 3600:.2f} h",
-           "queued_s": lambda v: f"{v / 3600:.2f} h"}
-    print(tabulate([[fmt.get(c, str)(row[c]) for c in cols] for row in rows],
-                   [c.replace("_s", "").replace("_", " ") for c in cols], disable_numparse=True))
+
+    fmt = {
+        "gpu_hours": lambda v: f"{v:.3f}",
+        "running_s": lambda v: f"{v / 3600:.2f} h",
+        "queued_s": lambda v: f"{v / 3600:.2f} h",
+    }
+    print(
+        tabulate(
+            [[fmt.get(c, str)(row[c]) for c in cols] for row in rows],
+            [c.replace("_s", "").replace("_", " ") for c in cols],
+            disable_numparse=True,
+        )
+    )
     return 0
 
 
 def fetch_history(args) -> dict:
     """The server's finished and running jobs with their measurements (``GET /v1/export``)."""
     now = time.time()
-    return _call(args, "GET", "/v1/export", params={"since": _when(args.since, 0.0),
-                                                    "until": _when(args.until, now)}).json()
+    return _call(
+        args,
+        "GET",
+        "/v1/export",
+        params={"since": _when(args.since, 0.0), "until": _when(args.until, now)},
+    ).json()
 
 
 def cmd_export(args) -> int:
     from .export import history_csv
+
     history = fetch_history(args)
     Path(args.out).write_text(history_csv(history))
     skipped = "".join(f"; left out: {n} ({why})" for why, n in history["skipped"].items())
     print(f"wrote {len(history['jobs'])} jobs to {args.out}{skipped}")
     print(f"cluster {history['cluster']}, policy {history['policy']}")
     params = "".join(f" --param {k}={v}" for k, v in history["params"].items())
-    print(f"replay: dlsched whatif --trace {args.out} --cluster {history['cluster']} "
-          f"--server-policy {history['policy']}{params}")
+    print(
+        f"replay: dlsched whatif --trace {args.out} --cluster {history['cluster']} "
+        f"--server-policy {history['policy']}{params}"
+    )
     return 0
 
 
 def cmd_quotas(args) -> int:
     if args.set:
-        fields = {k: v for k, v in (("nominal", args.nominal), ("borrowing_limit", args.borrowing_limit),
-                                    ("cohort", args.cohort), ("weight", args.weight), ("priority", args.priority))
-                  if v is not None}
-        print(json.dumps(_call(args, "PUT", f"/v1/tenants/{args.set}/quota", json=fields).json(), indent=1))
+        fields = {
+            k: v
+            for k, v in (
+                ("nominal", args.nominal),
+                ("borrowing_limit", args.borrowing_limit),
+                ("cohort", args.cohort),
+                ("weight", args.weight),
+                ("priority", args.priority),
+            )
+            if v is not None
+        }
+        print(
+            json.dumps(
+                _call(args, "PUT", f"/v1/tenants/{args.set}/quota", json=fields).json(), indent=1
+            )
+        )
         return 0
     q = _call(args, "GET", "/v1/quotas").json()
     from tabulate import tabulate
-    cols = ["nominal", "borrowing_limit", "cohort", "reserved", "gpus_held", "borrowed", "waiting_for_quota",
-            "waiting_for_gpus"]
-    print(tabulate([[t] + ["-" if v[c] is None else v[c] for c in cols] for t, v in q["tenants"].items()],
-                   ["tenant"] + [c.replace("_", " ") for c in cols], disable_numparse=True))
+
+    cols = [
+        "nominal",
+        "borrowing_limit",
+        "cohort",
+        "reserved",
+        "gpus_held",
+        "borrowed",
+        "waiting_for_quota",
+        "waiting_for_gpus",
+    ]
+    print(
+        tabulate(
+            [[t] + ["-" if v[c] is None else v[c] for c in cols] for t, v in q["tenants"].items()],
+            ["tenant"] + [c.replace("_", " ") for c in cols],
+            disable_numparse=True,
+        )
+    )
     return 0
 
 
@@ -249,30 +345,53 @@ def cmd_tenant_list(args) -> int:
 
 def add_client_parsers(sub) -> None:
     def common(p):
-        p.add_argument("--server", help="server URL (default $DLSCHED_SERVER or http://127.0.0.1:8470)")
+        p.add_argument(
+            "--server", help="server URL (default $DLSCHED_SERVER or http://127.0.0.1:8470)"
+        )
         p.add_argument("--token", help="your token (default $DLSCHED_TOKEN)")
         return p
+
     p = common(sub.add_parser("submit", help="submit a training job (YAML or JSON spec)"))
     p.add_argument("spec", help="job spec file")
     p.set_defaults(func=cmd_submit)
-    common(sub.add_parser("jobs", help="list your jobs (all jobs with the admin token)")).set_defaults(func=cmd_jobs)
+    common(
+        sub.add_parser("jobs", help="list your jobs (all jobs with the admin token)")
+    ).set_defaults(func=cmd_jobs)
     p = common(sub.add_parser("logs", help="a job's log"))
     p.add_argument("id")
     p.set_defaults(func=cmd_logs)
-    p = common(sub.add_parser("events", help="a job's events: starts, preemptions, resizes, failures with their reason"))
+    p = common(
+        sub.add_parser(
+            "events",
+            help="a job's events: starts, preemptions, resizes, failures with their reason",
+        )
+    )
     p.add_argument("id")
     p.set_defaults(func=cmd_events)
     p = common(sub.add_parser("cancel", help="cancel a queued or running job"))
     p.add_argument("id")
     p.set_defaults(func=cmd_cancel)
-    common(sub.add_parser("status", help="the cluster's GPUs, running jobs and queue")).set_defaults(func=cmd_status)
-    p = common(sub.add_parser("usage", help="GPU-hours, queued and running time, preemptions per tenant or job (sacct-like)"))
-    p.add_argument("--since", help="start: ISO 8601, Unix seconds, or back from now (7d, 12h; default 30d)")
+    common(
+        sub.add_parser("status", help="the cluster's GPUs, running jobs and queue")
+    ).set_defaults(func=cmd_status)
+    p = common(
+        sub.add_parser(
+            "usage",
+            help="GPU-hours, queued and running time, preemptions per tenant or job (sacct-like)",
+        )
+    )
+    p.add_argument(
+        "--since", help="start: ISO 8601, Unix seconds, or back from now (7d, 12h; default 30d)"
+    )
     p.add_argument("--until", help="end (default now)")
     p.add_argument("--jobs", action="store_true", help="one row per job, not per tenant")
     p.add_argument("--csv", action="store_true", help="CSV instead of a table")
     p.set_defaults(func=cmd_usage)
-    p = common(sub.add_parser("quotas", help="tenants' quotas and use; --set TENANT changes one (admin token)"))
+    p = common(
+        sub.add_parser(
+            "quotas", help="tenants' quotas and use; --set TENANT changes one (admin token)"
+        )
+    )
     p.add_argument("--set", metavar="TENANT")
     p.add_argument("--nominal", type=int)
     p.add_argument("--borrowing-limit", type=int)
@@ -280,15 +399,31 @@ def add_client_parsers(sub) -> None:
     p.add_argument("--weight", type=float)
     p.add_argument("--priority", type=int)
     p.set_defaults(func=cmd_quotas)
-    p = common(sub.add_parser("export", help="finished and running jobs with their measured speeds, as a "
-                                             "trace the simulator replays (dlsched whatif)"))
+    p = common(
+        sub.add_parser(
+            "export",
+            help="finished and running jobs with their measured speeds, as a "
+            "trace the simulator replays (dlsched whatif)",
+        )
+    )
     p.add_argument("--out", required=True, help="CSV file to write")
-    p.add_argument("--since", help="jobs submitted from: ISO 8601, Unix seconds, or back from now (7d, 12h; "
-                                   "default: all)")
+    p.add_argument(
+        "--since",
+        help="jobs submitted from: ISO 8601, Unix seconds, or back from now (7d, 12h; "
+        "default: all)",
+    )
     p.add_argument("--until", help="submitted before (default now)")
     p.set_defaults(func=cmd_export)
-    p = common(sub.add_parser("pools", help="the inference pool: loaned and reclaimed servers (admin token)"))
-    p.add_argument("--demand", type=int, help="set the inference side's demand (servers it needs within the notice)")
+    p = common(
+        sub.add_parser(
+            "pools", help="the inference pool: loaned and reclaimed servers (admin token)"
+        )
+    )
+    p.add_argument(
+        "--demand",
+        type=int,
+        help="set the inference side's demand (servers it needs within the notice)",
+    )
     p.set_defaults(func=cmd_pools)
     tenant = sub.add_parser("tenant", help="tenants (admin token)")
     tsub = tenant.add_subparsers(dest="tenant_command", required=True)

@@ -11,22 +11,22 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class NodeInfo:
-    name: str                  # the node part of its GPUs' resource names
+    name: str  # the node part of its GPUs' resource names
     gpus: int
     alive: bool
-    pool: str = "training"     # "inference": a server lent to training only while idle (Aryl)
+    pool: str = "training"  # "inference": a server lent to training only while idle (Aryl)
 
 
 @dataclass
 class Outcome:
     job_id: str
-    attempt: int               # 0: a profiling run
-    kind: str                  # "done" | "stopped" | "failed" | "switched" (a background resize) | "profiled"
+    attempt: int  # 0: a profiling run
+    kind: str  # "done" | "stopped" | "failed" | "switched" (a background resize) | "profiled"
     iteration: int | None = None
     detail: str = ""
 
 
-Placement = list[tuple[str, int]]     # (node name, GPU index on it) per worker
+Placement = list[tuple[str, int]]  # (node name, GPU index on it) per worker
 
 
 class Executor(Protocol):

@@ -38,14 +38,14 @@ from .sandbox import Sandbox  # noqa: E402
 from .tenant import TenantError, TenantProcess, plain, stamp  # noqa: E402
 
 NAMESPACE = "dlsched"
-JOBS_PER_GPU = 2          # as the simulator's max_jobs_per_gpu
+JOBS_PER_GPU = 2  # as the simulator's max_jobs_per_gpu
 RESOURCE = re.compile(r"^dlsched_gpu_(?P<node>[A-Za-z0-9-]+)_(?P<index>\d+)$")
 # A node that also carries this resource is an inference server (Aryl's loaning).
 INFERENCE_RESOURCE = "dlsched_pool_inference"
 log = logging.getLogger("dlsched.executor")
 
 
-CHECKPOINT, SAMPLES = "checkpoint.pt", "samples.jsonl"     # in the job's directory
+CHECKPOINT, SAMPLES = "checkpoint.pt", "samples.jsonl"  # in the job's directory
 
 
 def gpu_resource(node: str, index: int) -> str:
@@ -63,17 +63,21 @@ class _Run:
     kill: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     progress: dict | None = None
-    resize_to: list[tuple[str, int]] | None = None     # a background resize asked for
+    resize_to: list[tuple[str, int]] | None = None  # a background resize asked for
 
 
-PROFILE_TIMEOUT_S = 600.0        # chosen: a profiling run's few passes, with a slow build
+PROFILE_TIMEOUT_S = 600.0  # chosen: a profiling run's few passes, with a slow build
 
 
 @ray.remote(num_cpus=0)
 def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> dict:
-    process = _tenant_process(sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES="")
+    process = _tenant_process(
+        sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES=""
+    )
     try:
-        return process.call("profile", PROFILE_TIMEOUT_S, config={**config, "memory_limit_mib": sandbox.memory_mib})
+        return process.call(
+            "profile", PROFILE_TIMEOUT_S, config={**config, "memory_limit_mib": sandbox.memory_mib}
+        )
     finally:
         process.kill()
 
@@ -81,6 +85,7 @@ def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbo
 def _free_address() -> str:
     """host:port free on this node, for a process group's rendezvous."""
     import socket
+
     host = ray.util.get_node_ip_address()
     with socket.socket() as s:
         s.bind((host, 0))
@@ -92,21 +97,33 @@ class ProfileWorker:
     """One worker of a profiling group (GENIE's 2-GPU placements), in its tenant process."""
 
     def __init__(self, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> None:
-        self.process = _tenant_process(sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES="")
+        self.process = _tenant_process(
+            sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES=""
+        )
 
     def address(self) -> str:
         return _free_address()
 
     def measure(self, config: dict, rank: int, world: int, master: str) -> list[dict]:
         try:
-            return self.process.call("profile_group", PROFILE_TIMEOUT_S, config=config, rank=rank, world=world,
-                                     master=master)
+            return self.process.call(
+                "profile_group",
+                PROFILE_TIMEOUT_S,
+                config=config,
+                rank=rank,
+                world=world,
+                master=master,
+            )
         finally:
             self.process.kill()
 
 
-def _tenant_process(sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, **env: str) -> TenantProcess:
-    return TenantProcess(sandbox.command(job_dir, job_id), sandbox.environment(job_dir, **env), log_path)
+def _tenant_process(
+    sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, **env: str
+) -> TenantProcess:
+    return TenantProcess(
+        sandbox.command(job_dir, job_id), sandbox.environment(job_dir, **env), log_path
+    )
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
@@ -115,13 +132,24 @@ class TrainWorker:
     process of its own (:mod:`.sandbox`), which this actor starts and relays to: ``run``
     trains; ``progress`` and ``stop`` answer meanwhile."""
 
-    def __init__(self, job_id: str, config: dict, rank: int, world: int, job_dir: str, log_path: str,
-                 device: int, sandbox: Sandbox) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        config: dict,
+        rank: int,
+        world: int,
+        job_dir: str,
+        log_path: str,
+        device: int,
+        sandbox: Sandbox,
+    ) -> None:
         job_dir = Path(job_dir)
         config = {**config, "checkpoint_path": sandbox.job_path(job_dir, job_dir / CHECKPOINT)}
         if config.get("record_samples"):
             config["samples_path"] = sandbox.job_path(job_dir, job_dir / SAMPLES)
-        self.process = _tenant_process(sandbox, job_id, job_dir, Path(log_path), CUDA_VISIBLE_DEVICES=str(device))
+        self.process = _tenant_process(
+            sandbox, job_id, job_dir, Path(log_path), CUDA_VISIBLE_DEVICES=str(device)
+        )
         self.process.call("train", config=config, rank=rank, world=world)
 
     def address(self) -> str:
@@ -141,8 +169,11 @@ class TrainWorker:
 
     def run(self) -> dict:
         result = self.process.call("run")
-        if not (isinstance(result, dict) and result.get("status") in ("done", "stopped", "switch")
-                and isinstance(result.get("iteration"), int)):
+        if not (
+            isinstance(result, dict)
+            and result.get("status") in ("done", "stopped", "switch")
+            and isinstance(result.get("iteration"), int)
+        ):
             raise TenantError(f"the tenant process answered run with {str(result)[:200]!r}")
         if result["status"] != "switch":
             self.process.kill()
@@ -150,8 +181,15 @@ class TrainWorker:
 
     def progress(self) -> dict | None:
         p = self.process.call("progress", 5)
-        return {k: p.get(k) for k in ("iteration", "iterations", "iteration_s", "loss")
-                if isinstance(p.get(k), (int, float))} if isinstance(p, dict) else None
+        return (
+            {
+                k: p.get(k)
+                for k in ("iteration", "iterations", "iteration_s", "loss")
+                if isinstance(p.get(k), (int, float))
+            }
+            if isinstance(p, dict)
+            else None
+        )
 
     def stop(self) -> None:
         self.process.tell("stop")
@@ -168,15 +206,19 @@ class InferenceStandIn:
 
     def __init__(self, node: str) -> None:
         import torch
+
         torch.set_num_threads(1)
         self.node = node
-        self.model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+        self.model = torch.nn.Sequential(
+            torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
+        ).eval()
 
     def ready(self) -> dict:
         return {"node": self.node, "pid": os.getpid(), "answer": self.infer([0.5] * 64)}
 
     def infer(self, features: list[float]) -> list[float]:
         import torch
+
         with torch.no_grad():
             return self.model(torch.tensor([features], dtype=torch.float32))[0].tolist()
 
@@ -186,12 +228,17 @@ class LocalRayCluster:
     nodes of ``gpus_per_node`` GPUs each (``n0``, ``n1``...) and ``inference_nodes`` emulated
     inference servers (``i0``, ``i1``...) of the same size."""
 
-    def __init__(self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4, inference_nodes: int = 0) -> None:
+    def __init__(
+        self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4, inference_nodes: int = 0
+    ) -> None:
         from ray.cluster_utils import Cluster
+
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
-        self._reaper = start_reaper()       # no Ray process outlives this one, even killed
-        self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
-                                                                          "include_dashboard": False})
+        self._reaper = start_reaper()  # no Ray process outlives this one, even killed
+        self.cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False},
+        )
         self.nodes: dict[str, object] = {}
         for _ in range(nodes):
             self.add_node()
@@ -206,12 +253,15 @@ class LocalRayCluster:
         """Start one more emulated node, named by the smallest free ``n<i>`` (``i<i>`` for an
         inference server)."""
         prefix = "i" if pool == "inference" else "n"
-        name = next(f"{prefix}{i}" for i in range(len(self.nodes) + 1) if f"{prefix}{i}" not in self.nodes)
+        name = next(
+            f"{prefix}{i}" for i in range(len(self.nodes) + 1) if f"{prefix}{i}" not in self.nodes
+        )
         resources = {gpu_resource(name, i): JOBS_PER_GPU for i in range(self.gpus_per_node)}
         if pool == "inference":
             resources[INFERENCE_RESOURCE] = 1
-        self.nodes[name] = self.cluster.add_node(num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node,
-                                                 resources=resources)
+        self.nodes[name] = self.cluster.add_node(
+            num_cpus=self.cpus_per_node, num_gpus=self.gpus_per_node, resources=resources
+        )
         return name
 
     def remove_node(self, name: str) -> None:
@@ -219,17 +269,27 @@ class LocalRayCluster:
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
-        os.close(self._reaper)              # the watcher sweeps what shutdown left
+        os.close(self._reaper)  # the watcher sweeps what shutdown left
 
 
 class RayExecutor:
     """Implements :class:`~dlsched.runtime.execution.Executor` on a Ray cluster."""
 
-    def __init__(self, address: str, data_dir: str | Path, sandbox: Sandbox, start_timeout_s: float = 120.0,
-                 stop_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        data_dir: str | Path,
+        sandbox: Sandbox,
+        start_timeout_s: float = 120.0,
+        stop_timeout_s: float = 60.0,
+    ) -> None:
         if not ray.is_initialized():
-            ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,
-                     log_to_driver=False)
+            ray.init(
+                address=address,
+                namespace=NAMESPACE,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
         self.data_dir = Path(data_dir)
         self.sandbox = sandbox
         for folder in ("jobs", "logs"):
@@ -240,7 +300,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._known: dict[str, NodeInfo] = {}
         self._ray_ids: dict[str, str] = {}  # node name -> Ray's node id
-        self._stand_ins: dict[str, tuple] = {}   # inference node -> (actor, its ready() ref)
+        self._stand_ins: dict[str, tuple] = {}  # inference node -> (actor, its ready() ref)
 
     # -- the cluster -------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:
@@ -257,7 +317,9 @@ class RayExecutor:
                 if m:
                     alive[m["node"]] = max(alive.get(m["node"], 0), int(m["index"]) + 1)
                     self._ray_ids[m["node"]] = node["NodeID"]
-                    pools[m["node"]] = "inference" if INFERENCE_RESOURCE in resources else "training"
+                    pools[m["node"]] = (
+                        "inference" if INFERENCE_RESOURCE in resources else "training"
+                    )
         for name, gpus in alive.items():
             self._known[name] = NodeInfo(name, gpus, True, pools[name])
         for name, info in self._known.items():
@@ -282,18 +344,23 @@ class RayExecutor:
         shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
 
     def log(self, job_id: str, line: str) -> None:
-        fd = os.open(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(
+            self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+        )
         with os.fdopen(fd, "a") as f:
             f.write(f"{stamp()} {line}\n")
 
-    def start(self, job_id: str, attempt: int, placement: list[tuple[str, int]], config: dict) -> None:
+    def start(
+        self, job_id: str, attempt: int, placement: list[tuple[str, int]], config: dict
+    ) -> None:
         self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
         run = _Run(job_id, attempt, placement, config)
         with self._lock:
             previous = self._runs.get(job_id)
             self._runs[job_id] = run
-        run.thread = threading.Thread(target=self._drive, args=(run, previous), daemon=True,
-                                      name=f"run-{job_id}-{attempt}")
+        run.thread = threading.Thread(
+            target=self._drive, args=(run, previous), daemon=True, name=f"run-{job_id}-{attempt}"
+        )
         run.thread.start()
 
     def stop(self, job_id: str, graceful: bool = True) -> None:
@@ -311,30 +378,47 @@ class RayExecutor:
         ``placements`` (GENIE) it also times the job on 2 workers on one node and on 2 nodes
         (``placements`` in the result: gpus, nodes, batch, iteration_s)."""
         self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
-        threading.Thread(target=self._profile, args=(job_id, config, placements), daemon=True,
-                         name=f"profile-{job_id}").start()
+        threading.Thread(
+            target=self._profile,
+            args=(job_id, config, placements),
+            daemon=True,
+            name=f"profile-{job_id}",
+        ).start()
 
     def _profile(self, job_id: str, config: dict, placements: bool) -> None:
         args = (job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
         try:
             result = ray.get(_profile_task.remote(config, *args))
             if placements:
-                result["placements"] = [{"gpus": 1, "nodes": 1, "batch": p["batch"], "iteration_s": p["iteration_s"]}
-                                        for p in result["points"]]
+                result["placements"] = [
+                    {"gpus": 1, "nodes": 1, "batch": p["batch"], "iteration_s": p["iteration_s"]}
+                    for p in result["points"]
+                ]
                 config = {**config, "memory_limit_mib": self.sandbox.memory_mib}
                 for nodes in self._profile_node_pairs():
-                    workers = [ProfileWorker.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False))
-                               .remote(*args) for n in nodes]
+                    workers = [
+                        ProfileWorker.options(
+                            scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)
+                        ).remote(*args)
+                        for n in nodes
+                    ]
                     try:
                         master = ray.get(workers[0].address.remote(), timeout=self.start_timeout_s)
-                        points = ray.get([w.measure.remote(config, rank, 2, master) for rank, w in enumerate(workers)],
-                                         timeout=PROFILE_TIMEOUT_S)[0]
+                        points = ray.get(
+                            [
+                                w.measure.remote(config, rank, 2, master)
+                                for rank, w in enumerate(workers)
+                            ],
+                            timeout=PROFILE_TIMEOUT_S,
+                        )[0]
                     finally:
-                        for w in workers:         # a failed one leaves its partner waiting
+                        for w in workers:  # a failed one leaves its partner waiting
                             ray.kill(w)
-                    result["placements"] += [{"gpus": 2, "nodes": len(set(nodes)), **p} for p in points]
+                    result["placements"] += [
+                        {"gpus": 2, "nodes": len(set(nodes)), **p} for p in points
+                    ]
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
-        except Exception as e:      # a program that cannot even build
+        except Exception as e:  # a program that cannot even build
             detail = f"profiling failed: {_error_text(e)}"
             self.log(job_id, detail)
             outcome = Outcome(job_id, 0, "failed", detail=detail)
@@ -343,7 +427,9 @@ class RayExecutor:
 
     def _profile_node_pairs(self) -> list[tuple[str, str]]:
         """Ray node ids for 2 workers on one node, and (when there are two) on two nodes."""
-        alive = [self._ray_ids[n.name] for n in self.inventory() if n.alive and n.name in self._ray_ids]
+        alive = [
+            self._ray_ids[n.name] for n in self.inventory() if n.alive and n.name in self._ray_ids
+        ]
         return [(alive[0], alive[0])] + ([(alive[0], alive[1])] if len(alive) > 1 else [])
 
     def resize(self, job_id: str, placement: list[tuple[str, int]]) -> None:
@@ -371,7 +457,9 @@ class RayExecutor:
         gpus = self._known[node].gpus
         actor = InferenceStandIn.options(
             resources={gpu_resource(node, i): JOBS_PER_GPU for i in range(gpus)},
-            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}, name=f"inference-{node}").remote(node)
+            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+            name=f"inference-{node}",
+        ).remote(node)
         self._stand_ins[node] = (actor, actor.ready.remote())
 
     def inference_ready(self, node: str) -> bool:
@@ -388,8 +476,11 @@ class RayExecutor:
 
     def evict(self, node: str) -> list[str]:
         with self._lock:
-            runs = [r for r in self._runs.values()
-                    if any(n == node for n, _ in r.placement + (r.resize_to or []))]
+            runs = [
+                r
+                for r in self._runs.values()
+                if any(n == node for n, _ in r.placement + (r.resize_to or []))
+            ]
         for run in runs:
             run.kill.set()
         return [r.job_id for r in runs]
@@ -414,19 +505,31 @@ class RayExecutor:
             self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail))
 
     def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
-        return TrainWorker.options(     # not detached: they go if the server goes
-            name=f"{run.job_id}-a{run.attempt}-{node}-{index}", namespace=NAMESPACE,
+        return TrainWorker.options(  # not detached: they go if the server goes
+            name=f"{run.job_id}-a{run.attempt}-{node}-{index}",
+            namespace=NAMESPACE,
             resources={gpu_resource(node, index): 1},
-        ).remote(run.job_id, run.config, rank, world, str(self.job_dir(run.job_id)),
-                 str(self.log_path(run.job_id)), index, self.sandbox)
+        ).remote(
+            run.job_id,
+            run.config,
+            rank,
+            world,
+            str(self.job_dir(run.job_id)),
+            str(self.log_path(run.job_id)),
+            index,
+            self.sandbox,
+        )
 
     def _wait_for_leavers(self, run: _Run) -> None:
         """A run that preempts others starts only once every stopping run on its GPUs has
         released them (checkpointed and exited)."""
         mine = set(run.placement)
         with self._lock:
-            leaving = [r for r in self._runs.values()
-                       if r is not run and (r.stop.is_set() or r.kill.is_set()) and mine & set(r.placement)]
+            leaving = [
+                r
+                for r in self._runs.values()
+                if r is not run and (r.stop.is_set() or r.kill.is_set()) and mine & set(r.placement)
+            ]
         for other in leaving:
             if other.thread is not None:
                 self.log(run.job_id, f"waits for {other.job_id} to release its GPUs")
@@ -436,7 +539,7 @@ class RayExecutor:
         for actor in run.actors:
             try:
                 ray.kill(actor)
-            except Exception:       # already dead
+            except Exception:  # already dead
                 pass
         self._report(run, kind, iteration, detail)
         with self._lock:
@@ -445,7 +548,7 @@ class RayExecutor:
 
     def _drive(self, run: _Run, previous: _Run | None) -> None:
         if previous is not None and previous.thread is not None:
-            previous.thread.join()     # its final checkpoint first
+            previous.thread.join()  # its final checkpoint first
         self._wait_for_leavers(run)
         world = len(run.placement)
         try:
@@ -455,7 +558,11 @@ class RayExecutor:
             if world > 1:
                 ready, _ = ray.wait([run.actors[0].address.remote()], timeout=self.start_timeout_s)
                 if not ready:
-                    return self._finish(run, "failed", detail=f"workers not placed within {self.start_timeout_s:.0f} s")
+                    return self._finish(
+                        run,
+                        "failed",
+                        detail=f"workers not placed within {self.start_timeout_s:.0f} s",
+                    )
                 master = ray.get(ready[0])
             setups = [a.setup.remote(master) for a in run.actors]
             deadline = time.monotonic() + self.start_timeout_s
@@ -466,14 +573,16 @@ class RayExecutor:
                 if run.kill.is_set() or run.stop.is_set():
                     return self._finish(run, "stopped", detail="stopped while starting")
                 if time.monotonic() > deadline:
-                    return self._finish(run, "failed", detail=f"gang not ready within {self.start_timeout_s:.0f} s")
+                    return self._finish(
+                        run, "failed", detail=f"gang not ready within {self.start_timeout_s:.0f} s"
+                    )
             ray.get(setups)
             results = [a.run.remote() for a in run.actors]
             stop_sent_at = None
             while True:
                 ready, waiting = ray.wait(results, num_returns=len(results), timeout=0.5)
                 for ref in ready:
-                    ray.get(ref)       # raises if a worker died
+                    ray.get(ref)  # raises if a worker died
                 if not waiting:
                     break
                 try:
@@ -491,12 +600,15 @@ class RayExecutor:
                     for a in run.actors:
                         a.stop.remote()
                     stop_sent_at = time.monotonic()
-                if stop_sent_at is not None and time.monotonic() - stop_sent_at > self.stop_timeout_s:
+                if (
+                    stop_sent_at is not None
+                    and time.monotonic() - stop_sent_at > self.stop_timeout_s
+                ):
                     return self._finish(run, "stopped", detail="did not stop in time: killed")
             outcome = ray.get(results[0])
             run.progress = {**(run.progress or {}), "iteration": outcome["iteration"]}
             self._finish(run, outcome["status"], outcome["iteration"])
-        except Exception as e:     # a worker died or raised: the whole gang goes
+        except Exception as e:  # a worker died or raised: the whole gang goes
             detail = _error_text(e)
             self.log(run.job_id, f"attempt {run.attempt} failed: {detail}")
             self._finish(run, "failed", detail=detail)
@@ -513,18 +625,23 @@ class RayExecutor:
         t0 = time.monotonic()
         newcomers = [self._new_worker(run, node, index, -1, len(target)) for node, index in added]
         preparing = [a.prepare.remote() for a in newcomers]
-        while preparing:                   # the old workers keep training meanwhile
+        while preparing:  # the old workers keep training meanwhile
             done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=0.5)
             ray.get(done)
             finished, _ = ray.wait(results, num_returns=len(results), timeout=0)
-            if finished or run.kill.is_set() or run.stop.is_set() or time.monotonic() - t0 > self.start_timeout_s:
-                for a in newcomers:        # the job ended, or is being stopped: forget the resize
+            if (
+                finished
+                or run.kill.is_set()
+                or run.stop.is_set()
+                or time.monotonic() - t0 > self.start_timeout_s
+            ):
+                for a in newcomers:  # the job ended, or is being stopped: forget the resize
                     ray.kill(a)
                 return results
         prepared = time.monotonic()
         for a in run.actors:
             a.switch.remote()
-        outs = ray.get(results)           # every worker stops after the same iteration
+        outs = ray.get(results)  # every worker stops after the same iteration
         if any(o["status"] != "switch" for o in outs):
             for a in newcomers:
                 ray.kill(a)
@@ -533,15 +650,22 @@ class RayExecutor:
         switch_at = time.monotonic()
         for p, actor in old.items():
             if p not in target:
-                ray.kill(actor)            # leaving workers exit at the boundary
+                ray.kill(actor)  # leaving workers exit at the boundary
         actors = [old[p] for p in kept] + newcomers
         master = ray.get(actors[0].address.remote()) if len(actors) > 1 else None
-        iterations = ray.get([a.regroup.remote(master, rank, len(actors)) for rank, a in enumerate(actors)])
+        iterations = ray.get(
+            [a.regroup.remote(master, rank, len(actors)) for rank, a in enumerate(actors)]
+        )
         run.actors, run.placement = actors, kept + added
         pause = time.monotonic() - switch_at
-        self.log(run.job_id, f"background resize to {len(actors)} workers at iteration {iterations[0]}: "
-                             f"prepared in {prepared - t0:.2f} s while training, paused {pause:.3f} s")
-        self._report(run, "switched", iterations[0], f"prepare_s={prepared - t0:.3f} pause_s={pause:.3f}")
+        self.log(
+            run.job_id,
+            f"background resize to {len(actors)} workers at iteration {iterations[0]}: "
+            f"prepared in {prepared - t0:.2f} s while training, paused {pause:.3f} s",
+        )
+        self._report(
+            run, "switched", iterations[0], f"prepare_s={prepared - t0:.3f} pause_s={pause:.3f}"
+        )
         return [a.run.remote() for a in actors]
 
 
@@ -549,5 +673,5 @@ def _error_text(e: BaseException) -> str:
     """The whole reason a run failed: the tenant's own traceback when it raised, else Ray's
     error, without terminal colour codes."""
     if isinstance(e, ray.exceptions.RayTaskError) and getattr(e, "cause", None) is not None:
-        e = e.cause                   # what the worker raised, without Ray's wrapping
+        e = e.cause  # what the worker raised, without Ray's wrapping
     return plain(str(e) if isinstance(e, TenantError) else f"{type(e).__name__}: {e}")

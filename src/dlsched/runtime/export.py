@@ -25,12 +25,38 @@ from .speed import RuntimeSpeed
 from .store import DONE, RUNNING, Store
 
 # The columns of the export format, in order (dlsched.traces.history reads them back).
-COLUMNS = ("job_id", "tenant", "submit_s", "gpus", "min_gpus", "max_gpus", "batch_size", "iterations",
-           "iteration_s", "iteration_source", "estimate_s", "model", "priority", "deadline_s", "startup_s", "restart_s",
-           "slowdown", "profile_s", "fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch",
-           "status", "start_s", "end_s", "jct_s", "preemptions")
+COLUMNS = (
+    "job_id",
+    "tenant",
+    "submit_s",
+    "gpus",
+    "min_gpus",
+    "max_gpus",
+    "batch_size",
+    "iterations",
+    "iteration_s",
+    "iteration_source",
+    "estimate_s",
+    "model",
+    "priority",
+    "deadline_s",
+    "startup_s",
+    "restart_s",
+    "slowdown",
+    "profile_s",
+    "fixed_mib",
+    "per_sample_mib",
+    "c0_s",
+    "c1_s",
+    "local_batch",
+    "status",
+    "start_s",
+    "end_s",
+    "jct_s",
+    "preemptions",
+)
 PROFILE_FIELDS = ("fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch")
-MAX_EXPORT_JOBS = 100_000        # one export's rows (a bound on the answer's size)
+MAX_EXPORT_JOBS = 100_000  # one export's rows (a bound on the answer's size)
 
 
 def _profiling_s(store: Store, job_id: str, submitted: float) -> float | None:
@@ -39,18 +65,33 @@ def _profiling_s(store: Store, job_id: str, submitted: float) -> float | None:
     return done[0] - submitted if done else None
 
 
-def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
-                   since: float = 0.0, until: float = float("inf"), tenant_id: str | None = None) -> dict:
+def export_history(
+    store: Store,
+    cluster_spec: str,
+    policy: str,
+    params: dict,
+    since: float = 0.0,
+    until: float = float("inf"),
+    tenant_id: str | None = None,
+) -> dict:
     """Jobs submitted in [since, until) that finished or are running, as trace rows."""
-    rows = [r for r in store.jobs(tenant_id=tenant_id, statuses=(DONE, RUNNING))
-            if since <= r["submitted"] < until]
+    rows = [
+        r
+        for r in store.jobs(tenant_id=tenant_id, statuses=(DONE, RUNNING))
+        if since <= r["submitted"] < until
+    ]
     if len(rows) > MAX_EXPORT_JOBS:
-        raise SpecError("since", f"{len(rows)} jobs match; export at most {MAX_EXPORT_JOBS} at once "
-                                 "(narrow since/until)")
+        raise SpecError(
+            "since",
+            f"{len(rows)} jobs match; export at most {MAX_EXPORT_JOBS} at once "
+            "(narrow since/until)",
+        )
     speed = RuntimeSpeed()
     jobs = []
     for row in rows:
-        spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"], row["profile"])
+        spec = to_job_spec(
+            row["spec"], row["id"], row["tenant_id"], row["submitted"], row["profile"]
+        )
         if row["profile"]:
             speed.profiles[row["id"]] = row["profile"]
         meter = JobMeter.load(row["measured"])
@@ -58,15 +99,17 @@ def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
         jobs.append((row, spec, meter, solo, solo and shared_slowdown(meter, spec, speed, solo[0])))
     # a job that only ever ran shared: alone, it would have run the typical slowdown faster
     typical_slowdown = statistics.median([x for *_, x in jobs if x] or [speed.typical_slowdown()])
-    typical = {"startup_s": statistics.median([s for _, _, m, *_ in jobs for s in m.starts] or [0.0]),
-               "restart_s": statistics.median([s for _, _, m, *_ in jobs for s in m.restarts] or [0.0]),
-               "slowdown": typical_slowdown}
+    typical = {
+        "startup_s": statistics.median([s for _, _, m, *_ in jobs for s in m.starts] or [0.0]),
+        "restart_s": statistics.median([s for _, _, m, *_ in jobs for s in m.restarts] or [0.0]),
+        "slowdown": typical_slowdown,
+    }
     skipped: dict[str, int] = {}
     measured = []
     for row, spec, meter, solo, slowdown in jobs:
         solo = solo or solo_iteration_s(meter, spec, speed, typical_slowdown)
         if solo is None and row["iteration_s"]:
-            solo = (row["iteration_s"], "reported")     # too short for a whole measured stretch
+            solo = (row["iteration_s"], "reported")  # too short for a whole measured stretch
         if solo is None and row["status"] == DONE and not (row["preemptions"] or row["failures"]):
             # done before any progress was seen: its one run, less its start-up
             pause = meter.starts[0] if meter.starts else typical["startup_s"]
@@ -84,23 +127,52 @@ def export_history(store: Store, cluster_spec: str, policy: str, params: dict,
     jobs = []
     for row, spec, meter, (iteration_s, source), slowdown in measured:
         profile = row["profile"] or {}
-        jobs.append({
-            "job_id": row["id"], "tenant": row["tenant_id"], "submit_s": rel(row["submitted"]),
-            "gpus": spec.num_gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus,
-            "batch_size": spec.batch_size, "iterations": spec.iterations,
-            "iteration_s": round(iteration_s, 6), "iteration_source": source,
-            "estimate_s": round(spec.duration_s, 3), "model": row["spec"]["entrypoint"],
-            "priority": spec.priority, "deadline_s": rel(spec.deadline_s),
-            "startup_s": round(statistics.mean(meter.starts), 3) if meter.starts else typical["startup_s"],
-            "restart_s": round(statistics.mean(meter.restarts), 3) if meter.restarts else typical["restart_s"],
-            "slowdown": slowdown,
-            "profile_s": _profiling_s(store, row["id"], row["submitted"]) if row["profile"] else None,
-            **{k: profile.get(k) for k in PROFILE_FIELDS},
-            "status": row["status"], "start_s": rel(row["started"]), "end_s": rel(row["finished"]),
-            "jct_s": None if row["finished"] is None else round(row["finished"] - row["submitted"], 3),
-            "preemptions": row["preemptions"]})
-    return {"cluster": cluster_spec, "policy": policy, "params": params, "t0": t0, "typical": typical,
-            "columns": list(COLUMNS), "jobs": jobs, "skipped": skipped}
+        jobs.append(
+            {
+                "job_id": row["id"],
+                "tenant": row["tenant_id"],
+                "submit_s": rel(row["submitted"]),
+                "gpus": spec.num_gpus,
+                "min_gpus": spec.min_gpus,
+                "max_gpus": spec.max_gpus,
+                "batch_size": spec.batch_size,
+                "iterations": spec.iterations,
+                "iteration_s": round(iteration_s, 6),
+                "iteration_source": source,
+                "estimate_s": round(spec.duration_s, 3),
+                "model": row["spec"]["entrypoint"],
+                "priority": spec.priority,
+                "deadline_s": rel(spec.deadline_s),
+                "startup_s": round(statistics.mean(meter.starts), 3)
+                if meter.starts
+                else typical["startup_s"],
+                "restart_s": round(statistics.mean(meter.restarts), 3)
+                if meter.restarts
+                else typical["restart_s"],
+                "slowdown": slowdown,
+                "profile_s": _profiling_s(store, row["id"], row["submitted"])
+                if row["profile"]
+                else None,
+                **{k: profile.get(k) for k in PROFILE_FIELDS},
+                "status": row["status"],
+                "start_s": rel(row["started"]),
+                "end_s": rel(row["finished"]),
+                "jct_s": None
+                if row["finished"] is None
+                else round(row["finished"] - row["submitted"], 3),
+                "preemptions": row["preemptions"],
+            }
+        )
+    return {
+        "cluster": cluster_spec,
+        "policy": policy,
+        "params": params,
+        "t0": t0,
+        "typical": typical,
+        "columns": list(COLUMNS),
+        "jobs": jobs,
+        "skipped": skipped,
+    }
 
 
 def history_csv(history: dict) -> str:

@@ -40,11 +40,11 @@ DEFAULT_CHECKPOINT_EVERY = 50
 
 # Bounds on every number a tenant sends (documented defaults; a value outside is a 422).
 MAX_JOB_GPUS = 4096
-MAX_BATCH_SIZE = 65_536          # global batch: a worker's memory grows with it
+MAX_BATCH_SIZE = 65_536  # global batch: a worker's memory grows with it
 MAX_ITERATIONS = 10**9
 MAX_EPOCHS = 100_000
-MAX_DURATION_S = 10**8           # about three years
-MAX_TEXT = 256                   # entrypoint and name
+MAX_DURATION_S = 10**8  # about three years
+MAX_TEXT = 256  # entrypoint and name
 
 
 class JobRequest(BaseModel):
@@ -52,27 +52,46 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    entrypoint: str = Field(min_length=3, max_length=MAX_TEXT, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$",
-                            description="module:function or file.py:function returning model, optimizer, data, loss")
+    entrypoint: str = Field(
+        min_length=3,
+        max_length=MAX_TEXT,
+        pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$",
+        description="module:function or file.py:function returning model, optimizer, data, loss",
+    )
     gpus: int = Field(ge=1, le=MAX_JOB_GPUS)
     batch_size: int = Field(ge=1, le=MAX_BATCH_SIZE, description="global batch, all GPUs together")
-    iterations: int | None = Field(None, ge=1, le=MAX_ITERATIONS, description="give iterations or epochs")
+    iterations: int | None = Field(
+        None, ge=1, le=MAX_ITERATIONS, description="give iterations or epochs"
+    )
     epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)
     args: dict[str, Any] = Field(default_factory=dict, description="passed to the entrypoint")
     name: str | None = Field(None, max_length=MAX_TEXT)
-    duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S, allow_inf_nan=False,
-                                     description="estimated run time alone, for SJF/SRTF")
+    duration_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="estimated run time alone, for SJF/SRTF",
+    )
     min_gpus: int | None = Field(None, ge=1, le=MAX_JOB_GPUS, description="elastic jobs")
     max_gpus: int | None = Field(None, ge=1, le=MAX_JOB_GPUS)
     priority: int = Field(0, ge=-1000, le=1000)
-    checkpoint_every: int = Field(DEFAULT_CHECKPOINT_EVERY, ge=0, le=MAX_ITERATIONS,
-                                  description="iterations between checkpoints (0: only when stopped)")
+    checkpoint_every: int = Field(
+        DEFAULT_CHECKPOINT_EVERY,
+        ge=0,
+        le=MAX_ITERATIONS,
+        description="iterations between checkpoints (0: only when stopped)",
+    )
     log_every: int | None = Field(None, ge=1, le=MAX_ITERATIONS)
     seed: int | None = Field(None, ge=0, le=2**31 - 1)
     record_samples: bool | None = None
-    deadline: float | str | None = Field(None, description="finish by: ISO 8601 time with a zone, or Unix seconds")
-    within: float | str | None = Field(None, description="finish within this of submission: '2h', '90min', '45s', "
-                                                          "'1.5d', or seconds")
+    deadline: float | str | None = Field(
+        None, description="finish by: ISO 8601 time with a zone, or Unix seconds"
+    )
+    within: float | str | None = Field(
+        None,
+        description="finish within this of submission: '2h', '90min', '45s', '1.5d', or seconds",
+    )
 
 
 def spec_error(errors: list[dict]) -> SpecError:
@@ -84,7 +103,9 @@ def spec_error(errors: list[dict]) -> SpecError:
     return SpecError(field, reason)
 
 
-def validate_run_spec(spec: Any, capacity_gpus: int, elastic_capacity_gpus: int | None = None) -> dict:
+def validate_run_spec(
+    spec: Any, capacity_gpus: int, elastic_capacity_gpus: int | None = None
+) -> dict:
     """The normalized spec, or :class:`SpecError` naming the first bad field. A job may ask for
     at most ``capacity_gpus`` (the training pool); an elastic job may grow to
     ``elastic_capacity_gpus`` (with the inference servers it may borrow; default the same)."""
@@ -100,14 +121,19 @@ def validate_run_spec(spec: Any, capacity_gpus: int, elastic_capacity_gpus: int 
     if out["gpus"] > capacity_gpus:
         raise SpecError("gpus", f"asks for {out['gpus']} GPUs; the cluster has {capacity_gpus}")
     if high > (elastic_capacity_gpus or capacity_gpus):
-        raise SpecError("max_gpus", f"asks for {high} GPUs; the cluster has {elastic_capacity_gpus or capacity_gpus}")
+        raise SpecError(
+            "max_gpus",
+            f"asks for {high} GPUs; the cluster has {elastic_capacity_gpus or capacity_gpus}",
+        )
     if out["batch_size"] < high:
-        raise SpecError("batch_size", f"must be at least the GPU count ({high}): every worker needs a sample")
+        raise SpecError(
+            "batch_size", f"must be at least the GPU count ({high}): every worker needs a sample"
+        )
     now = time.time()
     deadline = absolute_deadline(out.pop("deadline", None), out.pop("within", None), now)
     if deadline is not None:
         out["deadline"] = deadline
-    to_job_spec(out, "check", "check", now)      # the simulator's own checks
+    to_job_spec(out, "check", "check", now)  # the simulator's own checks
     return out
 
 
@@ -124,7 +150,9 @@ def absolute_deadline(deadline, within, now: float) -> float | None:
         if isinstance(within, str):
             m = WITHIN.match(within)
             if not m:
-                raise SpecError("within", f"expected a duration such as '2h', '90min' or '45s', got {within!r}")
+                raise SpecError(
+                    "within", f"expected a duration such as '2h', '90min' or '45s', got {within!r}"
+                )
             within = float(m["n"]) * UNITS_S[m["unit"]]
         if not (math.isfinite(within) and 0 < within <= MAX_DURATION_S):
             raise SpecError("within", f"must be more than 0 s and at most {MAX_DURATION_S:g} s")
@@ -138,7 +166,10 @@ def absolute_deadline(deadline, within, now: float) -> float | None:
                 raise SpecError("deadline", "give the time zone (e.g. a trailing Z for UTC)")
             deadline = parsed.timestamp()
         except (ValueError, OverflowError, OSError):
-            raise SpecError("deadline", f"expected an ISO 8601 time such as 2026-11-23T18:00:00Z, got {deadline[:64]!r}") from None
+            raise SpecError(
+                "deadline",
+                f"expected an ISO 8601 time such as 2026-11-23T18:00:00Z, got {deadline[:64]!r}",
+            ) from None
     if not math.isfinite(deadline) or deadline <= now:
         raise SpecError("deadline", "must be a time after submission")
     if deadline > now + MAX_DURATION_S:
@@ -146,8 +177,9 @@ def absolute_deadline(deadline, within, now: float) -> float | None:
     return float(deadline)
 
 
-def to_job_spec(spec: dict, job_id: str, tenant: str, submit_time_s: float,
-                profile: dict | None = None) -> JobSpec:
+def to_job_spec(
+    spec: dict, job_id: str, tenant: str, submit_time_s: float, profile: dict | None = None
+) -> JobSpec:
     """The policy's view of a run spec. The duration is the user's estimate, else iterations
     times the iteration time its profiling run measured (or the default). A profiled job's
     model is its entrypoint (the sharing policies group jobs by model)."""
@@ -158,7 +190,18 @@ def to_job_spec(spec: dict, job_id: str, tenant: str, submit_time_s: float,
     duration = spec.get("duration_s")
     if duration is None:
         duration = iterations * (iteration_s or DEFAULT_ITERATION_S)
-    return JobSpec(job_id=job_id, submit_time_s=submit_time_s, num_gpus=spec["gpus"], duration_s=duration,
-                   tenant=tenant, model=spec["entrypoint"] if profile else None, batch_size=spec["batch_size"], iterations=iterations,
-                   priority=spec.get("priority", 0), min_gpus=spec.get("min_gpus"), max_gpus=spec.get("max_gpus"),
-                   deadline_s=spec.get("deadline"), qos_class="given" if spec.get("deadline") else None)
+    return JobSpec(
+        job_id=job_id,
+        submit_time_s=submit_time_s,
+        num_gpus=spec["gpus"],
+        duration_s=duration,
+        tenant=tenant,
+        model=spec["entrypoint"] if profile else None,
+        batch_size=spec["batch_size"],
+        iterations=iterations,
+        priority=spec.get("priority", 0),
+        min_gpus=spec.get("min_gpus"),
+        max_gpus=spec.get("max_gpus"),
+        deadline_s=spec.get("deadline"),
+        qos_class="given" if spec.get("deadline") else None,
+    )

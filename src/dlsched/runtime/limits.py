@@ -10,13 +10,13 @@ import re
 import threading
 import time
 
-MAX_BODY_BYTES = 1 << 20               # 1 MiB: a job spec is a few hundred bytes
-TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")   # lowercase: unique case-insensitively
-SUBMITS_PER_S = 5.0                    # per tenant, sustained
-SUBMIT_BURST = 20                      # per tenant, at once
+MAX_BODY_BYTES = 1 << 20  # 1 MiB: a job spec is a few hundred bytes
+TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")  # lowercase: unique case-insensitively
+SUBMITS_PER_S = 5.0  # per tenant, sustained
+SUBMIT_BURST = 20  # per tenant, at once
 MAX_QUEUED_PER_TENANT = 1000
-MAX_LOG_BYTES = 1 << 20                # a log request returns at most its last 1 MiB
-CHECKPOINT_RETENTION_S = 24 * 3600.0   # a finished job's checkpoint is deleted after a day
+MAX_LOG_BYTES = 1 << 20  # a log request returns at most its last 1 MiB
+CHECKPOINT_RETENTION_S = 24 * 3600.0  # a finished job's checkpoint is deleted after a day
 
 
 class BodyLimit:
@@ -50,8 +50,16 @@ class BodyLimit:
 
     async def _too_large(self, send) -> None:
         body = b'{"detail":{"field":"body","reason":"request body over %d bytes"}}' % self.max_bytes
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -62,9 +70,11 @@ class _TooLarge(Exception):
 class SubmitLimiter:
     """Per tenant: a token bucket of ``burst`` submits refilled at ``per_s``."""
 
-    def __init__(self, per_s: float = SUBMITS_PER_S, burst: int = SUBMIT_BURST, clock=time.monotonic) -> None:
+    def __init__(
+        self, per_s: float = SUBMITS_PER_S, burst: int = SUBMIT_BURST, clock=time.monotonic
+    ) -> None:
         self.per_s, self.burst, self.clock = per_s, burst, clock
-        self._buckets: dict[str, tuple[float, float]] = {}     # tenant -> (tokens, as of)
+        self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, as of)
         self._lock = threading.Lock()
 
     def take(self, tenant: str) -> float | None:

@@ -24,9 +24,9 @@ def parse_key(key: str) -> tuple[int, int, bool]:
 
 @dataclass(slots=True)
 class JobMeter:
-    speeds: dict[str, list[float]] = field(default_factory=dict)   # config -> [iterations, seconds]
-    starts: list[float] = field(default_factory=list)     # first start to first iteration, s
-    restarts: list[float] = field(default_factory=list)   # a restart's launch to its first iteration
+    speeds: dict[str, list[float]] = field(default_factory=dict)  # config -> [iterations, seconds]
+    starts: list[float] = field(default_factory=list)  # first start to first iteration, s
+    restarts: list[float] = field(default_factory=list)  # a restart's launch to its first iteration
     # the run under way: (launch time, iteration it resumed from, first start?) until its first
     # progress, then the last progress seen (config, iteration, time)
     _launch: tuple[float, int, bool] | None = None
@@ -35,8 +35,11 @@ class JobMeter:
     @classmethod
     def load(cls, stored: dict | None) -> JobMeter:
         stored = stored or {}
-        return cls(speeds={k: list(v) for k, v in stored.get("speeds", {}).items()},
-                   starts=list(stored.get("starts", [])), restarts=list(stored.get("restarts", [])))
+        return cls(
+            speeds={k: list(v) for k, v in stored.get("speeds", {}).items()},
+            starts=list(stored.get("starts", [])),
+            restarts=list(stored.get("restarts", [])),
+        )
 
     def dump(self) -> dict:
         return {"speeds": self.speeds, "starts": self.starts, "restarts": self.restarts}
@@ -53,7 +56,7 @@ class JobMeter:
         if self._launch is not None:
             launched_at, resumed_from, first = self._launch
             if iteration <= resumed_from:
-                return False                   # still the previous run's report
+                return False  # still the previous run's report
             self._launch = None
             if iteration_s:
                 pause = t - launched_at - (iteration - resumed_from) * iteration_s
@@ -81,7 +84,9 @@ def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:
     return t / factor if to_request else t * factor
 
 
-def solo_iteration_s(meter: JobMeter, spec, speed, typical_slowdown: float | None = None) -> tuple[float, str] | None:
+def solo_iteration_s(
+    meter: JobMeter, spec, speed, typical_slowdown: float | None = None
+) -> tuple[float, str] | None:
     """The job's iteration time alone on its requested GPUs without sub-batches, and how it was
     obtained: ``measured`` there; ``derived`` by the runtime's model (scaling, accumulation
     cost) from the alone configuration it ran longest in; ``profiled``, its profiling run's
@@ -93,13 +98,17 @@ def solo_iteration_s(meter: JobMeter, spec, speed, typical_slowdown: float | Non
     runs = sorted(((v[0], k) for k, v in meter.speeds.items() if v[0]), reverse=True)
     alone = [k for _, k in runs if not parse_key(k)[2]]
     if alone:
-        return _time_at(meter.iteration_s(alone[0]), alone[0], spec, speed, to_request=True), "derived"
+        return _time_at(
+            meter.iteration_s(alone[0]), alone[0], spec, speed, to_request=True
+        ), "derived"
     profiled = speed.iteration_s(spec, spec.num_gpus, 1, spec.batch_size / spec.num_gpus)
     if profiled is not None:
         return profiled, "profiled"
     if runs and typical_slowdown:
         key = runs[0][1]
-        return _time_at(meter.iteration_s(key) / typical_slowdown, key, spec, speed, to_request=True), "derived-shared"
+        return _time_at(
+            meter.iteration_s(key) / typical_slowdown, key, spec, speed, to_request=True
+        ), "derived-shared"
     return None
 
 
@@ -111,8 +120,9 @@ def shared_slowdown(meter: JobMeter, spec, speed, solo_s: float) -> float | None
         workers, accumulation, shared = parse_key(key)
         if not shared or not n:
             continue
-        alone = meter.iteration_s(config_key(workers, accumulation, False)) or _time_at(solo_s, key, spec, speed,
-                                                                                        to_request=False)
+        alone = meter.iteration_s(config_key(workers, accumulation, False)) or _time_at(
+            solo_s, key, spec, speed, to_request=False
+        )
         iterations += n
         weighted += n * (seconds / n) / alone
     return weighted / iterations if iterations else None

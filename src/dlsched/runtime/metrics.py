@@ -16,45 +16,116 @@ class RuntimeMetrics:
         self.expose_tenants = expose_tenants
         self.registry = CollectorRegistry()
         r = self.registry
-        self.queue = Gauge("dlsched_queue_length", "Jobs waiting, by tenant (\"all\" unless tenant names are exposed)", ["tenant"], registry=r)
+        self.queue = Gauge(
+            "dlsched_queue_length",
+            'Jobs waiting, by tenant ("all" unless tenant names are exposed)',
+            ["tenant"],
+            registry=r,
+        )
         self.running = Gauge("dlsched_running_jobs", "Jobs running", registry=r)
         self.gpus_total = Gauge("dlsched_gpus_total", "GPUs of live nodes", registry=r)
-        self.gpus_allocated = Gauge("dlsched_gpus_allocated", "GPUs held by running jobs", registry=r)
-        self.transitions = PromCounter("dlsched_job_transitions_total", "Job state changes",
-                                       ["from_state", "to_state"], registry=r)
-        self.pass_seconds = Histogram("dlsched_schedule_pass_seconds", "Wall time of one policy pass",
-                                      registry=r, buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5))
-        self.deadlines = PromCounter("dlsched_deadlines_total", "Jobs with a deadline that ended: met it, or missed it "
-                                     "(finished late or failed for good)", ["outcome"], registry=r)
-        self.pool_servers = Gauge("dlsched_inference_servers", "Inference servers by state: held by inference, "
-                                  "loaned to training, being reclaimed", ["state"], registry=r)
-        self.inference_demand = Gauge("dlsched_inference_demand_servers", "Servers the inference side said it needs",
-                                      registry=r)
-        self.servers_returned = PromCounter("dlsched_servers_returned_total", "Reclaimed inference servers handed "
-                                            "back (their inference stand-in runs)", registry=r)
-        self.reclaims = PromCounter("dlsched_reclaims_total", "Loaned servers reclaimed", registry=r)
-        self.reclaim_preemptions = PromCounter("dlsched_reclaim_preemptions_total", "Jobs preempted to hand a "
-                                               "server back (by the policy, or at the end of the notice)", registry=r)
+        self.gpus_allocated = Gauge(
+            "dlsched_gpus_allocated", "GPUs held by running jobs", registry=r
+        )
+        self.transitions = PromCounter(
+            "dlsched_job_transitions_total",
+            "Job state changes",
+            ["from_state", "to_state"],
+            registry=r,
+        )
+        self.pass_seconds = Histogram(
+            "dlsched_schedule_pass_seconds",
+            "Wall time of one policy pass",
+            registry=r,
+            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+        )
+        self.deadlines = PromCounter(
+            "dlsched_deadlines_total",
+            "Jobs with a deadline that ended: met it, or missed it "
+            "(finished late or failed for good)",
+            ["outcome"],
+            registry=r,
+        )
+        self.pool_servers = Gauge(
+            "dlsched_inference_servers",
+            "Inference servers by state: held by inference, loaned to training, being reclaimed",
+            ["state"],
+            registry=r,
+        )
+        self.inference_demand = Gauge(
+            "dlsched_inference_demand_servers",
+            "Servers the inference side said it needs",
+            registry=r,
+        )
+        self.servers_returned = PromCounter(
+            "dlsched_servers_returned_total",
+            "Reclaimed inference servers handed back (their inference stand-in runs)",
+            registry=r,
+        )
+        self.reclaims = PromCounter(
+            "dlsched_reclaims_total", "Loaned servers reclaimed", registry=r
+        )
+        self.reclaim_preemptions = PromCounter(
+            "dlsched_reclaim_preemptions_total",
+            "Jobs preempted to hand a server back (by the policy, or at the end of the notice)",
+            registry=r,
+        )
         self._counted = {"reclaims": 0, "preemptions": 0}
         # tenants and quotas, named as Kueue's (kueue_pending_workloads, kueue_admitted_workloads_total,
         # kueue_evicted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_*)
-        self.pending = Gauge("dlsched_pending_jobs", "Jobs waiting, by tenant and reason: quota (not admitted) "
-                             "or gpus (admitted, waiting to be placed)", ["tenant", "reason"], registry=r)
-        self.admitted_jobs = PromCounter("dlsched_admitted_jobs_total", "Jobs admitted within their tenant's quota",
-                                         ["tenant"], registry=r)
-        self.evicted_jobs = PromCounter("dlsched_evicted_jobs_total", "Admitted jobs evicted, by reason: reclaim "
-                                        "(their tenant borrowed) or priority", ["tenant", "reason"], registry=r)
-        self.admission_wait = Histogram("dlsched_admission_wait_seconds", "Time from entering the queue to admission",
-                                        ["tenant"], registry=r,
-                                        buckets=(0.1, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
-        self.quota_nominal = Gauge("dlsched_quota_nominal_gpus", "A tenant's nominal quota", ["tenant"], registry=r)
-        self.quota_borrowing_limit = Gauge("dlsched_quota_borrowing_limit_gpus", "GPUs a tenant may borrow above its "
-                                           "nominal quota (-1: no limit but its cohort's)", ["tenant"], registry=r)
-        self.quota_used = Gauge("dlsched_quota_used_gpus", "GPUs a tenant's admitted jobs reserve", ["tenant"], registry=r)
-        self.quota_borrowed = Gauge("dlsched_quota_borrowed_gpus", "GPUs a tenant reserves above its nominal quota",
-                                    ["tenant"], registry=r)
-        self.tenant_gpus = Gauge("dlsched_tenant_gpus_held", "GPUs a tenant's running jobs hold", ["tenant"], registry=r)
-        self.fair_share_weight = Gauge("dlsched_fair_share_weight", "A tenant's fair-share weight", ["tenant"], registry=r)
+        self.pending = Gauge(
+            "dlsched_pending_jobs",
+            "Jobs waiting, by tenant and reason: quota (not admitted) "
+            "or gpus (admitted, waiting to be placed)",
+            ["tenant", "reason"],
+            registry=r,
+        )
+        self.admitted_jobs = PromCounter(
+            "dlsched_admitted_jobs_total",
+            "Jobs admitted within their tenant's quota",
+            ["tenant"],
+            registry=r,
+        )
+        self.evicted_jobs = PromCounter(
+            "dlsched_evicted_jobs_total",
+            "Admitted jobs evicted, by reason: reclaim (their tenant borrowed) or priority",
+            ["tenant", "reason"],
+            registry=r,
+        )
+        self.admission_wait = Histogram(
+            "dlsched_admission_wait_seconds",
+            "Time from entering the queue to admission",
+            ["tenant"],
+            registry=r,
+            buckets=(0.1, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600),
+        )
+        self.quota_nominal = Gauge(
+            "dlsched_quota_nominal_gpus", "A tenant's nominal quota", ["tenant"], registry=r
+        )
+        self.quota_borrowing_limit = Gauge(
+            "dlsched_quota_borrowing_limit_gpus",
+            "GPUs a tenant may borrow above its nominal quota (-1: no limit but its cohort's)",
+            ["tenant"],
+            registry=r,
+        )
+        self.quota_used = Gauge(
+            "dlsched_quota_used_gpus",
+            "GPUs a tenant's admitted jobs reserve",
+            ["tenant"],
+            registry=r,
+        )
+        self.quota_borrowed = Gauge(
+            "dlsched_quota_borrowed_gpus",
+            "GPUs a tenant reserves above its nominal quota",
+            ["tenant"],
+            registry=r,
+        )
+        self.tenant_gpus = Gauge(
+            "dlsched_tenant_gpus_held", "GPUs a tenant's running jobs hold", ["tenant"], registry=r
+        )
+        self.fair_share_weight = Gauge(
+            "dlsched_fair_share_weight", "A tenant's fair-share weight", ["tenant"], registry=r
+        )
         self._tenants: set[str] = set()
 
     def _label(self, tenant: str) -> str:
@@ -72,7 +143,9 @@ class RuntimeMetrics:
 
     def observe(self, service) -> None:
         books = service.books
-        counts = Counter((j.spec.tenant if self.expose_tenants else "all") for j in books.pending.values())
+        counts = Counter(
+            (j.spec.tenant if self.expose_tenants else "all") for j in books.pending.values()
+        )
         for tenant in self._tenants | set(counts):
             self.queue.labels(tenant).set(counts.get(tenant, 0))
         self._tenants |= set(counts)
@@ -84,14 +157,22 @@ class RuntimeMetrics:
         self._observe_quotas(service)
         loans = books.loans
         if loans.inference_nodes:
-            for state, count in (("held", loans.held), ("loaned", len(loans.loaned)),
-                                 ("reclaiming", len(loans.reclaiming))):
+            for state, count in (
+                ("held", loans.held),
+                ("loaned", len(loans.loaned)),
+                ("reclaiming", len(loans.reclaiming)),
+            ):
                 self.pool_servers.labels(state).set(count)
             self.inference_demand.set(loans.announced)
             stats = loans.stats
-            for key, counter, value in (("reclaims", self.reclaims, stats.reclaims),
-                                        ("preemptions", self.reclaim_preemptions,
-                                         stats.reclaim_preemptions + stats.forced_preemptions)):
+            for key, counter, value in (
+                ("reclaims", self.reclaims, stats.reclaims),
+                (
+                    "preemptions",
+                    self.reclaim_preemptions,
+                    stats.reclaim_preemptions + stats.forced_preemptions,
+                ),
+            ):
                 if value > self._counted[key]:
                     counter.inc(value - self._counted[key])
                     self._counted[key] = value
@@ -104,17 +185,23 @@ class RuntimeMetrics:
         for tenant in set(pending) | self._tenants:
             label = self._label(tenant)
             by_label[(label, "quota")] = by_label.get((label, "quota"), 0) + waiting.get(tenant, 0)
-            by_label[(label, "gpus")] = by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - waiting.get(tenant, 0)
+            by_label[(label, "gpus")] = (
+                by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - waiting.get(tenant, 0)
+            )
         for (label, reason), n in by_label.items():
             self.pending.labels(label, reason).set(n)
-        if not self.expose_tenants:        # quotas are per tenant: shown only with tenant names
+        if not self.expose_tenants:  # quotas are per tenant: shown only with tenant names
             return
         for tenant in set(layer.config.tenants) | set(layer.reserved) | set(books.tenant_gpus):
             q = layer.config.quota(tenant)
             if q.nominal < service.UNLIMITED:
                 self.quota_nominal.labels(tenant).set(q.nominal)
-                self.quota_borrowing_limit.labels(tenant).set(-1 if q.borrowing_limit is None else q.borrowing_limit)
-                self.quota_borrowed.labels(tenant).set(max(0, layer.reserved.get(tenant, 0) - q.nominal))
+                self.quota_borrowing_limit.labels(tenant).set(
+                    -1 if q.borrowing_limit is None else q.borrowing_limit
+                )
+                self.quota_borrowed.labels(tenant).set(
+                    max(0, layer.reserved.get(tenant, 0) - q.nominal)
+                )
             self.quota_used.labels(tenant).set(layer.reserved.get(tenant, 0))
             self.tenant_gpus.labels(tenant).set(books.tenant_gpus.get(tenant, 0))
             self.fair_share_weight.labels(tenant).set(q.weight)

@@ -14,13 +14,13 @@ import os
 import resource
 import time
 
-PROFILE_REPEATS = 3       # timed passes per batch size, after one warm-up
+PROFILE_REPEATS = 3  # timed passes per batch size, after one warm-up
 
 
 def _peak_mib(torch) -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _nbytes(item) -> int:
@@ -36,8 +36,10 @@ def check_batch_fits(sample, batch: int, limit_mib: float | None) -> None:
     limit (a lower bound: activations come on top)."""
     need_mib = _nbytes(sample) * batch / 2**20
     if limit_mib and need_mib > limit_mib:
-        raise MemoryError(f"batch_size: a worker's batch of {batch} samples holds {need_mib:,.0f} MiB of inputs "
-                          f"alone, over the job's memory limit of {limit_mib:,.0f} MiB")
+        raise MemoryError(
+            f"batch_size: a worker's batch of {batch} samples holds {need_mib:,.0f} MiB of inputs "
+            f"alone, over the job's memory limit of {limit_mib:,.0f} MiB"
+        )
 
 
 def _build(config: dict):
@@ -45,6 +47,7 @@ def _build(config: dict):
     measured: b / 2 and b, the smaller first (peak memory only grows)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
+
     torch.set_num_threads(1)
     from .train import load_entrypoint
 
@@ -57,6 +60,7 @@ def _build(config: dict):
 def _median_pass_s(workload, model, batch: int, repeats: int) -> float:
     """The median time of a forward and backward pass at ``batch`` (after one warm-up)."""
     from .train import collate
+
     data = workload.dataset
     items = collate([data[i % len(data)] for i in range(batch)])
     times = []
@@ -68,7 +72,7 @@ def _median_pass_s(workload, model, batch: int, repeats: int) -> float:
         else:
             inputs, targets = items
             loss = workload.loss(model(inputs), targets)
-        loss.backward()                    # under DDP: the gradient all-reduce too
+        loss.backward()  # under DDP: the gradient all-reduce too
         if r:
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
@@ -84,22 +88,33 @@ def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
     span = hi["batch"] - lo["batch"]
     c1 = max(0.0, (hi["iteration_s"] - lo["iteration_s"]) / span) if span else 0.0
     per_sample = max(0.0, (hi["memory_mib"] - lo["memory_mib"]) / span) if span else 0.0
-    return {"local_batch": local, "points": points,
-            "c0_s": max(1e-6, hi["iteration_s"] - c1 * hi["batch"]), "c1_s": c1,
-            "fixed_mib": hi["memory_mib"] - per_sample * hi["batch"], "per_sample_mib": per_sample}
+    return {
+        "local_batch": local,
+        "points": points,
+        "c0_s": max(1e-6, hi["iteration_s"] - c1 * hi["batch"]),
+        "c1_s": c1,
+        "fixed_mib": hi["memory_mib"] - per_sample * hi["batch"],
+        "per_sample_mib": per_sample,
+    }
 
 
-def profile_group(config: dict, rank: int, world: int, master: str, repeats: int = PROFILE_REPEATS) -> list[dict]:
+def profile_group(
+    config: dict, rank: int, world: int, master: str, repeats: int = PROFILE_REPEATS
+) -> list[dict]:
     """One worker of a profiling group (GENIE's 2-GPU placements): the job's model under DDP
     in a gloo (CPU) or NCCL group of ``world``, each pass timed with its gradient all-reduce,
     at the per-worker batches b / 2 and b."""
     torch, workload, _, batches = _build(config)
     import torch.distributed as dist
     from torch import nn
+
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://{master}", rank=rank, world_size=world)
     try:
         model = nn.parallel.DistributedDataParallel(workload.model)
-        return [{"batch": b, "iteration_s": _median_pass_s(workload, model, b, repeats)} for b in batches]
+        return [
+            {"batch": b, "iteration_s": _median_pass_s(workload, model, b, repeats)}
+            for b in batches
+        ]
     finally:
         dist.destroy_process_group()

@@ -29,7 +29,7 @@ def configure_ray(token_path: Path, embedded: bool) -> None:
         raise ValueError(f"{token_path} is empty")
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_path.resolve())
-    os.environ.pop("RAY_AUTH_TOKEN", None)     # the file, not an inherited one
+    os.environ.pop("RAY_AUTH_TOKEN", None)  # the file, not an inherited one
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     if embedded:
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"   # every Ray process on 127.0.0.1
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray process on 127.0.0.1

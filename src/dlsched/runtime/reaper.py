@@ -21,9 +21,13 @@ SCAN_EVERY_S = 1.0
 
 def start_reaper() -> int:
     """Watch this process; returns the pipe's write end (close it to stop the watcher early)."""
-    read, write = os.pipe()            # not inheritable: Ray's processes never hold the write end
-    subprocess.Popen([sys.executable, "-I", "-m", "dlsched.runtime.reaper", str(os.getpid()), str(read)],
-                     pass_fds=(read,), start_new_session=True, stdin=subprocess.DEVNULL)
+    read, write = os.pipe()  # not inheritable: Ray's processes never hold the write end
+    subprocess.Popen(
+        [sys.executable, "-I", "-m", "dlsched.runtime.reaper", str(os.getpid()), str(read)],
+        pass_fds=(read,),
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(read)
     return write
 
@@ -66,7 +70,7 @@ def watch(root: int, pipe: int) -> None:
         processes = _processes()
         seen.update(ray_descendants(root, processes))
         for pid in [p for p, start in seen.items() if processes.get(p, (0, None))[1] != start]:
-            del seen[pid]             # ended: forget it before its pid is reused
+            del seen[pid]  # ended: forget it before its pid is reused
     # the watched process is gone (or shut its cluster down): its Ray processes go too
     for _ in range(3):
         processes = _processes()

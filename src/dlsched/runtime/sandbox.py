@@ -37,11 +37,22 @@ from ..errors import SpecError
 # Chosen defaults, overridable by the server's options (docs/security.md).
 DEFAULT_UID_BASE = 200_000
 DEFAULT_UID_COUNT = 100_000
-DEFAULT_MEMORY_MIB = 8192        # address space per process: torch alone maps about 1.5 GiB; 0: no limit
-DEFAULT_MAX_PROCESSES = 256      # tasks of the job's uid: processes and their threads
+DEFAULT_MEMORY_MIB = 8192  # address space per process: torch alone maps about 1.5 GiB; 0: no limit
+DEFAULT_MAX_PROCESSES = 256  # tasks of the job's uid: processes and their threads
 MAX_OPEN_FILES = 4096
-TMP_MIB = 1024                   # the sandbox's own /tmp, in memory
-HIDDEN_TOP_LEVEL = {"tmp", "root", "home", "run", "mnt", "media", "proc", "dev", "sys", "lost+found"}
+TMP_MIB = 1024  # the sandbox's own /tmp, in memory
+HIDDEN_TOP_LEVEL = {
+    "tmp",
+    "root",
+    "home",
+    "run",
+    "mnt",
+    "media",
+    "proc",
+    "dev",
+    "sys",
+    "lost+found",
+}
 JOB_DIR_IN_SANDBOX = "/job"
 
 
@@ -49,36 +60,48 @@ JOB_DIR_IN_SANDBOX = "/job"
 class Sandbox:
     """How tenant processes are started; built once by the server, shipped to every worker."""
 
-    hide: tuple[str, ...] = ()           # the server's data directory, at least
-    isolate: bool = True                 # False: --trust-tenants
+    hide: tuple[str, ...] = ()  # the server's data directory, at least
+    isolate: bool = True  # False: --trust-tenants
     uid_base: int = DEFAULT_UID_BASE
     uid_count: int = DEFAULT_UID_COUNT
     memory_mib: int = DEFAULT_MEMORY_MIB
     max_processes: int = DEFAULT_MAX_PROCESSES
-    expose: tuple[str, ...] = field(default=())   # read-only extras (program directories)
+    expose: tuple[str, ...] = field(default=())  # read-only extras (program directories)
 
     def check(self) -> None:
         """Refuse a setup that cannot isolate: raise :class:`SpecError` naming what is missing."""
         if not self.isolate:
             return
         if os.geteuid() != 0:
-            raise SpecError("trust-tenants", "isolating tenant code needs root (to run it as other uids); "
-                            "run the server as root, or say --trust-tenants on a single-user machine")
+            raise SpecError(
+                "trust-tenants",
+                "isolating tenant code needs root (to run it as other uids); "
+                "run the server as root, or say --trust-tenants on a single-user machine",
+            )
         if shutil.which("bwrap") is None:
-            raise SpecError("trust-tenants", "isolating tenant code needs bubblewrap (apt-get install bubblewrap), "
-                            "or say --trust-tenants on a single-user machine")
+            raise SpecError(
+                "trust-tenants",
+                "isolating tenant code needs bubblewrap (apt-get install bubblewrap), "
+                "or say --trust-tenants on a single-user machine",
+            )
         if not (0 < self.uid_base and self.uid_base + self.uid_count < 2**32 - 1):
             raise SpecError("tenant-uids", "the range must lie within 1 .. 2^32-2")
         for path in self.hide:
             for exposed in self._exposed():
                 if Path(exposed).is_relative_to(path):
-                    raise SpecError("data-dir", f"{path} holds {exposed}, which tenant code must read")
+                    raise SpecError(
+                        "data-dir", f"{path} holds {exposed}, which tenant code must read"
+                    )
 
     def uid(self, job_id: str) -> int:
         """The job's own uid: its number (``job-N``; other ids by a stable hash) folded into the
         range. A job keeps it across restarts, and its files with it."""
         suffix = job_id.rsplit("-", 1)[-1]
-        number = int(suffix) if suffix.isdigit() else int(hashlib.sha256(job_id.encode()).hexdigest()[:12], 16)
+        number = (
+            int(suffix)
+            if suffix.isdigit()
+            else int(hashlib.sha256(job_id.encode()).hexdigest()[:12], 16)
+        )
         return self.uid_base + number % self.uid_count
 
     def prepare_job_dir(self, job_dir: Path, job_id: str) -> None:
@@ -97,11 +120,24 @@ class Sandbox:
         if not self.isolate:
             return python
         uid = self.uid(job_id)
-        return [*self._bwrap(job_dir),
-                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                "--bounding-set=-all", "--no-new-privs", "--",
-                "prlimit", *([f"--as={self.memory_mib * 2**20}"] if self.memory_mib else []),
-                f"--nproc={self.max_processes}", f"--nofile={MAX_OPEN_FILES}", "--core=0", "--", *python]
+        return [
+            *self._bwrap(job_dir),
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+            "prlimit",
+            *([f"--as={self.memory_mib * 2**20}"] if self.memory_mib else []),
+            f"--nproc={self.max_processes}",
+            f"--nofile={MAX_OPEN_FILES}",
+            "--core=0",
+            "--",
+            *python,
+        ]
 
     def job_path(self, job_dir: Path, path: Path) -> str:
         """Where ``path`` (in ``job_dir``) is seen by the tenant process."""
@@ -111,16 +147,30 @@ class Sandbox:
         """The tenant process's whole environment: nothing inherited from the worker."""
         home = JOB_DIR_IN_SANDBOX if self.isolate else str(job_dir)
         tmp = "/tmp" if self.isolate else str(job_dir)
-        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
-                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **extra}
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": home,
+            "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
 
     # -- the bubblewrap view -------------------------------------------------------------------
     def _exposed(self) -> list[str]:
         return sorted({*_interpreter_paths(), *(str(Path(p).resolve()) for p in self.expose)})
 
     def _bwrap(self, job_dir: Path) -> list[str]:
-        args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try"]
+        args = [
+            "bwrap",
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
         for entry in sorted(Path("/").iterdir()):
             if entry.name in HIDDEN_TOP_LEVEL:
                 continue
@@ -134,27 +184,53 @@ class Sandbox:
         for exposed in self._exposed():
             path = Path(exposed)
             if not path.exists() or len(path.parts) < 2 or path.parts[1] not in HIDDEN_TOP_LEVEL:
-                continue                           # visible already, read-only
-            for parent in reversed(path.parents[:-1]):   # traversable parents in the sandbox's root
+                continue  # visible already, read-only
+            for parent in reversed(path.parents[:-1]):  # traversable parents in the sandbox's root
                 if str(parent) not in made:
                     made.add(str(parent))
                     args += ["--perms", "0755", "--dir", str(parent)]
             args += ["--ro-bind", exposed, exposed]
         for hidden in self.hide:
-            args += ["--tmpfs", str(Path(hidden).resolve()), "--remount-ro", str(Path(hidden).resolve())]
-        for device in sorted(Path("/dev").glob("nvidia*")):   # real GPUs, where there are any
+            args += [
+                "--tmpfs",
+                str(Path(hidden).resolve()),
+                "--remount-ro",
+                str(Path(hidden).resolve()),
+            ]
+        for device in sorted(Path("/dev").glob("nvidia*")):  # real GPUs, where there are any
             args += ["--dev-bind", str(device), str(device)]
-        args += ["--bind", str(job_dir), JOB_DIR_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev",
-                 "--remount-ro", "/", "--chdir", JOB_DIR_IN_SANDBOX, "--"]
+        args += [
+            "--bind",
+            str(job_dir),
+            JOB_DIR_IN_SANDBOX,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--remount-ro",
+            "/",
+            "--chdir",
+            JOB_DIR_IN_SANDBOX,
+            "--",
+        ]
         return args
 
 
 @functools.cache
 def _interpreter_paths() -> tuple[str, ...]:
     """What ``python -I`` reads: its prefixes and ``sys.path`` (the venv, an editable source)."""
-    out = subprocess.run([sys.executable, "-I", "-c",
-                          "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     paths = {str(Path(p).resolve()) for p in json.loads(out) if p}
     paths.add(str(Path(sys.executable).resolve().parent))
     # the most general first: a path inside another needs no bind of its own

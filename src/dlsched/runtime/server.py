@@ -22,7 +22,7 @@ def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    os.chmod(path, 0o600)      # a file that existed before keeps its mode otherwise
+    os.chmod(path, 0o600)  # a file that existed before keeps its mode otherwise
 
 
 def admin_token_hash(store: SQLiteStore, data_dir: Path, given: str | None) -> str:
@@ -30,13 +30,16 @@ def admin_token_hash(store: SQLiteStore, data_dir: Path, given: str | None) -> s
     (an ``admin.token`` file from an earlier start is then stale: removed, and said so), else the
     one created at the first start, its token written to ``data_dir/admin.token`` (0600)."""
     from .api import hash_token, new_token
+
     path = data_dir / "admin.token"
     if given:
         digest = hash_token(given)
         store.set_setting("admin_token_hash", digest)
         if path.exists():
             path.unlink()
-            print(f"dlsched: removed {path}: the admin token now comes from the given one", flush=True)
+            print(
+                f"dlsched: removed {path}: the admin token now comes from the given one", flush=True
+            )
         return digest
     digest = store.get_setting("admin_token_hash")
     if digest is None or not path.exists():
@@ -65,6 +68,7 @@ def given_admin_token(args) -> str | None:
 def sandbox_from(args, data_dir: Path):
     """The tenant sandbox the options ask for, checked (a :class:`SpecError` if it cannot isolate)."""
     from .sandbox import Sandbox
+
     try:
         first, _, last = args.tenant_uids.partition("-")
         base, count = int(first), int(last) - int(first) + 1
@@ -72,9 +76,15 @@ def sandbox_from(args, data_dir: Path):
         raise SpecError("tenant-uids", f"expected FIRST-LAST, got {args.tenant_uids!r}") from None
     if count < 1:
         raise SpecError("tenant-uids", "LAST must not be below FIRST")
-    sandbox = Sandbox(hide=(str(data_dir.resolve()),), isolate=not args.trust_tenants, uid_base=base,
-                      uid_count=count, memory_mib=args.job_memory_mib, max_processes=args.job_max_processes,
-                      expose=tuple(args.sandbox_expose or ()))
+    sandbox = Sandbox(
+        hide=(str(data_dir.resolve()),),
+        isolate=not args.trust_tenants,
+        uid_base=base,
+        uid_count=count,
+        memory_mib=args.job_memory_mib,
+        max_processes=args.job_max_processes,
+        expose=tuple(args.sandbox_expose or ()),
+    )
     sandbox.check()
     return sandbox
 
@@ -83,11 +93,14 @@ def serve(args, params: dict) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.chmod(0o700)                # the database and the tokens are the server's alone
+    data_dir.chmod(0o700)  # the database and the tokens are the server's alone
     sandbox = sandbox_from(args, data_dir)
     from .ray_setup import configure_ray
-    configure_ray(Path(args.ray_token_file) if args.ray_token_file else data_dir / "ray.token",
-                  embedded=args.ray_address is None)
+
+    configure_ray(
+        Path(args.ray_token_file) if args.ray_token_file else data_dir / "ray.token",
+        embedded=args.ray_address is None,
+    )
     try:
         import uvicorn
 
@@ -95,34 +108,58 @@ def serve(args, params: dict) -> int:
         from .executor import LocalRayCluster, RayExecutor
         from .service import SchedulerService
     except ImportError as e:
-        raise SpecError("server", f"the server needs the runtime's packages ({e.name} is missing): "
-                                  "pip install 'dlsched[runtime]'") from None
+        raise SpecError(
+            "server",
+            f"the server needs the runtime's packages ({e.name} is missing): "
+            "pip install 'dlsched[runtime]'",
+        ) from None
 
     store = SQLiteStore(args.db or data_dir / "dlsched.db")
     digest = admin_token_hash(store, data_dir, given_admin_token(args))
     if not sandbox.isolate:
-        print("dlsched: --trust-tenants: tenant programs run as this server's own user, unisolated", flush=True)
+        print(
+            "dlsched: --trust-tenants: tenant programs run as this server's own user, unisolated",
+            flush=True,
+        )
     local = None
     address = args.ray_address
     if address is None:
-        local = LocalRayCluster(args.nodes, args.gpus_per_node, inference_nodes=args.inference_nodes)
+        local = LocalRayCluster(
+            args.nodes, args.gpus_per_node, inference_nodes=args.inference_nodes
+        )
         address = local.address
     executor = RayExecutor(address, data_dir, sandbox, start_timeout_s=args.start_timeout_s)
     quotas = None
     if args.quotas:
         from ..tenancy import load_tenants
+
         training = sum(n.gpus for n in executor.inventory() if n.alive and n.pool == "training")
         quotas = load_tenants(args.quotas, [t["name"] for t in store.tenants()], training)
-    service = SchedulerService(store, executor, args.policy, params, interval_s=args.interval_s,
-                               resize_mechanism=args.resize_mechanism, metrics_tenants=args.metrics_tenants,
-                               checkpoint_retention_s=args.checkpoint_retention_h * 3600,
-                               reclaim_notice_s=args.reclaim_notice_s, quotas=quotas)
+    service = SchedulerService(
+        store,
+        executor,
+        args.policy,
+        params,
+        interval_s=args.interval_s,
+        resize_mechanism=args.resize_mechanism,
+        metrics_tenants=args.metrics_tenants,
+        checkpoint_retention_s=args.checkpoint_retention_h * 3600,
+        reclaim_notice_s=args.reclaim_notice_s,
+        quotas=quotas,
+    )
     service.start()
     app = create_app(service, store, digest)
-    print(f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
-          f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
-          + (f", {len(service.books.loans.inference_nodes)} inference servers" if service.books.loans.inference_nodes else "")
-          + ")", flush=True)
+    print(
+        f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
+        f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
+        + (
+            f", {len(service.books.loans.inference_nodes)} inference servers"
+            if service.books.loans.inference_nodes
+            else ""
+        )
+        + ")",
+        flush=True,
+    )
     # uvicorn stops on SIGTERM or SIGINT, then raises the signal again for the handler it found
     # (Ray's, which exits with a traceback): this one lets the shutdown below run, then exit 0
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -137,58 +174,137 @@ def serve(args, params: dict) -> int:
         executor.shutdown()
         if local is not None:
             import ray
-            ray.shutdown()              # the driver leaves before its cluster goes
+
+            ray.shutdown()  # the driver leaves before its cluster goes
             local.shutdown()
     print("dlsched: stopped", flush=True)
     return 0
 
 
 def add_server_parser(sub):
-    p = sub.add_parser("server", help="run the scheduler service: REST API, scheduling loop, Ray executor")
-    p.add_argument("--data-dir", default="dlsched-data", help="checkpoints, logs, admin token (default %(default)s)")
+    p = sub.add_parser(
+        "server", help="run the scheduler service: REST API, scheduling loop, Ray executor"
+    )
+    p.add_argument(
+        "--data-dir",
+        default="dlsched-data",
+        help="checkpoints, logs, admin token (default %(default)s)",
+    )
     p.add_argument("--db", help="SQLite database path (default DATA_DIR/dlsched.db)")
-    p.add_argument("--policy", default="fifo", help="scheduling policy (see 'dlsched policies'; default %(default)s)")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)")
+    p.add_argument(
+        "--policy",
+        default="fifo",
+        help="scheduling policy (see 'dlsched policies'; default %(default)s)",
+    )
+    p.add_argument(
+        "--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--ray-address", help="attach to this Ray cluster (its nodes started with dlsched GPU "
-                   "resources) instead of starting an embedded one")
-    p.add_argument("--nodes", type=int, default=2, help="embedded cluster: emulated nodes (default %(default)s)")
-    p.add_argument("--gpus-per-node", type=int, default=4, help="embedded cluster: GPUs per node (default %(default)s)")
-    p.add_argument("--inference-nodes", type=int, default=0,
-                   help="embedded cluster: inference servers (i0, i1...) training may borrow under a policy "
-                        "that loans them, e.g. aryl (default %(default)s; docs/runtime.md)")
-    p.add_argument("--reclaim-notice-s", type=float, default=DEFAULT_RECLAIM_NOTICE_S,
-                   help="how long a reclaimed inference server's training workers have to leave (default %(default)s)")
-    p.add_argument("--admin-token-file", help="file holding the admin token (default: $DLSCHED_ADMIN_TOKEN, "
-                                              "else one generated at the first start into DATA_DIR/admin.token)")
-    p.add_argument("--quotas", metavar="SOURCE",
-                   help="tenant quotas: a YAML file or equal (docs/tenancy.md); change them live with "
-                        "'dlsched quotas --set TENANT ...' (without this flag no tenant is held back until one is set)")
-    p.add_argument("--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)")
-    p.add_argument("--metrics-tenants", action="store_true",
-                   help="label /metrics' queue length by tenant (off: /metrics needs no token, so tenant "
-                        "names stay private)")
-    p.add_argument("--resize-mechanism", choices=["background", "stop-resume"], default="background",
-                   help="how the elastic policies' resizes are carried out (default %(default)s)")
-    p.add_argument("--start-timeout-s", type=float, default=120.0,
-                   help="a job's workers must all be placed and set up within this (default %(default)s)")
-    p.add_argument("--checkpoint-retention-h", type=float, default=CHECKPOINT_RETENTION_S / 3600,
-                   help="a finished job's checkpoint is deleted after this many hours; its log stays "
-                        "(default %(default)s)")
+    p.add_argument(
+        "--ray-address",
+        help="attach to this Ray cluster (its nodes started with dlsched GPU "
+        "resources) instead of starting an embedded one",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=2,
+        help="embedded cluster: emulated nodes (default %(default)s)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=4,
+        help="embedded cluster: GPUs per node (default %(default)s)",
+    )
+    p.add_argument(
+        "--inference-nodes",
+        type=int,
+        default=0,
+        help="embedded cluster: inference servers (i0, i1...) training may borrow under a policy "
+        "that loans them, e.g. aryl (default %(default)s; docs/runtime.md)",
+    )
+    p.add_argument(
+        "--reclaim-notice-s",
+        type=float,
+        default=DEFAULT_RECLAIM_NOTICE_S,
+        help="how long a reclaimed inference server's training workers have to leave (default %(default)s)",
+    )
+    p.add_argument(
+        "--admin-token-file",
+        help="file holding the admin token (default: $DLSCHED_ADMIN_TOKEN, "
+        "else one generated at the first start into DATA_DIR/admin.token)",
+    )
+    p.add_argument(
+        "--quotas",
+        metavar="SOURCE",
+        help="tenant quotas: a YAML file or equal (docs/tenancy.md); change them live with "
+        "'dlsched quotas --set TENANT ...' (without this flag no tenant is held back until one is set)",
+    )
+    p.add_argument(
+        "--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)"
+    )
+    p.add_argument(
+        "--metrics-tenants",
+        action="store_true",
+        help="label /metrics' queue length by tenant (off: /metrics needs no token, so tenant "
+        "names stay private)",
+    )
+    p.add_argument(
+        "--resize-mechanism",
+        choices=["background", "stop-resume"],
+        default="background",
+        help="how the elastic policies' resizes are carried out (default %(default)s)",
+    )
+    p.add_argument(
+        "--start-timeout-s",
+        type=float,
+        default=120.0,
+        help="a job's workers must all be placed and set up within this (default %(default)s)",
+    )
+    p.add_argument(
+        "--checkpoint-retention-h",
+        type=float,
+        default=CHECKPOINT_RETENTION_S / 3600,
+        help="a finished job's checkpoint is deleted after this many hours; its log stays "
+        "(default %(default)s)",
+    )
     g = p.add_argument_group("tenant isolation (docs/security.md)")
-    g.add_argument("--trust-tenants", action="store_true",
-                   help="run tenant programs as the server's own user, unisolated: only for a single-user "
-                        "machine (isolation needs root and bubblewrap)")
-    g.add_argument("--tenant-uids", default=f"{DEFAULT_UID_BASE}-{DEFAULT_UID_BASE + DEFAULT_UID_COUNT - 1}",
-                   metavar="FIRST-LAST", help="uids tenant processes run as, one per job (default %(default)s)")
-    g.add_argument("--job-memory-mib", type=int, default=DEFAULT_MEMORY_MIB,
-                   help="address space limit of each tenant process, 0 for none (CUDA reserves much "
-                        "address space: raise it or use 0 on real GPUs; default %(default)s)")
-    g.add_argument("--job-max-processes", type=int, default=DEFAULT_MAX_PROCESSES,
-                   help="processes and threads a job's uid may have (default %(default)s)")
-    g.add_argument("--sandbox-expose", action="append", metavar="DIR",
-                   help="a directory tenant programs may read (their code, data); repeatable")
-    g.add_argument("--ray-token-file", help="Ray's auth token (default DATA_DIR/ray.token, created at the first "
-                                            "start); an attached cluster's nodes must use the same")
+    g.add_argument(
+        "--trust-tenants",
+        action="store_true",
+        help="run tenant programs as the server's own user, unisolated: only for a single-user "
+        "machine (isolation needs root and bubblewrap)",
+    )
+    g.add_argument(
+        "--tenant-uids",
+        default=f"{DEFAULT_UID_BASE}-{DEFAULT_UID_BASE + DEFAULT_UID_COUNT - 1}",
+        metavar="FIRST-LAST",
+        help="uids tenant processes run as, one per job (default %(default)s)",
+    )
+    g.add_argument(
+        "--job-memory-mib",
+        type=int,
+        default=DEFAULT_MEMORY_MIB,
+        help="address space limit of each tenant process, 0 for none (CUDA reserves much "
+        "address space: raise it or use 0 on real GPUs; default %(default)s)",
+    )
+    g.add_argument(
+        "--job-max-processes",
+        type=int,
+        default=DEFAULT_MAX_PROCESSES,
+        help="processes and threads a job's uid may have (default %(default)s)",
+    )
+    g.add_argument(
+        "--sandbox-expose",
+        action="append",
+        metavar="DIR",
+        help="a directory tenant programs may read (their code, data); repeatable",
+    )
+    g.add_argument(
+        "--ray-token-file",
+        help="Ray's auth token (default DATA_DIR/ray.token, created at the first "
+        "start); an attached cluster's nodes must use the same",
+    )
     return p

@@ -43,46 +43,58 @@ from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
 
 log = logging.getLogger("dlsched.service")
 
-EMULATED_GPU_MEM_MIB = 16384     # emulated GPUs: the size memory checks assume
-DEFAULT_MAX_FAILURES = 3         # chosen: a job that failed this many times stays failed
-DEFAULT_MAX_PROFILING = 2        # chosen: profiling runs at once (each is a process); the rest wait
+EMULATED_GPU_MEM_MIB = 16384  # emulated GPUs: the size memory checks assume
+DEFAULT_MAX_FAILURES = 3  # chosen: a job that failed this many times stays failed
+DEFAULT_MAX_PROFILING = 2  # chosen: profiling runs at once (each is a process); the rest wait
 SWEEP_EVERY_S = 60.0
-HISTORY_EVERY_S = 10.0           # the dashboard's utilization and queue: one sample this often,
-HISTORY_SAMPLES = 2160           # for the last 6 hours
-UNLIMITED = 10**9                # the nominal quota of a tenant when the server runs without quotas
+HISTORY_EVERY_S = 10.0  # the dashboard's utilization and queue: one sample this often,
+HISTORY_SAMPLES = 2160  # for the last 6 hours
+UNLIMITED = 10**9  # the nominal quota of a tenant when the server runs without quotas
 
 
 @dataclass(slots=True)
 class LiveJob:
     """A queued or running job: its state in the books and what only the runtime knows."""
+
     state: JobState
-    attempt: int               # its current run's number; reports of older runs are stale
-    estimated: bool            # its duration is re-estimated from measured iteration times
-    iteration: int | None = None   # last measured progress written to the store
-    meter: JobMeter = field(default_factory=JobMeter)   # what its runs measured (what-if replays)
+    attempt: int  # its current run's number; reports of older runs are stale
+    estimated: bool  # its duration is re-estimated from measured iteration times
+    iteration: int | None = None  # last measured progress written to the store
+    meter: JobMeter = field(default_factory=JobMeter)  # what its runs measured (what-if replays)
 
 
 class SchedulerService:
     UNLIMITED = UNLIMITED
-    def __init__(self, store: Store, executor: Executor, policy: str = "fifo",
-                 policy_params: dict | None = None, interval_s: float = 0.5,
-                 max_failures: int = DEFAULT_MAX_FAILURES, resize_mechanism: str = "background",
-                 clock: Callable[[], float] = time.time, max_profiling: int = DEFAULT_MAX_PROFILING,
-                 metrics_tenants: bool = False,
-                 checkpoint_retention_s: float = CHECKPOINT_RETENTION_S,
-                 reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
-                 quotas: TenantConfig | None = None) -> None:
+
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        policy: str = "fifo",
+        policy_params: dict | None = None,
+        interval_s: float = 0.5,
+        max_failures: int = DEFAULT_MAX_FAILURES,
+        resize_mechanism: str = "background",
+        clock: Callable[[], float] = time.time,
+        max_profiling: int = DEFAULT_MAX_PROFILING,
+        metrics_tenants: bool = False,
+        checkpoint_retention_s: float = CHECKPOINT_RETENTION_S,
+        reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
+        quotas: TenantConfig | None = None,
+    ) -> None:
         self.store, self.executor, self.clock = store, executor, clock
         self.checkpoint_retention_s = checkpoint_retention_s
-        self._swept_until = float("-inf")        # jobs finished before this have no checkpoint left
+        self._swept_until = float("-inf")  # jobs finished before this have no checkpoint left
         self._next_sweep = 0.0
         self.max_profiling = max_profiling
-        self.profiling: set[str] = set()          # jobs whose profiling run is under way
-        self._to_profile: deque[str] = deque()    # jobs waiting for a profiling slot
+        self.profiling: set[str] = set()  # jobs whose profiling run is under way
+        self._to_profile: deque[str] = deque()  # jobs waiting for a profiling slot
         self.policy_params = dict(policy_params or {})
         # every policy runs under the quota layer; without quotas no tenant is ever held back
-        self.policy = QuotaLayer(make_policy(policy, **(policy_params or {})),
-                                 quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none"))
+        self.policy = QuotaLayer(
+            make_policy(policy, **(policy_params or {})),
+            quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none"),
+        )
         self.policy.log = []
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
@@ -90,25 +102,40 @@ class SchedulerService:
         if not inventory:
             raise SpecError("cluster", "the Ray cluster has no node with dlsched GPU resources")
         self.node_names = [n.name for n in inventory]
-        self.cluster = Cluster.build([{"count": 1, "gpus_per_node": n.gpus, "gpu_type": "emulated",
-                                       "gpu_mem_mib": EMULATED_GPU_MEM_MIB, "pool": n.pool} for n in inventory])
+        self.cluster = Cluster.build(
+            [
+                {
+                    "count": 1,
+                    "gpus_per_node": n.gpus,
+                    "gpu_type": "emulated",
+                    "gpu_mem_mib": EMULATED_GPU_MEM_MIB,
+                    "pool": n.pool,
+                }
+                for n in inventory
+            ]
+        )
         self.resize_mechanism = resize_mechanism
         self.speed = RuntimeSpeed()
         # a real restart's pause is what it takes: measured by the executor, not charged
-        self.books = ClusterState(self.cluster, self.policy,
-                                  Costs(restart_overhead_s=0.0, resize_mechanism=resize_mechanism),
-                                  workload=self.speed, now=self.clock(), reclaim_notice_s=reclaim_notice_s,
-                                  on_server_returned=self._server_returned)
+        self.books = ClusterState(
+            self.cluster,
+            self.policy,
+            Costs(restart_overhead_s=0.0, resize_mechanism=resize_mechanism),
+            workload=self.speed,
+            now=self.clock(),
+            reclaim_notice_s=reclaim_notice_s,
+            on_server_returned=self._server_returned,
+        )
         # inference servers the books have handed back, until their stand-in runs there: the
         # proof that no training worker is left (node -> (asked, deadline))
         self.returning: dict[int, tuple[float, float]] = {}
         self.returned_after_s: list[float] = []
-        for nid in self.books.loans.inference_nodes:       # inference holds its servers at start
+        for nid in self.books.loans.inference_nodes:  # inference holds its servers at start
             self.executor.serve_inference(self.node_names[nid])
         self.live: dict[str, LiveJob] = {}
-        self.pass_s: float | None = None          # the last scheduling pass's wall time
+        self.pass_s: float | None = None  # the last scheduling pass's wall time
         self.history: deque[tuple[float, int, int, int, int]] = deque(maxlen=HISTORY_SAMPLES)
-        self._seen_seq = 0                        # the store's jobs up to here are in the books
+        self._seen_seq = 0  # the store's jobs up to here are in the books
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -137,7 +164,7 @@ class SchedulerService:
         while not self._stop.is_set():
             try:
                 self.step()
-            except Exception:            # keep scheduling; the error is in the server log
+            except Exception:  # keep scheduling; the error is in the server log
                 log.exception("scheduling pass failed")
             self._wake.wait(self.interval_s)
             self._wake.clear()
@@ -204,9 +231,12 @@ class SchedulerService:
         for job in self.books.enforce_reclaims():
             self.executor.stop(job.job_id, graceful=False)
             self.live[job.job_id].attempt += 1
-            self._set_status(self.store.job(job.job_id), QUEUED,
-                             "preempted: its inference server was reclaimed and the notice ran out",
-                             preemptions=job.preemptions)
+            self._set_status(
+                self.store.job(job.job_id),
+                QUEUED,
+                "preempted: its inference server was reclaimed and the notice ran out",
+                preemptions=job.preemptions,
+            )
         now = self.clock()
         for nid, (asked, deadline) in list(self.returning.items()):
             name = self.node_names[nid]
@@ -214,7 +244,11 @@ class SchedulerService:
                 del self.returning[nid]
                 self.returned_after_s.append(now - asked)
                 self.metrics.servers_returned.inc()
-                log.info("inference server %s handed back %.1f s after it was reclaimed", name, now - asked)
+                log.info(
+                    "inference server %s handed back %.1f s after it was reclaimed",
+                    name,
+                    now - asked,
+                )
             elif now > deadline:
                 for jid in self.executor.evict(name):
                     # a worker that did not leave in time (a stop or scale-in still under way):
@@ -223,30 +257,46 @@ class SchedulerService:
                     if live is not None and live.state.status is Status.RUNNING:
                         self.books.fail(live.state)
                         live.attempt += 1
-                        self._set_status(self.store.job(jid), QUEUED, f"killed: a worker was still on {name} at the "
-                                         "end of the reclaim notice; resumes from its last checkpoint",
-                                         failures=live.state.failures)
+                        self._set_status(
+                            self.store.job(jid),
+                            QUEUED,
+                            f"killed: a worker was still on {name} at the "
+                            "end of the reclaim notice; resumes from its last checkpoint",
+                            failures=live.state.failures,
+                        )
 
     def quotas(self, tenant: str | None = None) -> dict:
         """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
         the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
         with self._lock:
             layer, books = self.policy, self.books
-            names = set(layer.config.tenants) | set(layer.reserved) | {j.spec.tenant for j in books.pending.values()}
+            names = (
+                set(layer.config.tenants)
+                | set(layer.reserved)
+                | {j.spec.tenant for j in books.pending.values()}
+            )
             if tenant is not None:
                 names = {tenant}
-            waiting_quota: Counter = Counter(w.job.spec.tenant for b in layer.waiting.values() for w in b)
+            waiting_quota: Counter = Counter(
+                w.job.spec.tenant for b in layer.waiting.values() for w in b
+            )
             waiting_all: Counter = Counter(j.spec.tenant for j in books.pending.values())
             out = {}
             for t in sorted(names):
                 q = layer.config.quota(t)
                 reserved = layer.reserved.get(t, 0)
-                out[t] = {"nominal": None if q.nominal >= UNLIMITED else q.nominal,
-                          "borrowing_limit": q.borrowing_limit, "cohort": q.cohort, "weight": q.weight,
-                          "priority": q.priority, "reserved": reserved, "gpus_held": books.tenant_gpus.get(t, 0),
-                          "borrowed": max(0, reserved - q.nominal),
-                          "waiting_for_quota": waiting_quota.get(t, 0),
-                          "waiting_for_gpus": waiting_all.get(t, 0) - waiting_quota.get(t, 0)}
+                out[t] = {
+                    "nominal": None if q.nominal >= UNLIMITED else q.nominal,
+                    "borrowing_limit": q.borrowing_limit,
+                    "cohort": q.cohort,
+                    "weight": q.weight,
+                    "priority": q.priority,
+                    "reserved": reserved,
+                    "gpus_held": books.tenant_gpus.get(t, 0),
+                    "borrowed": max(0, reserved - q.nominal),
+                    "waiting_for_quota": waiting_quota.get(t, 0),
+                    "waiting_for_gpus": waiting_all.get(t, 0) - waiting_quota.get(t, 0),
+                }
             return {"source": layer.config.source, "tenants": out}
 
     def set_quota(self, tenant: str, fields: dict) -> dict:
@@ -259,36 +309,55 @@ class SchedulerService:
 
     def export(self, since: float, until: float, tenant: str | None = None) -> dict:
         """Finished and running jobs as a trace the simulator replays (:mod:`.export`)."""
-        history = export_history(self.store, self.cluster.spec(), self.policy.name, self.policy_params,
-                                 since, until, tenant)
+        history = export_history(
+            self.store,
+            self.cluster.spec(),
+            self.policy.name,
+            self.policy_params,
+            since,
+            until,
+            tenant,
+        )
         config = self.policy.config
         # the quotas in force now (a replay applies them); other tenants' only to the admin
         quotas = config.as_dict() if config.source != "none" and tenant is None else None
-        return {**history, "quotas": config.source, "quota_config": quotas, "interval_s": self.interval_s}
+        return {
+            **history,
+            "quotas": config.source,
+            "quota_config": quotas,
+            "interval_s": self.interval_s,
+        }
 
     def pools(self) -> dict:
         """The inference pool: its servers by state, the announced demand and the counts."""
         loans = self.books.loans
         names = self.node_names
         stats = loans.stats
-        return {"inference_servers": [names[n] for n in loans.inference_nodes],
-                "demand": loans.announced, "held": loans.held,
-                "loaned": sorted(names[n] for n in loans.loaned),
-                "reclaiming": sorted(names[n] for n in loans.reclaiming),
-                "returning": sorted(names[n] for n in self.returning),
-                "notice_s": loans.notice_s, "loans": stats.loans, "reclaims": stats.reclaims,
-                "returned": len(self.returned_after_s),
-                "reclaim_scale_ins": stats.reclaim_scale_ins,
-                "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
-                "forced_preemptions": stats.forced_preemptions,
-                "max_return_s": max(self.returned_after_s, default=None)}
+        return {
+            "inference_servers": [names[n] for n in loans.inference_nodes],
+            "demand": loans.announced,
+            "held": loans.held,
+            "loaned": sorted(names[n] for n in loans.loaned),
+            "reclaiming": sorted(names[n] for n in loans.reclaiming),
+            "returning": sorted(names[n] for n in self.returning),
+            "notice_s": loans.notice_s,
+            "loans": stats.loans,
+            "reclaims": stats.reclaims,
+            "returned": len(self.returned_after_s),
+            "reclaim_scale_ins": stats.reclaim_scale_ins,
+            "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
+            "forced_preemptions": stats.forced_preemptions,
+            "max_return_s": max(self.returned_after_s, default=None),
+        }
 
     def _sample(self, books: ClusterState) -> None:
         """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""
         now = self.clock()
         if not self.history or now - self.history[-1][0] >= HISTORY_EVERY_S:
             usable = books.free.usable_gpus()
-            self.history.append((now, usable - books.free.total, usable, len(books.pending), len(books.running)))
+            self.history.append(
+                (now, usable - books.free.total, usable, len(books.pending), len(books.running))
+            )
 
     def _discard_old(self) -> None:
         """Delete the checkpoints of jobs finished more than the retention ago (logs stay)."""
@@ -303,7 +372,7 @@ class SchedulerService:
 
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
         self.store.update_job(row["id"], event=event, status=status, **fields)
-        if status == RUNNING and "gpus" in fields:             # a run starts (or restarts resized)
+        if status == RUNNING and "gpus" in fields:  # a run starts (or restarts resized)
             self.store.open_run(row["id"], row["tenant_id"], self.clock(), len(fields["gpus"]))
         elif row["status"] == RUNNING and status != RUNNING:
             self.store.close_run(row["id"], self.clock())
@@ -318,15 +387,21 @@ class SchedulerService:
             if down and alive.get(name):
                 self.books.node_up(nid)
             elif not down and not alive.get(name, False):
-                victims = [j for j in self.books.running.values()
-                           if any(self.cluster.gpu_node[g] == nid for g in j.gpus)]
-                self.books.node_down(nid)        # the state requeues them, counting a failure
+                victims = [
+                    j
+                    for j in self.books.running.values()
+                    if any(self.cluster.gpu_node[g] == nid for g in j.gpus)
+                ]
+                self.books.node_down(nid)  # the state requeues them, counting a failure
                 for job in victims:
                     self.executor.stop(job.job_id, graceful=False)
-                    self.live[job.job_id].attempt += 1    # its run's report is stale now
-                    self._set_status(self.store.job(job.job_id), QUEUED,
-                                     f"node {name} lost: requeued, resumes from its last checkpoint",
-                                     failures=job.failures)
+                    self.live[job.job_id].attempt += 1  # its run's report is stale now
+                    self._set_status(
+                        self.store.job(job.job_id),
+                        QUEUED,
+                        f"node {name} lost: requeued, resumes from its last checkpoint",
+                        failures=job.failures,
+                    )
 
     def _take_requests(self) -> None:
         for row in self.store.jobs(statuses=(QUEUED, RUNNING), cancel_requested=True):
@@ -361,9 +436,13 @@ class SchedulerService:
             self.speed.profiles[jid] = row["profile"]
         spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"], row["profile"])
         job = self.books.submit(spec)
-        job.preemptions, job.failures = row["preemptions"], row["failures"]   # from earlier runs
-        self.live[jid] = LiveJob(job, row["attempt"], estimated="duration_s" not in row["spec"],
-                                 meter=JobMeter.load(row.get("measured")))
+        job.preemptions, job.failures = row["preemptions"], row["failures"]  # from earlier runs
+        self.live[jid] = LiveJob(
+            job,
+            row["attempt"],
+            estimated="duration_s" not in row["spec"],
+            meter=JobMeter.load(row.get("measured")),
+        )
 
     def _retire(self, jid: str) -> None:
         """The job left the books for good: forget what the service kept of it."""
@@ -372,48 +451,74 @@ class SchedulerService:
 
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
-        if outcome.attempt == 0:           # a profiling run
+        if outcome.attempt == 0:  # a profiling run
             self.profiling.discard(jid)
             row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
-                return                         # cancelled meanwhile
+                return  # cancelled meanwhile
             if outcome.kind == "profiled":
                 row["profile"] = json.loads(outcome.detail)
                 self.store.update_job(jid, event="profiled", profile=row["profile"])
                 self._enter(row)
             else:
-                self._set_status(row, FAILED, outcome.detail, message=outcome.detail, finished=self.clock())
+                self._set_status(
+                    row, FAILED, outcome.detail, message=outcome.detail, finished=self.clock()
+                )
             return
         live = self.live.get(jid)
         if live is None or outcome.attempt != live.attempt:
-            return                                   # a stopped or superseded run
+            return  # a stopped or superseded run
         job = live.state
         fields = {} if outcome.iteration is None else {"iteration": outcome.iteration}
         if outcome.kind == "done" and job.status is Status.RUNNING:
             self.books.finish(job)
             self._retire(jid)
-            self._set_status(self.store.job(jid), DONE, f"done after {outcome.iteration} iterations",
-                             finished=self.clock(), **fields)
+            self._set_status(
+                self.store.job(jid),
+                DONE,
+                f"done after {outcome.iteration} iterations",
+                finished=self.clock(),
+                **fields,
+            )
             self._judge_deadline(job, met=self.clock() <= (job.spec.deadline_s or 0))
         elif outcome.kind == "switched":
             self.books.switch(job)
-            self.store.update_job(jid, event=f"background resize done at iteration {outcome.iteration} "
-                                  f"({outcome.detail})", **fields)
+            self.store.update_job(
+                jid,
+                event=f"background resize done at iteration {outcome.iteration} ({outcome.detail})",
+                **fields,
+            )
         elif outcome.kind == "stopped":
-            self.store.update_job(jid, event=f"stopped at iteration {outcome.iteration} ({outcome.detail or 'checkpointed'})",
-                                  **fields)
+            self.store.update_job(
+                jid,
+                event=f"stopped at iteration {outcome.iteration} ({outcome.detail or 'checkpointed'})",
+                **fields,
+            )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
             self.books.fail(job)
             row = self.store.job(jid)
             if job.failures >= self.max_failures:
-                self.books.cancel(job)           # it leaves the queue for good
+                self.books.cancel(job)  # it leaves the queue for good
                 self._retire(jid)
-                self._set_status(row, FAILED, f"failed {job.failures} times, last: {outcome.detail}",
-                                 failures=job.failures, message=outcome.detail, finished=self.clock(), **fields)
+                self._set_status(
+                    row,
+                    FAILED,
+                    f"failed {job.failures} times, last: {outcome.detail}",
+                    failures=job.failures,
+                    message=outcome.detail,
+                    finished=self.clock(),
+                    **fields,
+                )
                 self._judge_deadline(job, met=False)
             else:
-                self._set_status(row, QUEUED, f"failed ({outcome.detail}): requeued", failures=job.failures,
-                                 message=outcome.detail, **fields)
+                self._set_status(
+                    row,
+                    QUEUED,
+                    f"failed ({outcome.detail}): requeued",
+                    failures=job.failures,
+                    message=outcome.detail,
+                    **fields,
+                )
 
     def _judge_deadline(self, job: JobState, met: bool) -> None:
         if job.spec.deadline_s is not None:
@@ -445,7 +550,9 @@ class SchedulerService:
             self.store.update_job(jid, **fields)
             total = p.get("iterations") or job.spec.iterations
             measured = p.get("iteration_s") and live.estimated
-            self.books.observe_progress(job, p["iteration"] / total, total * p["iteration_s"] if measured else None)
+            self.books.observe_progress(
+                job, p["iteration"] / total, total * p["iteration_s"] if measured else None
+            )
 
     def _learn_slowdown(self, job: JobState, meter: JobMeter) -> None:
         """From now on the policy weighs sharing this job by the slowdown it really had."""
@@ -456,7 +563,13 @@ class SchedulerService:
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
         nodes = self.cluster.nodes
-        return [(self.node_names[self.cluster.gpu_node[g]], g - nodes[self.cluster.gpu_node[g]].first_gpu) for g in gpus]
+        return [
+            (
+                self.node_names[self.cluster.gpu_node[g]],
+                g - nodes[self.cluster.gpu_node[g]].first_gpu,
+            )
+            for g in gpus
+        ]
 
     def _quota_events(self) -> dict[str, str]:
         """The quota layer's admissions and evictions of this pass, for the metrics; returns
@@ -469,15 +582,20 @@ class SchedulerService:
             else:
                 self.metrics.evicted(tenant, detail)
                 evicted[job.job_id] = detail
-                if job.status is not Status.RUNNING:       # admitted, not started: back to waiting
-                    self.store.update_job(job.job_id, event=f"admission withdrawn ({self._why(detail)})")
+                if job.status is not Status.RUNNING:  # admitted, not started: back to waiting
+                    self.store.update_job(
+                        job.job_id, event=f"admission withdrawn ({self._why(detail)})"
+                    )
         self.policy.log.clear()
         return evicted
 
     @staticmethod
     def _why(reason: str) -> str:
-        return ("its tenant borrowed GPUs another tenant reclaimed" if reason == "reclaim"
-                else "a job of a higher priority class of its tenant needed its quota")
+        return (
+            "its tenant borrowed GPUs another tenant reclaimed"
+            if reason == "reclaim"
+            else "a job of a higher priority class of its tenant needed its quota"
+        )
 
     def _act(self, plan: Plan, reason: str = "", evicted: dict[str, str] | None = None) -> None:
         now = self.clock()
@@ -485,25 +603,36 @@ class SchedulerService:
         for job in plan.preempt:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
-            message = (f"evicted: {self._why(evicted[jid])}; checkpoints and waits" if evicted and jid in evicted
-                       else f"preempted by {self.policy.name}{why}: checkpoints and waits")
+            message = (
+                f"evicted: {self._why(evicted[jid])}; checkpoints and waits"
+                if evicted and jid in evicted
+                else f"preempted by {self.policy.name}{why}: checkpoints and waits"
+            )
             self._set_status(self.store.job(jid), QUEUED, message, preemptions=job.preemptions)
         for job, gpus in plan.resize:
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
-                self.store.update_job(job.job_id, event=f"resizing to {len(gpus)} GPUs in the background{why}",
-                                      gpus=[list(p) for p in placement])
+                self.store.update_job(
+                    job.job_id,
+                    event=f"resizing to {len(gpus)} GPUs in the background{why}",
+                    gpus=[list(p) for p in placement],
+                )
                 self.store.open_run(job.job_id, job.spec.tenant, now, len(gpus))
                 self.live[job.job_id].meter.reconfigured()
                 self.executor.resize(job.job_id, placement)
-            else:                          # stop-resume: checkpoint, restart at the new size
+            else:  # stop-resume: checkpoint, restart at the new size
                 self.executor.stop(job.job_id, graceful=True)
                 self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume)")
         for job, gpus in plan.start:
             row = self.store.job(job.job_id)
             k = plan.accumulation.get(job.job_id, 1)
-            self._launch(job, gpus, "started" if k == 1 else f"started sharing, {k} sub-batches",
-                         started=row["started"] or now, accumulation=k)
+            self._launch(
+                job,
+                gpus,
+                "started" if k == 1 else f"started sharing, {k} sub-batches",
+                started=row["started"] or now,
+                accumulation=k,
+            )
 
     def _launch(self, job: JobState, gpus, event: str, accumulation: int = 1, **fields) -> None:
         jid = job.job_id
@@ -514,14 +643,21 @@ class SchedulerService:
         placement = self._placement(tuple(gpus))
         live.meter.launched(self.clock(), row["iteration"], first=row["started"] is None)
         where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
-        self._set_status(row, RUNNING, f"{event} on {where}", gpus=[list(p) for p in placement],
-                         attempt=attempt, **fields)
+        self._set_status(
+            row,
+            RUNNING,
+            f"{event} on {where}",
+            gpus=[list(p) for p in placement],
+            attempt=attempt,
+            **fields,
+        )
         self.executor.start(jid, attempt, placement, {**row["spec"], "accumulation": accumulation})
 
     # -- what the API shows ------------------------------------------------------------------
     def snapshot(self, tenant: str | None = None) -> dict:
         """The cluster as the admin (``tenant`` None) or a tenant may see it: a tenant sees its
         own job ids; other tenants' jobs only as busy GPUs and counts."""
+
         def shown(job: JobState) -> bool:
             return tenant is None or job.spec.tenant == tenant
 
@@ -539,26 +675,52 @@ class SchedulerService:
                     if jobs:
                         ids = [j.job_id if shown(j) else "(another tenant)" for j in jobs]
                         holders[g - node.first_gpu] = " + ".join(ids)
-                        detail[g - node.first_gpu] = [{"job": i, "tenant": j.spec.tenant if shown(j) else None}
-                                                      for i, j in zip(ids, jobs)]
+                        detail[g - node.first_gpu] = [
+                            {"job": i, "tenant": j.spec.tenant if shown(j) else None}
+                            for i, j in zip(ids, jobs)
+                        ]
                 loans = books.loans
-                lent = ("loaned" if node.node_id in loans.loaned else "reclaiming" if node.node_id in loans.reclaiming
-                        else "returning" if node.node_id in self.returning else "held")
-                nodes.append({"name": self.node_names[node.node_id], "gpus": node.num_gpus,
-                              "alive": node.node_id not in books.down_nodes, "jobs_by_gpu": holders,
-                              "holders": detail,
-                              "pool": node.pool, **({"loan": lent} if node.pool == "inference" else {})})
+                lent = (
+                    "loaned"
+                    if node.node_id in loans.loaned
+                    else "reclaiming"
+                    if node.node_id in loans.reclaiming
+                    else "returning"
+                    if node.node_id in self.returning
+                    else "held"
+                )
+                nodes.append(
+                    {
+                        "name": self.node_names[node.node_id],
+                        "gpus": node.num_gpus,
+                        "alive": node.node_id not in books.down_nodes,
+                        "jobs_by_gpu": holders,
+                        "holders": detail,
+                        "pool": node.pool,
+                        **({"loan": lent} if node.pool == "inference" else {}),
+                    }
+                )
             queue = sorted(books.pending.values(), key=lambda j: j.seq)
             by_tenant = Counter(j.spec.tenant for j in queue)
             if tenant is not None:
-                by_tenant = {"yours": by_tenant.get(tenant, 0), "others": len(queue) - by_tenant.get(tenant, 0)}
+                by_tenant = {
+                    "yours": by_tenant.get(tenant, 0),
+                    "others": len(queue) - by_tenant.get(tenant, 0),
+                }
             layer = self.policy
-            over = {t: {"nominal": layer.config.quota(t).nominal, "reserved": used}
-                    for t, used in layer.reserved.items()
-                    if used > layer.config.quota(t).nominal and (tenant is None or t == tenant)}
-            return {"policy": self.policy.name, "gpus_total": self.cluster.num_gpus, "over_quota": over,
-                    "gpus_free": books.free.total, "nodes": nodes,
-                    "running": [j.job_id for j in books.running.values() if shown(j)],
-                    "queue": [j.job_id for j in queue if shown(j)],
-                    "queue_by_tenant": dict(by_tenant),
-                    "last_pass_ms": None if self.pass_s is None else self.pass_s * 1000}
+            over = {
+                t: {"nominal": layer.config.quota(t).nominal, "reserved": used}
+                for t, used in layer.reserved.items()
+                if used > layer.config.quota(t).nominal and (tenant is None or t == tenant)
+            }
+            return {
+                "policy": self.policy.name,
+                "gpus_total": self.cluster.num_gpus,
+                "over_quota": over,
+                "gpus_free": books.free.total,
+                "nodes": nodes,
+                "running": [j.job_id for j in books.running.values() if shown(j)],
+                "queue": [j.job_id for j in queue if shown(j)],
+                "queue_by_tenant": dict(by_tenant),
+                "last_pass_ms": None if self.pass_s is None else self.pass_s * 1000,
+            }

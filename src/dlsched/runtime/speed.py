@@ -25,6 +25,7 @@ def median_measured_slowdown() -> float:
     on this cluster (no profiling run measures pairs)."""
     from ..perf.model import PerfModel
     from ..perf.zoo import ZOO
+
     perf = PerfModel()
     pairs = [perf.colocation(a, b) for a in ZOO for b in ZOO]
     return statistics.median(p[0] for p in pairs if p)
@@ -33,13 +34,13 @@ def median_measured_slowdown() -> float:
 class RuntimeSpeed:
     """Implements :class:`~dlsched.workload.WorkloadModel` for real jobs."""
 
-    measures_real_runs = True      # its iteration times are measurements: no simulated noise
+    measures_real_runs = True  # its iteration times are measurements: no simulated noise
 
     def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
         self.exponent = exponent
-        self.profiles: dict[str, dict] = {}      # job id -> its profiling run's result
-        self.slowdowns: dict[str, float] = {}    # job id -> its measured slowdown while sharing
-        self.finished_slowdowns: deque[float] = deque(maxlen=SLOWDOWN_HISTORY)   # of jobs gone
+        self.profiles: dict[str, dict] = {}  # job id -> its profiling run's result
+        self.slowdowns: dict[str, float] = {}  # job id -> its measured slowdown while sharing
+        self.finished_slowdowns: deque[float] = deque(maxlen=SLOWDOWN_HISTORY)  # of jobs gone
         self._typical: float | None = None
 
     def measured_slowdown(self, job_id: str, slowdown: float) -> None:
@@ -61,7 +62,9 @@ class RuntimeSpeed:
         return self._typical
 
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
-        return self.speed_at_size(job.spec, len(gpus)) / self.accumulation_cost(job.spec, job.accumulation)
+        return self.speed_at_size(job.spec, len(gpus)) / self.accumulation_cost(
+            job.spec, job.accumulation
+        )
 
     def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
         return (gpus / spec.num_gpus) ** self.exponent
@@ -85,7 +88,7 @@ class RuntimeSpeed:
         return None
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:
-        return None    # not measured: a real resize's pause is what it takes, not predicted
+        return None  # not measured: a real resize's pause is what it takes, not predicted
 
     def iteration_s(self, spec: JobSpec, gpus: int, nodes: int, local_batch: float) -> float | None:
         """What the job's profiling run measured on ``gpus`` workers over ``nodes`` nodes at the
@@ -97,5 +100,9 @@ class RuntimeSpeed:
         measured = [m for m in p.get("placements", ()) if m["gpus"] == gpus and m["nodes"] == nodes]
         if measured:
             nearest = min(measured, key=lambda m: abs(m["batch"] - local_batch))
-            return nearest["iteration_s"] if abs(nearest["batch"] - local_batch) <= 0.1 * local_batch else None
+            return (
+                nearest["iteration_s"]
+                if abs(nearest["batch"] - local_batch) <= 0.1 * local_batch
+                else None
+            )
         return p["c0_s"] + p["c1_s"] * local_batch if gpus == 1 else None

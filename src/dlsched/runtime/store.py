@@ -27,8 +27,13 @@ class Store:
     def tenants(self) -> list[dict]: ...
     def add_job(self, tenant_id: str, spec: dict) -> dict: ...
     def job(self, job_id: str) -> dict | None: ...
-    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
-             after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]: ...
+    def jobs(
+        self,
+        tenant_id: str | None = None,
+        statuses: tuple[str, ...] | None = None,
+        after_seq: int = 0,
+        cancel_requested: bool | None = None,
+    ) -> list[dict]: ...
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
     def finished_between(self, after: float, until: float) -> list[str]: ...
     def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]: ...
@@ -61,8 +66,21 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_job ON runs(job_id);
 """
 
-_JOB_FIELDS = {"status", "started", "finished", "gpus", "attempt", "iteration", "iteration_s",
-               "preemptions", "failures", "cancel_requested", "message", "profile", "measured"}
+_JOB_FIELDS = {
+    "status",
+    "started",
+    "finished",
+    "gpus",
+    "attempt",
+    "iteration",
+    "iteration_s",
+    "preemptions",
+    "failures",
+    "cancel_requested",
+    "message",
+    "profile",
+    "measured",
+}
 _JSON_FIELDS = ("gpus", "profile", "measured")
 
 
@@ -76,7 +94,7 @@ class SQLiteStore(Store):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-        if "measured" not in columns:          # a database from before measurements were kept
+        if "measured" not in columns:  # a database from before measurements were kept
             self._db.execute("ALTER TABLE jobs ADD COLUMN measured TEXT")
         self._lock = threading.Lock()
 
@@ -105,11 +123,14 @@ class SQLiteStore(Store):
             self._db.execute("BEGIN")
             cur = self._db.execute(
                 "INSERT INTO jobs (id, tenant_id, spec, status, submitted) VALUES ('', ?, ?, ?, ?)",
-                (tenant_id, json.dumps(spec), QUEUED, now))
+                (tenant_id, json.dumps(spec), QUEUED, now),
+            )
             job_id = f"job-{cur.lastrowid}"
             self._db.execute("UPDATE jobs SET id = ? WHERE n = ?", (job_id, cur.lastrowid))
-            self._db.execute("INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
-                             (job_id, now, QUEUED, "submitted"))
+            self._db.execute(
+                "INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
+                (job_id, now, QUEUED, "submitted"),
+            )
         return self.job(job_id)
 
     @staticmethod
@@ -118,15 +139,20 @@ class SQLiteStore(Store):
         for name in _JSON_FIELDS:
             row[name] = json.loads(row[name]) if row[name] else None
         row["cancel_requested"] = bool(row["cancel_requested"])
-        row["seq"] = row.pop("n")          # submission order
+        row["seq"] = row.pop("n")  # submission order
         return row
 
     def job(self, job_id: str) -> dict | None:
         rows = self._rows("SELECT * FROM jobs WHERE id = ?", (job_id,))
         return self._decode(rows[0]) if rows else None
 
-    def jobs(self, tenant_id: str | None = None, statuses: tuple[str, ...] | None = None,
-             after_seq: int = 0, cancel_requested: bool | None = None) -> list[dict]:
+    def jobs(
+        self,
+        tenant_id: str | None = None,
+        statuses: tuple[str, ...] | None = None,
+        after_seq: int = 0,
+        cancel_requested: bool | None = None,
+    ) -> list[dict]:
         sql, args = "SELECT * FROM jobs WHERE n > ?", [after_seq]
         if cancel_requested is not None:
             sql += " AND cancel_requested = ?"
@@ -144,18 +170,28 @@ class SQLiteStore(Store):
         many jobs there are in all: what the dashboard shows, without reading the whole table."""
         where, args = ("WHERE tenant_id = ?", (tenant_id,)) if tenant_id is not None else ("", ())
         final = ",".join("?" * len(FINAL))
-        active = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status NOT IN ({final})",
-                            args + FINAL)
-        ended = self._rows(f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status IN ({final}) "
-                           "ORDER BY n DESC LIMIT ?", args + FINAL + (limit,))
+        active = self._rows(
+            f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status NOT IN ({final})",
+            args + FINAL,
+        )
+        ended = self._rows(
+            f"SELECT * FROM jobs {where} {'AND' if where else 'WHERE'} status IN ({final}) "
+            "ORDER BY n DESC LIMIT ?",
+            args + FINAL + (limit,),
+        )
         total = self._rows(f"SELECT COUNT(*) AS c FROM jobs {where}", args)[0]["c"]
         rows = sorted(active + ended, key=lambda r: -r["n"])
         return [self._decode(r) for r in rows], total
 
     def finished_between(self, after: float, until: float) -> list[str]:
         """Ids of jobs that finished (done, failed or cancelled) in ``(after, until]``."""
-        return [r["id"] for r in self._rows("SELECT id FROM jobs WHERE finished > ? AND finished <= ? ORDER BY n",
-                                            (after, until))]
+        return [
+            r["id"]
+            for r in self._rows(
+                "SELECT id FROM jobs WHERE finished > ? AND finished <= ? ORDER BY n",
+                (after, until),
+            )
+        ]
 
     def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None:
         unknown = set(fields) - _JOB_FIELDS
@@ -170,13 +206,21 @@ class SQLiteStore(Store):
                 sets = ", ".join(f"{k} = :{k}" for k in fields)
                 self._db.execute(f"UPDATE jobs SET {sets} WHERE id = :id", {**fields, "id": job_id})
             if event is not None:
-                status = fields.get("status") or self._db.execute(
-                    "SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
-                self._db.execute("INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
-                                 (job_id, time.time(), status, event))
+                status = (
+                    fields.get("status")
+                    or self._db.execute(
+                        "SELECT status FROM jobs WHERE id = ?", (job_id,)
+                    ).fetchone()[0]
+                )
+                self._db.execute(
+                    "INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
+                    (job_id, time.time(), status, event),
+                )
 
     def events(self, job_id: str) -> list[dict]:
-        return self._rows("SELECT t, status, message FROM events WHERE job_id = ? ORDER BY n", (job_id,))
+        return self._rows(
+            "SELECT t, status, message FROM events WHERE job_id = ? ORDER BY n", (job_id,)
+        )
 
     # -- settings ----------------------------------------------------------------------------
     def get_setting(self, key: str) -> str | None:
@@ -190,18 +234,26 @@ class SQLiteStore(Store):
     # -- accounting: a row per stretch a job held a fixed number of GPUs ---------------------
     def open_run(self, job_id: str, tenant_id: str, t: float, gpus: int) -> None:
         with self._lock:
-            self._db.execute("UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id))
-            self._db.execute("INSERT INTO runs (job_id, tenant_id, start, gpus) VALUES (?, ?, ?, ?)",
-                             (job_id, tenant_id, t, gpus))
+            self._db.execute(
+                "UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id)
+            )
+            self._db.execute(
+                "INSERT INTO runs (job_id, tenant_id, start, gpus) VALUES (?, ?, ?, ?)",
+                (job_id, tenant_id, t, gpus),
+            )
 
     def close_run(self, job_id: str, t: float) -> None:
         with self._lock:
-            self._db.execute("UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id))
+            self._db.execute(
+                "UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id)
+            )
 
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]:
         """Stretches overlapping [since, until] (an open one ends at ``until``), clipped to it."""
-        sql = ("SELECT job_id, tenant_id, MAX(start, ?) AS start, MIN(COALESCE(end, ?), ?) AS end, gpus "
-               "FROM runs WHERE start < ? AND COALESCE(end, ?) > ?")
+        sql = (
+            "SELECT job_id, tenant_id, MAX(start, ?) AS start, MIN(COALESCE(end, ?), ?) AS end, gpus "
+            "FROM runs WHERE start < ? AND COALESCE(end, ?) > ?"
+        )
         args: tuple = (since, until, until, until, until, since)
         if tenant_id is not None:
             sql += " AND tenant_id = ?"

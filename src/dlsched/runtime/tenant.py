@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-MAX_LINE = 256 * 1024          # bytes in one message: a traceback is cut to fit
+MAX_LINE = 256 * 1024  # bytes in one message: a traceback is cut to fit
 MAX_ERROR = 16 * 1024
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -52,10 +52,17 @@ class TenantProcess:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
         ours, theirs = socket.socketpair()
         with open(log_path, "ab", buffering=0) as log:
-            self.proc = subprocess.Popen(argv, env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         pass_fds=(theirs.fileno(),), cwd="/", start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                argv,
+                env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),),
+                cwd="/",
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         theirs.close()
         self.sock = ours
         self.reader = ours.makefile("rb")
@@ -87,7 +94,7 @@ class TenantProcess:
         try:
             self._send({"op": op})
         except TenantError:
-            pass              # gone already: its end is reported by the call that waits on it
+            pass  # gone already: its end is reported by the call that waits on it
 
     def kill(self) -> None:
         """End the process and everything it started (its PID namespace goes with it)."""
@@ -132,7 +139,7 @@ class TenantProcess:
                     box.put(reply)
         except OSError:
             pass
-        code = self._end_process()        # a process that left the channel is done with
+        code = self._end_process()  # a process that left the channel is done with
         self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
         if code != 0:
             self._broken += "; see the job's log"
@@ -145,7 +152,8 @@ def _die_with_parent() -> None:
     the same for everything inside its PID namespace). Linux ties this to the thread that
     started the child: here a Ray actor's, which lives as long as the actor."""
     import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9)      # PR_SET_PDEATHSIG, SIGKILL
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 def _signal_name(code: int) -> str:
@@ -202,7 +210,9 @@ def serve(sock: socket.socket) -> None:
         n = message.pop("id")
         try:
             if op == "train":
-                trainer.append(Trainer(message["config"], message["rank"], message["world"], log_line))
+                trainer.append(
+                    Trainer(message["config"], message["rank"], message["world"], log_line)
+                )
                 result = None
             elif op == "profile":
                 result = profile_program(message["config"])
@@ -212,7 +222,7 @@ def serve(sock: socket.socket) -> None:
                 result = getattr(trainer[0], op)(**message)
             else:
                 raise ValueError(f"unknown request {op!r}")
-        except BaseException:           # the tenant's error, whole, for the job's events
+        except BaseException:  # the tenant's error, whole, for the job's events
             text = traceback.format_exc()
             log_line(text.rstrip())
             reply({"id": n, "error": plain(text)})
@@ -226,13 +236,14 @@ def serve(sock: socket.socket) -> None:
 
 def main() -> None:
     import torch
+
     torch.set_num_threads(1)
     sock = socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD")))
     try:
         serve(sock)
     finally:
         sys.stdout.flush()
-        os._exit(0)          # no lingering threads of the tenant's program
+        os._exit(0)  # no lingering threads of the tenant's program
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ from torch import nn
 @dataclass
 class Workload:
     model: nn.Module
-    optimizer: Callable[[Any], torch.optim.Optimizer]     # params -> optimizer
-    dataset: Any                                          # len() and [i] -> (inputs, target)
-    loss: Callable[[Any, Any], torch.Tensor] | None = None   # (outputs, targets) -> mean loss
+    optimizer: Callable[[Any], torch.optim.Optimizer]  # params -> optimizer
+    dataset: Any  # len() and [i] -> (inputs, target)
+    loss: Callable[[Any, Any], torch.Tensor] | None = None  # (outputs, targets) -> mean loss
     step: Callable[[nn.Module, Any], torch.Tensor] | None = None  # or (model, batch) -> mean loss
 
     def __post_init__(self) -> None:
@@ -50,7 +50,9 @@ def load_entrypoint(entrypoint: str) -> Callable[[dict], Workload]:
     """``module:function`` or ``file.py:function``."""
     target, _, func = entrypoint.rpartition(":")
     if not target or not func:
-        raise ValueError(f"entrypoint must be 'module:function' or 'file.py:function', got {entrypoint!r}")
+        raise ValueError(
+            f"entrypoint must be 'module:function' or 'file.py:function', got {entrypoint!r}"
+        )
     if target.endswith(".py"):
         spec = importlib.util.spec_from_file_location(Path(target).stem, target)
         if spec is None or spec.loader is None:
@@ -79,7 +81,11 @@ class EpochOrder:
         epoch, offset = divmod(position, self.size)
         perm = self._perms.get(epoch)
         if perm is None:
-            self._perms = {epoch: torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + epoch))}
+            self._perms = {
+                epoch: torch.randperm(
+                    self.size, generator=torch.Generator().manual_seed(self.seed + epoch)
+                )
+            }
             perm = self._perms[epoch]
         return int(perm[offset])
 
@@ -95,14 +101,17 @@ def collate(items: list) -> Any:
 
 def save_checkpoint(path: Path, model: nn.Module, optimizer, iteration: int) -> None:
     tmp = path.with_suffix(".tmp")
-    torch.save({"iteration": iteration, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
-    os.replace(tmp, path)          # a crash mid-write leaves the previous checkpoint
+    torch.save(
+        {"iteration": iteration, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        tmp,
+    )
+    os.replace(tmp, path)  # a crash mid-write leaves the previous checkpoint
 
 
 def load_checkpoint(path: Path, model: nn.Module, optimizer) -> int:
     if not path.exists():
         return 0
-    state = torch.load(path, weights_only=True)     # a tenant-written file: tensors only, no code
+    state = torch.load(path, weights_only=True)  # a tenant-written file: tensors only, no code
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return int(state["iteration"])
@@ -116,13 +125,13 @@ class Trainer:
     def __init__(self, config: dict, rank: int, world: int, log: Callable[[str], None]) -> None:
         self.config, self.rank, self.world, self.log = config, rank, world, log
         self.batch = int(config["batch_size"])
-        self.iterations = config.get("iterations")   # an epochs job: known once its data is built
+        self.iterations = config.get("iterations")  # an epochs job: known once its data is built
         self.checkpoint_every = int(config.get("checkpoint_every") or 0)
         self.checkpoint = Path(config["checkpoint_path"])
         self.accumulation = int(config.get("accumulation") or 1)
-        self.samples_path = config.get("samples_path")   # debugging and tests: record the data order
+        self.samples_path = config.get("samples_path")  # debugging and tests: record the data order
         self.iteration = 0
-        self.iteration_s = None          # moving average of the last iterations' wall time
+        self.iteration_s = None  # moving average of the last iterations' wall time
         self.last_loss = None
         self._stop = self._switch = False
         self.plain_model = None
@@ -145,7 +154,9 @@ class Trainer:
         self.optimizer = self.workload.optimizer(self.plain_model.parameters())
         self.order = EpochOrder(len(self.workload.dataset), int(self.config.get("seed", 0)))
         if self.iterations is None:
-            self.iterations = -(-int(self.config["epochs"]) * len(self.workload.dataset) // self.batch)
+            self.iterations = -(
+                -int(self.config["epochs"]) * len(self.workload.dataset) // self.batch
+            )
 
     def join(self, master: str | None, rank: int, world: int) -> None:
         """(Re)form the process group as ``rank`` of ``world``."""
@@ -154,8 +165,11 @@ class Trainer:
         self.model = self.plain_model
         if world > 1:
             import torch.distributed as dist
+
             backend = "nccl" if torch.cuda.is_available() else "gloo"
-            dist.init_process_group(backend, init_method=f"tcp://{master}", rank=rank, world_size=world)
+            dist.init_process_group(
+                backend, init_method=f"tcp://{master}", rank=rank, world_size=world
+            )
             self.model = nn.parallel.DistributedDataParallel(self.plain_model)
 
     def regroup(self, master: str | None, rank: int, world: int) -> int:
@@ -164,11 +178,18 @@ class Trainer:
         self.join(master, rank, world)
         if world > 1:
             import torch.distributed as dist
+
             state = [None]
             if rank == 0:
                 buffer = io.BytesIO()
-                torch.save({"iteration": self.iteration, "model": self.plain_model.state_dict(),
-                            "optimizer": self.optimizer.state_dict()}, buffer)
+                torch.save(
+                    {
+                        "iteration": self.iteration,
+                        "model": self.plain_model.state_dict(),
+                        "optimizer": self.optimizer.state_dict(),
+                    },
+                    buffer,
+                )
                 state = [buffer.getvalue()]
             dist.broadcast_object_list(state, src=0)
             if rank != 0:
@@ -191,8 +212,9 @@ class Trainer:
         if self.world == 1:
             return local
         import torch.distributed as dist
+
         flag = torch.tensor([local])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)   # a stop outranks a switch
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # a stop outranks a switch
         return int(flag.item())
 
     def _step(self) -> float:
@@ -202,11 +224,11 @@ class Trainer:
         self.optimizer.zero_grad()
         total = 0.0
         for part in range(k):
-            sub = positions[part * len(positions) // k:(part + 1) * len(positions) // k]
+            sub = positions[part * len(positions) // k : (part + 1) * len(positions) // k]
             batch = _to(collate([data[self.order(p)] for p in sub]), self.device)
             last = part == k - 1
             sync = contextlib.nullcontext() if last or self.world == 1 else self.model.no_sync()
-            with sync:      # DDP all-reduces the summed gradients once, with the last sub-batch
+            with sync:  # DDP all-reduces the summed gradients once, with the last sub-batch
                 if self.workload.step is not None:
                     loss = self.workload.step(self.model, batch)
                 else:
@@ -217,14 +239,25 @@ class Trainer:
         self.optimizer.step()
         if self.samples_path:
             with open(self.samples_path, "a") as f:
-                f.write(json.dumps({"iteration": self.iteration, "rank": self.rank, "world": self.world,
-                                    "indices": [self.order(p) for p in positions]}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "iteration": self.iteration,
+                            "rank": self.rank,
+                            "world": self.world,
+                            "indices": [self.order(p) for p in positions],
+                        }
+                    )
+                    + "\n"
+                )
         return total / len(positions)
 
     def run(self) -> dict:
         log_every = max(1, int(self.config.get("log_every") or 10))
         if self.rank == 0:
-            self.log(f"start at iteration {self.iteration} of {self.iterations} on {self.world} worker(s)")
+            self.log(
+                f"start at iteration {self.iteration} of {self.iterations} on {self.world} worker(s)"
+            )
         while self.iteration < self.iterations:
             decision = self._should_stop()
             if decision == 2:
@@ -233,7 +266,9 @@ class Trainer:
                 return {"status": "switch", "iteration": self.iteration}
             if decision == 1:
                 if self.rank == 0:
-                    save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
+                    save_checkpoint(
+                        self.checkpoint, self.plain_model, self.optimizer, self.iteration
+                    )
                     self.log(f"stopped at iteration {self.iteration}; checkpoint saved")
                 return {"status": "stopped", "iteration": self.iteration}
             t0 = time.perf_counter()
@@ -243,20 +278,29 @@ class Trainer:
             self.iteration += 1
             if self.rank == 0:
                 if self.checkpoint_every and self.iteration % self.checkpoint_every == 0:
-                    save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
+                    save_checkpoint(
+                        self.checkpoint, self.plain_model, self.optimizer, self.iteration
+                    )
                 if self.iteration % log_every == 0 or self.iteration == self.iterations:
-                    self.log(f"iteration {self.iteration} loss {self.last_loss:.4f} {self.iteration_s * 1000:.1f} ms/it")
+                    self.log(
+                        f"iteration {self.iteration} loss {self.last_loss:.4f} {self.iteration_s * 1000:.1f} ms/it"
+                    )
         if self.rank == 0:
             save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
             self.log(f"done: {self.iterations} iterations")
         return {"status": "done", "iteration": self.iteration}
 
     def progress(self) -> dict:
-        return {"iteration": self.iteration, "iterations": self.iterations, "iteration_s": self.iteration_s,
-                "loss": self.last_loss}
+        return {
+            "iteration": self.iteration,
+            "iterations": self.iterations,
+            "iteration_s": self.iteration_s,
+            "loss": self.last_loss,
+        }
 
     def close(self) -> None:
         import torch.distributed as dist
+
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
 

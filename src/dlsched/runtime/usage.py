@@ -17,7 +17,7 @@ def usage_report(store: Store, since: float, until: float, tenant_id: str | None
             raise SpecError(name, f"must be a time in Unix seconds, got {v!r}")
     if not since < until:
         raise SpecError("until", f"must be after since ({since:g}), got {until:g}")
-    held: dict[str, list[float]] = {}             # job -> [GPU-seconds, running seconds]
+    held: dict[str, list[float]] = {}  # job -> [GPU-seconds, running seconds]
     for r in store.runs(since, until, tenant_id):
         h = held.setdefault(r["job_id"], [0.0, 0.0])
         h[0] += r["gpus"] * (r["end"] - r["start"])
@@ -28,15 +28,34 @@ def usage_report(store: Store, since: float, until: float, tenant_id: str | None
         if end <= start and row["id"] not in held:
             continue
         gpu_s, running_s = held.get(row["id"], (0.0, 0.0))
-        job = {"job_id": row["id"], "tenant": row["tenant_id"], "status": row["status"],
-               "gpu_hours": gpu_s / 3600, "running_s": running_s,
-               "queued_s": max(0.0, (end - start) - running_s),
-               "preemptions": row["preemptions"], "failures": row["failures"]}
+        job = {
+            "job_id": row["id"],
+            "tenant": row["tenant_id"],
+            "status": row["status"],
+            "gpu_hours": gpu_s / 3600,
+            "running_s": running_s,
+            "queued_s": max(0.0, (end - start) - running_s),
+            "preemptions": row["preemptions"],
+            "failures": row["failures"],
+        }
         jobs.append(job)
-        t = tenants.setdefault(row["tenant_id"], {"tenant": row["tenant_id"], "jobs": 0, "gpu_hours": 0.0,
-                                                  "running_s": 0.0, "queued_s": 0.0, "preemptions": 0})
+        t = tenants.setdefault(
+            row["tenant_id"],
+            {
+                "tenant": row["tenant_id"],
+                "jobs": 0,
+                "gpu_hours": 0.0,
+                "running_s": 0.0,
+                "queued_s": 0.0,
+                "preemptions": 0,
+            },
+        )
         t["jobs"] += 1
         for key in ("gpu_hours", "running_s", "queued_s", "preemptions"):
             t[key] += job[key]
-    return {"since": since, "until": until, "tenants": sorted(tenants.values(), key=lambda t: t["tenant"]),
-            "jobs": jobs}
+    return {
+        "since": since,
+        "until": until,
+        "tenants": sorted(tenants.values(), key=lambda t: t["tenant"]),
+        "jobs": jobs,
+    }

@@ -76,9 +76,9 @@ class SimResult:
     config: SimConfig
     events: int
     schedule_calls: int
-    gpu_busy_s: float            # integral of allocated GPUs over time
-    gpu_shared_s: float          # integral of GPUs holding more than one job
-    gpu_capacity_s: float        # integral of usable GPUs over the same window
+    gpu_busy_s: float  # integral of allocated GPUs over time
+    gpu_shared_s: float  # integral of GPUs holding more than one job
+    gpu_capacity_s: float  # integral of usable GPUs over the same window
     start_s: float
     end_s: float
     # step changes of the state: time, queue length, GPUs allocated, GPUs usable
@@ -90,11 +90,13 @@ class SimResult:
     ts_loaned: array = field(default_factory=lambda: array("l"))
     ts_inference: array = field(default_factory=lambda: array("l"))
     loans: LoanStats = field(default_factory=LoanStats)
-    tenant_log: list = field(default_factory=list)   # (time, tenant, GPUs its jobs hold) at each change
-    inference_gpu_s: float = 0.0          # integral of GPUs inference used (its need)
+    tenant_log: list = field(
+        default_factory=list
+    )  # (time, tenant, GPUs its jobs hold) at each change
+    inference_gpu_s: float = 0.0  # integral of GPUs inference used (its need)
     inference_short_server_s: float = 0.0  # integral of servers inference needed but lacked
     inference_max_short: int = 0
-    loaned_server_s: float = 0.0          # integral of servers lent to training
+    loaned_server_s: float = 0.0  # integral of servers lent to training
     # the same integrals up to the last arrival: usage over the window every policy shares
     arrivals_end_s: float = 0.0
     gpu_busy_arrivals_s: float = 0.0
@@ -106,14 +108,20 @@ class Simulator:
     trace order, completions and background switches from heaps the state feeds, node events
     and policy wake-ups, each at its exact time."""
 
-    def __init__(self, cluster: Cluster, jobs: Iterable[JobSpec], policy: Policy,
-                 config: SimConfig | None = None, workload: WorkloadModel = TRACE_MODEL,
-                 progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: Iterable[JobSpec],
+        policy: Policy,
+        config: SimConfig | None = None,
+        workload: WorkloadModel = TRACE_MODEL,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.policy = policy
         self.config = config = config or SimConfig()
         self.progress = progress
-        specs = sorted(jobs, key=lambda s: s.submit_time_s)   # stable: ties keep input order
+        specs = sorted(jobs, key=lambda s: s.submit_time_s)  # stable: ties keep input order
         seen: set[str] = set()
         for s in specs:
             if s.job_id in seen:
@@ -124,17 +132,27 @@ class Simulator:
                 raise SpecError("num_gpus", problem)
         self.jobs = [JobState(spec=s, seq=i) for i, s in enumerate(specs)]
         self._completions: list[tuple[float, int, int, JobState]] = []
-        self._switches: list[tuple[float, int, int, JobState]] = []   # background scale-outs
+        self._switches: list[tuple[float, int, int, JobState]] = []  # background scale-outs
         self.state = ClusterState(
-            cluster, policy, config, workload, config.max_jobs_per_gpu,
-            config.restore_full_batch, now=specs[0].submit_time_s if specs else 0.0,
-            on_finish_scheduled=self._push_completion, on_switch_scheduled=self._push_switch,
-            reclaim_notice_s=config.reclaim_notice_s)
+            cluster,
+            policy,
+            config,
+            workload,
+            config.max_jobs_per_gpu,
+            config.restore_full_batch,
+            now=specs[0].submit_time_s if specs else 0.0,
+            on_finish_scheduled=self._push_completion,
+            on_switch_scheduled=self._push_switch,
+            reclaim_notice_s=config.reclaim_notice_s,
+        )
         self._node_events = sorted(config.node_events)
         demand = config.inference_demand
         if demand is not None and demand.servers != len(self.state.loans.inference_nodes):
-            raise SpecError("inference_demand", f"the demand is scaled to {demand.servers} servers; "
-                            f"the cluster's inference pool has {len(self.state.loans.inference_nodes)}")
+            raise SpecError(
+                "inference_demand",
+                f"the demand is scaled to {demand.servers} servers; "
+                f"the cluster's inference pool has {len(self.state.loans.inference_nodes)}",
+            )
 
     def _push_completion(self, job: JobState) -> None:
         heapq.heappush(self._completions, (job.finish_time, job.seq, job.version, job))
@@ -150,9 +168,19 @@ class Simulator:
         cfg = self.config
         pending, running, free = state.pending, state.running, state.free
         record = cfg.timeseries
-        res = SimResult(jobs=states, cluster=self.cluster, policy=policy, config=cfg, events=0,
-                        schedule_calls=0, gpu_busy_s=0.0, gpu_shared_s=0.0, gpu_capacity_s=0.0,
-                        start_s=state.now, end_s=state.now)
+        res = SimResult(
+            jobs=states,
+            cluster=self.cluster,
+            policy=policy,
+            config=cfg,
+            events=0,
+            schedule_calls=0,
+            gpu_busy_s=0.0,
+            gpu_shared_s=0.0,
+            gpu_capacity_s=0.0,
+            start_s=state.now,
+            end_s=state.now,
+        )
         if record:
             state.tenant_log = res.tenant_log
         usable_total = free.total
@@ -169,9 +197,12 @@ class Simulator:
         demand = cfg.inference_demand
         next_demand = res.start_s if demand is not None else INF
         cycle = di = 0
-        needed = 0                            # servers inference needs now
-        inf_gpus_per_server = (self.cluster.pool_gpus("inference") / len(loans.inference_nodes)
-                               if loans.inference_nodes else 0.0)
+        needed = 0  # servers inference needs now
+        inf_gpus_per_server = (
+            self.cluster.pool_gpus("inference") / len(loans.inference_nodes)
+            if loans.inference_nodes
+            else 0.0
+        )
         inf_area = short_area = loaned_area = 0.0
         done_before = arrived_before = idle_passes = 0
         stall_limit = cfg.stall_limit
@@ -191,13 +222,13 @@ class Simulator:
             if reclaim_due < t:
                 t = reclaim_due
             if not (i < n or pending or running):
-                break                        # nothing left to do: later events do not count
+                break  # nothing left to do: later events do not count
             if wakeup < t:
                 t = wakeup
             if tick < t:
                 t = tick
             if t == INF:
-                break                        # what is still pending can never run
+                break  # what is still pending can never run
             dt = t - last_t
             if dt > 0:
                 used = usable_total - free.total
@@ -253,7 +284,11 @@ class Simulator:
                 i += 1
                 res.events += 1
                 if i == n:
-                    res.arrivals_end_s, res.gpu_busy_arrivals_s, res.inference_gpu_arrivals_s = t, busy_area, inf_area
+                    res.arrivals_end_s, res.gpu_busy_arrivals_s, res.inference_gpu_arrivals_s = (
+                        t,
+                        busy_area,
+                        inf_area,
+                    )
             if wakeup <= t:
                 wakeup = INF
                 res.events += 1
@@ -270,14 +305,20 @@ class Simulator:
                     raise SimulationStalled(
                         f"{stall_limit:,} scheduling passes without an arrival or a completion at "
                         f"t={t:.0f}s ({len(running)} running, {len(pending)} pending): policy "
-                        f"{policy.name} is cycling without progress")
+                        f"{policy.name} is cycling without progress"
+                    )
             if plan:
                 state.apply(plan)
             if plan.wakeup_at is not None and plan.wakeup_at > t:
                 wakeup = plan.wakeup_at
             if record:
-                rec = (len(pending), usable_total - free.total, usable_total,
-                       len(loans.loaned) + len(loans.reclaiming), needed)
+                rec = (
+                    len(pending),
+                    usable_total - free.total,
+                    usable_total,
+                    len(loans.loaned) + len(loans.reclaiming),
+                    needed,
+                )
                 if rec != last_rec:
                     res.ts_time.append(t)
                     res.ts_queue.append(rec[0])
@@ -300,6 +341,11 @@ class Simulator:
         return res
 
 
-def simulate(cluster: Cluster, jobs: Iterable[JobSpec], policy: Policy,
-             config: SimConfig | None = None, **kwargs) -> SimResult:
+def simulate(
+    cluster: Cluster,
+    jobs: Iterable[JobSpec],
+    policy: Policy,
+    config: SimConfig | None = None,
+    **kwargs,
+) -> SimResult:
     return Simulator(cluster, jobs, policy, config, **kwargs).run()

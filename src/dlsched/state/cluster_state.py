@@ -53,13 +53,20 @@ def _no_return(nid: int, asked: float, deadline: float) -> None:
 class ClusterState:
     """Implements :class:`~dlsched.view.PolicyView` for the policy it drives."""
 
-    def __init__(self, cluster: Cluster, policy: PolicyHooks, costs: Costs | None = None,
-                 workload: WorkloadModel = TRACE_MODEL, max_jobs_per_gpu: int = 2,
-                 restore_full_batch: bool = True, now: float = 0.0,
-                 on_finish_scheduled: Callable[[JobState], None] = _no_event,
-                 on_switch_scheduled: Callable[[JobState], None] = _no_event,
-                 reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
-                 on_server_returned: Callable[[int, float, float], None] = _no_return) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: PolicyHooks,
+        costs: Costs | None = None,
+        workload: WorkloadModel = TRACE_MODEL,
+        max_jobs_per_gpu: int = 2,
+        restore_full_batch: bool = True,
+        now: float = 0.0,
+        on_finish_scheduled: Callable[[JobState], None] = _no_event,
+        on_switch_scheduled: Callable[[JobState], None] = _no_event,
+        reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
+        on_server_returned: Callable[[int, float, float], None] = _no_return,
+    ) -> None:
         self.cluster = cluster
         self.policy = policy
         self.costs = costs or Costs()
@@ -99,7 +106,11 @@ class ClusterState:
         the work since its last checkpoint unless preemptions checkpoint first."""
         lost = self.costs.start_pause_s(job.spec, first=False)
         interval = self.costs.checkpoint_interval_s
-        if not self.costs.checkpoint_on_preempt and interval is not None and self.now > job.resume_at:
+        if (
+            not self.costs.checkpoint_on_preempt
+            and interval is not None
+            and self.now > job.resume_at
+        ):
             lost += (self.now - job.resume_at) % interval
         return len(job.gpus) * lost
 
@@ -153,15 +164,20 @@ class ClusterState:
         book = self.loans
         total = len(book.inference_nodes)
         if isinstance(servers, bool) or not isinstance(servers, int) or not 0 <= servers <= total:
-            raise SpecError("servers", f"must be an integer in 0..{total} (the inference servers), got {servers!r}")
+            raise SpecError(
+                "servers",
+                f"must be an integer in 0..{total} (the inference servers), got {servers!r}",
+            )
         book.announced = servers
         short = servers - book.held
         if short > 0 and book.loaned:
             count = min(short, len(book.loaned))
             nodes, plan = self.policy.reclaim(self, count)
             if len(set(nodes)) != count or any(n not in book.loaned for n in nodes):
-                raise PlanError(f"policy {self.policy.name} picked {sorted(nodes)} to reclaim; it "
-                                f"must pick {count} distinct loaned servers of {sorted(book.loaned)}")
+                raise PlanError(
+                    f"policy {self.policy.name} picked {sorted(nodes)} to reclaim; it "
+                    f"must pick {count} distinct loaned servers of {sorted(book.loaned)}"
+                )
             deadline = self.now + book.notice_s
             for nid in nodes:
                 del book.loaned[nid]
@@ -186,8 +202,11 @@ class ClusterState:
         preempted = []
         for nid, (_, deadline) in list(book.reclaiming.items()):
             if deadline <= self.now:
-                victims = list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids
-                                             for j in self.occupancy.jobs[g]))
+                victims = list(
+                    dict.fromkeys(
+                        j for g in self.cluster.nodes[nid].gpu_ids for j in self.occupancy.jobs[g]
+                    )
+                )
                 for job in victims:
                     self._stop(job, by_policy=True)
                     book.stats.forced_preemptions += 1
@@ -249,7 +268,9 @@ class ClusterState:
             job.status = Status.CANCELLED
             self.policy.job_cancelled(job, self.now)
 
-    def observe_progress(self, job: JobState, fraction_done: float, duration_s: float | None = None) -> None:
+    def observe_progress(
+        self, job: JobState, fraction_done: float, duration_s: float | None = None
+    ) -> None:
         """A running job's measured progress (and re-estimated solo duration) replaces the
         prediction: its projected finish and version move, and the policy is told."""
         if job.status is not Status.RUNNING:
@@ -277,8 +298,11 @@ class ClusterState:
         self._check_node(nid)
         if nid in self.down_nodes:
             return
-        victims = list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids
-                                     for j in self.occupancy.jobs[g]))
+        victims = list(
+            dict.fromkeys(
+                j for g in self.cluster.nodes[nid].gpu_ids for j in self.occupancy.jobs[g]
+            )
+        )
         for job in victims:
             self.fail(job)
         if nid in self.free.usable:
@@ -326,13 +350,17 @@ class ClusterState:
             raise PlanError(f"policy {name} started job {job.job_id}, which is {job.status.value}")
         low, high = job.spec.start_range(self.policy.moldable)
         if not low <= len(set(gpus)) == len(gpus) <= high:
-            raise PlanError(f"policy {name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
-                            f"it needs {low if low == high else f'{low}..{high}'} (gang)")
+            raise PlanError(
+                f"policy {name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
+                f"it needs {low if low == high else f'{low}..{high}'} (gang)"
+            )
         memory = self.workload.memory_mib(job.spec, len(gpus), accumulation)
         joined = [g for g in gpus if not self.free.is_free(g)]
         for g in joined:
             why = self.occupancy.why_not_join(g, memory)
-            if why is None and any(self.workload.slowdown(job, other) is None for other in self.occupancy.jobs[g]):
+            if why is None and any(
+                self.workload.slowdown(job, other) is None for other in self.occupancy.jobs[g]
+            ):
                 why = f"GPU {g}: no co-location measurement for this pair"
             if why:
                 raise PlanError(f"policy {name}, job {job.job_id}: {why}")
@@ -369,8 +397,10 @@ class ClusterState:
         for partner in partners:
             xi = self.workload.slowdown(job, partner)
             if xi is None:
-                raise PlanError(f"jobs {job.job_id} and {partner.job_id} share a GPU without a "
-                                "co-location measurement")
+                raise PlanError(
+                    f"jobs {job.job_id} and {partner.job_id} share a GPU without a "
+                    "co-location measurement"
+                )
             slowdown = max(slowdown, xi)
         self._note_sharing(job, bool(partners), slowdown)
         return self.workload(job, job.gpus) / slowdown
@@ -409,7 +439,9 @@ class ClusterState:
             memory = self.workload.memory_mib(spec, len(gpus), job.accumulation)
             capacity = min(self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib for g in gpus)
             if memory is not None and memory > capacity:
-                problem = f"{memory:.0f} MiB per GPU at {len(gpus)} GPUs exceeds their {capacity} MiB"
+                problem = (
+                    f"{memory:.0f} MiB per GPU at {len(gpus)} GPUs exceeds their {capacity} MiB"
+                )
         if problem:
             raise PlanError(f"policy {self.policy.name} resized job {job.job_id}: {problem}")
         old = set(job.gpus)
@@ -421,7 +453,7 @@ class ClusterState:
         self._advance(job)
         self._account(job)
         self._vacate(job)
-        self.free.take([g for g in gpus if g in old])   # _vacate freed all its GPUs
+        self.free.take([g for g in gpus if g in old])  # _vacate freed all its GPUs
         self._held(job, len(gpus) - len(old))
         job.gpus = tuple(gpus)
         job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
@@ -431,21 +463,24 @@ class ClusterState:
         if costs.resize_mechanism == "stop-resume":
             job.resume_at = max(job.resume_at, now) + pause
             job.resize_lost_gpu_s += pause * len(gpus)
-        elif added:            # background scale-out: the old workers go on meanwhile
+        elif added:  # background scale-out: the old workers go on meanwhile
             job.switch_at = now + pause
-            job.resize_lost_gpu_s += (pause * len(added)
-                                      + costs.background_switch_fraction * pause * len(gpus))
-            self._schedule_completion(job)    # at the old speed, until the switch
+            job.resize_lost_gpu_s += pause * len(
+                added
+            ) + costs.background_switch_fraction * pause * len(gpus)
+            self._schedule_completion(job)  # at the old speed, until the switch
             self.on_switch_scheduled(job)
             return
-        job.rate = self._rate(job)           # background scale-in: no pause for the stayers
+        job.rate = self._rate(job)  # background scale-in: no pause for the stayers
         self._schedule_completion(job)
 
     def _stop(self, job: JobState, by_policy: bool) -> None:
         """Take a running job off its GPUs and put it back in the queue: a policy's preemption
         (which checkpoints first when ``checkpoint_on_preempt``) or a failure."""
         if job.status is not Status.RUNNING:
-            raise PlanError(f"policy {self.policy.name} preempted job {job.job_id}, which is {job.status.value}")
+            raise PlanError(
+                f"policy {self.policy.name} preempted job {job.job_id}, which is {job.status.value}"
+            )
         now = self.now
         self._advance(job)
         interval = self.costs.checkpoint_interval_s
@@ -509,5 +544,6 @@ class ClusterState:
 
 
 if TYPE_CHECKING:
+
     def _policies_read_the_state(state: ClusterState) -> PolicyView:
-        return state          # the type checker holds the state to the view's Protocol here
+        return state  # the type checker holds the state to the view's Protocol here

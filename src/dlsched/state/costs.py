@@ -50,11 +50,16 @@ class Costs:
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise SpecError("checkpoint_interval_s", f"must be a number > 0 when given, got {v!r}")
         if self.resize_mechanism not in ("background", "stop-resume"):
-            raise SpecError("resize_mechanism", f"must be 'background' or 'stop-resume', got {self.resize_mechanism!r}")
+            raise SpecError(
+                "resize_mechanism",
+                f"must be 'background' or 'stop-resume', got {self.resize_mechanism!r}",
+            )
         if not (isinstance(self.stop_resume_s, (int, float)) and self.stop_resume_s >= 0):
             raise SpecError("stop_resume_s", f"must be a number >= 0, got {self.stop_resume_s!r}")
         if not (isinstance(self.checkpoint_mib_s, (int, float)) and self.checkpoint_mib_s > 0):
-            raise SpecError("checkpoint_mib_s", f"must be a number > 0, got {self.checkpoint_mib_s!r}")
+            raise SpecError(
+                "checkpoint_mib_s", f"must be a number > 0, got {self.checkpoint_mib_s!r}"
+            )
         if not 0 <= self.background_switch_fraction <= 1:
             raise SpecError("background_switch_fraction", "must be between 0 and 1")
 
@@ -67,4 +72,6 @@ class Costs:
 
     def resize_pause_s(self, checkpoint_mib: float | None) -> float:
         """A stop-resume: the restart, plus saving and loading the checkpoint."""
-        return self.stop_resume_s + (0.0 if checkpoint_mib is None else 2 * checkpoint_mib / self.checkpoint_mib_s)
+        return self.stop_resume_s + (
+            0.0 if checkpoint_mib is None else 2 * checkpoint_mib / self.checkpoint_mib_s
+        )

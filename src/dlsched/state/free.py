@@ -16,7 +16,16 @@ class FreeGpus:
     original until either side changes one, so a scheduling pass that plans against a copy
     costs what it touches, not the size of the cluster."""
 
-    __slots__ = ("cluster", "free", "buckets", "total", "usable", "_shared", "_own_free", "_own_buckets")
+    __slots__ = (
+        "cluster",
+        "free",
+        "buckets",
+        "total",
+        "usable",
+        "_shared",
+        "_own_free",
+        "_own_buckets",
+    )
 
     def __init__(self, cluster: Cluster, usable_nodes: Iterable[int] | None = None) -> None:
         self.cluster = cluster
@@ -25,11 +34,14 @@ class FreeGpus:
         self.buckets: list[set[int]] = [set() for _ in range(max_gpus + 1)]
         self.usable: set[int] = set()
         self.total = 0
-        self._shared = False                 # inner lists and sets may be another index's too
-        self._own_free: set[int] = set()     # while shared: the nodes whose lists are ours
+        self._shared = False  # inner lists and sets may be another index's too
+        self._own_free: set[int] = set()  # while shared: the nodes whose lists are ours
         self._own_buckets: set[int] = set()
-        nodes = (n.node_id for n in cluster.nodes if n.pool == "training") \
-            if usable_nodes is None else usable_nodes
+        nodes = (
+            (n.node_id for n in cluster.nodes if n.pool == "training")
+            if usable_nodes is None
+            else usable_nodes
+        )
         for nid in nodes:
             self.add_node(nid)
 

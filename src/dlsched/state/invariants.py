@@ -35,7 +35,9 @@ def problems(state: ClusterState) -> list[str]:
     for g, holders in enumerate(occupancy.jobs):
         ids = sorted(h.job_id for h in holders)
         if ids != sorted(holders_seen.get(g, [])):
-            out.append(f"GPU {g}: occupancy says {ids}, running jobs say {sorted(holders_seen.get(g, []))}")
+            out.append(
+                f"GPU {g}: occupancy says {ids}, running jobs say {sorted(holders_seen.get(g, []))}"
+            )
         if len(holders) > occupancy.max_jobs_per_gpu:
             out.append(f"GPU {g} holds {len(holders)} jobs")
         if len(holders) > 1:

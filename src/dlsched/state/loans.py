@@ -17,30 +17,34 @@ from ..errors import SpecError
 
 @dataclass(slots=True)
 class LoanStats:
-    loans: int = 0                 # servers loaned to training
-    reclaims: int = 0              # servers asked back
-    returned: int = 0              # servers handed back
-    returned_late: int = 0         # handed back after their deadline (must stay 0)
-    reclaim_scale_ins: int = 0     # elastic jobs shrunk off a reclaimed server (no preemption)
-    reclaim_preemptions: int = 0   # jobs the policy preempted to free a reclaimed server
-    forced_preemptions: int = 0    # jobs still there at the deadline, preempted by the state
-    return_wait_s: float = 0.0     # summed time from a reclaim to its server's return
+    loans: int = 0  # servers loaned to training
+    reclaims: int = 0  # servers asked back
+    returned: int = 0  # servers handed back
+    returned_late: int = 0  # handed back after their deadline (must stay 0)
+    reclaim_scale_ins: int = 0  # elastic jobs shrunk off a reclaimed server (no preemption)
+    reclaim_preemptions: int = 0  # jobs the policy preempted to free a reclaimed server
+    forced_preemptions: int = 0  # jobs still there at the deadline, preempted by the state
+    return_wait_s: float = 0.0  # summed time from a reclaim to its server's return
 
 
 @dataclass(slots=True)
 class LoanBook:
     inference_nodes: tuple[int, ...]
     notice_s: float
-    loaned: dict[int, float] = field(default_factory=dict)       # node -> when loaned
-    reclaiming: dict[int, tuple[float, float]] = field(default_factory=dict)  # node -> (asked, deadline)
-    announced: int = 0             # servers inference said it needs
+    loaned: dict[int, float] = field(default_factory=dict)  # node -> when loaned
+    reclaiming: dict[int, tuple[float, float]] = field(
+        default_factory=dict
+    )  # node -> (asked, deadline)
+    announced: int = 0  # servers inference said it needs
     stats: LoanStats = field(default_factory=LoanStats)
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, notice_s: float) -> "LoanBook":
         if not notice_s >= 0:
             raise SpecError("reclaim_notice_s", f"must be a number >= 0, got {notice_s!r}")
-        return cls(tuple(n.node_id for n in cluster.nodes if n.pool == "inference"), float(notice_s))
+        return cls(
+            tuple(n.node_id for n in cluster.nodes if n.pool == "inference"), float(notice_s)
+        )
 
     @property
     def held(self) -> int:

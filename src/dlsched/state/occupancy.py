@@ -18,8 +18,8 @@ class GpuOccupancy:
         self.cluster = cluster
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.jobs: list[list[JobState]] = [[] for _ in range(cluster.num_gpus)]
-        self.memory: list[float | None] = [0.0] * cluster.num_gpus   # None: unknown
-        self.shared_gpus = 0                                          # GPUs holding > 1 job
+        self.memory: list[float | None] = [0.0] * cluster.num_gpus  # None: unknown
+        self.shared_gpus = 0  # GPUs holding > 1 job
 
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None:
         """Why a job needing ``memory_mib`` per GPU cannot join the jobs on GPU ``g``, which is

@@ -22,16 +22,21 @@ from .pollux import load_pollux
 from .synthetic import synthetic
 
 LOADERS: dict[str, Callable[..., Trace]] = {
-    "philly": load_philly, "muri": load_muri, "pollux": load_pollux, "openb": load_openb,
+    "philly": load_philly,
+    "muri": load_muri,
+    "pollux": load_pollux,
+    "openb": load_openb,
     "history": load_history,
 }
 
 # header column that tells each format apart
-SIGNATURES = {"philly": {"timestamp", "duration", "num_gpus", "cluster"},
-              "muri": {"job_id", "num_gpu", "submit_time", "iterations", "model_name"},
-              "pollux": {"name", "time", "application", "num_replicas", "batch_size"},
-              "openb": {"name", "gpu_milli", "num_gpu", "creation_time"},
-              "history": {"job_id", "submit_s", "iterations", "iteration_s", "startup_s", "restart_s"}}
+SIGNATURES = {
+    "philly": {"timestamp", "duration", "num_gpus", "cluster"},
+    "muri": {"job_id", "num_gpu", "submit_time", "iterations", "model_name"},
+    "pollux": {"name", "time", "application", "num_replicas", "batch_size"},
+    "openb": {"name", "gpu_milli", "num_gpu", "creation_time"},
+    "history": {"job_id", "submit_s", "iterations", "iteration_s", "startup_s", "restart_s"},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +47,37 @@ class Bundled:
 
 
 BUNDLED: dict[str, Bundled] = {
-    "philly": Bundled("traces/philly/philly_jobs.csv.gz", "philly",
-                      "Microsoft Philly, Sep-Dec 2017, every job (tenant = virtual cluster)"),
-    **{f"muri-{k}": Bundled(f"traces/muri/trace{k}.csv", "muri",
-                            f"Philly-derived Muri trace {k}, with model and batch per job")
-       for k in range(1, 5)},
-    **{f"pollux-{k}": Bundled(f"traces/pollux/workload-{k}.csv", "pollux",
-                              f"Pollux evaluation workload {k} (durations from Pollux's measurements)")
-       for k in range(1, 9)},
-    "openb": Bundled("traces/alibaba_openb/openb_pod_list_default.csv", "openb",
-                     "Alibaba GPU pods 2023 (FGD): fractional GPU requests"),
-    "openb-gpuspec": Bundled("traces/alibaba_openb/openb_pod_list_gpuspec33.csv", "openb",
-                             "the same pods, a third with GPU-type constraints"),
+    "philly": Bundled(
+        "traces/philly/philly_jobs.csv.gz",
+        "philly",
+        "Microsoft Philly, Sep-Dec 2017, every job (tenant = virtual cluster)",
+    ),
+    **{
+        f"muri-{k}": Bundled(
+            f"traces/muri/trace{k}.csv",
+            "muri",
+            f"Philly-derived Muri trace {k}, with model and batch per job",
+        )
+        for k in range(1, 5)
+    },
+    **{
+        f"pollux-{k}": Bundled(
+            f"traces/pollux/workload-{k}.csv",
+            "pollux",
+            f"Pollux evaluation workload {k} (durations from Pollux's measurements)",
+        )
+        for k in range(1, 9)
+    },
+    "openb": Bundled(
+        "traces/alibaba_openb/openb_pod_list_default.csv",
+        "openb",
+        "Alibaba GPU pods 2023 (FGD): fractional GPU requests",
+    ),
+    "openb-gpuspec": Bundled(
+        "traces/alibaba_openb/openb_pod_list_gpuspec33.csv",
+        "openb",
+        "the same pods, a third with GPU-type constraints",
+    ),
 }
 
 
@@ -67,21 +91,34 @@ def detect_format(path: str | Path) -> str:
     for fmt, cols in SIGNATURES.items():
         if cols <= header:
             return fmt
-    raise SpecError("format", f"cannot tell the format of {path} from its header; "
-                              "give --format generic with a --map of its columns")
+    raise SpecError(
+        "format",
+        f"cannot tell the format of {path} from its header; "
+        "give --format generic with a --map of its columns",
+    )
 
 
-def load_trace(name_or_path: str, fmt: str | None = None, skip_invalid: bool = False,
-               mapping: str | None = None, **synthetic_params) -> Trace:
+def load_trace(
+    name_or_path: str,
+    fmt: str | None = None,
+    skip_invalid: bool = False,
+    mapping: str | None = None,
+    **synthetic_params,
+) -> Trace:
     if name_or_path == "synthetic":
         return synthetic(**synthetic_params)
     if name_or_path in BUNDLED:
         b = BUNDLED[name_or_path]
-        return LOADERS[b.fmt](bundled_path(name_or_path), name=name_or_path, skip_invalid=skip_invalid)
+        return LOADERS[b.fmt](
+            bundled_path(name_or_path), name=name_or_path, skip_invalid=skip_invalid
+        )
     path = Path(name_or_path)
     if not path.is_file():
-        raise SpecError("trace", f"'{name_or_path}' is neither a bundled trace "
-                                 f"({', '.join(BUNDLED)}, synthetic) nor a file")
+        raise SpecError(
+            "trace",
+            f"'{name_or_path}' is neither a bundled trace "
+            f"({', '.join(BUNDLED)}, synthetic) nor a file",
+        )
     if fmt == "generic" or mapping is not None:
         if not mapping:
             raise SpecError("mapping", "the generic CSV format needs a column mapping (--map)")

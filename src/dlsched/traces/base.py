@@ -23,9 +23,9 @@ class Trace:
 
     name: str
     jobs: list[JobSpec]
-    dropped: dict[str, int] = field(default_factory=dict)   # reason -> rows
-    examples: list[str] = field(default_factory=list)       # the first few drop messages
-    rows: int = 0                                            # data rows read
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> rows
+    examples: list[str] = field(default_factory=list)  # the first few drop messages
+    rows: int = 0  # data rows read
     # a server's exported history (dlsched.traces.history): per job, what its runs measured
     # (profile, slowdown, profiling time) and the outcome the server got; None for other traces
     replay: dict[str, dict] | None = None
@@ -49,22 +49,30 @@ def open_text(path: str | Path) -> io.TextIOBase:
     return open(path, newline="")
 
 
-def read_rows(path: str | Path, required: Iterable[str], source: str,
-              delimiter: str = ",") -> Iterator[tuple[int, dict[str, str]]]:
+def read_rows(
+    path: str | Path, required: Iterable[str], source: str, delimiter: str = ","
+) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (data row number, row) after checking the header names every required column."""
     with open_text(path) as f:
         reader = csv.DictReader(f, delimiter=delimiter)
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]
         if missing:
-            raise SpecError(missing[0], f"column missing from the header ({', '.join(header) or 'empty file'})",
-                            source=source)
+            raise SpecError(
+                missing[0],
+                f"column missing from the header ({', '.join(header) or 'empty file'})",
+                source=source,
+            )
         for number, row in enumerate(reader, start=1):
             yield number, row
 
 
-def collect(trace: Trace, rows: Iterable[tuple[int, dict[str, str]]],
-            convert: Callable[[int, dict[str, str]], JobSpec | None], skip_invalid: bool) -> Trace:
+def collect(
+    trace: Trace,
+    rows: Iterable[tuple[int, dict[str, str]]],
+    convert: Callable[[int, dict[str, str]], JobSpec | None],
+    skip_invalid: bool,
+) -> Trace:
     """Convert rows to specs. A row whose conversion raises SpecError stops the load (the error
     names the row and field) unless ``skip_invalid``, in which case it is counted by field.
     ``convert`` returning None drops a row the adapter deliberately leaves out; it has called
@@ -84,8 +92,14 @@ def collect(trace: Trace, rows: Iterable[tuple[int, dict[str, str]]],
     return trace
 
 
-def number(row: dict[str, str], column: str, field_name: str | None = None, *,
-           integer: bool = False, scale: float = 1.0) -> float:
+def number(
+    row: dict[str, str],
+    column: str,
+    field_name: str | None = None,
+    *,
+    integer: bool = False,
+    scale: float = 1.0,
+) -> float:
     """A numeric cell, or SpecError naming the column."""
     raw = (row.get(column) or "").strip()
     name = field_name or column
@@ -104,8 +118,9 @@ def number(row: dict[str, str], column: str, field_name: str | None = None, *,
     return value * scale
 
 
-
-def earliest(rows: list[tuple[int, dict[str, str]]], parse: Callable[[dict[str, str]], float]) -> float:
+def earliest(
+    rows: list[tuple[int, dict[str, str]]], parse: Callable[[dict[str, str]], float]
+) -> float:
     """The earliest parseable time in ``rows``: absolute dates become seconds after it.
     Unparseable rows are left for the row-by-row conversion to report."""
     t0 = math.inf

@@ -15,9 +15,17 @@ from ..errors import SpecError
 from ..jobs import JobSpec
 from .base import Trace, collect, earliest, number, read_rows
 
-FIELDS = {"submit": "submit_time_s", "duration": "duration_s", "gpus": "num_gpus", "id": "job_id",
-          "tenant": "tenant", "model": "model", "batch": "batch_size", "priority": "priority",
-          "deadline": "deadline_s"}
+FIELDS = {
+    "submit": "submit_time_s",
+    "duration": "duration_s",
+    "gpus": "num_gpus",
+    "id": "job_id",
+    "tenant": "tenant",
+    "model": "model",
+    "batch": "batch_size",
+    "priority": "priority",
+    "deadline": "deadline_s",
+}
 REQUIRED = ("submit", "duration", "gpus")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 TIME_FIELDS = ("submit", "duration", "deadline")
@@ -39,8 +47,11 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
         if unit is not None:
             allowed = list(TIME_UNITS) + (["datetime"] if key == "submit" else [])
             if key not in TIME_FIELDS or unit not in allowed:
-                raise SpecError("mapping", f"unit '{unit}' does not apply to field '{key}'"
-                                + (f" (use {', '.join(allowed)})" if key in TIME_FIELDS else ""))
+                raise SpecError(
+                    "mapping",
+                    f"unit '{unit}' does not apply to field '{key}'"
+                    + (f" (use {', '.join(allowed)})" if key in TIME_FIELDS else ""),
+                )
         mapping[key] = (column, unit)
     missing = [f for f in REQUIRED if f not in mapping]
     if missing:
@@ -48,8 +59,9 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
     return mapping
 
 
-def load_generic(path, mapping: str | dict, name: str = "csv", skip_invalid: bool = False,
-                 delimiter: str = ",") -> Trace:
+def load_generic(
+    path, mapping: str | dict, name: str = "csv", skip_invalid: bool = False, delimiter: str = ","
+) -> Trace:
     m = parse_mapping(mapping) if isinstance(mapping, str) else mapping
     rows = list(read_rows(path, [c for c, _ in m.values()], name, delimiter))
     t0 = 0.0
@@ -61,7 +73,9 @@ def load_generic(path, mapping: str | dict, name: str = "csv", skip_invalid: boo
             try:
                 return datetime.fromisoformat(raw).replace(tzinfo=timezone.utc).timestamp() - t0
             except ValueError:
-                raise SpecError(FIELDS[key], f"'{raw}' in column '{column}' is not a date and time") from None
+                raise SpecError(
+                    FIELDS[key], f"'{raw}' in column '{column}' is not a date and time"
+                ) from None
         return number(row, column, FIELDS[key], scale=TIME_UNITS[unit or "s"])
 
     def text(row: dict[str, str], key: str) -> str | None:
@@ -75,11 +89,15 @@ def load_generic(path, mapping: str | dict, name: str = "csv", skip_invalid: boo
             kwargs["priority"] = number(row, m["priority"][0], "priority", integer=True)
         if "deadline" in m:
             kwargs["deadline_s"] = time_value(row, "deadline")
-        return JobSpec(job_id=text(row, "id") or f"{name}-{row_number}",
-                       submit_time_s=time_value(row, "submit"),
-                       duration_s=time_value(row, "duration"),
-                       num_gpus=number(row, m["gpus"][0], "num_gpus", integer=True),
-                       tenant=text(row, "tenant") or "default", model=text(row, "model"), **kwargs)
+        return JobSpec(
+            job_id=text(row, "id") or f"{name}-{row_number}",
+            submit_time_s=time_value(row, "submit"),
+            duration_s=time_value(row, "duration"),
+            num_gpus=number(row, m["gpus"][0], "num_gpus", integer=True),
+            tenant=text(row, "tenant") or "default",
+            model=text(row, "model"),
+            **kwargs,
+        )
 
     if m["submit"][1] == "datetime":
         t0 = earliest(rows, lambda row: time_value(row, "submit"))

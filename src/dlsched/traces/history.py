@@ -9,8 +9,18 @@ from ..errors import SpecError
 from ..jobs import JobSpec
 from .base import Trace, collect, number, read_rows
 
-REQUIRED = ("job_id", "tenant", "submit_s", "gpus", "batch_size", "iterations", "iteration_s", "model",
-            "startup_s", "restart_s")
+REQUIRED = (
+    "job_id",
+    "tenant",
+    "submit_s",
+    "gpus",
+    "batch_size",
+    "iterations",
+    "iteration_s",
+    "model",
+    "startup_s",
+    "restart_s",
+)
 PROFILE = ("fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch")
 OUTCOME = ("start_s", "end_s", "jct_s")
 
@@ -32,25 +42,33 @@ def load_history(path, name: str = "history", skip_invalid: bool = False) -> Tra
         iteration_s = number(row, "iteration_s")
         if not iteration_s > 0:
             raise SpecError("iteration_s", f"must be > 0, got {iteration_s!r}")
-        spec = JobSpec(job_id=job_id, tenant=(row["tenant"] or "").strip() or "default",
-                       submit_time_s=number(row, "submit_s", "submit_time_s"),
-                       num_gpus=number(row, "gpus", "num_gpus", integer=True),
-                       duration_s=iterations * iteration_s, iterations=iterations,
-                       batch_size=number(row, "batch_size", integer=True),
-                       model=(row["model"] or "").strip() or None,
-                       priority=_optional(row, "priority", integer=True) or 0,
-                       min_gpus=_optional(row, "min_gpus", integer=True),
-                       max_gpus=_optional(row, "max_gpus", integer=True),
-                       deadline_s=_optional(row, "deadline_s"),
-                       qos_class="given" if _optional(row, "deadline_s") is not None else None,
-                       startup_s=number(row, "startup_s"), restart_s=number(row, "restart_s"),
-                       estimate_s=_optional(row, "estimate_s"))
+        spec = JobSpec(
+            job_id=job_id,
+            tenant=(row["tenant"] or "").strip() or "default",
+            submit_time_s=number(row, "submit_s", "submit_time_s"),
+            num_gpus=number(row, "gpus", "num_gpus", integer=True),
+            duration_s=iterations * iteration_s,
+            iterations=iterations,
+            batch_size=number(row, "batch_size", integer=True),
+            model=(row["model"] or "").strip() or None,
+            priority=_optional(row, "priority", integer=True) or 0,
+            min_gpus=_optional(row, "min_gpus", integer=True),
+            max_gpus=_optional(row, "max_gpus", integer=True),
+            deadline_s=_optional(row, "deadline_s"),
+            qos_class="given" if _optional(row, "deadline_s") is not None else None,
+            startup_s=number(row, "startup_s"),
+            restart_s=number(row, "restart_s"),
+            estimate_s=_optional(row, "estimate_s"),
+        )
         profile = {k: _optional(row, k) for k in PROFILE}
         trace.replay[job_id] = {
             "profile": profile if all(v is not None for v in profile.values()) else None,
-            "slowdown": _optional(row, "slowdown"), "profile_s": _optional(row, "profile_s"),
-            "status": (row.get("status") or "").strip(), "preemptions": _optional(row, "preemptions", integer=True),
-            **{k: _optional(row, k) for k in OUTCOME}}
+            "slowdown": _optional(row, "slowdown"),
+            "profile_s": _optional(row, "profile_s"),
+            "status": (row.get("status") or "").strip(),
+            "preemptions": _optional(row, "preemptions", integer=True),
+            **{k: _optional(row, k) for k in OUTCOME},
+        }
         return spec
 
     return collect(trace, read_rows(path, REQUIRED, name), convert, skip_invalid)

@@ -17,7 +17,9 @@ def _epoch_s(raw: str) -> float:
     try:
         return datetime.fromisoformat(raw.strip()).replace(tzinfo=timezone.utc).timestamp()
     except ValueError:
-        raise SpecError("submit_time_s", f"'{raw}' in column 'timestamp' is not a date and time") from None
+        raise SpecError(
+            "submit_time_s", f"'{raw}' in column 'timestamp' is not a date and time"
+        ) from None
 
 
 def load_philly(path, name: str = "philly", skip_invalid: bool = False) -> Trace:
@@ -25,9 +27,12 @@ def load_philly(path, name: str = "philly", skip_invalid: bool = False) -> Trace
     t0 = earliest(rows, lambda row: _epoch_s(row["timestamp"] or ""))
 
     def convert(row_number: int, row: dict[str, str]) -> JobSpec:
-        return JobSpec(job_id=f"{name}-{row_number}", submit_time_s=_epoch_s(row["timestamp"] or "") - t0,
-                       num_gpus=number(row, "num_gpus", integer=True),
-                       duration_s=number(row, "duration", "duration_s"),
-                       tenant=(row["cluster"] or "").strip() or "unknown")
+        return JobSpec(
+            job_id=f"{name}-{row_number}",
+            submit_time_s=_epoch_s(row["timestamp"] or "") - t0,
+            num_gpus=number(row, "num_gpus", integer=True),
+            duration_s=number(row, "duration", "duration_s"),
+            tenant=(row["cluster"] or "").strip() or "unknown",
+        )
 
     return collect(Trace(name, []), rows, convert, skip_invalid)

@@ -31,7 +31,10 @@ def measured_iteration_s(app: str, replicas: int, batch_size: int) -> float:
     same = [p for p in points if p.gpus == gpus]
     fewest_nodes = min(p.nodes for p in same)
     local = batch_size / replicas
-    best = min((p for p in same if p.nodes == fewest_nodes), key=lambda p: abs(math.log(p.local_batch / local)))
+    best = min(
+        (p for p in same if p.nodes == fewest_nodes),
+        key=lambda p: abs(math.log(p.local_batch / local)),
+    )
     return best.step_s
 
 
@@ -43,9 +46,14 @@ def load_pollux(path, name: str = "pollux", skip_invalid: bool = False) -> Trace
         if replicas < 1 or batch < 1:
             raise SpecError("num_gpus" if replicas < 1 else "batch_size", "must be >= 1")
         steps = pollux_training_steps(app, batch)
-        return JobSpec(job_id=f"{name}-{(row['name'] or '').strip() or row_number}",
-                       submit_time_s=number(row, "time", "submit_time_s"), num_gpus=replicas,
-                       duration_s=steps * measured_iteration_s(app, replicas, batch),
-                       model=app, batch_size=batch, iterations=round(steps))
+        return JobSpec(
+            job_id=f"{name}-{(row['name'] or '').strip() or row_number}",
+            submit_time_s=number(row, "time", "submit_time_s"),
+            num_gpus=replicas,
+            duration_s=steps * measured_iteration_s(app, replicas, batch),
+            model=app,
+            batch_size=batch,
+            iterations=round(steps),
+        )
 
     return collect(Trace(name, []), read_rows(path, COLUMNS, name), convert, skip_invalid)

@@ -17,20 +17,30 @@ from ..jobs import JobSpec
 from .base import Trace
 
 # GPU-count shares of the Philly trace (count of jobs per size / 82,247).
-PHILLY_GPU_MIX = {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6,
-                  128: 3}
+PHILLY_GPU_MIX = {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
 PHILLY_MEDIAN_DURATION_S = 1144.0
 PHILLY_LOG_SIGMA = 2.156
 
 
-def synthetic(num_jobs: int = 1000, cluster_gpus: int = 64, load: float = 0.8, seed: int = 0,
-              median_duration_s: float = PHILLY_MEDIAN_DURATION_S,
-              log_sigma: float = PHILLY_LOG_SIGMA, max_duration_s: float = 30 * 86400,
-              tenants: int = 4, gpu_mix: dict[int, int] | None = None) -> Trace:
-    for name, value, ok in (("num_jobs", num_jobs, num_jobs >= 1), ("cluster_gpus", cluster_gpus, cluster_gpus >= 1),
-                            ("load", load, load > 0), ("tenants", tenants, tenants >= 1),
-                            ("median_duration_s", median_duration_s, median_duration_s > 0),
-                            ("log_sigma", log_sigma, log_sigma >= 0)):
+def synthetic(
+    num_jobs: int = 1000,
+    cluster_gpus: int = 64,
+    load: float = 0.8,
+    seed: int = 0,
+    median_duration_s: float = PHILLY_MEDIAN_DURATION_S,
+    log_sigma: float = PHILLY_LOG_SIGMA,
+    max_duration_s: float = 30 * 86400,
+    tenants: int = 4,
+    gpu_mix: dict[int, int] | None = None,
+) -> Trace:
+    for name, value, ok in (
+        ("num_jobs", num_jobs, num_jobs >= 1),
+        ("cluster_gpus", cluster_gpus, cluster_gpus >= 1),
+        ("load", load, load > 0),
+        ("tenants", tenants, tenants >= 1),
+        ("median_duration_s", median_duration_s, median_duration_s > 0),
+        ("log_sigma", log_sigma, log_sigma >= 0),
+    ):
         if not ok:
             raise SpecError(name, f"invalid value {value!r}")
     mix = {g: w for g, w in (gpu_mix or PHILLY_GPU_MIX).items() if g <= cluster_gpus}
@@ -41,15 +51,22 @@ def synthetic(num_jobs: int = 1000, cluster_gpus: int = 64, load: float = 0.8, s
     mu = math.log(median_duration_s)
     # the rate uses the log-normal's mean, ignoring the (rarely hit) max_duration_s cap
     mean_gpus = sum(g * w for g, w in mix.items()) / sum(weights)
-    mean_duration = median_duration_s * math.exp(log_sigma ** 2 / 2)
+    mean_duration = median_duration_s * math.exp(log_sigma**2 / 2)
     rate = load * cluster_gpus / (mean_gpus * mean_duration)
     t = 0.0
     jobs = []
     for k in range(num_jobs):
         t += rng.expovariate(rate)
         duration = min(max_duration_s, max(1.0, rng.lognormvariate(mu, log_sigma)))
-        jobs.append(JobSpec(job_id=f"syn-{k}", submit_time_s=t, num_gpus=rng.choices(sizes, weights)[0],
-                            duration_s=round(duration, 3), tenant=f"tenant-{rng.randrange(tenants)}"))
+        jobs.append(
+            JobSpec(
+                job_id=f"syn-{k}",
+                submit_time_s=t,
+                num_gpus=rng.choices(sizes, weights)[0],
+                duration_s=round(duration, 3),
+                tenant=f"tenant-{rng.randrange(tenants)}",
+            )
+        )
     trace = Trace(f"synthetic(n={num_jobs},load={load},seed={seed})", jobs)
     trace.rows = num_jobs
     return trace

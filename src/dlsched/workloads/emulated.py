@@ -40,15 +40,26 @@ def build(args: dict) -> Workload:
     seed = int(args.get("seed", 0))
     torch.manual_seed(seed)
     features = int(args.get("features", 32))
-    per_sample_ms, fixed_ms = float(args.get("per_sample_ms", 2.0)), float(args.get("fixed_ms", 5.0))
+    per_sample_ms, fixed_ms = (
+        float(args.get("per_sample_ms", 2.0)),
+        float(args.get("fixed_ms", 5.0)),
+    )
     if not (0 <= per_sample_ms <= 1000 and 0 <= fixed_ms <= 10_000):
         raise ValueError("per_sample_ms must be in 0..1000 and fixed_ms in 0..10000")
     g = torch.Generator().manual_seed(seed)
     samples = int(args.get("samples", 4096))
     labels = torch.randint(0, 4, (samples,), generator=g)
     x = torch.randn(4, features, generator=g)[labels] + torch.randn(samples, features, generator=g)
-    model = nn.Sequential(EmulatedDevice(fixed_ms, per_sample_ms), nn.Linear(features, 64), nn.ReLU(),
-                          nn.Linear(64, 4))
+    model = nn.Sequential(
+        EmulatedDevice(fixed_ms, per_sample_ms),
+        nn.Linear(features, 64),
+        nn.ReLU(),
+        nn.Linear(64, 4),
+    )
     lr = float(args.get("lr", 0.05))
-    return Workload(model=model, optimizer=lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9),
-                    dataset=TensorDataset(x, labels), loss=nn.functional.cross_entropy)
+    return Workload(
+        model=model,
+        optimizer=lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9),
+        dataset=TensorDataset(x, labels),
+        loss=nn.functional.cross_entropy,
+    )

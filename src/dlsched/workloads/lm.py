@@ -19,10 +19,14 @@ class TinyLM(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
         self.position = nn.Parameter(torch.zeros(seq_len, dim))
-        layer = nn.TransformerEncoderLayer(dim, nhead=4, dim_feedforward=2 * dim, batch_first=True, dropout=0.0)
+        layer = nn.TransformerEncoderLayer(
+            dim, nhead=4, dim_feedforward=2 * dim, batch_first=True, dropout=0.0
+        )
         self.encoder = nn.TransformerEncoder(layer, layers)
         self.head = nn.Linear(dim, vocab)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq_len), persistent=False)
+        self.register_buffer(
+            "mask", nn.Transformer.generate_square_subsequent_mask(seq_len), persistent=False
+        )
 
     def forward(self, tokens):
         n = tokens.shape[1]
@@ -47,6 +51,11 @@ def build(args: dict) -> Workload:
     lr = float(args.get("lr", 1e-3))
     model = TinyLM(vocab, int(args.get("dim", 64)), int(args.get("layers", 2)), seq_len)
     make = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[args.get("optimizer", "adam")]
-    return Workload(model=model, optimizer=lambda params: make(params, lr=lr),
-                    dataset=sequences(int(args.get("samples", 1024)), seq_len, vocab, seed),
-                    loss=lambda out, target: nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1)))
+    return Workload(
+        model=model,
+        optimizer=lambda params: make(params, lr=lr),
+        dataset=sequences(int(args.get("samples", 1024)), seq_len, vocab, seed),
+        loss=lambda out, target: nn.functional.cross_entropy(
+            out.reshape(-1, out.shape[-1]), target.reshape(-1)
+        ),
+    )

@@ -20,8 +20,11 @@ class Block(nn.Module):
         self.bn1 = nn.BatchNorm2d(cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
-        self.skip = (nn.Sequential() if stride == 1 and cin == cout else
-                     nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)))
+        self.skip = (
+            nn.Sequential()
+            if stride == 1 and cin == cout
+            else nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+        )
 
     def forward(self, x):
         y = torch.relu(self.bn1(self.conv1(x)))
@@ -29,9 +32,16 @@ class Block(nn.Module):
 
 
 def small_resnet(width: int = 16, classes: int = 10) -> nn.Module:
-    return nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-                         Block(width, width, 1), Block(width, 2 * width, 2),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, classes))
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, 1, 1, bias=False),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        Block(width, width, 1),
+        Block(width, 2 * width, 2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(2 * width, classes),
+    )
 
 
 def images(samples: int, seed: int) -> TensorDataset:
@@ -46,7 +56,9 @@ def build(args: dict) -> Workload:
     seed = int(args.get("seed", 0))
     torch.manual_seed(seed)
     lr = float(args.get("lr", 0.05))
-    return Workload(model=small_resnet(int(args.get("width", 16))),
-                    optimizer=lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9),
-                    dataset=images(int(args.get("samples", 2048)), seed),
-                    loss=nn.functional.cross_entropy)
+    return Workload(
+        model=small_resnet(int(args.get("width", 16))),
+        optimizer=lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9),
+        dataset=images(int(args.get("samples", 2048)), seed),
+        loss=nn.functional.cross_entropy,
+    )

@@ -79,7 +79,8 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
             assert r.status_code == 200
         print(
-            f"GET /v1/dashboard, {args.jobs:,} jobs in the store: median {statistics.median(times) * 1000:.1f} ms, "
+            f"GET /v1/dashboard, {args.jobs:,} jobs in the store: median "
+            f"{statistics.median(times) * 1000:.1f} ms, "
             f"max {max(times) * 1000:.1f} ms ({len(r.json()['jobs'])} jobs in the answer)"
         )
 

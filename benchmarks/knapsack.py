@@ -136,7 +136,8 @@ def main() -> None:
     for name, fn in rows:
         wall, chosen = timed(fn, args.repeat)
         print(
-            f"{name:<18} {wall * 1000:9.1f} ms   value {knapsack.total_value(groups, chosen):,.1f} s of JCT"
+            f"{name:<18} {wall * 1000:9.1f} ms   value "
+            f"{knapsack.total_value(groups, chosen):,.1f} s of JCT"
         )
 
 

@@ -115,11 +115,10 @@ def main() -> None:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lm")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from runtime_helpers import sandbox_for  # Ray and the sandbox as the server sets them up
-
     import ray
 
     from dlsched.runtime.executor import LocalRayCluster, RayExecutor
+    from runtime_helpers import sandbox_for  # Ray and the sandbox as the server sets them up
 
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
     try:
@@ -142,7 +141,8 @@ def main() -> None:
         f"an iteration at 4 workers takes {med(bg, 'iteration_s') * 1000:.0f} ms"
     )
     print(
-        f"stop-resume: {med(sr, 'lost_s'):6.2f} s lost  (stop + checkpoint {med(sr, 'stop_s'):.2f} s, "
+        f"stop-resume: {med(sr, 'lost_s'):6.2f} s lost  (stop + checkpoint "
+        f"{med(sr, 'stop_s'):.2f} s, "
         f"restart: processes, imports, build, load {med(sr, 'restart_s'):.2f} s)"
     )
     print(

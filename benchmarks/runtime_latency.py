@@ -32,9 +32,9 @@ def first_iteration_latency(
     for _ in range(repeat):
         jid = h.submit(auth, **LM, gpus=gpus, batch_size=8, iterations=100000, log_every=1000)
         t_submit = time.perf_counter()
-        wait_for(lambda: h.job(jid)["status"] == "running", 60, every_s=0.01)
+        wait_for(lambda jid=jid: h.job(jid)["status"] == "running", 60, every_s=0.01)
         to_running.append(time.perf_counter() - t_submit)
-        wait_for(lambda: h.job(jid)["iteration"] >= 1, 120, every_s=0.01)
+        wait_for(lambda jid=jid: h.job(jid)["iteration"] >= 1, 120, every_s=0.01)
         to_first.append(time.perf_counter() - t_submit)
         h.client.post(f"/v1/jobs/{jid}/cancel", headers=auth)
         h.wait_status(jid, "cancelled")
@@ -73,9 +73,12 @@ def main() -> None:
     from dlsched.runtime.executor import LocalRayCluster
 
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
-    ms = lambda xs: (
-        f"median {statistics.median(xs) * 1000:8.1f} ms, min {min(xs) * 1000:8.1f}, max {max(xs) * 1000:8.1f}"
-    )  # noqa: E731
+
+    def ms(xs: list[float]) -> str:
+        return f"median {statistics.median(xs) * 1000:8.1f} ms, min {min(xs) * 1000:8.1f}, " + (
+            f"max {max(xs) * 1000:8.1f}"
+        )
+
     try:
         with tempfile.TemporaryDirectory() as tmp:
             h = Harness(cluster.address, Path(tmp), "fifo")
@@ -93,7 +96,8 @@ def main() -> None:
                 auth = h.tenant("bench")
                 whole, decide = loop_latency(h, auth, args.jobs, args.passes)
                 print(
-                    f"{policy:<8} {args.jobs:,} queued: whole pass {ms(whole)}; policy alone {ms(decide)}"
+                    f"{policy:<8} {args.jobs:,} queued: whole pass {ms(whole)}; policy alone "
+                    f"{ms(decide)}"
                 )
                 h.close()
     finally:

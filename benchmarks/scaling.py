@@ -36,7 +36,8 @@ def main() -> None:
     sizes = [int(n) for n in args.jobs.split(",")]
     clusters = args.clusters.split(",")
     print(
-        f"synthetic workloads (Philly's size and duration mix), offered load {args.load}, performance model on"
+        f"synthetic workloads (Philly's size and duration mix), offered load {args.load}, "
+        f"performance model on"
     )
     print(
         f"{'policy':<10} {'cluster':<8} "

@@ -21,8 +21,8 @@ from dlsched.jobs import JobSpec
 from dlsched.perf.model import PerfModel
 from dlsched.perf.speed import PerfSpeed
 from dlsched.policies.catalog import make_policy
-from dlsched.view import Plan
 from dlsched.state.cluster_state import ClusterState
+from dlsched.view import Plan
 
 MODELS = ["resnet18", "shufflenet_v2_x1_0", "vgg16", "vgg19", "dqn", "a2c", "bert", "gpt2"]
 

@@ -64,12 +64,14 @@ def main() -> None:
     print(
         f"trace {args.trace}: {len(jobs):,} jobs loaded in {load_s:.2f} s; "
         f"cluster {cluster.describe()} ({cluster.num_gpus} GPUs); "
-        f"{'trace speeds' if args.no_perf else 'performance model'}; elastic fraction {args.elastic_fraction}"
+        f"{'trace speeds' if args.no_perf else 'performance model'}; elastic fraction "
+        f"{args.elastic_fraction}"
     )
     servers = sum(1 for n in cluster.nodes if n.pool == "inference")
     demand = demand_cycle(load_curve(args.inference_demand), servers) if servers else None
     print(
-        f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} {'resizes':>8} {'mean JCT h':>11}"
+        f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} "
+        f"{'resizes':>8} {'mean JCT h':>11}"
     )
     for name in args.policies.split(","):
         best = None
@@ -96,7 +98,8 @@ def main() -> None:
         mean_jct_h = sum(j.finish - j.spec.submit_time_s for j in done) / len(done) / 3600
         resizes = sum(j.resizes for j in result.jobs)
         print(
-            f"{name:<16} {wall:8.2f} {len(result.jobs) / wall:10,.0f} {result.events / wall:10,.0f} "
+            f"{name:<16} {wall:8.2f} {len(result.jobs) / wall:10,.0f} "
+            f"{result.events / wall:10,.0f} "
             f"{result.schedule_calls:9,} {resizes:8,} {mean_jct_h:11.2f}"
         )
 

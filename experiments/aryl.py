@@ -1,4 +1,5 @@
-"""Reproduction experiment for Aryl's capacity loaning and elastic scaling (docs/experiments/aryl.md).
+"""Reproduction experiment for Aryl's capacity loaning and elastic scaling
+(docs/experiments/aryl.md).
 
     .venv/bin/python experiments/aryl.py [--out out/aryl] [--skip-philly] [--workers 2]
 
@@ -99,16 +100,20 @@ def write_summary(results: list[dict], out: Path) -> None:
             f"## {workload} ({rows[0]['jobs']:,} jobs)",
             "",
             "| policy | mean queuing (h) | vs base | mean JCT (h) | vs base | usage, both pools | "
-            "reclaims | scale-ins | reclaim preemptions | of which at the deadline | inference shortfall (server-s) | wall (s) |",
+            "reclaims | scale-ins | reclaim preemptions | of which at the deadline | inference "
+            "shortfall (server-s) | wall (s) |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             p = r["pools"]
             lines.append(
-                f"| {r['run']} | {r['mean_queue_s'] / 3600:.2f} | {base['mean_queue_s'] / r['mean_queue_s']:.2f}x | "
+                f"| {r['run']} | {r['mean_queue_s'] / 3600:.2f} | "
+                f"{base['mean_queue_s'] / r['mean_queue_s']:.2f}x | "
                 f"{r['mean_jct_s'] / 3600:.2f} | {base['mean_jct_s'] / r['mean_jct_s']:.2f}x | "
-                f"{p['cluster_usage']:.1%} ({(p['cluster_usage'] / base['pools']['cluster_usage'] - 1):+.1%}) | "
-                f"{p['reclaims']:,} | {p['reclaim_scale_ins']:,} | {p['reclaim_preemptions']:,} | {p['forced_preemptions']:,} | "
+                f"{p['cluster_usage']:.1%} "
+                f"({(p['cluster_usage'] / base['pools']['cluster_usage'] - 1):+.1%}) | "
+                f"{p['reclaims']:,} | {p['reclaim_scale_ins']:,} | {p['reclaim_preemptions']:,} | "
+                f"{p['forced_preemptions']:,} | "
                 f"{p['inference_shortfall_server_s']:g} | {r['wall_s']:.1f} |"
             )
         lines.append("")
@@ -169,7 +174,8 @@ def main() -> None:
     plot(results, out)
     print((out / "summary.md").read_text())
     print(
-        f"{len(tasks)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, results.json, loaning.png"
+        f"{len(tasks)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, "
+        f"results.json, loaning.png"
     )
 
 

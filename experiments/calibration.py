@@ -9,7 +9,8 @@ the measured start-up and restart pauses (what the simulator charges by default)
 every job's pauses set to the cluster's median ones (a model, not each job's own measurement),
 to show what modelling them from measurement is worth.
 
-    .venv/bin/python experiments/calibration.py [--jobs 36] [--policies tiresias,sjf-bsbf] [--out out/calibration]
+    .venv/bin/python experiments/calibration.py [--jobs 36] [--policies tiresias,sjf-bsbf] \\
+        [--out out/calibration]
 
 The jobs' accelerator time is emulated (dlsched.workloads.emulated): two CPU cores cannot stand
 in for eight GPUs' compute.
@@ -163,7 +164,8 @@ def run_policy(policy: str, jobs, out: Path) -> dict:
             rows = server.call("GET", "/v1/jobs", server.admin)
             left = [r for r in rows if r["status"] not in ("done", "failed", "cancelled")]
             print(
-                f"\r{policy}: {len(rows) - len(left)}/{len(rows)} finished after {time.time() - start:.0f} s",
+                f"\r{policy}: {len(rows) - len(left)}/{len(rows)} finished after "
+                f"{time.time() - start:.0f} s",
                 end="",
                 flush=True,
             )

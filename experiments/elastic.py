@@ -1,6 +1,7 @@
 """Reproduction experiment for Amoeba/EDL's elastic Tiresias (docs/experiments/elastic.md).
 
-    .venv/bin/python experiments/elastic.py [--out out/elastic] [--loads 0.7,1.0] [--fractions 0.5,1.0]
+    .venv/bin/python experiments/elastic.py [--out out/elastic] [--loads 0.7,1.0] \\
+        [--fractions 0.5,1.0]
 
 For each workload, load and elastic fraction it runs Tiresias, elastic Tiresias with background
 scaling and elastic Tiresias with stop-resume on the same jobs (same models, same seeded elastic
@@ -126,8 +127,10 @@ def write_summary(rows: list[dict], fractions: list[float], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     lines = [
-        "| trace | cluster | load | elastic fraction | run | mean JCT (h) | vs Tiresias | median JCT (h) | "
-        "p95 JCT (h) | makespan (d) | preemptions | resizes | GPU-h lost to resizing | GPU-s lost per resize | "
+        "| trace | cluster | load | elastic fraction | run | mean JCT (h) | vs Tiresias | median "
+        "JCT (h) | "
+        "p95 JCT (h) | makespan (d) | preemptions | resizes | GPU-h lost to resizing | GPU-s lost "
+        "per resize | "
         "mean size / request | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -143,10 +146,13 @@ def write_summary(rows: list[dict], fractions: list[float], out: Path) -> None:
                 ratio = r["mean_jct_s"] / base["mean_jct_s"]
                 per_resize = r["resize_lost_gpu_s"] / r["resizes"] if r["resizes"] else 0.0
                 lines.append(
-                    f"| {trace} | {cluster} | {load:g} | {fraction:g} | {r['run']} | {r['mean_jct_s'] / 3600:,.2f} | "
-                    f"{ratio:.2f}x | {r['median_jct_s'] / 3600:,.2f} | {r['p95_jct_s'] / 3600:,.1f} | "
+                    f"| {trace} | {cluster} | {load:g} | {fraction:g} | {r['run']} | "
+                    f"{r['mean_jct_s'] / 3600:,.2f} | "
+                    f"{ratio:.2f}x | {r['median_jct_s'] / 3600:,.2f} | "
+                    f"{r['p95_jct_s'] / 3600:,.1f} | "
                     f"{r['makespan_s'] / 86400:,.1f} | {r['preemptions']:,} | {r['resizes']:,} | "
-                    f"{r['resize_lost_gpu_s'] / 3600:,.0f} | {per_resize:,.0f} | {r['mean_size_vs_requested']:.2f} | "
+                    f"{r['resize_lost_gpu_s'] / 3600:,.0f} | {per_resize:,.0f} | "
+                    f"{r['mean_size_vs_requested']:.2f} | "
                     f"{r['wall_s']:.1f} |"
                 )
                 key = f"{trace}\nload {load:g}, f {fraction:g}"

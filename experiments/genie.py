@@ -100,7 +100,8 @@ def main() -> None:
         for row in pool.map(run_one, tasks):
             rows.append(row)
             print(
-                f"{row['workload']} load {row['load']:g} {row['run']}: QoS {row['qos']['qos_pct']:.1f}%, "
+                f"{row['workload']} load {row['load']:g} {row['run']}: QoS "
+                f"{row['qos']['qos_pct']:.1f}%, "
                 f"makespan {row['makespan_s'] / 86400:.2f} d ({row['wall_s']:.1f} s)",
                 flush=True,
             )
@@ -117,8 +118,10 @@ def write_summary(rows: list[dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     lines = [
-        "| workload | load | policy | QoS met | tight | normal | loose | vs best baseline | makespan (d) | "
-        "vs best baseline | mean JCT (h) | p50 / p95 / p99 lateness (h) | size / request | wall (s) |",
+        "| workload | load | policy | QoS met | tight | normal | loose | vs best baseline | "
+        "makespan (d) | "
+        "vs best baseline | mean JCT (h) | p50 / p95 / p99 lateness (h) | size / request | wall "
+        "(s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups = list(dict.fromkeys((r["workload"], r["load"]) for r in rows))
@@ -135,10 +138,13 @@ def write_summary(rows: list[dict], out: Path) -> None:
                 " / ".join(f"{late[p] / 3600:,.1f}" for p in ("p50", "p95", "p99")) if late else "-"
             )
             lines.append(
-                f"| {r['workload']} | {r['load']:g} | {r['run']} | {q['qos_pct']:.1f}% | {by.get('tight', '-')} | "
-                f"{by.get('normal', '-')} | {by.get('loose', '-')} | {q['qos_pct'] - best_qos:+.1f} pts | "
+                f"| {r['workload']} | {r['load']:g} | {r['run']} | {q['qos_pct']:.1f}% | "
+                f"{by.get('tight', '-')} | "
+                f"{by.get('normal', '-')} | {by.get('loose', '-')} | "
+                f"{q['qos_pct'] - best_qos:+.1f} pts | "
                 f"{r['makespan_s'] / 86400:,.2f} | {r['makespan_s'] / best_makespan - 1:+.1%} | "
-                f"{r['mean_jct_s'] / 3600:,.2f} | {lateness} | {r['mean_size_vs_requested']:.2f} | {r['wall_s']:.1f} |"
+                f"{r['mean_jct_s'] / 3600:,.2f} | {lateness} | {r['mean_size_vs_requested']:.2f} "
+                f"| {r['wall_s']:.1f} |"
             )
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -77,13 +77,15 @@ def write_summary(results: list[dict], out: Path) -> None:
     lines = [
         "# Tenancy on Philly: results",
         "",
-        "| run | mean JCT (h) | mean queuing (h) | completed | preemptions | evictions | Jain | max rho | wall (s) |",
+        "| run | mean JCT (h) | mean queuing (h) | completed | preemptions | evictions | Jain | "
+        "max rho | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['run']} | {r['mean_jct_s'] / 3600:.2f} | {r['mean_queue_s'] / 3600:.2f} | "
-            f"{r['jobs_completed']:,} | {r['preemptions']:,} | {r['evictions']:,} | {r['jain_index']:.3f} | "
+            f"{r['jobs_completed']:,} | {r['preemptions']:,} | {r['evictions']:,} | "
+            f"{r['jain_index']:.3f} | "
             f"{r['max_tenant_rho']:.1f} | {r['wall_s']:.1f} |"
         )
     tenants = sorted(results[0]["tenants"], key=lambda t: -results[0]["tenants"][t]["jobs"])
@@ -138,7 +140,8 @@ def main() -> None:
     write_summary(results, out)
     print((out / "summary.md").read_text())
     print(
-        f"{len(RUNS)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, results.json"
+        f"{len(RUNS)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, "
+        f"results.json"
     )
 
 

@@ -4,6 +4,7 @@ spec and its bounds, the declared security scheme, access control."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,7 +12,6 @@ from fastapi.testclient import TestClient
 from dlsched.runtime.api import create_app, hash_token
 from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import SQLiteStore
-
 from fake_executor import Clock, FakeExecutor
 
 LM = {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 256}}
@@ -99,9 +99,9 @@ def test_a_deadline_is_stored_absolute_and_shown_with_the_job(api):
     assert r.status_code == 201, r.text
     job = client.get(f"/v1/jobs/{r.json()['id']}", headers=alice).json()
     assert before + 7200 <= job["deadline"] <= time.time() + 7200 and "within" not in job["spec"]
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
     r = client.post(
         "/v1/jobs",
         json={**OK, "deadline": tomorrow.isoformat().replace("+00:00", "Z")},

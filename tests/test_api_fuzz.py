@@ -18,7 +18,6 @@ from dlsched.runtime.api import create_app, hash_token
 from dlsched.runtime.limits import SubmitLimiter
 from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import SQLiteStore
-
 from fake_executor import Clock, FakeExecutor
 
 EXAMPLES = 120  # per operation; each is sent five times (a few thousand requests in all)

@@ -66,7 +66,8 @@ def test_no_import_cycles():
 
 def test_the_cli_imports_no_heavy_package():
     code = (
-        "import sys, dlsched.cli; heavy = [m for m in ('matplotlib', 'numpy', 'httpx', 'torch', 'ray', "
+        "import sys, dlsched.cli; heavy = [m for m in ('matplotlib', 'numpy', 'httpx', 'torch', "
+        "'ray', "
         "'fastapi', 'pydantic', 'uvicorn') if m in sys.modules]; print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,7 +3,8 @@ loaning invariants over random demand curves and workloads."""
 
 import itertools
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.inference import DemandCycle, DemandStep, demand_cycle, load_curve, servers_needed

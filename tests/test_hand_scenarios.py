@@ -253,9 +253,9 @@ def test_srtf_preempts_the_job_with_the_most_work_left_whatever_its_speed():
     # from 0. At 300, p (450 s) arrives: x has 400 s left, y 500 s. p outranks y only, so y is
     # preempted (the old worst-first heap assumed speed 1 and looked at x only: p waited).
     # p: 300-750; x ends at 500; y resumes there with 500 s left: ends at 1000.
-    from dlsched.sim.engine import Simulator
     from dlsched.cluster import parse_cluster_spec
     from dlsched.policies.catalog import make_policy
+    from dlsched.sim.engine import Simulator
     from dlsched.workload import TraceModel
 
     class XIsFast(TraceModel):

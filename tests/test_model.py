@@ -5,8 +5,8 @@ import pytest
 from dlsched.cluster import load_cluster, parse_cluster_spec
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec
-from dlsched.state.free import FreeGpus
 from dlsched.policies.placement import best_fit, consolidated, spread
+from dlsched.state.free import FreeGpus
 
 
 def test_cluster_spec_with_pools_types_and_memory():

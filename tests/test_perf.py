@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from dlsched.errors import SpecError
 from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import SpecError
 from dlsched.perf.measurements import pollux_apps, pollux_points
 from dlsched.perf.scaling import fit_scaling, holdout_split, relative_errors, scaling_model
 

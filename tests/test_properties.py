@@ -1,6 +1,7 @@
 """Invariants every policy must keep, on random workloads and clusters."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.jobs import JobSpec, Status

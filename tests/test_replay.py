@@ -14,7 +14,6 @@ from dlsched.runtime.export import COLUMNS, history_csv
 from dlsched.runtime.measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from dlsched.runtime.speed import RuntimeSpeed
 from dlsched.traces import detect_format, load_trace
-
 from test_service import Setup
 
 
@@ -102,7 +101,8 @@ def test_solo_speed_is_derived_by_the_runtime_model_and_the_sharing_slowdown_mea
     m = JobMeter(speeds={config_key(4, 1, False): [100, 10.0], config_key(4, 1, True): [50, 7.5]})
     assert shared_slowdown(m, spec, speed, 0.1) == pytest.approx(1.5)
     assert shared_slowdown(JobMeter(speeds={"4x1": [10, 1.0]}), spec, speed, 0.1) is None
-    # never alone: its profiling run's time on one worker, else its shared time at the typical slowdown
+    # never alone: its profiling run's time on one worker, else its shared time at the typical
+    # slowdown
     one = JobSpec("k", 0.0, num_gpus=1, duration_s=10.0, batch_size=64)
     shared_only = JobMeter(speeds={config_key(1, 1, True): [100, 30.0]})
     assert solo_iteration_s(shared_only, one, speed) is None

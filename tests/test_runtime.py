@@ -187,7 +187,8 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
 def wait_for_status_on(page, job_id: str, status: str, timeout_s: float) -> None:
     """Until the dashboard's job table shows the job in that status."""
     page.wait_for_function(
-        '([id, status]) => { const r = document.querySelector(`tr[data-job="${id}"] td:nth-child(3)`);'
+        '([id, status]) => { const r = document.querySelector(`tr[data-job="${id}"] '
+        "td:nth-child(3)`);"
         " return r && r.textContent === status; }",
         arg=[job_id, status],
         timeout=timeout_s * 1000,

@@ -99,7 +99,8 @@ def test_a_job_grows_onto_a_loaned_server_and_scales_in_when_it_is_reclaimed(ray
         )
         took = time.monotonic() - asked
         print(
-            f"i0 handed back {took:.1f} s after the reclaim (service: {pools['max_return_s']:.1f} s; notice {NOTICE_S:g} s)"
+            f"i0 handed back {took:.1f} s after the reclaim (service: {pools['max_return_s']:.1f} "
+            f"s; notice {NOTICE_S:g} s)"
         )
         assert pools["max_return_s"] <= NOTICE_S and took <= NOTICE_S + 5
         assert pools["reclaim_scale_ins"] == 1 and pools["reclaim_preemptions"] == 0

@@ -101,7 +101,10 @@ def test_the_shell_entrypoint_of_the_report_runs_confined(harness, tmp_path):
     h = harness
     (tmp_path / "admin.token").write_text("the-admin-token\n")
     mallory = h.tenant("mallory")
-    script = f"id -u; cat {tmp_path}/admin.token {tmp_path}/db.sqlite; ls {tmp_path}; touch {tmp_path}/owned"
+    script = (
+        f"id -u; cat {tmp_path}/admin.token {tmp_path}/db.sqlite; ls {tmp_path}; "
+        f"touch {tmp_path}/owned"
+    )
     jid = h.submit(
         mallory,
         entrypoint="subprocess:run",

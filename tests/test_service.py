@@ -4,13 +4,13 @@ runtime's logic without Ray or PyTorch, in milliseconds."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dlsched.jobs import Status
 from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
 from dlsched.state.invariants import problems
-
 from fake_executor import Clock, FakeExecutor
 
 SPEC = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations": 100}

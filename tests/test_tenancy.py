@@ -2,7 +2,8 @@
 fairness, with answers worked out by hand; and the layer's guarantees on random workloads."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import SpecError
@@ -116,7 +117,8 @@ def test_configs_default_equal_philly_and_bad_files(tmp_path):
     assert philly.quota("6214e9").nominal == 93 and philly.quota("unknown").nominal == 0
     good = tmp_path / "q.yaml"
     good.write_text(
-        "tenants:\n  a: {nominal: 4, borrowing_limit: 2, cohort: lab, weight: 2}\ndefault: {nominal: 1}\n"
+        "tenants:\n  a: {nominal: 4, borrowing_limit: 2, cohort: lab, weight: 2}\ndefault: "
+        "{nominal: 1}\n"
     )
     config = load_tenants(str(good), [], 8)
     assert config.quota("a").limit == 6 and config.quota("zz").nominal == 1

@@ -85,7 +85,8 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument(
         "--placement",
         choices=["best-fit", "consolidated", "spread"],
-        help="where jobs go (default: the policy's own, best-fit for all but the -consolidated ones)",
+        help="where jobs go (default: the policy's own, best-fit for all but the -consolidated "
+        "ones)",
     )
     p.add_argument(
         "--scan",
@@ -391,7 +392,8 @@ def cmd_whatif(args) -> int:
             args.quotas = str(out / "quotas.yaml")
             Path(args.quotas).write_text(yaml.safe_dump(history["quota_config"]))
             print(
-                f"replaying under the server's quotas as they are now ({history['quotas']}): {args.quotas}"
+                f"replaying under the server's quotas as they are now ({history['quotas']}): "
+                f"{args.quotas}"
             )
     args.format = args.format or "history"
     workload = _load_workload(args)
@@ -514,7 +516,8 @@ def cmd_perf_predict(args) -> int:
     from .perf.predictor import pollux_holdout
 
     print(
-        "GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a profiling "
+        "GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a "
+        "profiling "
         "run measures), tested on every measured placement with more"
     )
     rows = []
@@ -545,7 +548,8 @@ def cmd_perf_validate(args) -> int:
                 model = fit.iteration_s(p.local_batch, p.gpus, p.nodes)
                 print(
                     f"{app} nodes={p.nodes} gpus={p.gpus} batch={p.local_batch:g}: measured "
-                    f"{p.step_s:.4f} s, model {model:.4f} s, error {abs(model - p.step_s) / p.step_s:.1%}"
+                    f"{p.step_s:.4f} s, model {model:.4f} s, error "
+                    f"{abs(model - p.step_s) / p.step_s:.1%}"
                 )
     print(
         "Iteration time fitted to Pollux's measurements (held-out: fitted on two thirds of the "
@@ -569,7 +573,8 @@ def cmd_perf_validate(args) -> int:
     rows = gavel_scaling_check()
     errors = [abs(m - g) / g for *_, g, m in rows]
     print(
-        f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job types "
+        f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job "
+        f"types "
         f"({len(rows)} points), median error {statistics.median(errors):.1%}"
     )
     print(

@@ -71,7 +71,7 @@ class Cluster:
         self.largest_node_gpus = max(n.num_gpus for n in self.nodes)
 
     @classmethod
-    def build(cls, groups: list[dict]) -> "Cluster":
+    def build(cls, groups: list[dict]) -> Cluster:
         """Build from groups of identical nodes: dicts with count, gpus_per_node and optional
         gpu_type, gpu_mem_mib, cpus_per_node, pool, nodes_per_rack."""
         nodes: list[Node] = []

@@ -28,7 +28,7 @@ class SpecError(ValueError):
         prefix = (", ".join(where) + ": ") if where else ""
         return f"{prefix}field '{self.field}': {self.reason}"
 
-    def at(self, *, row: int | None = None, source: str | None = None) -> "SpecError":
+    def at(self, *, row: int | None = None, source: str | None = None) -> SpecError:
         """The same error located at a row / source (keeps whatever was already known)."""
         return SpecError(
             self.field,

@@ -70,7 +70,7 @@ class TenantConfig:
             "default": entry(self.default),
         }
 
-    def without_borrowing(self) -> "TenantConfig":
+    def without_borrowing(self) -> TenantConfig:
         """Hard quotas (as Philly ran): nobody lends or borrows."""
         return TenantConfig(
             {t: replace(q, cohort=None) for t, q in self.tenants.items()},

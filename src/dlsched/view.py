@@ -11,8 +11,9 @@ it is talking to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from .cluster import Cluster
 from .jobs import JobState

@@ -29,9 +29,8 @@ def write(path):
 
 def ray_call(address, actor):
     code = (
-        "import ray; ray.init(address=%r, namespace='dlsched', logging_level='ERROR'); "
-        "a = ray.get_actor(%r, namespace='dlsched'); ray.kill(a); print('KILLED')"
-        % (address, actor)
+        f"import ray; ray.init(address={address!r}, namespace='dlsched', logging_level='ERROR'); "
+        f"a = ray.get_actor({actor!r}, namespace='dlsched'); ray.kill(a); print('KILLED')"
     )
     # a client Ray lets in connects in 2-5 s here; one without the token retries for ever, so 20 s
     # without a connection is blocked

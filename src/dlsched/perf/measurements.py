@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from ..errors import SpecError
@@ -36,7 +36,7 @@ def pollux_apps() -> list[str]:
     return sorted(p.name for p in _pollux_root().iterdir() if p.is_dir())
 
 
-@lru_cache(maxsize=None)
+@cache
 def pollux_points(app: str) -> tuple[Point, ...]:
     d = _pollux_root() / app
     if not d.is_dir():
@@ -74,7 +74,7 @@ def pollux_points(app: str) -> tuple[Point, ...]:
     return tuple(points)
 
 
-@lru_cache(maxsize=None)
+@cache
 def pollux_training_steps(app: str, batch_size: int) -> float:
     """Optimizer steps a full measured training run of ``app`` took at global batch
     ``batch_size``, as Pollux's simulator counts them (petuum/adaptdl, simulator/applications.py,
@@ -114,7 +114,7 @@ def pollux_training_steps(app: str, batch_size: int) -> float:
 GAVEL_GPU_TYPES = {"V100": "v100", "P100": "p100", "K80": "k80"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def gavel_throughputs() -> dict:
     import gzip
     import json
@@ -155,7 +155,7 @@ def eval_key(key: str) -> tuple[str, int]:
 #    EuroSys'24): normalized speed of each job of a pair sharing GPUs (1.0 = alone).
 
 
-@lru_cache(maxsize=None)
+@cache
 def blox_pairs() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     """{(model1, batch1, model2, batch2): (speed1, speed2)} for single-GPU, non-pipelined pairs."""
     path = resources.files("dlsched") / "data" / "profiles" / "blox_colocate_norm_speed.csv"

@@ -4,7 +4,7 @@ co-location slowdown for any model of the zoo."""
 from __future__ import annotations
 
 import statistics
-from functools import lru_cache
+from functools import cache
 
 from ..errors import SpecError
 from .measurements import GAVEL_GPU_TYPES, blox_pairs, gavel_pair, gavel_solo, pollux_points
@@ -15,7 +15,7 @@ from .zoo import ModelProfile, profile
 REFERENCE_GPU = "V100"
 
 
-@lru_cache(maxsize=None)
+@cache
 def default_local_batch(model: str) -> float:
     prof = profile(model)
     if prof.default_batch is not None:

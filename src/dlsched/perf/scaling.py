@@ -16,9 +16,9 @@ sub-batches an optimizer step costs k compute passes at the sub-batch and one sy
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
     return ScalingFit(app=app, points=len(points), source=", ".join(sources), **full)
 
 
-@lru_cache(maxsize=None)
+@cache
 def scaling_model(app: str) -> ScalingFit:
     """The fit to every measured point of ``app``."""
     return fit_scaling(app, pollux_points(app))

@@ -263,7 +263,7 @@ class Aryl(Policy):
         for i, (job, gpus) in enumerate(plan.start):
             if job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
                 candidates.append((job, list(gpus), i))
-        for jid, (job, size) in self.size.items():
+        for job, size in self.size.values():
             if size < job.spec.gpu_range[1] and self._resizable(view, job, planned):
                 candidates.append((job, list(job.gpus), -1))
         groups, kept = [], []

@@ -30,7 +30,7 @@ shrinkable by rule 3, growable), so a pass touches only the jobs it may resize.
 from __future__ import annotations
 
 import heapq
-from typing import Callable
+from collections.abc import Callable
 
 from ..jobs import JobSpec, JobState
 from ..state.free import FreeGpus
@@ -262,7 +262,10 @@ class NoPreemptionFifo(PreemptiveOrder):
 
 class ElasticTiresias(PreemptivePolicy):
     name = "elastic-tiresias"
-    description = "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them when jobs wait"
+    description = (
+        "Tiresias that grows elastic jobs into idle GPUs by marginal speedup and shrinks them "
+        "when jobs wait"
+    )
 
     def __init__(
         self,
@@ -282,7 +285,10 @@ class ElasticTiresias(PreemptivePolicy):
 
 class ElasticFifo(PreemptivePolicy):
     name = "elastic-fifo"
-    description = "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when jobs wait"
+    description = (
+        "FIFO (no preemption) that grows elastic jobs into idle GPUs and shrinks them when "
+        "jobs wait"
+    )
 
     def __init__(
         self,

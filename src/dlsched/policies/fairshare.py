@@ -154,7 +154,8 @@ class Ftf(TenantFairShare):
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
-        # per tenant, over its waiting jobs: count, sum of submit times, of work left, of GPUs x work
+        # per tenant, over its waiting jobs: count, sum of submit times, of work left, of GPUs x
+        # work
         self.sums: dict[str, list[float]] = {}
 
     def _add(self, job: JobState, sign: int) -> None:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_left, insort
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..errors import SpecError
 from ..jobs import JobState
@@ -262,7 +263,10 @@ def deadline_first(job: JobState) -> tuple:
 
 class Edf(QueuedPolicy):
     name = "edf"
-    description = "earliest deadline first; non-preemptive, at the requested size (backfill unless --scan strict)"
+    description = (
+        "earliest deadline first; non-preemptive, at the requested size (backfill unless --scan "
+        "strict)"
+    )
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(deadline_first, placement, scan)

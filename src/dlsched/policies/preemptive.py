@@ -44,7 +44,7 @@ class RunningEntry(NamedTuple):
 class PreemptiveOrder:
     """How a preemptive policy ranks jobs. ``policy`` is set by the policy that uses it."""
 
-    policy: "PreemptivePolicy"
+    policy: PreemptivePolicy
 
     # True when running jobs' order drifts with time (SRTF: jobs progress at different speeds,
     # and not at all while they pause to restart). ``worst_first`` is then a bound: never above
@@ -100,7 +100,7 @@ class ResizingPart(Protocol):
 
     extra_gpus: int  # GPUs held above requests: preempting could free them too
 
-    def attach(self, policy: "PreemptivePolicy") -> None: ...
+    def attach(self, policy: PreemptivePolicy) -> None: ...
     def params(self) -> dict: ...
     def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...

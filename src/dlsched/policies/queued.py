@@ -10,7 +10,8 @@ cannot use.
 from __future__ import annotations
 
 from bisect import insort
-from typing import Callable, NamedTuple, Protocol, TypeVar
+from collections.abc import Callable
+from typing import NamedTuple, Protocol, TypeVar
 
 from ..jobs import JobState
 from ..state.free import FreeGpus

@@ -39,7 +39,6 @@ from ..tenancy import TenantConfig, TenantQuota
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated
 
-
 # When a plan gives quota back, the layer asks for another pass this much later to admit what now
 # fits (a pass admits before the wrapped policy plans).
 READMIT_AFTER_S = 1e-3

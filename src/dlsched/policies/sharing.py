@@ -1,6 +1,7 @@
 """GPU sharing with gradient accumulation: SJF-BSBF and its aggressive baseline SJF-FFS
 (Luo, Wang, Shi et al., arXiv 2407.13088; PAPERS.md section 1). Both are non-preemptive and
-take pending jobs in shortest-job-first order (oracle duration), strict unless ``scan`` says otherwise.
+take pending jobs in shortest-job-first order (oracle duration), strict unless ``scan`` says
+otherwise.
 
 A pending job takes idle GPUs when enough are free. Otherwise it may share GPUs with running
 jobs that are alone on theirs (at most two jobs per GPU), if its memory at some sub-batch fits
@@ -12,7 +13,8 @@ beside each partner's and the pair's co-location slowdowns were measured:
   picks them smallest t_con first, as the authors' testbed does (Lai-JX/Scheduler,
   ``cluster/switch.py``, ``bsbf_alloc_res``: candidates sorted by t_con ascending). That is the
   partner that ends soonest, not the largest gain t_seq - t_con; the paper's text says "best
-  benefit first" without the order, so dlsched follows the code. For pending a and running b with solo
+  benefit first" without the order, so dlsched follows the code. For pending a and running b with
+  solo
   remaining times T_a, T_b (a's at its full batch) and slowdowns xi_a, xi_b:
       b ends first (xi_a T_a >= xi_b T_b): t_con = T_a / 2 + (1 - 1 / (2 xi_a)) xi_b T_b
       a ends first:                        t_con = T_b / 2 + (1 - 1 / (2 xi_b)) xi_a T_a
@@ -42,9 +44,8 @@ jobs sorted by finish time. Jobs with a GPU-type constraint or unknown memory ne
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-
-from typing import Callable, Iterator
 
 from ..jobs import JobState
 from ..state.free import FreeGpus
@@ -172,7 +173,7 @@ class GpuSharing:
     def params(self) -> dict:
         return {"max_accumulation": self.max_accumulation}
 
-    def begin(self, view: PolicyView) -> "_SharingPass":
+    def begin(self, view: PolicyView) -> _SharingPass:
         return _SharingPass(self, view)
 
 

@@ -96,8 +96,8 @@ def _qos_section(runs: list[dict]) -> str:
         else ""
     )
     return (
-        f"<h2>Deadlines</h2><table><tr><th>policy</th><th>QoS met</th>{head}<th>late jobs</th></tr>{body}</table>"
-        + late
+        f"<h2>Deadlines</h2><table><tr><th>policy</th><th>QoS met</th>{head}<th>late "
+        f"jobs</th></tr>{body}</table>" + late
     )
 
 
@@ -208,7 +208,7 @@ def _tenant_usage_section(runs: list[dict]) -> str:
     )
     for ax, run in zip(axes[:, 0], shown):
         quotas = (run["summary"].get("quotas") or {}).get("tenants", {})
-        for k, (tenant, points) in enumerate(sorted(run["tenant_series"].items())):
+        for tenant, points in sorted(run["tenant_series"].items()):
             t0 = points[0][0]
             (line,) = ax.plot(
                 [(t - t0) / 86400 for t, _ in points],
@@ -259,7 +259,8 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
         f"Trace <b>{html.escape(str(first.get('trace', '?')))}</b> on "
         f"<b>{html.escape(str(first.get('cluster', '?')))}</b>; {first.get('jobs', 0):,} jobs"
         + (
-            f"; rows left out: {html.escape(', '.join(f'{n:,} {why}' for why, n in dropped.items()))}"
+            f"; rows left out: "
+            f"{html.escape(', '.join(f'{n:,} {why}' for why, n in dropped.items()))}"
             if dropped
             else ""
         )
@@ -270,7 +271,8 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
         )
     )
     params = "".join(
-        f"<li><b>{html.escape(r['name'])}</b>: {html.escape(json.dumps(r['summary'].get('params', {})))}</li>"
+        f"<li><b>{html.escape(r['name'])}</b>: "
+        f"{html.escape(json.dumps(r['summary'].get('params', {})))}</li>"
         for r in runs
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>

@@ -170,7 +170,8 @@ def cmd_status(args) -> int:
         print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}")
     for t, q in (s.get("over_quota") or {}).items():
         print(
-            f"  tenant {t} is over its quota: {q['reserved']} GPUs reserved, nominal {q['nominal']} (borrowing)"
+            f"  tenant {t} is over its quota: {q['reserved']} GPUs reserved, nominal "
+            f"{q['nominal']} (borrowing)"
         )
     if s["queue"]:
         print("queue: " + " ".join(s["queue"]))
@@ -188,10 +189,12 @@ def cmd_pools(args) -> int:
     )
     for state in ("loaned", "reclaiming", "returning"):
         print(f"  {state}: {' '.join(p[state]) or '-'}")
+    slowest = None if p["max_return_s"] is None else round(p["max_return_s"], 1)
     print(
         f"loans {p['loans']}, reclaims {p['reclaims']}, handed back {p['returned']} "
-        f"(slowest {p['max_return_s'] if p['max_return_s'] is None else round(p['max_return_s'], 1)} s of a "
-        f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions {p['reclaim_preemptions']}"
+        f"(slowest {slowest} s of a "
+        f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions "
+        f"{p['reclaim_preemptions']}"
     )
     return 0
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

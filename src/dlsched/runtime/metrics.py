@@ -71,7 +71,8 @@ class RuntimeMetrics:
             registry=r,
         )
         self._counted = {"reclaims": 0, "preemptions": 0}
-        # tenants and quotas, named as Kueue's (kueue_pending_workloads, kueue_admitted_workloads_total,
+        # tenants and quotas, named as Kueue's (kueue_pending_workloads,
+        # kueue_admitted_workloads_total,
         # kueue_evicted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_*)
         self.pending = Gauge(
             "dlsched_pending_jobs",

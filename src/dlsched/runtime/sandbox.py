@@ -224,7 +224,8 @@ def _interpreter_paths() -> tuple[str, ...]:
             sys.executable,
             "-I",
             "-c",
-            "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))",
+            "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, "
+            "*sys.path]))",
         ],
         capture_output=True,
         text=True,

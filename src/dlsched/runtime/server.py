@@ -66,7 +66,8 @@ def given_admin_token(args) -> str | None:
 
 
 def sandbox_from(args, data_dir: Path):
-    """The tenant sandbox the options ask for, checked (a :class:`SpecError` if it cannot isolate)."""
+    """The tenant sandbox the options ask for, checked (a :class:`SpecError` if it cannot
+    isolate)."""
     from .sandbox import Sandbox
 
     try:
@@ -229,7 +230,8 @@ def add_server_parser(sub):
         "--reclaim-notice-s",
         type=float,
         default=DEFAULT_RECLAIM_NOTICE_S,
-        help="how long a reclaimed inference server's training workers have to leave (default %(default)s)",
+        help="how long a reclaimed inference server's training workers have to leave "
+        "(default %(default)s)",
     )
     p.add_argument(
         "--admin-token-file",
@@ -240,7 +242,8 @@ def add_server_parser(sub):
         "--quotas",
         metavar="SOURCE",
         help="tenant quotas: a YAML file or equal (docs/tenancy.md); change them live with "
-        "'dlsched quotas --set TENANT ...' (without this flag no tenant is held back until one is set)",
+        "'dlsched quotas --set TENANT ...' (without this flag no tenant is held back until one is "
+        "set)",
     )
     p.add_argument(
         "--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)"

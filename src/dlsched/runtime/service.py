@@ -19,8 +19,8 @@ import math
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..cluster import Cluster
 from ..errors import SpecError
@@ -28,13 +28,13 @@ from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
 from ..policies.quota import QuotaLayer
-from ..tenancy import TenantConfig, TenantQuota, quota_from
-from ..view import Plan
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
+from ..tenancy import TenantConfig, TenantQuota, quota_from
+from ..view import Plan
 from .execution import Executor, Outcome
-from .jobspec import to_job_spec, validate_run_spec
 from .export import export_history
+from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
@@ -491,7 +491,8 @@ class SchedulerService:
         elif outcome.kind == "stopped":
             self.store.update_job(
                 jid,
-                event=f"stopped at iteration {outcome.iteration} ({outcome.detail or 'checkpointed'})",
+                event=f"stopped at iteration {outcome.iteration} "
+                f"({outcome.detail or 'checkpointed'})",
                 **fields,
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:

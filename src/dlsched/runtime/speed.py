@@ -10,7 +10,8 @@ from functools import lru_cache
 
 from ..jobs import JobSpec, JobState
 
-# Chosen: how many finished jobs' measured sharing slowdowns the cluster's typical one is taken over.
+# Chosen: how many finished jobs' measured sharing slowdowns the cluster's typical one is taken
+# over.
 SLOWDOWN_HISTORY = 1000
 # Chosen, until jobs are profiled at several sizes: a real job's speed on n GPUs relative to its
 # request r is (n / r) ** this: sublinear, as every measured curve in docs/perf.md is; it is what

@@ -47,7 +47,8 @@ class Store:
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
-    id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, token_hash TEXT UNIQUE NOT NULL, created REAL NOT NULL);
+    id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, token_hash TEXT UNIQUE NOT NULL, created REAL
+    NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, tenant_id TEXT NOT NULL,
     spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT NULL, started REAL, finished REAL,
@@ -57,7 +58,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     measured TEXT);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE TABLE IF NOT EXISTS events (
-    n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT NULL,
+    n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT
+    NULL,
     message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -251,7 +253,8 @@ class SQLiteStore(Store):
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]:
         """Stretches overlapping [since, until] (an open one ends at ``until``), clipped to it."""
         sql = (
-            "SELECT job_id, tenant_id, MAX(start, ?) AS start, MIN(COALESCE(end, ?), ?) AS end, gpus "
+            "SELECT job_id, tenant_id, MAX(start, ?) AS start, MIN(COALESCE(end, ?), ?) AS end, "
+            "gpus "
             "FROM runs WHERE start < ? AND COALESCE(end, ?) > ?"
         )
         args: tuple = (since, until, until, until, until, since)

@@ -5,7 +5,8 @@ dlsched's worker (trusted, a Ray actor) starts one tenant process per job worker
 
 - requests ``{"id": n, "op": ..., **args}``: ``train`` (the job's config, its rank and world:
   builds the :class:`~.train.Trainer`), ``setup``, ``prepare``, ``regroup``, ``run``,
-  ``profile``, ``profile_group`` (one worker of a 2-worker profiling group); answered in order by ``{"id": n, "ok": result}`` or ``{"id": n, "error": text}``;
+  ``profile``, ``profile_group`` (one worker of a 2-worker profiling group); answered in order by
+  ``{"id": n, "ok": result}`` or ``{"id": n, "error": text}``;
 - ``progress``, answered at once even while ``run`` goes on;
 - ``stop`` and ``switch``, which only set the trainer's flags (no answer).
 
@@ -37,7 +38,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def plain(text: str, limit: int = MAX_ERROR) -> str:
-    """Text fit for an event: no terminal colour codes, at most ``limit`` characters (the end kept)."""
+    """Text fit for an event: no terminal colour codes, at most ``limit`` characters (the end
+    kept)."""
     text = ANSI.sub("", text)
     return text if len(text) <= limit else "[...]\n" + text[-limit:]
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
-import importlib.util
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -256,7 +257,8 @@ class Trainer:
         log_every = max(1, int(self.config.get("log_every") or 10))
         if self.rank == 0:
             self.log(
-                f"start at iteration {self.iteration} of {self.iterations} on {self.world} worker(s)"
+                f"start at iteration {self.iteration} of {self.iterations} on {self.world} "
+                f"worker(s)"
             )
         while self.iteration < self.iterations:
             decision = self._should_stop()
@@ -283,7 +285,8 @@ class Trainer:
                     )
                 if self.iteration % log_every == 0 or self.iteration == self.iterations:
                     self.log(
-                        f"iteration {self.iteration} loss {self.last_loss:.4f} {self.iteration_s * 1000:.1f} ms/it"
+                        f"iteration {self.iteration} loss {self.last_loss:.4f} "
+                        f"{self.iteration_s * 1000:.1f} ms/it"
                     )
         if self.rank == 0:
             save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
@@ -63,7 +63,7 @@ class SimConfig(Costs):
         v = self.schedule_interval_s
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise SpecError("schedule_interval_s", f"must be a number > 0 when given, got {v!r}")
-        for t, kind, nid in self.node_events:
+        for _, kind, _ in self.node_events:
             if kind not in ("down", "up"):
                 raise SpecError("node_events", f"kind must be 'down' or 'up', got {kind!r}")
 

@@ -16,14 +16,15 @@ only live jobs (pending or running): a finished job leaves it, and its owner kee
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
+from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobSpec, JobState, Status
 from ..view import Plan, PolicyHooks, PolicyView
-from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..workload import TRACE_MODEL, WorkloadModel
 from .costs import Costs
 from .free import FreeGpus

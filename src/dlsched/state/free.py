@@ -6,7 +6,7 @@ starts.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..cluster import Cluster
 
@@ -45,7 +45,7 @@ class FreeGpus:
         for nid in nodes:
             self.add_node(nid)
 
-    def copy(self) -> "FreeGpus":
+    def copy(self) -> FreeGpus:
         other = FreeGpus.__new__(FreeGpus)
         other.cluster = self.cluster
         other.free = self.free[:]

@@ -39,7 +39,7 @@ class LoanBook:
     stats: LoanStats = field(default_factory=LoanStats)
 
     @classmethod
-    def for_cluster(cls, cluster: Cluster, notice_s: float) -> "LoanBook":
+    def for_cluster(cls, cluster: Cluster, notice_s: float) -> LoanBook:
         if not notice_s >= 0:
             raise SpecError("reclaim_notice_s", f"must be a number >= 0, got {notice_s!r}")
         return cls(

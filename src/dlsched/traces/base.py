@@ -7,9 +7,9 @@ import csv
 import gzip
 import io
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from ..errors import SpecError
 from ..jobs import JobSpec
@@ -63,8 +63,7 @@ def read_rows(
                 f"column missing from the header ({', '.join(header) or 'empty file'})",
                 source=source,
             )
-        for number, row in enumerate(reader, start=1):
-            yield number, row
+        yield from enumerate(reader, start=1)
 
 
 def collect(

@@ -9,7 +9,7 @@ first submission).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..errors import SpecError
 from ..jobs import JobSpec
@@ -71,7 +71,7 @@ def load_generic(
         if unit == "datetime":
             raw = (row[column] or "").strip()
             try:
-                return datetime.fromisoformat(raw).replace(tzinfo=timezone.utc).timestamp() - t0
+                return datetime.fromisoformat(raw).replace(tzinfo=UTC).timestamp() - t0
             except ValueError:
                 raise SpecError(
                     FIELDS[key], f"'{raw}' in column '{column}' is not a date and time"

@@ -4,7 +4,7 @@ submission; the virtual cluster (``cluster``) is the tenant. Rows are not sorted
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..errors import SpecError
 from ..jobs import JobSpec
@@ -15,7 +15,7 @@ COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 
 def _epoch_s(raw: str) -> float:
     try:
-        return datetime.fromisoformat(raw.strip()).replace(tzinfo=timezone.utc).timestamp()
+        return datetime.fromisoformat(raw.strip()).replace(tzinfo=UTC).timestamp()
     except ValueError:
         raise SpecError(
             "submit_time_s", f"'{raw}' in column 'timestamp' is not a date and time"

@@ -4,7 +4,8 @@
 The workloads carry no run time. Each job's duration is taken from Pollux's own measurements
 (``data/profiles/pollux/<app>/``): the number of steps the application needed at that batch
 size (the ``iteration`` column of ``validation-<batch>.csv`` at its last epoch, a full measured
-training run, as Pollux's simulator counts them) times the measured iteration time (``step_time``, which includes synchronization) of the nearest
+training run, as Pollux's simulator counts them) times the measured iteration time (``step_time``,
+which includes synchronization) of the nearest
 measured point in ``scalability.csv`` / ``placements.csv`` with the same number of replicas,
 fewest nodes first, nearest per-GPU batch. No fitting happens here; the performance model does
 that.

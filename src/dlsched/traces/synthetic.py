@@ -3,7 +3,8 @@ from the Philly mix.
 
 Defaults are taken from the bundled Philly trace (82,247 jobs, computed from
 ``data/traces/philly/philly_jobs.csv.gz``): its GPU-count shares, and a log-normal fitted to
-its durations (median 1,144 s; standard deviation of log-duration 2.156). The arrival rate is set from the
+its durations (median 1,144 s; standard deviation of log-duration 2.156). The arrival rate is set
+from the
 target load: rate = load x cluster GPUs / mean GPU-seconds per job.
 """
 

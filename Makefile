@@ -1,11 +1,12 @@
-# The two commands a newcomer runs: `make demo` and `make test`.
-# Both create .venv if missing and (re)install the package when its metadata changed.
+# The two commands a newcomer runs: `make demo` and `make test`; `make check` is the inner loop
+# (CONTRIBUTING.md). All create .venv if missing and (re)install the package when its metadata
+# changed.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean sandbox-tools
+.PHONY: demo test check lint format bench clean test-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,15 +19,35 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/dlsched compare --trace philly --cluster 64x8:V100 --policies fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf --out out/demo
 
-# Tenant isolation (docs/security.md) needs bubblewrap: installed here when missing and root may
-# (without it the isolation tests are skipped and `dlsched server` needs --trust-tenants).
-sandbox-tools:
-	@command -v bwrap >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
-		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
-		(apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null) || true
-	@command -v bwrap >/dev/null || echo "bubblewrap is missing: tenant isolation tests will be skipped"
+# What the suite needs that pip cannot bring: bubblewrap for tenant isolation (docs/security.md)
+# and Debian's chromium for the dashboard's browser test. Installed when missing and root may;
+# otherwise the tests that need them are skipped and the run's last lines name them.
+test-tools:
+	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing (Debian packages) for the tests"; \
+		apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+			(apt-get update -qq >/dev/null && apt-get install -y -qq $$missing >/dev/null) || true; \
+	fi
+	@command -v bwrap >/dev/null || echo "WARNING: no bubblewrap: the tenant isolation tests will be skipped"
+	@command -v chromium >/dev/null || echo "WARNING: no chromium: the dashboard's browser test will be skipped"
 
-test: $(STAMP) sandbox-tools
+# format, lint and types: fails on any violation (`make format` fixes what a tool can)
+lint: $(STAMP)
+	$(BIN)/ruff format --check --quiet
+	$(BIN)/ruff check --quiet
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format --quiet
+	$(BIN)/ruff check --quiet --fix
+
+# the inner loop: the checks and every test that needs no Ray (about a minute)
+check: lint
+	$(BIN)/python -m pytest -m "not runtime"
+
+test: lint test-tools
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

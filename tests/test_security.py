@@ -182,9 +182,10 @@ def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
     jobs = [
         h.submit(tokens[i % 5], **EMULATED, gpus=1, batch_size=8, iterations=5) for i in range(50)
     ]
-    # watched over three rounds of profiling runs (or 25 s): the bound held while jobs waited
+    # watched over three rounds of profiling runs, 60 s at most (with one core kept busy, 25 s
+    # saw five of the six): the bound held while jobs waited
     rounds = 3 * h.service.max_profiling
-    seen, deadline = [], time.monotonic() + 25
+    seen, deadline = [], time.monotonic() + 60
     while (
         time.monotonic() < deadline
         and sum(h.store.job(j)["profile"] is not None for j in jobs) < rounds

@@ -15,7 +15,7 @@ from tabulate import tabulate
 from . import __version__
 from .errors import PlanError, SpecError
 from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
-from .policies.catalog import POLICIES, make_policy
+from .policies.catalog import POLICIES, find_policy, installed_policies, make_policy
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
 # Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), numpy
@@ -648,11 +648,16 @@ def cmd_perf_show(args) -> int:
 
 
 def cmd_policies(args) -> int:
-    print(
-        tabulate(
-            [[name, cls.description] for name, cls in POLICIES.items()], ["policy", "what it does"]
-        )
-    )
+    rows = [[name, cls.description] for name, cls in POLICIES.items()]
+    for name, entry in installed_policies().items():
+        try:
+            what = find_policy(name).description or "(no description)"
+        except SpecError as e:
+            what = f"(cannot be used: {e.reason})"
+        dist = entry.dist.name if entry.dist else "?"
+        rows.append([name, f"{what} [plug-in {entry.value} from {dist}]"])
+    print(tabulate(rows, ["policy", "what it does"]))
+    print("\nAny policy class also runs as --policy package.module:ClassName (docs/policies.md).")
     return 0
 
 
@@ -667,7 +672,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("simulate", help="replay one trace on one cluster with one policy")
     _add_workload_args(p)
-    p.add_argument("--policy", default="fifo", help="policy name (see 'dlsched policies')")
+    p.add_argument(
+        "--policy",
+        default="fifo",
+        help="a policy's name (see 'dlsched policies') or a plug-in's package.module:ClassName",
+    )
     p.set_defaults(func=cmd_simulate)
     p = sub.add_parser(
         "compare", help="several policies on the same workload: table and HTML report"
@@ -676,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policies",
         default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf",
-        help="comma-separated policy names (default %(default)s)",
+        help="comma-separated policy names or package.module:ClassName (default %(default)s)",
     )
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser(

@@ -195,7 +195,8 @@ def add_server_parser(sub):
     p.add_argument(
         "--policy",
         default="fifo",
-        help="scheduling policy (see 'dlsched policies'; default %(default)s)",
+        help="scheduling policy: a name (see 'dlsched policies') or a plug-in's "
+        "package.module:ClassName (default %(default)s)",
     )
     p.add_argument(
         "--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)"

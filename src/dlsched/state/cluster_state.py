@@ -350,6 +350,8 @@ class ClusterState:
         if job.status is not Status.PENDING:
             raise PlanError(f"policy {name} started job {job.job_id}, which is {job.status.value}")
         low, high = job.spec.start_range(self.policy.moldable)
+        if unknown := self._unknown_gpu(gpus):
+            raise PlanError(f"policy {name} started job {job.job_id} on {unknown}")
         if not low <= len(set(gpus)) == len(gpus) <= high:
             raise PlanError(
                 f"policy {name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
@@ -423,6 +425,12 @@ class ClusterState:
             self.occupancy.recount(job)
         self._set_rate(job, self._rate(job))
 
+    def _unknown_gpu(self, gpus: tuple[int, ...]) -> str | None:
+        """A plan's GPU ids come from a policy (maybe a plug-in): each must be one of ours."""
+        count = len(self.cluster.gpu_node)
+        bad = [g for g in gpus if type(g) is not int or not 0 <= g < count]
+        return f"GPU {bad[0]!r}, which this cluster does not have (0..{count - 1})" if bad else None
+
     def _resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
         """Change a running elastic job's GPUs, charging the configured mechanism."""
         spec, costs, now = job.spec, self.costs, self.now
@@ -430,6 +438,8 @@ class ClusterState:
         problem = None
         if job.status is not Status.RUNNING:
             problem = f"it is {job.status.value}"
+        elif unknown := self._unknown_gpu(gpus):
+            problem = f"onto {unknown}"
         elif not low <= len(set(gpus)) == len(gpus) <= high:
             problem = f"{len(set(gpus))} distinct GPUs is outside its {low}..{high}"
         elif job.switch_at is not None:

@@ -1,0 +1,136 @@
+"""Policies from outside the package: ``package.module:ClassName``, and a plug-in an installed
+package declares in the entry point group ``dlsched.policies``; the same class in the
+simulator and in the runtime's service. The plug-ins are in tests/plugins/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import job, run
+from dlsched.cli import main
+from dlsched.errors import PlanError, SpecError
+from dlsched.policies.catalog import make_policy
+from fake_executor import Clock, FakeExecutor
+
+PLUGINS = Path(__file__).parent / "plugins"
+SMALLEST = "smallest_first:SmallestFirst"
+
+
+@pytest.fixture(autouse=True)
+def plugins_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGINS))
+
+
+def jobs():
+    # a holds all 4 GPUs until 100; d (4 GPUs) arrives before b (2) and c (1)
+    return [job("a", 0, 4, 100), job("d", 0.5, 4, 50), job("b", 1, 2, 10), job("c", 1, 1, 10)]
+
+
+def test_a_module_class_plug_in_schedules_in_its_own_order():
+    done, _ = run("1x4", jobs(), SMALLEST)
+    # fewest GPUs first: c and b start when a ends, d (4 GPUs) once both are done
+    assert (done["c"].first_start, done["b"].first_start, done["d"].first_start) == (100, 100, 110)
+    fifo, _ = run("1x4", jobs(), "fifo")  # the built-in order, for contrast: d first
+    assert (fifo["d"].first_start, fifo["b"].first_start) == (100, 150)
+
+
+def test_parameters_reach_a_plug_in_and_unknown_ones_are_named():
+    assert make_policy(SMALLEST, scan="strict").scan == "strict"
+    with pytest.raises(SpecError, match="has no parameter 'speed'"):
+        make_policy(SMALLEST, speed=2)
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("no_such_module:Policy", "cannot import 'no_such_module'"),
+        ("smallest_first:Missing", "'smallest_first' has no 'Missing'"),
+        ("smallest_first:NOT_A_POLICY", "is not a policy"),
+        ("smallest_first:fewest_gpus_first", "is not a policy"),
+        ("smallest_first:FailsToStart", "failed to start: RuntimeError: no licence"),
+        ("no-such-policy", "unknown policy 'no-such-policy'"),
+    ],
+)
+def test_a_plug_in_that_cannot_be_used_is_named_with_the_reason(name, says):
+    with pytest.raises(SpecError, match=says) as error:
+        make_policy(name)
+    assert error.value.field == "policy"
+
+
+def test_an_invalid_plan_from_a_plug_in_is_refused_naming_it(tmp_path, capsys):
+    with pytest.raises(PlanError, match="smallest_first:StartsOnAMissingGpu"):
+        run("1x4", jobs(), "smallest_first:StartsOnAMissingGpu")
+    code = main(_simulate(tmp_path, "smallest_first:StartsOnAMissingGpu"))
+    assert code != 0 and "smallest_first:StartsOnAMissingGpu" in capsys.readouterr().err
+
+
+def _simulate(out: Path, policy: str) -> list[str]:
+    return [
+        "simulate",
+        "--trace",
+        "synthetic",
+        "--trace-param",
+        "num_jobs=200",
+        "--cluster",
+        "4x8:V100",
+        "--policy",
+        policy,
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+
+
+def test_an_installed_package_s_plug_in_is_listed_and_runs_by_name(tmp_path, monkeypatch, capsys):
+    info = tmp_path / "site" / "lab_policies-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-policies\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[dlsched.policies]\nsmallest = smallest_first:SmallestFirst\n"
+        "broken = smallest_first:NOT_A_POLICY\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert main(["policies"]) == 0
+    listing = capsys.readouterr().out
+    assert (
+        "fewest GPUs first, with backfill [plug-in smallest_first:SmallestFirst from lab-policies]"
+        in listing
+    )
+    assert "broken" in listing and "cannot be used" in listing
+    assert main(_simulate(tmp_path / "out", "smallest")) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["policy"] == "smallest" and summary["jobs_completed"] == 200
+    with pytest.raises(SpecError, match="'broken' is not a policy"):
+        make_policy("broken")
+
+
+def test_the_runtime_service_runs_a_plug_in(tmp_path):
+    from dlsched.runtime.service import SchedulerService
+    from dlsched.runtime.store import RUNNING, SQLiteStore
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), SMALLEST, clock=Clock())
+    tenant = store.create_tenant("alice", "hash")["id"]
+    spec = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations": 10}
+    big = store.add_job(tenant, {**spec, "gpus": 4})["id"]
+    small = store.add_job(tenant, {**spec, "gpus": 1})["id"]
+    service.step()
+    # both queued at the first pass: the 1-GPU job goes first, the 4-GPU one does not fit after it
+    assert store.job(small)["status"] == RUNNING and store.job(big)["status"] != RUNNING
+
+
+def test_the_dlsched_command_finds_a_plug_in_in_the_current_directory(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    # the console script: the current directory is not on its sys.path by itself
+    command = [str(Path(sys.executable).parent / "dlsched")]
+    done = subprocess.run(
+        [*command, *_simulate(out, SMALLEST)], cwd=PLUGINS, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "summary.json").read_text())["policy"] == SMALLEST

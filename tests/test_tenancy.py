@@ -209,6 +209,43 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
             assert job.status is Status.DONE, job
 
 
+@pytest.mark.parametrize("policy", ["elastic-fifo", "elastic-tiresias"])
+def test_a_quota_scale_in_is_not_shrunk_again_by_the_elastic_policy(policy):
+    """Found by the property test above. Tenant b (nominal 3 of 8 GPUs) borrows: j11 is elastic
+    (1..4 GPUs). When the layer scales j11 in to admit another tenant's job, it frees the GPUs
+    in the view it gives the policy; the policy's own shrink rule then released the same GPUs
+    again ("GPU 7 is already free") and the simulation stopped."""
+    rows = [
+        ("j0", 69, 1, 47, "c", 1, None, None), ("j1", 2, 2, 141, "b", 1, None, None),
+        ("j2", 1, 2, 8, "c", 0, None, None), ("j3", 2, 2, 128, "c", 1, None, None),
+        ("j4", 1, 2, 8, "c", 0, None, None), ("j5", 2, 2, 8, "c", 0, None, None),
+        ("j6", 2, 1, 8, "a", 0, None, None), ("j7", 65, 2, 71, "c", 1, 1, 4),
+        ("j8", 0, 2, 7, "b", 0, None, None), ("j9", 1, 2, 7, "a", 0, None, None),
+        ("j10", 0, 1, 5, "a", 0, None, None), ("j11", 0, 2, 174, "b", 1, 1, 4),
+        ("j12", 3, 2, 6, "a", 0, None, None),
+    ]  # fmt: skip
+    jobs = [
+        JobSpec(i, float(t), n, float(d), tenant=who, priority=p, min_gpus=lo, max_gpus=hi)
+        for i, t, n, d, who, p, lo, hi in rows
+    ]
+    config = TenantConfig({t: TenantQuota(n, None, "lab", 1.0) for t, n in zip("abc", (2, 3, 3))})
+    sim = Simulator(
+        parse_cluster_spec("1x8"),
+        jobs,
+        QuotaLayer(make_policy(policy), config),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PowerLaw(),
+    )
+    state, apply = sim.state, sim.state.apply
+
+    def apply_and_check(plan):
+        apply(plan)
+        assert not problems(state), problems(state)
+
+    state.apply = apply_and_check
+    assert all(j.status is Status.DONE for j in sim.run().jobs)
+
+
 class PowerLaw:
     """Speed at n GPUs = (n / request) ** 0.8 (for elastic growth)."""
 

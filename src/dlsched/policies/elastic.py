@@ -65,6 +65,8 @@ class ElasticGrowth:
         self.growable: dict[str, JobState] = {}  # below its maximum with a positive gain
         self.extra_gpus = 0  # GPUs held above requests, in total
         self._planned: dict[str, tuple[int, ...]] = {}  # this pass's resizes
+        # the quota layer's scale-ins, told before the pass they belong to: (time, GPUs kept)
+        self._layer_resized: dict[str, tuple[float, tuple[int, ...]]] = {}
         self._speed_at: Callable[[JobSpec, int], float | None] | None = None
 
     def params(self) -> dict:
@@ -113,10 +115,13 @@ class ElasticGrowth:
     def stopped(self, job: JobState) -> None:
         self._untrack(job)
 
-    def resized(self, job: JobState, gpus: tuple[int, ...]) -> None:
-        """A layer above changed its planned size (see :meth:`Policy.job_resized`)."""
+    def resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+        """A layer above changed its planned size (see :meth:`Policy.job_resized`). A scale-in
+        told before this pass is this pass's resize of the job: it is not resized again, and
+        its GPUs are the ones kept (the layer's view has the others free already)."""
         if job.spec.elastic:
             self._track(job, len(gpus))
+            self._layer_resized[job.job_id] = (now, tuple(gpus))
 
     def rekeyed(self, job: JobState) -> None:
         if job.job_id in self.size:  # its priority changed: so may its rule-3 status
@@ -173,7 +178,8 @@ class ElasticGrowth:
 
     # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
     def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
-        self._planned = {}
+        self._planned = {j: gpus for j, (t, gpus) in self._layer_resized.items() if t == view.now}
+        self._layer_resized = {}
         self._speed_at = view.workload.speed_at_size
         if not self.policy.queue:
             return

@@ -307,3 +307,41 @@ def test_ablations_are_aryl_with_one_default_changed_and_bad_parameters_are_name
             assert field in str(e)
         else:
             raise AssertionError(f"{field}={value!r} accepted")
+
+
+class BatchInMemory(PowerLaw):
+    """24,000 MiB of a job's batch state spread over its GPUs: on 16,384 MiB GPUs it fits on
+    2 or more, not on 1."""
+
+    def memory_mib(self, spec, gpus, accumulation=1):
+        return 24_000 / gpus
+
+
+def test_a_scale_in_for_base_demand_stops_where_the_job_s_memory_still_fits():
+    # E (elastic 1..4) starts alone and takes all 4 GPUs. N (3 GPUs, rigid) arrives: scaling E
+    # in to 1 GPU would make room, but E's memory needs 2; Aryl scaled it to 1 anyway and the
+    # state refused the plan ("24000 MiB per GPU at 1 GPUs exceeds their 16384 MiB"). Now E
+    # keeps 2 and N waits for it.
+    jobs = [
+        JobSpec("E", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4),
+        JobSpec("N", 10.0, 3, 100.0),
+    ]
+    sim = Simulator(
+        parse_cluster_spec("1x4:V100/16384"),
+        jobs,
+        make_policy("aryl"),
+        SimConfig(),
+        workload=BatchInMemory(),
+    )
+    sizes = []
+    apply = sim.state.apply
+
+    def watch(plan):
+        sizes.extend(len(gpus) for job, gpus in plan.resize + plan.start if job.job_id == "E")
+        apply(plan)
+
+    sim.state.apply = watch
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert sizes and min(sizes) >= 2
+    assert done["N"].first_start >= done["E"].finish_time
+    assert done["E"].preemptions == 0

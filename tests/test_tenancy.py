@@ -349,3 +349,33 @@ def test_the_tenant_usage_series_integrates_to_the_jobs_gpu_time(tmp_path):
     for j in csv.DictReader((tmp_path / "jobs.csv").open()):
         held[j["tenant"]] = held.get(j["tenant"], 0.0) + float(j["gpu_time_s"] or 0)
     assert binned == pytest.approx(held, rel=1e-6)
+
+
+class BatchInMemory(PowerLaw):
+    """24,000 MiB per job spread over its GPUs: on 16,384 MiB GPUs it fits on 2 or more."""
+
+    def memory_mib(self, spec, gpus, accumulation=1):
+        return 24_000 / gpus
+
+
+def test_a_reclaim_scales_a_borrower_in_only_as_far_as_its_memory_fits():
+    # 1x4, a lab of a (nominal 1) and b (nominal 3). a's elastic E (1..4) borrows all 4 GPUs.
+    # b's 3-GPU job arrives: scaling E in to 1 GPU would give b its quota, but E needs 2 for
+    # its memory (the layer planned 1 and the state refused it); so E is evicted instead.
+    jobs = [
+        JobSpec("E", 0.0, 2, 1000.0, tenant="a", min_gpus=1, max_gpus=4),
+        JobSpec("B", 10.0, 3, 100.0, tenant="b"),
+    ]
+    config = TenantConfig(
+        {"a": TenantQuota(1, None, "lab", 1.0), "b": TenantQuota(3, None, "lab", 1.0)}
+    )
+    sim = Simulator(
+        parse_cluster_spec("1x4:V100/16384"),
+        jobs,
+        QuotaLayer(make_policy("elastic-fifo"), config),
+        SimConfig(),
+        workload=BatchInMemory(),
+    )
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert done["B"].first_start == 10.0 and done["E"].preemptions == 1
+    assert done["E"].status is Status.DONE

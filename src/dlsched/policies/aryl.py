@@ -41,7 +41,7 @@ from ..jobs import JobState
 from ..state.free import FreeGpus
 from . import knapsack
 from .base import Plan, Policy, PolicyView
-from .elastic import keep_consolidated
+from .elastic import keep_consolidated, smallest_fitting
 from .placement import best_fit
 from .queued import QueueEntry, shortest_first
 
@@ -225,9 +225,14 @@ class Aryl(Policy):
         returns the index to go on with and the GPUs (or the old index and None)."""
         trial = free.copy()
         shrunk: dict[str, list[int]] = {}
+        floor: dict[str, int] = {}  # the fewest GPUs each may keep: its base, if memory fits
         heap = []
         for jid, (job, size) in self.size.items():
             if size > self.base(job) and self._resizable(view, job, planned):
+                fewest = smallest_fitting(job, self.base(job), view)
+                if fewest is None or fewest >= size:
+                    continue
+                floor[jid] = fewest
                 loss = self._shrink_loss(view, job, size)
                 if loss is not None:
                     heap.append((loss, job.seq, jid))
@@ -240,7 +245,7 @@ class Aryl(Policy):
             kept = keep_consolidated(tuple(gpus), len(gpus) - 1, gpu_node)
             trial.release([g for g in gpus if g not in kept])
             gpus[:] = kept
-            if len(gpus) > self.base(job):
+            if len(gpus) > floor[jid]:
                 loss = self._shrink_loss(view, job, len(gpus))
                 if loss is not None:
                     heapq.heappush(heap, (loss, job.seq, jid))
@@ -369,6 +374,7 @@ class Aryl(Policy):
             and job.spec.elastic
             and keep
             and len(keep) >= job.spec.gpu_range[0]
+            and smallest_fitting(job, len(keep), view) == len(keep)
             and not view.resizing(job)
             and not view.occupancy.partners(job)
         ):

@@ -42,6 +42,19 @@ from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, Tires
 DEFAULT_SHRINK_WHEN_WAITING = 10  # the third-party implementation's threshold
 
 
+def smallest_fitting(job: JobState, size: int, view: PolicyView) -> int | None:
+    """The smallest size from ``size`` up (below its current one) at which a running job's
+    memory per GPU, its global batch kept, fits its GPUs; None if none does. Unknown memory
+    fits. Every scale-in asks this: fewer GPUs hold a larger share of the batch."""
+    cluster = view.cluster
+    capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
+    for n in range(size, len(job.gpus)):
+        memory = view.workload.memory_mib(job.spec, n, job.accumulation)
+        if memory is None or memory <= capacity:
+            return n
+    return None
+
+
 def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tuple[int, ...]:
     """The ``k`` GPUs to keep when shrinking: those on the nodes holding most of the job."""
     per_node: dict[int, int] = {}
@@ -141,18 +154,6 @@ class ElasticGrowth:
             and not view.occupancy.partners(job)
         )
 
-    @staticmethod
-    def _smallest_fitting(job: JobState, size: int, view: PolicyView) -> int | None:
-        """The smallest size from ``size`` up (below its current one) at which the job's memory
-        per GPU, its global batch kept, fits its GPUs; None if none does. Unknown memory fits."""
-        cluster = view.cluster
-        capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
-        for n in range(size, len(job.gpus)):
-            memory = view.workload.memory_mib(job.spec, n, job.accumulation)
-            if memory is None or memory <= capacity:
-                return n
-        return None
-
     def _shrink(
         self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch: FreeGpus
     ) -> None:
@@ -190,14 +191,14 @@ class ElasticGrowth:
                     if missing <= 0:
                         break
                     if self._resizable(job, view):
-                        size = self._smallest_fitting(job, job.num_gpus, view)
+                        size = smallest_fitting(job, job.num_gpus, view)
                         if size is not None:
                             missing -= self.size[job.job_id] - size
                             self._shrink(job, size, view, plan, scratch)
         if self._many_wait() and self.shrinkable:
             for job in sorted(self.shrinkable.values(), key=self.worst_first):
                 if self._resizable(job, view):
-                    size = self._smallest_fitting(job, job.spec.gpu_range[0], view)
+                    size = smallest_fitting(job, job.spec.gpu_range[0], view)
                     if size is not None:
                         self._shrink(job, size, view, plan, scratch)
 

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from ..jobs import JobState, Status
 from ..tenancy import TenantConfig, TenantQuota
 from .base import Plan, Policy, PolicyView
-from .elastic import keep_consolidated
+from .elastic import keep_consolidated, smallest_fitting
 
 # When a plan gives quota back, the layer asks for another pass this much later to admit what now
 # fits (a pass admits before the wrapped policy plans).
@@ -338,7 +338,8 @@ class QuotaLayer(Policy):
             for _, victim in self._youngest_first(borrowers, running_only=True):
                 if short <= 0:
                     break
-                excess = self.charged[victim.job_id] - victim.spec.gpu_range[0]
+                fewest = smallest_fitting(victim, victim.spec.gpu_range[0], view)
+                excess = 0 if fewest is None else self.charged[victim.job_id] - fewest
                 if (
                     excess <= 0
                     or over[victim.spec.tenant] <= 0

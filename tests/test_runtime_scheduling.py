@@ -87,7 +87,7 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
 def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness):
     h = harness
     alice = h.tenant("alice")
-    job_spec = {**EMULATED, "gpus": 4, "batch_size": 16, "iterations": 200}
+    job_spec = {**EMULATED, "gpus": 4, "batch_size": 16, "iterations": 300}
     blocker = h.submit(alice, **{**job_spec, "iterations": 1_000_000}, min_gpus=4)
     h.wait_status(blocker, "running", timeout_s=180)  # after its profiling run
     loose = h.submit(alice, **job_spec, within="20min")  # may run on fewer GPUs
@@ -103,7 +103,7 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
 
     def tight_done():
         job = h.job(tight)
-        if job["status"] == "running" and job["iteration"] >= 50 and job["predicted_finish"]:
+        if job["status"] == "running" and job["iteration"] >= 75 and job["predicted_finish"]:
             predictions.append((job["iteration"], job["predicted_finish"]))
         return job["status"] == "done" and job
 

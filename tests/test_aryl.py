@@ -102,10 +102,12 @@ def loaned_state(**policy_params):
 
 
 def start(state, spec, gpus):
+    """Submit a job and start it on ``gpus`` by hand, telling the policy through its public
+    notifications as a layer above would: it leaves the queue, and runs at that size."""
     job = state.submit(spec)
-    state.policy.queue.clear(), state.policy.base_sizes.clear()  # placed by hand here
+    state.policy.job_cancelled(job, state.now)
     state.apply(Plan(start=[(job, tuple(gpus))]))
-    state.policy._track(job, len(gpus))
+    state.policy.job_resized(job, tuple(gpus), state.now)
     return job
 
 

@@ -134,3 +134,45 @@ def test_the_dlsched_command_finds_a_plug_in_in_the_current_directory(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "summary.json").read_text())["policy"] == SMALLEST
+
+
+def test_a_plug_in_s_invalid_plan_is_skipped_and_the_server_keeps_serving(tmp_path, caplog):
+    from fastapi.testclient import TestClient
+
+    from dlsched.runtime.api import create_app, hash_token
+    from dlsched.runtime.service import SchedulerService
+    from dlsched.runtime.store import QUEUED, RUNNING, SQLiteStore
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    executor = FakeExecutor({"n0": 4})
+    service = SchedulerService(store, executor, "smallest_first:InvalidOnce", clock=Clock())
+    client = TestClient(create_app(service, store, hash_token("admin")))
+    admin = {"Authorization": "Bearer admin"}
+    token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
+    alice = {"Authorization": f"Bearer {token}"}
+    spec = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations": 10}
+
+    def submit(gpus):
+        r = client.post("/v1/jobs", json={**spec, "gpus": gpus}, headers=alice)
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    a = submit(4)
+    service.step()
+    assert store.job(a)["status"] == RUNNING and set(executor.runs) == {a}
+    b, c = submit(2), submit(1)
+    # the plan preempts a, starts b on two of its GPUs, and c on GPU 999: refused as a whole
+    service.step()
+    assert "plan was refused" in caplog.text and f"job {c}" in caplog.text
+    assert store.job(a)["status"] == RUNNING and store.job(b)["status"] == QUEUED
+    assert set(executor.runs) == {a} and executor.runs[a].placement == [("n0", i) for i in range(4)]
+    books = service.books
+    assert set(books.running) == {a} and set(books.pending) == {b, c}
+    assert len(books.running[a].gpus) == 4 and books.free.total == 0
+    assert sum(books.tenant_gpus.values()) == 4
+    assert service.metrics.rejected_plans._value.get() == 1
+    # the server keeps serving, and the next passes schedule as the policy now asks
+    assert client.get("/v1/jobs", headers=alice).status_code == 200
+    executor.finish(a)
+    service.step()
+    assert store.job(b)["status"] == RUNNING and store.job(c)["status"] == RUNNING

@@ -194,7 +194,7 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
         for bucket in [] if layer._changed else layer.waiting.values():
             for entry in bucket:
                 t = entry.job.spec.tenant
-                assert layer.reserved.get(t, 0) + reservation(entry.job) > config.quota(t).nominal
+                assert layer.used.get(t, 0) + reservation(entry.job) > config.quota(t).nominal
 
     state.apply = apply_and_check
     result = sim.run()
@@ -379,3 +379,119 @@ def test_a_reclaim_scales_a_borrower_in_only_as_far_as_its_memory_fits():
     done = {j.job_id: j for j in sim.run().jobs}
     assert done["B"].first_start == 10.0 and done["E"].preemptions == 1
     assert done["E"].status is Status.DONE
+
+
+# -- fair share and quotas count what the state counts ------------------------------------------
+def _pass(state):
+    return state.apply(state.policy.schedule(state))
+
+
+def _fair_share_after(event, cluster):
+    """z0 (tenant z, 2 GPUs) and b0 (tenant b, 2 GPUs) run on 2-GPU nodes; then ``event`` takes
+    z0 off its GPUs and a 2-GPU job of each tenant waits for the one node free.
+    z holds 0 GPUs and b 2, so DRF starts z's job. (Were z's 2 GPUs still counted, the tie
+    would go to b, first by name.)"""
+    from dlsched.state.cluster_state import ClusterState
+
+    state = ClusterState(parse_cluster_spec(cluster), make_policy("drf"))
+    z0 = state.submit(JobSpec("z0", 0.0, 2, 100.0, tenant="z"))
+    b0 = state.submit(JobSpec("b0", 0.0, 2, 100.0, tenant="b"))
+    _pass(state)
+    assert z0.status is b0.status is Status.RUNNING
+    waiting = event(state, z0)
+    b1 = state.submit(JobSpec("b1", 0.0, 2, 100.0, tenant="b"))
+    assert state.tenant_gpus == {"z": 0, "b": 2}
+    _pass(state)
+    assert waiting.status is Status.RUNNING and b1.status is Status.PENDING
+
+
+def test_drf_after_a_node_failure_counts_the_gpus_the_tenant_lost():
+    def fail_its_node(state, z0):
+        state.node_down(state.cluster.gpu_node[z0.gpus[0]])
+        return z0  # it waits again
+
+    _fair_share_after(fail_its_node, "3x2")  # the third node is free
+
+
+def test_drf_after_a_cancel_counts_the_gpus_the_tenant_gave_up():
+    def cancel(state, z0):
+        state.cancel(z0)
+        return state.submit(JobSpec("z1", 0.0, 2, 100.0, tenant="z"))
+
+    _fair_share_after(cancel, "2x2")  # z0's node is free
+
+
+def test_drf_under_quotas_counts_a_start_the_layer_cut():
+    # 1 x 8 GPUs; z may use 4 (hard), b 8. z_run (2) and b_run (2) start at 0. At 1 the elastic
+    # z0 (asks 4, at least 1) arrives: DRF plans 4, the layer cuts it to 1 + the 1 GPU z has
+    # left = 2. b_fill (2) takes the last 2 GPUs. At 2, z1 (2) and b1 (2) arrive: z1 does not
+    # fit z's quota (4 + 2 > 4), b1 is admitted but no GPU is free. At 50 z_run ends: z holds 2
+    # (z0) and b 4, so z1 (admitted now: 2 + 2 = 4) starts before b1.
+    config = TenantConfig({"z": TenantQuota(4), "b": TenantQuota(8)})
+    spec = [
+        JobSpec("z_run", 0.0, 2, 50.0, tenant="z"),
+        JobSpec("b_run", 0.0, 2, 1000.0, tenant="b"),
+        JobSpec("z0", 1.0, 4, 1000.0, tenant="z", min_gpus=1, max_gpus=4),
+        JobSpec("b_fill", 1.5, 2, 1000.0, tenant="b"),
+        JobSpec("z1", 2.0, 2, 100.0, tenant="z"),
+        JobSpec("b1", 2.0, 2, 100.0, tenant="b"),
+    ]
+    jobs, _ = run(spec, config, policy="drf", cluster="1x8")
+    assert jobs["z0"].first_start == 1.0 and jobs["b_fill"].first_start == 1.5
+    assert jobs["z1"].first_start == 50.0 and jobs["b1"].first_start == 150.0
+
+
+def test_the_quota_charge_follows_aryl_s_reclaim_scale_in():
+    # One owned server and one inference server, 4 GPUs each; z may use 8. The inference side
+    # lends its server; the elastic e (asks 4, 2..8) starts and grows onto the loan: z uses 8,
+    # and z1 (2 GPUs) is not admitted. The inference side takes its server back: Aryl scales e
+    # in to the owned server's 4 GPUs, so z uses 4 and z1 is admitted (4 + 2 = 6 <= 8); Aryl's
+    # base demand then shrinks e to 2 to start z1 on the other 2: z uses 4. (Charged for e's 8
+    # still, z1 would wait for quota until e ends.)
+    from dlsched.state.cluster_state import ClusterState
+
+    config = TenantConfig({"z": TenantQuota(8)})
+    layer = QuotaLayer(make_policy("aryl"), config)
+    state = ClusterState(
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"), layer, workload=PowerLaw()
+    )
+    state.set_inference_demand(0)
+    e = state.submit(JobSpec("e", 0.0, 4, 1000.0, tenant="z", min_gpus=2, max_gpus=8))
+    _pass(state)
+    assert len(e.gpus) == 8 and layer.usage(state, "z") == 8
+    z1 = state.submit(JobSpec("z1", 0.0, 2, 100.0, tenant="z"))
+    _pass(state)
+    assert layer.usage(state, "z") == 8  # z1 waits for quota
+    state.set_inference_demand(1)
+    assert e.gpus == (0, 1, 2, 3) and state.tenant_gpus == {"z": 4}
+    assert layer.usage(state, "z") == 4
+    _pass(state)
+    assert e.gpus == (0, 1) and z1.gpus == (2, 3) and layer.usage(state, "z") == 4
+
+
+def test_the_quota_charge_follows_a_reclaim_preemption():
+    # As above, but r (4) holds the owned server, so e (asks 4, 2..8) runs on the loaned one
+    # alone, at 4. The reclaim preempts e, which then waits at its base size 2: z uses r's 4 +
+    # 2 = 6, and z1 (2) is admitted (6 + 2 <= 8). (Charged for e's 4 still: 10 > 8, refused.)
+    from dlsched.state.cluster_state import ClusterState
+
+    config = TenantConfig({"z": TenantQuota(8)})
+    layer = QuotaLayer(make_policy("aryl"), config)
+    layer.log = []
+    state = ClusterState(
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"), layer, workload=PowerLaw()
+    )
+    r = state.submit(JobSpec("r", 0.0, 4, 1000.0, tenant="z"))
+    _pass(state)
+    state.set_inference_demand(0)
+    e = state.submit(JobSpec("e", 0.0, 4, 1000.0, tenant="z", min_gpus=2, max_gpus=8))
+    _pass(state)
+    assert r.gpus == (0, 1, 2, 3) and e.gpus == (4, 5, 6, 7)
+    assert layer.usage(state, "z") == 8
+    state.set_inference_demand(1)
+    assert e.status is Status.PENDING and e.preemptions == 1
+    assert layer.usage(state, "z") == 6
+    z1 = state.submit(JobSpec("z1", 0.0, 2, 100.0, tenant="z"))
+    _pass(state)
+    assert ("admitted", z1) in [(kind, job) for kind, job, _ in layer.log]
+    assert layer.usage(state, "z") == 8

@@ -2,8 +2,8 @@
 (:class:`PolicyView`), what it returns (:class:`Plan`) and what it is told
 (:class:`PolicyHooks`).
 
-A policy sees a read-only view and returns a plan; the state applies every plan in full
-(preemptions first, then resizes, then starts) and tells the policy about what happens outside
+A policy sees a read-only view and returns a plan; the state applies a plan in full or not at all
+(checked first; then preemptions, resizes, starts) and tells the policy about what happens outside
 its control (arrivals, completions, involuntary requeues, cancels, measured progress). The
 simulator and the runtime both drive the same state, so a policy never knows which backend
 it is talking to.
@@ -11,9 +11,9 @@ it is talking to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from .cluster import Cluster
 from .jobs import JobState
@@ -37,6 +37,15 @@ class Plan:
         return bool(self.start or self.preempt or self.resize)
 
 
+@dataclass(slots=True)
+class Applied:
+    """What a plan changed, as :meth:`ClusterState.apply` returns it."""
+
+    started: list[JobState] = field(default_factory=list)
+    preempted: list[JobState] = field(default_factory=list)
+    resized: list[JobState] = field(default_factory=list)
+
+
 class PolicyView(Protocol):
     """What a policy may read. Policies must not mutate any of it (``free.copy()`` to plan)."""
 
@@ -56,6 +65,12 @@ class PolicyView(Protocol):
     def workload(self) -> WorkloadModel: ...  # speed, memory, co-location
     @property
     def loans(self) -> LoanBook: ...  # inference servers loaned / reclaiming
+    @property
+    def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs each tenant's running jobs hold
+
+    def queue(self, key: Callable[[JobState], Any]) -> Sequence[JobState]:
+        """The pending jobs in the order of ``key`` (smallest first), kept by the state from
+        the first call on (:mod:`dlsched.state.queues`): read it, do not copy or sort it."""
 
     def projected_finish(self, job: JobState) -> float:
         """When a running job ends at its current speed (inf when not running)."""
@@ -68,6 +83,12 @@ class PolicyView(Protocol):
 
     def preemption_cost_gpu_s(self, job: JobState) -> float:
         """GPU-seconds a preemption of the running job now would waste."""
+
+    def without(
+        self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
+    ) -> PolicyView:
+        """The view if the running jobs ``gone`` were off their GPUs and the ``freed`` GPUs of
+        other running jobs were idle (a what-if; nothing changes)."""
 
 
 class PolicyHooks(Protocol):

@@ -37,3 +37,33 @@ class FailsToStart(Policy):
 
 
 NOT_A_POLICY = object
+
+
+class InvalidOnce(Policy):
+    """Reads the queue from the view and keeps nothing of its own; its second pass (the first
+    with two jobs waiting while one runs) preempts the running job, starts the oldest waiting
+    job on its GPUs and the next one on GPU 999, which the books must refuse as a whole."""
+
+    def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
+        super().__init__(placement, scan)
+        self.misbehaved = False
+
+    def schedule(self, view: PolicyView) -> Plan:
+        waiting = list(view.pending.values())
+        if len(waiting) >= 2 and view.running and not self.misbehaved:
+            self.misbehaved = True
+            victim = next(iter(view.running.values()))
+            first, second = waiting[0], waiting[1]
+            return Plan(
+                preempt=[victim],
+                start=[(first, victim.gpus[: first.num_gpus]), (second, (999,))],
+            )
+        plan = Plan()
+        free = view.free.copy()
+        for job in waiting:
+            gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
+            if gpus is None:
+                break
+            free.take(gpus)
+            plan.start.append((job, gpus))
+        return plan

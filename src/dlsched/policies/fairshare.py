@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Mapping
 
 from ..errors import SpecError
 from ..jobs import JobState
@@ -55,7 +56,13 @@ class TenantFairShare(Policy):
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
         self.queues: dict[str, deque[JobState]] = {}  # tenant -> waiting jobs, oldest first
-        self.held: dict[str, int] = {}  # tenant -> GPUs its running jobs hold
+        # GPUs each tenant holds: the state's count (it follows failures, reclaims, cancels and
+        # a layer's cuts), plus what this pass has planned so far
+        self.held: Mapping[str, int] = {}
+        self.planned: dict[str, int] = {}
+
+    def gpus_of(self, tenant: str) -> int:
+        return self.held.get(tenant, 0) + self.planned.get(tenant, 0)
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
@@ -77,18 +84,10 @@ class TenantFairShare(Policy):
     def waiting_removed(self, job: JobState) -> None:
         pass
 
-    def _stopped(self, job: JobState) -> None:
-        t = job.spec.tenant
-        self.held[t] = self.held.get(t, 0) - len(job.gpus)
-
     def job_arrived(self, job: JobState, now: float) -> None:
         self._enqueue(job)
 
-    def job_finished(self, job: JobState, now: float) -> None:
-        self._stopped(job)
-
     def job_requeued(self, job: JobState, now: float) -> None:
-        self._stopped(job)
         self._enqueue(job)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
@@ -100,6 +99,7 @@ class TenantFairShare(Policy):
         active = [t for t, q in self.queues.items() if q]
         if not active or view.free.total == 0:
             return plan
+        self.held, self.planned = view.tenant_gpus, {}
         total = view.cluster.pool_gpus("training")
         heap = [(self.score(t, view.now, total), t) for t in active]
         heapq.heapify(heap)
@@ -121,7 +121,7 @@ class TenantFairShare(Policy):
             queue.popleft()
             self.waiting_removed(job)
             plan.start.append((job, gpus))
-            self.held[tenant] = self.held.get(tenant, 0) + len(gpus)
+            self.planned[tenant] = self.planned.get(tenant, 0) + len(gpus)
             if queue:
                 heapq.heappush(heap, (self.score(tenant, view.now, total), tenant))
         return plan
@@ -143,7 +143,7 @@ class Drf(TenantFairShare):
         return {**super().params(), "weights": self.weights}
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
-        return self.held.get(tenant, 0) / self.weights.get(tenant, 1.0)
+        return self.gpus_of(tenant) / self.weights.get(tenant, 1.0)
 
 
 class Ftf(TenantFairShare):
@@ -179,7 +179,9 @@ class Ftf(TenantFairShare):
         if n <= 0 or work <= 0:
             return 0.0
         tenants = sum(1 for q in self.queues.values() if q) + sum(
-            1 for t, h in self.held.items() if h > 0 and not self.queues.get(t)
+            1
+            for t in self.held.keys() | self.planned.keys()
+            if self.gpus_of(t) > 0 and not self.queues.get(t)
         )
         share = total_gpus / max(1, tenants)
         isolated = max(work, gpu_work / share)  # on its 1/N: at most `share` GPUs at once

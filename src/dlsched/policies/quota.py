@@ -1,9 +1,10 @@
 """A quota layer over any policy (Kueue's admission, on GPUs; :mod:`dlsched.tenancy`).
 
 The wrapped policy orders and places jobs as it does alone, but it only ever hears of *admitted*
-jobs. What a tenant uses is its admitted jobs' GPUs: a running job's as planned, a waiting one's
-base size (an elastic job's minimum, a rigid job's request). A job is admitted when its tenant's
-use plus the job's base size fits:
+jobs. What a tenant uses is its admitted jobs' GPUs: a running job's as the cluster state counts
+them (so the use follows every change, a failure, a reclaim's scale-in, a cut), a waiting one's
+base size (an elastic job's minimum, a rigid job's request); within a pass, the changes the pass
+plans. A job is admitted when its tenant's use plus the job's base size fits:
 
 - within the tenant's nominal quota; or
 - borrowing: within nominal + borrowing limit, and within its cohort's nominal total (what
@@ -32,7 +33,7 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..jobs import JobState, Status
 from ..tenancy import TenantConfig, TenantQuota
@@ -54,20 +55,6 @@ def reservation(job: JobState) -> int:
     return job.spec.gpu_range[0]
 
 
-class _Freed:
-    """The view the wrapped policy sees in a pass that evicted jobs: their GPUs free."""
-
-    def __init__(self, view: PolicyView, gone: list[JobState], freed: list[int]) -> None:
-        self._view = view
-        self.free = view.free.copy()
-        self.free.release([g for j in gone for g in j.gpus] + freed)
-        gone_ids = {j.job_id for j in gone}
-        self.running = {k: v for k, v in view.running.items() if k not in gone_ids}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._view, name)
-
-
 class QuotaLayer(Policy):
     def __init__(self, inner: Policy, config: TenantConfig) -> None:
         self.inner = inner
@@ -77,11 +64,17 @@ class QuotaLayer(Policy):
         self.shares_gpus = inner.shares_gpus
         self.moldable = inner.moldable
         self.loans_servers = inner.loans_servers
-        self.reserved: dict[str, int] = {}  # tenant -> GPUs reserved by admitted jobs
-        self.admitted: dict[
-            str, dict[str, tuple[int, JobState]]
-        ] = {}  # tenant -> job id -> (order, job)
-        self.charged: dict[str, int] = {}  # admitted job -> GPUs it counts now
+        # tenant -> GPUs its admitted jobs use: from the state's counts at the start of each
+        # pass, then as the pass plans (between passes: as the last pass planned)
+        self.used: dict[str, int] = {}
+        # tenant -> job id -> (order, job)
+        self.admitted: dict[str, dict[str, tuple[int, JobState]]] = {}
+        # admitted jobs not running, which count their base size: ids, and per tenant the sum
+        self.waiting_ids: set[str] = set()
+        self.waiting_gpus: dict[str, int] = {}
+        # the last plan's starts and preemptions: whether they happened is read from the
+        # state at the next pass (a plan may have been refused)
+        self._planned: list[JobState] = []
         # waiting (not admitted) jobs, in buckets of one tenant, priority class and size, each a
         # heap in admission order: a pass looks at bucket heads only
         self.waiting: dict[tuple[str, int, int], list[Waiting]] = {}
@@ -108,7 +101,7 @@ class QuotaLayer(Policy):
     def _sum_cohorts(self) -> None:
         """Each cohort's nominal total: its tenants', the default's for each unnamed one seen."""
         self.cohort_nominal: dict[str, int] = {}
-        for tenant in self._seen | set(self.reserved):
+        for tenant in self._seen | set(self.used):
             q = self.config.quota(tenant)
             if q.cohort is not None:
                 self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
@@ -118,12 +111,8 @@ class QuotaLayer(Policy):
         pass; nothing already admitted is evicted for it, but reclaims may follow."""
         self.config.tenants[tenant] = quota
         self._seen.add(tenant)
-        self.cohort_used = {}
-        for t, used in self.reserved.items():
-            cohort = self.config.quota(t).cohort
-            if cohort is not None:
-                self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + used
         self._sum_cohorts()
+        self._sum_cohort_use()
         self._changed = True
 
     # -- quota arithmetic ---------------------------------------------------------------------
@@ -150,12 +139,11 @@ class QuotaLayer(Policy):
         self.inner.job_finished(job, now)
 
     def job_requeued(self, job: JobState, now: float) -> None:
-        if job.job_id in self.charged:  # still admitted, at its base size
-            self._charge(job, reservation(job))
+        self._count_waiting(job)  # still admitted, at its base size
         self.inner.job_requeued(job, now)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
-        if job.job_id in self.admitted.get(job.spec.tenant, {}):
+        if self._is_admitted(job):
             self._release(job)
             self.inner.job_cancelled(job, now)
         else:
@@ -166,44 +154,108 @@ class QuotaLayer(Policy):
     def job_progressed(self, job: JobState, now: float) -> None:
         self.inner.job_progressed(job, now)
 
+    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+        self.inner.job_resized(job, gpus, now)
+
     def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
-        return self.inner.reclaim(view, count)
+        nodes, plan = self.inner.reclaim(view, count)
+        self._planned.extend(plan.preempt)  # their jobs wait again, at their base size
+        return nodes, plan
+
+    def _is_admitted(self, job: JobState) -> bool:
+        return job.job_id in self.admitted.get(job.spec.tenant, {})
+
+    def _count_waiting(self, job: JobState) -> None:
+        """An admitted job that does not run counts its base size."""
+        if job.job_id not in self.waiting_ids and self._is_admitted(job):
+            self.waiting_ids.add(job.job_id)
+            t = job.spec.tenant
+            self.waiting_gpus[t] = self.waiting_gpus.get(t, 0) + reservation(job)
+
+    def _uncount_waiting(self, job: JobState) -> None:
+        if job.job_id in self.waiting_ids:
+            self.waiting_ids.discard(job.job_id)
+            self.waiting_gpus[job.spec.tenant] -= reservation(job)
 
     def _admit(self, job: JobState, now: float) -> None:
         self._admissions += 1
         self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
         self._prioritize(job, +1)
-        self._charge(job, reservation(job))
+        self._count_waiting(job)
+        self._use(job.spec.tenant, reservation(job))
         if self.log is not None:
             self.log.append(("admitted", job, now - job.pending_since))
         self.inner.job_arrived(job, now)
 
     def _release(self, job: JobState) -> None:
+        """The job leaves admission (finished, cancelled or evicted)."""
         tenant = job.spec.tenant
         if self.admitted.get(tenant, {}).pop(job.job_id, None) is not None:
-            self._charge(job, 0)
-            del self.charged[job.job_id]
+            self._uncount_waiting(job)
             self._prioritize(job, -1)
             self._changed = True
 
-    def _charge(self, job: JobState, gpus: int) -> None:
-        """The job counts ``gpus`` against its tenant (and cohort) from now on."""
-        tenant, n = job.spec.tenant, gpus - self.charged.get(job.job_id, 0)
-        self.charged[job.job_id] = gpus
+    @staticmethod
+    def _counts(job: JobState, shrunk: dict) -> int:
+        """What an admitted job counts against its tenant now (``shrunk``: this pass's
+        scale-ins)."""
+        if job.job_id in shrunk:
+            return len(shrunk[job.job_id][1])
+        return len(job.gpus) if job.status is Status.RUNNING else reservation(job)
+
+    def _use(self, tenant: str, n: int) -> None:
+        """The tenant's use (and its cohort's) changes by ``n`` in this pass."""
         if not n:
             return
-        self.reserved[tenant] = self.reserved.get(tenant, 0) + n
-        if not self.reserved[tenant]:
-            del self.reserved[tenant]
+        self.used[tenant] = self.used.get(tenant, 0) + n
+        if not self.used[tenant]:
+            del self.used[tenant]
         cohort = self.config.quota(tenant).cohort
         if cohort is not None:
             self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
         if n < 0:
             self._changed = True
 
+    def usage(self, view: PolicyView, tenant: str) -> int:
+        """GPUs the tenant's admitted jobs count now: its running jobs' as the state counts
+        them, and its waiting admitted jobs' base sizes."""
+        self._settle()
+        return view.tenant_gpus.get(tenant, 0) + self.waiting_gpus.get(tenant, 0)
+
+    def _settle(self) -> None:
+        """Read the outcome of the last plan's entries from the state (a plan may have been
+        refused): a started job no longer waits, a preempted one waits again."""
+        for job in self._planned:
+            if job.job_id not in self.admitted.get(job.spec.tenant, {}):
+                continue
+            if job.status is Status.RUNNING:
+                self._uncount_waiting(job)
+            else:
+                self._count_waiting(job)
+        self._planned = []
+
+    def _recount(self, view: PolicyView) -> None:
+        """Each tenant's use at the start of a pass, from the state."""
+        self._settle()
+        used = {t: n for t, n in view.tenant_gpus.items() if n}
+        for t, n in self.waiting_gpus.items():
+            if n:
+                used[t] = used.get(t, 0) + n
+        if any(used.get(t, 0) < n for t, n in self.used.items()):
+            self._changed = True  # quota came back since the last pass
+        self.used = used
+        self._sum_cohort_use()
+
+    def _sum_cohort_use(self) -> None:
+        self.cohort_used = {}
+        for t, n in self.used.items():
+            cohort = self.config.quota(t).cohort
+            if cohort is not None:
+                self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
+
     def _room(self, tenant: str) -> float:
         """How many more GPUs the tenant may count now."""
-        q, used = self.config.quota(tenant), self.reserved.get(tenant, 0)
+        q, used = self.config.quota(tenant), self.used.get(tenant, 0)
         if q.cohort is None:
             return q.nominal - used
         return min(
@@ -220,6 +272,7 @@ class QuotaLayer(Policy):
     # -- the pass ---------------------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
+        self._recount(view)
         self._account(now)
         evicted: list[JobState] = []
         shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}  # the layer's scale-ins
@@ -243,7 +296,7 @@ class QuotaLayer(Policy):
                     shrinks, victims = found
                     for victim, kept in shrinks:
                         shrunk[victim.job_id] = (victim, kept)
-                        self._charge(victim, len(kept))
+                        self._use(victim.spec.tenant, len(kept) - len(victim.gpus))
                         self.inner.job_resized(victim, kept, now)
                         if self.log is not None:
                             self.log.append(("shrunk", victim, "reclaim"))
@@ -251,8 +304,7 @@ class QuotaLayer(Policy):
                         "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
                     )
                     for victim in victims:
-                        shrunk.pop(victim.job_id, None)
-                        self._evict(victim, now, evicted, reason)
+                        self._evict(victim, now, evicted, reason, shrunk)
                 heapq.heappop(bucket)
                 self._admit(job, now)
                 if bucket:
@@ -260,9 +312,11 @@ class QuotaLayer(Policy):
             for victim in evicted:  # they wait again (from the next pass)
                 self._wait(victim)
         running_gone = [j for j in evicted if j.status is Status.RUNNING]
-        freed = [g for job, kept in shrunk.values() for g in job.gpus if g not in kept]
+        freed = [
+            (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in shrunk.values()
+        ]
         inner = self.inner.schedule(
-            _Freed(view, running_gone, freed) if running_gone or freed else view
+            view.without(running_gone, freed) if running_gone or freed else view
         )
         # a copy: policies may return a shared empty plan, which must stay empty
         plan = Plan(
@@ -285,10 +339,11 @@ class QuotaLayer(Policy):
         it); keep one resize per job, the layer's scale-ins first."""
         now, gpu_node = view.now, view.cluster.gpu_node
         for job in plan.preempt:
-            if job.job_id in self.charged:
-                self._charge(job, reservation(job))
+            if self._is_admitted(job):
+                self._use(job.spec.tenant, reservation(job) - self._counts(job, shrunk))
+                self._planned.append(job)
         for i, (job, gpus) in enumerate(plan.start):
-            if job.job_id not in self.charged:
+            if not self._is_admitted(job):
                 continue
             extra = len(gpus) - reservation(job)
             room = self._room(job.spec.tenant)
@@ -296,13 +351,14 @@ class QuotaLayer(Policy):
                 gpus = keep_consolidated(gpus, reservation(job) + max(0, int(room)), gpu_node)
                 plan.start[i] = (job, gpus)
                 self.inner.job_resized(job, gpus, now)
-            self._charge(job, len(gpus))
+            self._use(job.spec.tenant, len(gpus) - reservation(job))
+            self._planned.append(job)
         resizes = [(job, gpus) for job, gpus in shrunk.values()]
         for job, gpus in plan.resize:
             if job.job_id in shrunk:  # the layer's scale-in stands
                 self.inner.job_resized(job, shrunk[job.job_id][1], now)
                 continue
-            current = self.charged.get(job.job_id, len(job.gpus))
+            current = len(job.gpus)
             room = self._room(job.spec.tenant)
             if len(gpus) - current > room:
                 kept = [g for g in gpus if g in job.gpus]
@@ -313,7 +369,7 @@ class QuotaLayer(Policy):
                 self.inner.job_resized(job, gpus, now)
                 if set(gpus) == set(job.gpus):
                     continue
-            self._charge(job, len(gpus))
+            self._use(job.spec.tenant, len(gpus) - current)
             resizes.append((job, gpus))
         plan.resize = resizes
 
@@ -324,13 +380,13 @@ class QuotaLayer(Policy):
         when none may."""
         tenant = job.spec.tenant
         q = self.config.quota(tenant)
-        used = self.reserved.get(tenant, 0)
+        used = self.used.get(tenant, 0)
         # reclaim: within its nominal quota, from borrowers of its cohort
         if q.cohort is not None and used + need <= q.nominal:
             short = self.cohort_used.get(q.cohort, 0) + need - self.cohort_nominal.get(q.cohort, 0)
             over = {
-                t: self.reserved[t] - self.config.quota(t).nominal
-                for t in self.reserved
+                t: self.used[t] - self.config.quota(t).nominal
+                for t in self.used
                 if t != tenant and self.config.quota(t).cohort == q.cohort
             }
             borrowers = [t for t, o in over.items() if o > 0]
@@ -339,7 +395,7 @@ class QuotaLayer(Policy):
                 if short <= 0:
                     break
                 fewest = smallest_fitting(victim, victim.spec.gpu_range[0], view)
-                excess = 0 if fewest is None else self.charged[victim.job_id] - fewest
+                excess = 0 if fewest is None else len(victim.gpus) - fewest
                 if (
                     excess <= 0
                     or over[victim.spec.tenant] <= 0
@@ -363,7 +419,7 @@ class QuotaLayer(Policy):
                     continue
                 chosen.append(victim)
                 took = next(
-                    (len(k) for v, k in shrinks if v is victim), self.charged[victim.job_id]
+                    (len(k) for v, k in shrinks if v is victim), self._counts(victim, shrunk)
                 )
                 over[victim.spec.tenant] -= took
                 short -= took
@@ -378,7 +434,7 @@ class QuotaLayer(Policy):
             if self.fits(tenant, need - freed):
                 break
             chosen.append(victim)
-            freed += self.charged[victim.job_id]
+            freed += self._counts(victim, shrunk)
         return ([], chosen) if chosen and self.fits(tenant, need - freed) else None
 
     def _youngest_first(
@@ -397,7 +453,11 @@ class QuotaLayer(Policy):
             key=lambda e: (e[1].status is Status.RUNNING, -e[0]),
         )
 
-    def _evict(self, victim: JobState, now: float, evicted: list[JobState], reason: str) -> None:
+    def _evict(
+        self, victim: JobState, now: float, evicted: list[JobState], reason: str, shrunk: dict
+    ) -> None:
+        self._use(victim.spec.tenant, -self._counts(victim, shrunk))
+        shrunk.pop(victim.job_id, None)
         self._release(victim)
         if victim.status is Status.RUNNING:
             self.inner.job_finished(victim, now)  # it leaves the wrapped policy's world
@@ -414,15 +474,15 @@ class QuotaLayer(Policy):
             dt = now - self._last_t
             borrowed_total = 0.0
             unused: dict[str, float] = {}
-            for t, used in self.reserved.items():
+            for t, used in self.used.items():
                 over = used - self.config.quota(t).nominal
                 if over > 0:
                     self.borrowed_gpu_s[t] = self.borrowed_gpu_s.get(t, 0.0) + over * dt
                     borrowed_total += over
             if borrowed_total:
                 for t, q in self.config.tenants.items():
-                    if q.cohort is not None and q.nominal > self.reserved.get(t, 0):
-                        unused[t] = q.nominal - self.reserved.get(t, 0)
+                    if q.cohort is not None and q.nominal > self.used.get(t, 0):
+                        unused[t] = q.nominal - self.used.get(t, 0)
                 pool = sum(unused.values())
                 for t, u in unused.items():  # the borrowed GPUs came out of unused quota, pro rata
                     self.lent_gpu_s[t] = (

@@ -39,6 +39,12 @@ class RuntimeMetrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
         )
+        self.rejected_plans = PromCounter(
+            "dlsched_rejected_plans_total",
+            "Scheduling passes skipped because the books refused the policy's plan (a policy "
+            "bug; the server log names the job and the reason)",
+            registry=r,
+        )
         self.deadlines = PromCounter(
             "dlsched_deadlines_total",
             "Jobs with a deadline that ended: met it, or missed it "
@@ -193,7 +199,7 @@ class RuntimeMetrics:
             self.pending.labels(label, reason).set(n)
         if not self.expose_tenants:  # quotas are per tenant: shown only with tenant names
             return
-        for tenant in set(layer.config.tenants) | set(layer.reserved) | set(books.tenant_gpus):
+        for tenant in set(layer.config.tenants) | set(layer.used) | set(books.tenant_gpus):
             q = layer.config.quota(tenant)
             if q.nominal < service.UNLIMITED:
                 self.quota_nominal.labels(tenant).set(q.nominal)
@@ -201,9 +207,9 @@ class RuntimeMetrics:
                     -1 if q.borrowing_limit is None else q.borrowing_limit
                 )
                 self.quota_borrowed.labels(tenant).set(
-                    max(0, layer.reserved.get(tenant, 0) - q.nominal)
+                    max(0, layer.used.get(tenant, 0) - q.nominal)
                 )
-            self.quota_used.labels(tenant).set(layer.reserved.get(tenant, 0))
+            self.quota_used.labels(tenant).set(layer.used.get(tenant, 0))
             self.tenant_gpus.labels(tenant).set(books.tenant_gpus.get(tenant, 0))
             self.fair_share_weight.labels(tenant).set(q.weight)
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..cluster import Cluster
-from ..errors import SpecError
+from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
@@ -191,9 +191,13 @@ class SchedulerService:
             t0 = time.perf_counter()
             plan = self.policy.schedule(books)
             evicted = self._quota_events()
-            if plan:
+            try:
                 books.apply(plan)
-                self._act(plan, evicted=evicted)
+            except PlanError as e:  # nothing of it applied: books, store and executor agree
+                self.metrics.rejected_plans.inc()
+                log.error("scheduling pass skipped, its plan was refused: %s", e)
+                plan = Plan()
+            self._act(plan, evicted=evicted)
             self.pass_s = time.perf_counter() - t0
             self.metrics.observe(self)
             self._sample(books)
@@ -272,7 +276,7 @@ class SchedulerService:
             layer, books = self.policy, self.books
             names = (
                 set(layer.config.tenants)
-                | set(layer.reserved)
+                | set(layer.used)
                 | {j.spec.tenant for j in books.pending.values()}
             )
             if tenant is not None:
@@ -284,7 +288,7 @@ class SchedulerService:
             out = {}
             for t in sorted(names):
                 q = layer.config.quota(t)
-                reserved = layer.reserved.get(t, 0)
+                reserved = layer.used.get(t, 0)
                 out[t] = {
                     "nominal": None if q.nominal >= UNLIMITED else q.nominal,
                     "borrowing_limit": q.borrowing_limit,
@@ -711,7 +715,7 @@ class SchedulerService:
             layer = self.policy
             over = {
                 t: {"nominal": layer.config.quota(t).nominal, "reserved": used}
-                for t, used in layer.reserved.items()
+                for t, used in layer.used.items()
                 if used > layer.config.quota(t).nominal and (tenant is None or t == tenant)
             }
             return {

@@ -16,7 +16,7 @@ only live jobs (pending or running): a finished job leaves it, and its owner kee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -24,12 +24,15 @@ from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobSpec, JobState, Status
-from ..view import Plan, PolicyHooks, PolicyView
+from ..view import Applied, Plan, PolicyHooks, PolicyView
 from ..workload import TRACE_MODEL, WorkloadModel
 from .costs import Costs
 from .free import FreeGpus
 from .loans import LoanBook
 from .occupancy import GpuOccupancy
+from .plan_check import PlanCheck
+from .queues import PendingQueue, QueueKey
+from .whatif import WhatIfView
 
 INF = math.inf
 
@@ -90,6 +93,7 @@ class ClusterState:
         # appended to it as (time, tenant, GPUs held)
         self.tenant_gpus: dict[str, int] = {}
         self.tenant_log: list[tuple[float, str, int]] | None = None
+        self._queues: dict[QueueKey, PendingQueue] = {}  # the orders policies asked for
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -115,6 +119,17 @@ class ClusterState:
             lost += (self.now - job.resume_at) % interval
         return len(job.gpus) * lost
 
+    def queue(self, key: QueueKey) -> PendingQueue:
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = PendingQueue(key, self.pending.values())
+        return queue
+
+    def without(
+        self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
+    ) -> PolicyView:
+        return WhatIfView(self, gone, freed)
+
     # -- arrivals --------------------------------------------------------------------------------
     def advance_to(self, now: float) -> None:
         """Move the clock (never backwards: the wall clock may step back)."""
@@ -139,21 +154,33 @@ class ClusterState:
             # the policy sees the estimate until the job runs and its speed is measured
             job.actual_s = job.spec.duration_s
             job.spec = replace(job.spec, duration_s=job.spec.estimate_s, estimate_s=None)
-        self.pending[job.job_id] = job
+        self._wait(job)
         self.policy.job_arrived(job, self.now)
 
     # -- a policy's plan -------------------------------------------------------------------------
-    def apply(self, plan: Plan) -> None:
+    def apply(self, plan: Plan) -> Applied:
+        """Apply the whole plan, or nothing of it: every entry is checked first (statuses, GPU
+        ids and counts, free GPUs, memory and partners of shared GPUs), and a
+        :class:`PlanError` naming the job and the reason leaves the state as it was."""
+        if not plan:
+            return Applied()
+        PlanCheck(self).run(plan)
+        return self._commit(plan)
+
+    def _commit(self, plan: Plan) -> Applied:
         for job in plan.preempt:
             self._stop(job, by_policy=True)
         for job, gpus in plan.resize:
             self._resize(job, tuple(gpus))
         for job, gpus in plan.start:
-            self._start(job, gpus, plan.accumulation.get(job.job_id, 1))
+            self._start(job, tuple(gpus), plan.accumulation.get(job.job_id, 1))
             if job.actual_s is not None:  # its true length, as a real run's first progress tells
                 actual, job.actual_s = job.actual_s, None
                 self.observe_progress(job, 0.0, actual)
         self._settle_reclaims()
+        return Applied(
+            [job for job, _ in plan.start], list(plan.preempt), [job for job, _ in plan.resize]
+        )
 
     # -- capacity loaning ----------------------------------------------------------------------
     def set_inference_demand(self, servers: int) -> Plan:
@@ -179,6 +206,7 @@ class ClusterState:
                     f"policy {self.policy.name} picked {sorted(nodes)} to reclaim; it "
                     f"must pick {count} distinct loaned servers of {sorted(book.loaned)}"
                 )
+            PlanCheck(self, retiring=nodes).run(plan)
             deadline = self.now + book.notice_s
             for nid in nodes:
                 del book.loaned[nid]
@@ -187,8 +215,7 @@ class ClusterState:
             book.stats.reclaims += count
             book.stats.reclaim_preemptions += len(plan.preempt)
             book.stats.reclaim_scale_ins += len(plan.resize)
-            self.apply(plan)
-            self._settle_reclaims()
+            self._commit(plan)
             return plan
         if short < 0 and self.policy.loans_servers:
             for nid in book.lendable(-short, self.down_nodes):
@@ -265,7 +292,7 @@ class ClusterState:
             self.policy.job_finished(job, self.now)
             self._settle_reclaims()
         elif job.status is Status.PENDING:
-            del self.pending[job.job_id]
+            self._unwait(job)
             job.status = Status.CANCELLED
             self.policy.job_cancelled(job, self.now)
 
@@ -346,31 +373,10 @@ class ClusterState:
         self._schedule_completion(job)
 
     def _start(self, job: JobState, gpus: tuple[int, ...], accumulation: int = 1) -> None:
-        name = self.policy.name
-        if job.status is not Status.PENDING:
-            raise PlanError(f"policy {name} started job {job.job_id}, which is {job.status.value}")
-        low, high = job.spec.start_range(self.policy.moldable)
-        if unknown := self._unknown_gpu(gpus):
-            raise PlanError(f"policy {name} started job {job.job_id} on {unknown}")
-        if not low <= len(set(gpus)) == len(gpus) <= high:
-            raise PlanError(
-                f"policy {name} gave job {job.job_id} {len(set(gpus))} distinct GPUs; "
-                f"it needs {low if low == high else f'{low}..{high}'} (gang)"
-            )
+        """Put a pending job on ``gpus`` (checked by :class:`PlanCheck`)."""
         memory = self.workload.memory_mib(job.spec, len(gpus), accumulation)
-        joined = [g for g in gpus if not self.free.is_free(g)]
-        for g in joined:
-            why = self.occupancy.why_not_join(g, memory)
-            if why is None and any(
-                self.workload.slowdown(job, other) is None for other in self.occupancy.jobs[g]
-            ):
-                why = f"GPU {g}: no co-location measurement for this pair"
-            if why:
-                raise PlanError(f"policy {name}, job {job.job_id}: {why}")
-        try:
-            self.free.take([g for g in gpus if g not in joined] if joined else gpus)
-        except ValueError as e:
-            raise PlanError(f"policy {name}, job {job.job_id}: {e}") from None
+        free = self.free
+        free.take([g for g in gpus if free.is_free(g)])
         now = self.now
         pause = self.costs.start_pause_s(job.spec, first=job.first_start is None)
         if job.first_start is None:
@@ -386,7 +392,7 @@ class ClusterState:
         partners = self.occupancy.attach(job)
         job.sharing, job.slowdown, job.slowdown_since = False, 1.0, now
         job.rate = self._rate(job)
-        del self.pending[job.job_id]
+        self._unwait(job)
         self.running[job.job_id] = job
         self._schedule_completion(job)
         for partner in partners:
@@ -432,35 +438,12 @@ class ClusterState:
         return f"GPU {bad[0]!r}, which this cluster does not have (0..{count - 1})" if bad else None
 
     def _resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
-        """Change a running elastic job's GPUs, charging the configured mechanism."""
+        """Change a running elastic job's GPUs (checked by :class:`PlanCheck`), charging the
+        configured mechanism."""
         spec, costs, now = job.spec, self.costs, self.now
-        low, high = spec.gpu_range
-        problem = None
-        if job.status is not Status.RUNNING:
-            problem = f"it is {job.status.value}"
-        elif unknown := self._unknown_gpu(gpus):
-            problem = f"onto {unknown}"
-        elif not low <= len(set(gpus)) == len(gpus) <= high:
-            problem = f"{len(set(gpus))} distinct GPUs is outside its {low}..{high}"
-        elif job.switch_at is not None:
-            problem = "its previous resize is still under way"
-        elif self.occupancy.partners(job):
-            problem = "it shares a GPU"
-        else:
-            memory = self.workload.memory_mib(spec, len(gpus), job.accumulation)
-            capacity = min(self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib for g in gpus)
-            if memory is not None and memory > capacity:
-                problem = (
-                    f"{memory:.0f} MiB per GPU at {len(gpus)} GPUs exceeds their {capacity} MiB"
-                )
-        if problem:
-            raise PlanError(f"policy {self.policy.name} resized job {job.job_id}: {problem}")
         old = set(job.gpus)
         added = [g for g in gpus if g not in old]
-        try:
-            self.free.take(added)
-        except ValueError as e:
-            raise PlanError(f"policy {self.policy.name}, resize of job {job.job_id}: {e}") from None
+        self.free.take(added)
         self._advance(job)
         self._account(job)
         self._vacate(job)
@@ -510,9 +493,19 @@ class ClusterState:
         else:
             job.failures += 1
         job.pending_since = now
-        self.pending[job.job_id] = job
+        self._wait(job)
         for partner in partners:
             self._refresh(partner)
+
+    def _wait(self, job: JobState) -> None:
+        self.pending[job.job_id] = job
+        for queue in self._queues.values():
+            queue.add(job)
+
+    def _unwait(self, job: JobState) -> None:
+        del self.pending[job.job_id]
+        for queue in self._queues.values():
+            queue.remove(job)
 
     # -- accounting ------------------------------------------------------------------------------
     def _account(self, job: JobState) -> None:

@@ -1,0 +1,99 @@
+"""A what-if view: the cluster as a policy would see it if some running jobs were gone and some
+GPUs freed, without changing the state (the quota layer shows its wrapped policy the cluster
+after the evictions and scale-ins it decided in the same pass)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ..cluster import Cluster
+from ..jobs import JobState
+from ..view import PolicyView
+from ..workload import WorkloadModel
+from .free import FreeGpus
+from .loans import LoanBook
+from .occupancy import GpuOccupancy
+
+
+class WhatIfView:
+    """``base`` with ``gone`` running jobs taken off their GPUs and ``freed`` GPUs of other
+    running jobs (scale-ins) idle. The occupancy is the base's: a job planning to share a GPU
+    sees the holders as they are now."""
+
+    def __init__(
+        self,
+        base: PolicyView,
+        gone: Iterable[JobState] = (),
+        freed: Iterable[tuple[JobState, tuple[int, ...]]] = (),
+    ) -> None:
+        self.base = base
+        gone = list(gone)
+        freed = list(freed)
+        free = base.free.copy()
+        free.release([g for j in gone for g in j.gpus] + [g for _, gpus in freed for g in gpus])
+        self._free = free
+        ids = {j.job_id for j in gone}
+        self._running = {k: v for k, v in base.running.items() if k not in ids}
+        held = dict(base.tenant_gpus)
+        for job in gone:
+            held[job.spec.tenant] -= len(job.gpus)
+        for job, gpus in freed:
+            held[job.spec.tenant] -= len(gpus)
+        self._tenant_gpus = held
+
+    def without(
+        self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
+    ) -> WhatIfView:
+        return WhatIfView(self, gone, freed)
+
+    @property
+    def now(self) -> float:
+        return self.base.now
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.base.cluster
+
+    @property
+    def free(self) -> FreeGpus:
+        return self._free
+
+    @property
+    def pending(self) -> Mapping[str, JobState]:
+        return self.base.pending
+
+    @property
+    def running(self) -> Mapping[str, JobState]:
+        return self._running
+
+    @property
+    def occupancy(self) -> GpuOccupancy:
+        return self.base.occupancy
+
+    @property
+    def workload(self) -> WorkloadModel:
+        return self.base.workload
+
+    @property
+    def loans(self) -> LoanBook:
+        return self.base.loans
+
+    @property
+    def tenant_gpus(self) -> Mapping[str, int]:
+        return self._tenant_gpus
+
+    def queue(self, key: Callable[[JobState], Any]) -> Sequence[JobState]:
+        return self.base.queue(key)
+
+    def projected_finish(self, job: JobState) -> float:
+        return self.base.projected_finish(job)
+
+    def executed_gpu_s(self, job: JobState) -> float:
+        return self.base.executed_gpu_s(job)
+
+    def resizing(self, job: JobState) -> bool:
+        return self.base.resizing(job)
+
+    def preemption_cost_gpu_s(self, job: JobState) -> float:
+        return self.base.preemption_cost_gpu_s(job)

@@ -1,0 +1,110 @@
+"""A plan is applied in full or not at all: a bad entry anywhere leaves the state as it was."""
+
+import pytest
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import PlanError
+from dlsched.jobs import JobSpec, JobState
+from dlsched.policies.catalog import make_policy
+from dlsched.state.cluster_state import ClusterState
+from dlsched.view import Plan
+from test_sharing import TableSpeed
+
+
+def books(state: ClusterState) -> tuple:
+    """Everything a half-applied plan would change."""
+    jobs = {**state.pending, **state.running}
+    return (
+        sorted(state.pending),
+        sorted(state.running),
+        [sorted(f) for f in state.free.free],
+        state.free.total,
+        dict(state.tenant_gpus),
+        [[j.job_id for j in holders] for holders in state.occupancy.jobs],
+        list(state.occupancy.memory),
+        {
+            jid: (j.status, j.gpus, j.preemptions, j.version, j.accumulation, j.memory_mib)
+            for jid, j in jobs.items()
+        },
+    )
+
+
+def make_state(cluster="1x4:V100", memory=None):
+    speed = TableSpeed(
+        {(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")},
+        memory or {"ma": 12000, "mb": 6000},
+        {2: 1.25},
+    )
+    return ClusterState(parse_cluster_spec(cluster), make_policy("sjf-ffs"), workload=speed)
+
+
+def spec(jid, gpus=1, model="mb", tenant="t"):
+    return JobSpec(jid, 0.0, gpus, 100.0, model=model, batch_size=64, tenant=tenant)
+
+
+def test_a_bad_start_after_valid_entries_changes_nothing():
+    state = make_state()
+    a, b = state.submit(spec("a", 2)), state.submit(spec("b", 2))
+    c = state.submit(spec("c", 2, model="ma"))
+    state.apply(Plan(start=[(a, (0, 1))]))
+    before = books(state)
+    # preempting a and starting b on its GPUs is fine; c cannot join b on GPU 1 (6,000 +
+    # 12,000 MiB > 16,384)
+    plan = Plan(preempt=[a], start=[(b, (0, 1)), (c, (1, 2))])
+    with pytest.raises(PlanError, match=r"job c: GPU 1: 6000 \+ 12000 MiB exceeds"):
+        state.apply(plan)
+    assert books(state) == before
+    # the same plan without the bad entry applies, and says what it changed
+    applied = state.apply(Plan(preempt=[a], start=[(b, (0, 1)), (c, (2, 3))]))
+    assert [j.job_id for j in applied.started] == ["b", "c"]
+    assert [j.job_id for j in applied.preempted] == ["a"]
+    assert state.tenant_gpus == {"t": 4} and a.preemptions == 1
+
+
+def test_a_join_is_checked_against_memory_after_the_plans_preemptions():
+    # a (12,000 MiB at full batch) shares GPU 0 with b at 2 sub-batches (6,000). Preempting b
+    # puts a back at full batch, so c (6,000) no longer fits beside it: 18,000 > 16,384.
+    state = make_state("1x1:V100")
+    b, a, c = state.submit(spec("b")), state.submit(spec("a", model="ma")), state.submit(spec("c"))
+    state.apply(Plan(start=[(b, (0,))]))
+    state.apply(Plan(start=[(a, (0,))], accumulation={"a": 2}))
+    before = books(state)
+    with pytest.raises(PlanError, match=r"job c: GPU 0: 12000 \+ 6000 MiB exceeds"):
+        state.apply(Plan(preempt=[b], start=[(c, (0,))]))
+    assert books(state) == before
+    # at two sub-batches c fits (12,000 + 3,000)
+    state.apply(Plan(preempt=[b], start=[(c, (0,))], accumulation={"c": 2}))
+    assert state.occupancy.memory[0] == 15000 and b.status.value == "pending"
+
+
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (lambda a, b, x: Plan(start=[(b, (2,)), (b, (3,))]), "job b: it is running"),
+        (lambda a, b, x: Plan(preempt=[a, a]), "job a: it is pending"),
+        (lambda a, b, x: Plan(start=[(x, (2,))]), "job x: it is not a live job"),
+        (lambda a, b, x: Plan(start=[(b, (2, 2))]), "job b: 1 distinct GPUs"),
+        (lambda a, b, x: Plan(start=[(b, (7,))]), "job b: onto GPU 7"),
+        (lambda a, b, x: Plan(start=[(b, (2,))], accumulation={"b": 0}), "sub-batch count 0"),
+        (lambda a, b, x: Plan(resize=[(b, (2,))]), "job b: it is pending"),
+    ],
+)
+def test_each_kind_of_bad_entry_is_named_and_nothing_applies(bad, reason):
+    state = make_state()
+    a, b = state.submit(spec("a", 2)), state.submit(spec("b"))
+    state.apply(Plan(start=[(a, (0, 1))]))
+    stranger = JobState(spec=spec("x"), seq=99)
+    before = books(state)
+    with pytest.raises(PlanError, match=reason):
+        state.apply(bad(a, b, stranger))
+    assert books(state) == before
+
+
+def test_an_elastic_job_resized_twice_in_one_plan_is_refused():
+    state = make_state("1x4:V100", {"mb": 100})
+    e = state.submit(JobSpec("e", 0.0, 2, 100.0, model="mb", min_gpus=1, max_gpus=4))
+    state.apply(Plan(start=[(e, (0, 1))]))
+    before = books(state)
+    with pytest.raises(PlanError, match="resizes it twice"):
+        state.apply(Plan(resize=[(e, (0,)), (e, (0, 1, 2))]))
+    assert books(state) == before

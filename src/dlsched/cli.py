@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from tabulate import tabulate
@@ -15,7 +13,7 @@ from tabulate import tabulate
 from . import __version__
 from .errors import PlanError, SpecError
 from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
-from .policies.catalog import POLICIES, find_policy, installed_policies, make_policy
+from .policies.catalog import make_policy, policy_descriptions
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
 # Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), numpy
@@ -232,81 +230,39 @@ def _load_workload(args):
 
 def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = None):
     """Simulate one policy on the workload and write its outputs: (summary, result)."""
-    from .metrics import write_outputs
-    from .sim import SimConfig, Simulator
+    from .runs import simulate
 
-    trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
-    policy = make_policy(
-        policy_name, **given, **{**(params or {}), **_key_values(args.param, "param")}
-    )
-    if trace.replay is not None:
-        from .replay import with_profiling
-
-        jobs = with_profiling(jobs, trace.replay, policy)
-    if args.quotas:
-        from .policies.quota import QuotaLayer
-        from .tenancy import load_tenants
-
-        config = load_tenants(args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
-        policy = QuotaLayer(policy, config.without_borrowing() if args.hard_quotas else config)
-    config = SimConfig(
-        inference_demand=_demand(args, cluster),
-        reclaim_notice_s=args.reclaim_notice_s,
-        restart_overhead_s=args.restart_overhead_s,
-        startup_overhead_s=args.startup_overhead_s,
-        checkpoint_interval_s=args.checkpoint_interval_s,
-        schedule_interval_s=args.schedule_interval_s,
-        resize_mechanism=args.resize_mechanism,
-        stop_resume_s=args.stop_resume_s,
-        checkpoint_mib_s=args.checkpoint_mib_s,
-    )
     bar = None
     if not args.no_progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(jobs), desc=policy_name, unit="job", leave=False, file=sys.stderr)
-    started = time.perf_counter()
+        total = len(workload.jobs)
+        bar = tqdm(total=total, desc=policy_name, unit="job", leave=False, file=sys.stderr)
     try:
-        result = Simulator(
-            cluster,
-            jobs,
-            policy,
-            config,
-            workload=workload.model(),
+        run = simulate(
+            workload,
+            policy_name,
+            params={**given, **(params or {}), **_key_values(args.param, "param")},
+            quotas=args.quotas,
+            hard_quotas=args.hard_quotas,
+            inference_demand=args.inference_demand,
+            peak_share=args.peak_share,
             progress=bar.update if bar else None,
-        ).run()
+            reclaim_notice_s=args.reclaim_notice_s,
+            restart_overhead_s=args.restart_overhead_s,
+            startup_overhead_s=args.startup_overhead_s,
+            checkpoint_interval_s=args.checkpoint_interval_s,
+            schedule_interval_s=args.schedule_interval_s,
+            resize_mechanism=args.resize_mechanism,
+            stop_resume_s=args.stop_resume_s,
+            checkpoint_mib_s=args.checkpoint_mib_s,
+        )
     finally:
         if bar:
             bar.close()
-    wall = time.perf_counter() - started
-    return write_outputs(
-        result,
-        out,
-        extra={
-            "policy": policy_name,
-            "params": policy.params(),
-            "trace": trace.name,
-            "cluster": cluster.describe(),
-            "dropped": trace.dropped,
-            "wall_s": round(wall, 3),
-            "performance_model": not args.no_perf,
-            "elastic_fraction": args.elastic_fraction,
-            "config": dataclasses.asdict(config),
-        },
-    ), result
-
-
-def _demand(args, cluster):
-    """The inference pool's demand cycle, or None (no inference pool, or ``none``)."""
-    servers = sum(1 for n in cluster.nodes if n.pool == "inference")
-    if not servers or args.inference_demand == "none":
-        return None
-    from .inference import demand_cycle, load_curve
-
-    return demand_cycle(
-        load_curve(args.inference_demand), servers, args.reclaim_notice_s, args.peak_share
-    )
+    run.write(out)
+    return run.summary, run.result
 
 
 def _table(summaries: list[dict]) -> str:
@@ -648,15 +604,7 @@ def cmd_perf_show(args) -> int:
 
 
 def cmd_policies(args) -> int:
-    rows = [[name, cls.description] for name, cls in POLICIES.items()]
-    for name, entry in installed_policies().items():
-        try:
-            what = find_policy(name).description or "(no description)"
-        except SpecError as e:
-            what = f"(cannot be used: {e.reason})"
-        dist = entry.dist.name if entry.dist else "?"
-        rows.append([name, f"{what} [plug-in {entry.value} from {dist}]"])
-    print(tabulate(rows, ["policy", "what it does"]))
+    print(tabulate(list(policy_descriptions().items()), ["policy", "what it does"]))
     print("\nAny policy class also runs as --policy package.module:ClassName (docs/policies.md).")
     return 0
 

@@ -382,14 +382,10 @@ def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
     ]
 
 
-def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dict:
-    """Write summary.json, jobs.csv and timeseries.csv; return the summary."""
+def write_outputs(result, out_dir: str | Path, summary: dict, rows: list[dict]) -> None:
+    """Write summary.json, jobs.csv (``rows``: :func:`job_rows`) and timeseries.csv."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = job_rows(result.jobs)
-    summary = summarize(result, rows)
-    if extra:
-        summary.update(extra)
     _write_csv(out / "jobs.csv", JOB_COLUMNS, rows)
     series = binned_timeseries(result)
     _write_csv(
@@ -403,7 +399,6 @@ def write_outputs(result, out_dir: str | Path, extra: dict | None = None) -> dic
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
     tmp.replace(out / "summary.json")
-    return summary
 
 
 def _json_default(o):

@@ -22,6 +22,7 @@ class Workload:
     cluster: Cluster
     jobs: list[JobSpec]  # by submit time
     perf: bool  # job speeds from the performance model
+    elastic_fraction: float = 0.0  # share of jobs made elastic by the seeded rule
 
     def model(self) -> WorkloadModel:
         """A fresh workload model for one simulation (the performance model keeps caches); a
@@ -108,4 +109,4 @@ def prepare(
             )
         loaded.dropped["larger than the cluster"] = len(too_big)
         jobs = [j for j, why in problems if not why]
-    return Workload(loaded, cluster, jobs, perf)
+    return Workload(loaded, cluster, jobs, perf, elastic_fraction)

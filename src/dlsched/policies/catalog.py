@@ -62,6 +62,19 @@ def installed_policies() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in POLICIES}
 
 
+def policy_descriptions() -> dict[str, str]:
+    """Every policy by name, built-in and installed plug-ins, and what it does."""
+    out = {name: cls.description for name, cls in POLICIES.items()}
+    for name, entry in installed_policies().items():
+        try:
+            what = find_policy(name).description or "(no description)"
+        except SpecError as e:
+            what = f"(cannot be used: {e.reason})"
+        dist = entry.dist.name if entry.dist else "?"
+        out[name] = f"{what} [plug-in {entry.value} from {dist}]"
+    return out
+
+
 def find_policy(name: str) -> type[Policy]:
     """The policy class a name stands for; a :class:`SpecError` naming it if there is none."""
     if name in POLICIES:

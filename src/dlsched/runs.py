@@ -1,0 +1,127 @@
+"""One simulation run, composed the same way for ``dlsched simulate``/``compare`` and for
+Python callers (``dlsched.simulate``): the policy (a name, ``module:Class`` or an object), the
+quota layer above it, the inference pool's demand, the simulator's costs; then the summary
+and per-job rows.
+
+    import dlsched
+    workload = dlsched.load_workload("philly", "64x8:V100", limit=2000)
+    run = dlsched.simulate(workload, "tiresias")
+    run.summary["mean_jct_s"], run.jobs[0]["jct_s"]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .inference import DEFAULT_PEAK_SHARE
+from .policies.base import Policy
+from .prepare import Workload
+from .sim.engine import SimConfig, SimResult, Simulator
+
+
+@dataclass
+class Run:
+    """A finished simulation: ``summary`` (the fields of summary.json) and ``jobs`` (one dict
+    per job, the columns of jobs.csv)."""
+
+    result: SimResult
+    summary: dict
+    jobs: list[dict]
+
+    def dataframe(self) -> Any:
+        """The per-job rows as a pandas DataFrame (pandas is not a dependency of dlsched)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Run.dataframe() needs pandas: pip install pandas") from None
+        return pandas.DataFrame(self.jobs)
+
+    def write(self, out_dir: str | Path) -> None:
+        """summary.json, jobs.csv and timeseries.csv (and tenants_timeseries.csv) in
+        ``out_dir``, as ``dlsched simulate --out`` writes them."""
+        from .metrics import write_outputs
+
+        write_outputs(self.result, out_dir, self.summary, self.jobs)
+
+
+def simulate(
+    workload: Workload,
+    policy: str | Policy = "fifo",
+    *,
+    params: dict | None = None,
+    quotas: str | None = None,
+    hard_quotas: bool = False,
+    inference_demand: str = "genai",
+    peak_share: float = DEFAULT_PEAK_SHARE,
+    progress: Callable[[int], object] | None = None,
+    **costs: Any,
+) -> Run:
+    """Simulate ``policy`` on a prepared workload (:func:`dlsched.load_workload`).
+
+    ``policy`` is a built-in name, ``package.module:ClassName`` or a policy object (a fresh
+    one per run: policies keep state); ``params`` go to a named policy's constructor.
+    ``quotas`` puts the quota layer above it (``equal``, ``philly-vc`` or a YAML file;
+    ``hard_quotas``: no borrowing). ``inference_demand`` and ``peak_share`` drive the
+    inference pool when the cluster has one (``none``: it never reclaims). Other keywords are
+    :class:`~dlsched.sim.SimConfig` fields (``restart_overhead_s``, ``schedule_interval_s``,
+    ``node_events``...)."""
+    from .metrics import job_rows, summarize
+    from .policies.catalog import make_policy
+
+    trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
+    if isinstance(policy, str):
+        name, policy = policy, make_policy(policy, **(params or {}))
+    elif params:
+        raise TypeError("params go with a policy name; configure a policy object yourself")
+    else:
+        name = policy.name or type(policy).__name__
+    if trace.replay is not None:
+        from .replay import with_profiling
+
+        jobs = with_profiling(jobs, trace.replay, policy)
+    if quotas:
+        from .policies.quota import QuotaLayer
+        from .tenancy import load_tenants
+
+        config = load_tenants(quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
+        policy = QuotaLayer(policy, config.without_borrowing() if hard_quotas else config)
+    sim_config = SimConfig(
+        inference_demand=_demand(cluster, inference_demand, peak_share, costs), **costs
+    )
+    started = time.perf_counter()
+    result = Simulator(
+        cluster, jobs, policy, sim_config, workload=workload.model(), progress=progress
+    ).run()
+    wall = time.perf_counter() - started
+    rows = job_rows(result.jobs)
+    summary = summarize(result, rows)
+    summary.update(
+        {
+            "policy": name,
+            "params": policy.params(),
+            "trace": trace.name,
+            "cluster": cluster.describe(),
+            "dropped": trace.dropped,
+            "wall_s": round(wall, 3),
+            "performance_model": workload.perf,
+            "elastic_fraction": workload.elastic_fraction,
+            "config": dataclasses.asdict(sim_config),
+        }
+    )
+    return Run(result, summary, rows)
+
+
+def _demand(cluster, source: str, peak_share: float, costs: dict):
+    """The inference pool's demand cycle, or None (no inference pool, or ``none``)."""
+    servers = sum(1 for n in cluster.nodes if n.pool == "inference")
+    if not servers or source == "none":
+        return None
+    from .inference import DEFAULT_RECLAIM_NOTICE_S, demand_cycle, load_curve
+
+    notice = costs.get("reclaim_notice_s", DEFAULT_RECLAIM_NOTICE_S)
+    return demand_cycle(load_curve(source), servers, notice, peak_share)

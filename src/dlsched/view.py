@@ -37,13 +37,26 @@ class Plan:
         return bool(self.start or self.preempt or self.resize)
 
 
-@dataclass(slots=True)
 class Applied:
-    """What a plan changed, as :meth:`ClusterState.apply` returns it."""
+    """What a plan changed, as :meth:`ClusterState.apply` returns it: the jobs it started,
+    preempted and resized (read from the plan when asked)."""
 
-    started: list[JobState] = field(default_factory=list)
-    preempted: list[JobState] = field(default_factory=list)
-    resized: list[JobState] = field(default_factory=list)
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: Plan | None = None) -> None:
+        self.plan = plan
+
+    @property
+    def started(self) -> list[JobState]:
+        return [job for job, _ in self.plan.start] if self.plan else []
+
+    @property
+    def preempted(self) -> list[JobState]:
+        return list(self.plan.preempt) if self.plan else []
+
+    @property
+    def resized(self) -> list[JobState]:
+        return [job for job, _ in self.plan.resize] if self.plan else []
 
 
 class PolicyView(Protocol):

@@ -164,23 +164,24 @@ class ClusterState:
         :class:`PlanError` naming the job and the reason leaves the state as it was."""
         if not plan:
             return Applied()
-        PlanCheck(self).run(plan)
-        return self._commit(plan)
+        check = PlanCheck(self)
+        check.run(plan)
+        return self._commit(plan, check)
 
-    def _commit(self, plan: Plan) -> Applied:
+    def _commit(self, plan: Plan, check: PlanCheck) -> Applied:
         for job in plan.preempt:
             self._stop(job, by_policy=True)
         for job, gpus in plan.resize:
             self._resize(job, tuple(gpus))
         for job, gpus in plan.start:
-            self._start(job, tuple(gpus), plan.accumulation.get(job.job_id, 1))
+            jid = job.job_id
+            joined = check.joined.get(jid)
+            self._start(job, tuple(gpus), plan.accumulation.get(jid, 1), check.memory[jid], joined)
             if job.actual_s is not None:  # its true length, as a real run's first progress tells
                 actual, job.actual_s = job.actual_s, None
                 self.observe_progress(job, 0.0, actual)
         self._settle_reclaims()
-        return Applied(
-            [job for job, _ in plan.start], list(plan.preempt), [job for job, _ in plan.resize]
-        )
+        return Applied(plan)
 
     # -- capacity loaning ----------------------------------------------------------------------
     def set_inference_demand(self, servers: int) -> Plan:
@@ -206,7 +207,8 @@ class ClusterState:
                     f"policy {self.policy.name} picked {sorted(nodes)} to reclaim; it "
                     f"must pick {count} distinct loaned servers of {sorted(book.loaned)}"
                 )
-            PlanCheck(self, retiring=nodes).run(plan)
+            check = PlanCheck(self, retiring=nodes)
+            check.run(plan)
             deadline = self.now + book.notice_s
             for nid in nodes:
                 del book.loaned[nid]
@@ -215,7 +217,7 @@ class ClusterState:
             book.stats.reclaims += count
             book.stats.reclaim_preemptions += len(plan.preempt)
             book.stats.reclaim_scale_ins += len(plan.resize)
-            self._commit(plan)
+            self._commit(plan, check)
             return plan
         if short < 0 and self.policy.loans_servers:
             for nid in book.lendable(-short, self.down_nodes):
@@ -372,11 +374,17 @@ class ClusterState:
         job.rate = rate
         self._schedule_completion(job)
 
-    def _start(self, job: JobState, gpus: tuple[int, ...], accumulation: int = 1) -> None:
-        """Put a pending job on ``gpus`` (checked by :class:`PlanCheck`)."""
-        memory = self.workload.memory_mib(job.spec, len(gpus), accumulation)
-        free = self.free
-        free.take([g for g in gpus if free.is_free(g)])
+    def _start(
+        self,
+        job: JobState,
+        gpus: tuple[int, ...],
+        accumulation: int,
+        memory: float | None,
+        joined: list[int] | None,
+    ) -> None:
+        """Put a pending job on ``gpus``, beside the jobs on ``joined`` (as :class:`PlanCheck`
+        found them), using ``memory`` MiB per GPU."""
+        self.free.take([g for g in gpus if g not in joined] if joined else gpus)
         now = self.now
         pause = self.costs.start_pause_s(job.spec, first=job.first_start is None)
         if job.first_start is None:
@@ -499,13 +507,15 @@ class ClusterState:
 
     def _wait(self, job: JobState) -> None:
         self.pending[job.job_id] = job
-        for queue in self._queues.values():
-            queue.add(job)
+        if self._queues:
+            for queue in self._queues.values():
+                queue.add(job)
 
     def _unwait(self, job: JobState) -> None:
         del self.pending[job.job_id]
-        for queue in self._queues.values():
-            queue.remove(job)
+        if self._queues:
+            for queue in self._queues.values():
+                queue.remove(job)
 
     # -- accounting ------------------------------------------------------------------------------
     def _account(self, job: JobState) -> None:

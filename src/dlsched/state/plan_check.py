@@ -1,9 +1,11 @@
 """Validation of a whole plan before any of it is applied, so that a plan is all or nothing.
 
 The check replays the plan in the order the state applies it (preemptions, then resizes, then
-starts) against a copy of the free-GPU index and an overlay of the GPUs' holders, and raises
-:class:`~dlsched.errors.PlanError` naming the policy, the job and the reason at the first entry
-that could not be applied. The state's own structures are not touched.
+starts) over the state's idle GPUs with an overlay (the GPUs the plan frees and claims, the jobs
+that leave and join each GPU), and raises :class:`~dlsched.errors.PlanError` naming the policy,
+the job and the reason at the first entry that could not be applied. The state's own
+structures are not touched; what the check worked out (each start's memory and the GPUs it
+joins) is kept for the commit.
 """
 
 from __future__ import annotations
@@ -20,16 +22,30 @@ if TYPE_CHECKING:
 
 
 class PlanCheck:
+    __slots__ = (
+        "state",
+        "retiring",
+        "claimed",
+        "released",
+        "memory",
+        "joined",
+        "status",
+        "leaving",
+        "resized",
+        "started",
+    )
+
     def __init__(self, state: ClusterState, retiring: Sequence[int] = ()) -> None:
         self.state = state
-        self.name = state.policy.name
-        self.free = state.free.copy()
-        for nid in retiring:  # servers being reclaimed: nothing may start or grow there
-            self.free.retire_node(nid)
+        self.retiring = retiring  # servers being reclaimed: nothing may start or grow there
+        self.claimed: set[int] = set()  # GPUs an entry took
+        self.released: set[int] = set()  # GPUs the plan's preemptions and scale-ins make idle
+        self.memory: dict[str, float | None] = {}  # job id -> MiB per GPU where it starts
+        self.joined: dict[str, list[int]] = {}  # job id -> GPUs it starts on beside others
         self.status: dict[str, Status] = {}  # job id -> its status once the entries so far apply
         self.leaving: set[JobState] = set()  # running jobs preempted by the plan
         self.resized: set[str] = set()
-        self.joining: dict[int, list[tuple[JobState, float | None]]] = {}  # GPU -> (job, MiB)
+        self.started: list[tuple[JobState, tuple[int, ...]]] = []  # the starts checked so far
 
     def run(self, plan: Plan) -> None:
         for job in plan.preempt:
@@ -40,20 +56,22 @@ class PlanCheck:
             self.start(job, tuple(gpus), plan.accumulation.get(job.job_id, 1))
 
     def _fail(self, job: JobState, what: str, why: str) -> PlanError:
-        return PlanError(f"policy {self.name} {what} job {job.job_id}: {why}")
+        return PlanError(f"policy {self.state.policy.name} {what} job {job.job_id}: {why}")
 
     def _status(self, job: JobState, what: str) -> Status:
-        state = self.state
-        ours = state.running.get(job.job_id) is job or state.pending.get(job.job_id) is job
-        if not ours and job not in self.leaving:
+        jid, state = job.job_id, self.state
+        status = self.status.get(jid)
+        if status is not None:
+            return status
+        if state.pending.get(jid) is not job and state.running.get(jid) is not job:
             raise self._fail(job, what, "it is not a live job of this cluster")
-        return self.status.get(job.job_id, job.status)
+        return job.status
 
     def _holders(self, g: int) -> list[tuple[JobState, float | None]]:
         """Who holds GPU ``g`` once the entries so far apply, with their memory per GPU."""
         occupancy = self.state.occupancy
         out = [(h, self._memory_after(h)) for h in occupancy.jobs[g] if h not in self.leaving]
-        return out + self.joining.get(g, [])
+        return out + [(j, self.memory[j.job_id]) for j, gpus in self.started if g in gpus]
 
     def _memory_after(self, job: JobState) -> float | None:
         """A running job's memory per GPU once the preemptions apply: one left with no partner
@@ -70,10 +88,11 @@ class PlanCheck:
         if status is not Status.RUNNING:
             raise self._fail(job, "preempted", f"it is {status.value}")
         self.status[job.job_id] = Status.PENDING
-        self.leaving.add(job)
-        occupancy = self.state.occupancy
-        self.free.release(
-            [g for g in job.gpus if all(h in self.leaving for h in occupancy.jobs[g])]
+        leaving = self.leaving
+        leaving.add(job)
+        holders = self.state.occupancy.jobs
+        self._release(
+            [g for g in job.gpus if len(holders[g]) == 1 or all(h in leaving for h in holders[g])]
         )
 
     def resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
@@ -92,7 +111,7 @@ class PlanCheck:
         elif job.switch_at is not None:
             problem = "its previous resize is still under way"
         elif kept_away := [
-            g for g in gpus if g in job.gpus and state.cluster.gpu_node[g] not in self.free.usable
+            g for g in gpus if g in job.gpus and not self._usable(state.cluster.gpu_node[g])
         ]:
             problem = f"it keeps GPU {kept_away[0]}, whose node is being taken away"
         elif any(len(self._holders(g)) > 1 for g in job.gpus):
@@ -108,23 +127,23 @@ class PlanCheck:
         if problem:
             raise self._fail(job, "resized", problem)
         old = set(job.gpus)
-        try:
-            self.free.take([g for g in gpus if g not in old])
-        except ValueError as e:
-            raise self._fail(job, "resized", str(e)) from None
+        if taken := self._take([g for g in gpus if g not in old]):
+            raise self._fail(job, "resized", taken)
         new = set(gpus)
-        self.free.release([g for g in job.gpus if g not in new])
+        self._release([g for g in job.gpus if g not in new])
         self.resized.add(job.job_id)
 
     def start(self, job: JobState, gpus: tuple[int, ...], accumulation: int) -> None:
-        state = self.state
-        status = self._status(job, "started")
-        if status is not Status.PENDING:
-            raise self._fail(job, "started", f"it is {status.value}")
+        state, jid = self.state, job.job_id
+        if state.pending.get(jid) is not job or jid in self.memory:  # else: waiting, not started
+            status = Status.RUNNING if jid in self.memory else self._status(job, "started")
+            if status is not Status.PENDING:
+                raise self._fail(job, "started", f"it is {status.value}")
         if unknown := state._unknown_gpu(gpus):
             raise self._fail(job, "started", f"onto {unknown}")
         low, high = job.spec.start_range(state.policy.moldable)
-        if not low <= len(set(gpus)) == len(gpus) <= high:
+        n = len(gpus)
+        if not low <= (len(set(gpus)) if n > 1 else n) == n <= high:
             raise self._fail(
                 job,
                 "started",
@@ -133,19 +152,50 @@ class PlanCheck:
             )
         if not isinstance(accumulation, int) or accumulation < 1:
             raise self._fail(job, "started", f"sub-batch count {accumulation!r} is not >= 1")
-        memory = state.workload.memory_mib(job.spec, len(gpus), accumulation)
-        free = self.free
-        joined = [g for g in gpus if not free.is_free(g)]
+        memory = state.workload.memory_mib(job.spec, n, accumulation)
+        idle = self._idle
+        joined = [g for g in gpus if not idle(g)]
         for g in joined:
             if why := self._why_not_join(job, g, memory):
                 raise self._fail(job, "started", why)
-        try:
-            free.take([g for g in gpus if g not in joined] if joined else gpus)
-        except ValueError as e:
-            raise self._fail(job, "started", str(e)) from None
+        self.claimed.update([g for g in gpus if g not in joined] if joined else gpus)
+        self.started.append((job, gpus))
+        self.memory[jid] = memory  # also: started (a second start is refused)
+        if joined:
+            self.joined[jid] = joined
+
+    # -- idle GPUs once the entries so far apply --------------------------------------------
+    def _usable(self, nid: int) -> bool:
+        return nid in self.state.free.usable and nid not in self.retiring
+
+    def _idle(self, g: int) -> bool:
+        if g in self.claimed:
+            return False
+        if g in self.released:
+            return True
+        nid = self.state.cluster.gpu_node[g]
+        return g in self.state.free.free[nid] and nid not in self.retiring
+
+    def _take(self, gpus: Sequence[int]) -> str | None:
+        """Claim idle GPUs; why not, when one is not idle."""
         for g in gpus:
-            self.joining.setdefault(g, []).append((job, memory))
-        self.status[job.job_id] = Status.RUNNING
+            if not self._idle(g):
+                return f"GPU {g} is not free"
+            self.claimed.add(g)
+        return None
+
+    def _release(self, gpus: Sequence[int]) -> None:
+        """GPUs that go idle (given back only on a usable node, as the state does)."""
+        gpu_node, usable, retiring = (
+            self.state.cluster.gpu_node,
+            self.state.free.usable,
+            self.retiring,
+        )
+        for g in gpus:
+            nid = gpu_node[g]
+            if nid in usable and nid not in retiring:
+                self.released.add(g)
+                self.claimed.discard(g)
 
     def _why_not_join(self, job: JobState, g: int, memory: float | None) -> str | None:
         """As :meth:`GpuOccupancy.why_not_join`, on the GPU's holders once the plan so far

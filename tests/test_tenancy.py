@@ -495,3 +495,9 @@ def test_the_quota_charge_follows_a_reclaim_preemption():
     _pass(state)
     assert ("admitted", z1) in [(kind, job) for kind, job, _ in layer.log]
     assert layer.usage(state, "z") == 8
+    z = layer.usage_by_tenant(state)["z"]  # what the server's API and metrics show
+    assert (z.used, z.held, z.borrowed, z.waiting_for_quota) == (8, 4, 0, 0)
+    z2 = state.submit(JobSpec("z2", 0.0, 1, 100.0, tenant="z"))
+    _pass(state)
+    z = layer.usage_by_tenant(state)["z"]
+    assert (z.used, z.waiting_for_quota) == (8, 1) and z2.status is Status.PENDING

@@ -33,6 +33,7 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..jobs import JobState, Status
@@ -43,6 +44,20 @@ from .elastic import keep_consolidated, smallest_fitting
 # When a plan gives quota back, the layer asks for another pass this much later to admit what now
 # fits (a pass admits before the wrapped policy plans).
 READMIT_AFTER_S = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """A tenant's standing under its quota (what the server's API, metrics and dashboard show)."""
+
+    quota: TenantQuota
+    used: int  # GPUs its admitted jobs count: running jobs' held GPUs, waiting ones' base sizes
+    held: int  # GPUs its running jobs hold
+    waiting_for_quota: int  # its jobs not admitted yet
+
+    @property
+    def borrowed(self) -> int:
+        return max(0, self.used - self.quota.nominal)
 
 
 class Waiting(NamedTuple):
@@ -215,6 +230,30 @@ class QuotaLayer(Policy):
             self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
         if n < 0:
             self._changed = True
+
+    def usage_by_tenant(self, view: PolicyView) -> dict[str, TenantUsage]:
+        """Every tenant with a quota, GPUs or waiting jobs: its standing now."""
+        self._settle()
+        held = view.tenant_gpus
+        not_admitted: dict[str, int] = {}
+        for bucket in self.waiting.values():
+            for entry in bucket:
+                t = entry.job.spec.tenant
+                not_admitted[t] = not_admitted.get(t, 0) + 1
+        tenants = (
+            set(self.config.tenants)
+            | set(held)  # also those whose last job ended: their gauges go to 0
+            | {j.spec.tenant for j in view.pending.values()}
+        )
+        return {
+            t: TenantUsage(
+                self.config.quota(t),
+                held.get(t, 0) + self.waiting_gpus.get(t, 0),
+                held.get(t, 0),
+                not_admitted.get(t, 0),
+            )
+            for t in sorted(tenants)
+        }
 
     def usage(self, view: PolicyView, tenant: str) -> int:
         """GPUs the tenant's admitted jobs count now: its running jobs' as the state counts

@@ -185,32 +185,30 @@ class RuntimeMetrics:
                     self._counted[key] = value
 
     def _observe_quotas(self, service) -> None:
-        layer, books = service.policy, service.books
-        waiting: Counter = Counter(w.job.spec.tenant for b in layer.waiting.values() for w in b)
-        pending: Counter = Counter(j.spec.tenant for j in books.pending.values())
+        usage = service.policy.usage_by_tenant(service.books)
+        pending: Counter = Counter(j.spec.tenant for j in service.books.pending.values())
         by_label: dict[tuple[str, str], int] = {}
         for tenant in set(pending) | self._tenants:
             label = self._label(tenant)
-            by_label[(label, "quota")] = by_label.get((label, "quota"), 0) + waiting.get(tenant, 0)
+            quota = usage[tenant].waiting_for_quota if tenant in usage else 0
+            by_label[(label, "quota")] = by_label.get((label, "quota"), 0) + quota
             by_label[(label, "gpus")] = (
-                by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - waiting.get(tenant, 0)
+                by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - quota
             )
         for (label, reason), n in by_label.items():
             self.pending.labels(label, reason).set(n)
         if not self.expose_tenants:  # quotas are per tenant: shown only with tenant names
             return
-        for tenant in set(layer.config.tenants) | set(layer.used) | set(books.tenant_gpus):
-            q = layer.config.quota(tenant)
+        for tenant, u in usage.items():
+            q = u.quota
             if q.nominal < service.UNLIMITED:
                 self.quota_nominal.labels(tenant).set(q.nominal)
                 self.quota_borrowing_limit.labels(tenant).set(
                     -1 if q.borrowing_limit is None else q.borrowing_limit
                 )
-                self.quota_borrowed.labels(tenant).set(
-                    max(0, layer.used.get(tenant, 0) - q.nominal)
-                )
-            self.quota_used.labels(tenant).set(layer.used.get(tenant, 0))
-            self.tenant_gpus.labels(tenant).set(books.tenant_gpus.get(tenant, 0))
+                self.quota_borrowed.labels(tenant).set(u.borrowed)
+            self.quota_used.labels(tenant).set(u.used)
+            self.tenant_gpus.labels(tenant).set(u.held)
             self.fair_share_weight.labels(tenant).set(q.weight)
 
     def render(self) -> bytes:

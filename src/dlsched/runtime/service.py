@@ -27,7 +27,7 @@ from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
-from ..policies.quota import QuotaLayer
+from ..policies.quota import QuotaLayer, TenantUsage
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from ..tenancy import TenantConfig, TenantQuota, quota_from
@@ -274,32 +274,26 @@ class SchedulerService:
         the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
         with self._lock:
             layer, books = self.policy, self.books
-            names = (
-                set(layer.config.tenants)
-                | set(layer.used)
-                | {j.spec.tenant for j in books.pending.values()}
-            )
+            usage = layer.usage_by_tenant(books)
             if tenant is not None:
-                names = {tenant}
-            waiting_quota: Counter = Counter(
-                w.job.spec.tenant for b in layer.waiting.values() for w in b
-            )
+                usage = {
+                    tenant: usage.get(tenant) or TenantUsage(layer.config.quota(tenant), 0, 0, 0)
+                }
             waiting_all: Counter = Counter(j.spec.tenant for j in books.pending.values())
             out = {}
-            for t in sorted(names):
-                q = layer.config.quota(t)
-                reserved = layer.used.get(t, 0)
+            for t, u in usage.items():
+                q = u.quota
                 out[t] = {
                     "nominal": None if q.nominal >= UNLIMITED else q.nominal,
                     "borrowing_limit": q.borrowing_limit,
                     "cohort": q.cohort,
                     "weight": q.weight,
                     "priority": q.priority,
-                    "reserved": reserved,
-                    "gpus_held": books.tenant_gpus.get(t, 0),
-                    "borrowed": max(0, reserved - q.nominal),
-                    "waiting_for_quota": waiting_quota.get(t, 0),
-                    "waiting_for_gpus": waiting_all.get(t, 0) - waiting_quota.get(t, 0),
+                    "reserved": u.used,
+                    "gpus_held": u.held,
+                    "borrowed": u.borrowed,
+                    "waiting_for_quota": u.waiting_for_quota,
+                    "waiting_for_gpus": waiting_all.get(t, 0) - u.waiting_for_quota,
                 }
             return {"source": layer.config.source, "tenants": out}
 
@@ -712,11 +706,10 @@ class SchedulerService:
                     "yours": by_tenant.get(tenant, 0),
                     "others": len(queue) - by_tenant.get(tenant, 0),
                 }
-            layer = self.policy
             over = {
-                t: {"nominal": layer.config.quota(t).nominal, "reserved": used}
-                for t, used in layer.used.items()
-                if used > layer.config.quota(t).nominal and (tenant is None or t == tenant)
+                t: {"nominal": u.quota.nominal, "reserved": u.used}
+                for t, u in self.policy.usage_by_tenant(books).items()
+                if u.borrowed and (tenant is None or t == tenant)
             }
             return {
                 "policy": self.policy.name,

@@ -4,8 +4,10 @@
 A policy sees a read-only :class:`~dlsched.view.PolicyView` and returns a
 :class:`~dlsched.view.Plan`. The cluster state tells the policy about what happens outside its
 control (arrivals, completions, involuntary requeues, cancels, measured progress) and applies
-every plan it gets, in full: preemptions first, then resizes, then starts. A policy may keep its
-own indexes (heaps, queues) updated from those notifications and from the plans it returns.
+each plan whole or not at all (checked first; then preemptions, resizes, starts). A policy
+reads what the state keeps (``view.queue(key)``, ``view.tenant_gpus``) rather than copying it;
+it may still keep indexes of its own updated from the notifications, and then must not assume
+a plan it returned was applied.
 """
 
 from __future__ import annotations

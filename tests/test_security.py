@@ -144,6 +144,35 @@ def test_a_hog_is_stopped_by_its_limits_and_a_huge_batch_before_it_runs(harness)
     assert "over the job's memory limit" in job["message"], job["message"]
 
 
+def test_a_false_progress_report_stops_no_other_tenant(harness):
+    # issue 29, 1: NaN as the iteration, infinity as the iteration time, every report. Before,
+    # each pass failed recording them and bob's job waited with GPUs free.
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    liars = [
+        h.submit(
+            alice,
+            entrypoint=f"{PROGRAMS / 'liar.py'}:build",
+            args={**EMULATED["args"], "field": field, "lie": lie},
+            gpus=1,
+            batch_size=8,
+            iterations=150,
+        )
+        for field, lie in (("iteration", "nan"), ("iteration_s", "inf"))
+    ]
+    for liar in liars:
+        h.wait_status(liar, "running")
+    wait_for(
+        lambda: all("progress report dropped" in str(h.job(j)["events"]) for j in liars),
+        what="the false reports to be named",
+    )
+    honest = h.submit(bob, **EMULATED, gpus=1, batch_size=8, iterations=20)
+    h.wait_status(honest, "done")
+    for liar, why in zip(liars, ("iteration nan", "iteration_s inf")):
+        job = h.wait_status(liar, "done")  # its run's own result decides
+        assert why in str(job["events"]) and job["iteration"] in (None, 0, 150)
+
+
 def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
     """Tenant Python processes of this server (its data directory) now running, not the
     bubblewrap processes around them (other tests may run tenant processes meanwhile)."""

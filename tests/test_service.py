@@ -187,6 +187,42 @@ def test_measured_progress_moves_the_projection_and_tells_the_policy(tmp_path):
     assert s.store.job(a)["preemptions"] == 1 and s.state(a).preemptions == 1
 
 
+@pytest.mark.parametrize(
+    "lie, named",
+    [
+        ({"iteration": float("nan")}, "iteration nan is not a whole number in 0..100"),
+        ({"iteration": 5, "iteration_s": float("inf")}, "iteration_s inf is not a number"),
+        ({"iteration": 10**12}, "not a whole number in 0..100"),
+        ({"iteration": 5, "iterations": 10**6}, "iterations 1000000 is not the job's 100"),
+        ({"iteration": 5, "loss": float("-inf")}, "loss -inf is not a finite number"),
+        ({"iteration": "(not a number)"}, "iteration '(not a number)'"),
+        ("(not a mapping)", "not a mapping"),
+    ],
+)
+def test_a_false_progress_report_is_dropped_named_and_stops_nobody(tmp_path, lie, named):
+    # alice's job reports nonsense every pass; bob's job, submitted behind it, is scheduled all
+    # the same, and alice's report reaches neither the books nor the store
+    s = Setup(tmp_path, nodes={"n0": 1})
+    liar = s.submit(gpus=1)
+    s.step()
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    honest = s.store.add_job(bob, {**SPEC, "gpus": 1})["id"]
+    s.executor.progress_of[liar] = lie
+    for _ in range(3):
+        s.step()
+    row = s.store.job(liar)
+    assert row["iteration"] is None or row["iteration"] == 0
+    assert s.state(liar).done_s == 0.0 and s.state(liar).spec.duration_s == 10.0
+    events = [e["message"] for e in s.store.events(liar)]
+    assert [m for m in events if "progress report dropped" in m] == [
+        f"progress report dropped ({n} so far): " + events[-1].split(": ", 1)[1] for n in (1, 2)
+    ]
+    assert named in events[-1]
+    s.executor.finish(liar)
+    s.step()
+    assert s.status(liar) == DONE and s.status(honest) == RUNNING
+
+
 def test_preemption_during_a_background_resize(tmp_path):
     # e (elastic 2..4) and f share the node; f ends, e grows to 4 in the background; before the
     # new workers switch in, e is demoted and a new job preempts it: the resize is dropped, the

@@ -47,8 +47,9 @@ class Executor(Protocol):
         """Profile the job (reported as "profiled" with the result as JSON, or "failed"); with
         ``placements``, also on 2 workers on one node and on two (GENIE's samples)."""
 
-    def progress(self, job_id: str) -> dict | None:
-        """The run's last measured progress: iteration, iterations, iteration_s."""
+    def progress(self, job_id: str) -> object:
+        """The run's last report of its progress (iteration, iterations, iteration_s, loss), as
+        the tenant's process gave it: unchecked (:mod:`dlsched.runtime.reports` checks it)."""
 
     def poll(self) -> list[Outcome]:
         """What happened since the last call."""

@@ -62,7 +62,7 @@ class _Run:
     stop: threading.Event = field(default_factory=threading.Event)
     kill: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
-    progress: dict | None = None
+    progress: object = None  # the tenant process's last report, unchecked
     resize_to: list[tuple[str, int]] | None = None  # a background resize asked for
 
 
@@ -179,17 +179,17 @@ class TrainWorker:
             self.process.kill()
         return result
 
-    def progress(self) -> dict | None:
+    def progress(self) -> object:
+        """The tenant process's report, cut to its four numbers (the service checks them,
+        :mod:`dlsched.runtime.reports`); anything else in their place is marked, not passed."""
         p = self.process.call("progress", 5)
-        return (
-            {
-                k: p.get(k)
-                for k in ("iteration", "iterations", "iteration_s", "loss")
-                if isinstance(p.get(k), (int, float))
-            }
-            if isinstance(p, dict)
-            else None
-        )
+        if p is None or not isinstance(p, dict):
+            return p if p is None else "(not a mapping)"
+        return {
+            k: v if v is None or isinstance(v, (int, float)) else "(not a number)"
+            for k in ("iteration", "iterations", "iteration_s", "loss")
+            if (v := p.get(k)) is not None
+        }
 
     def stop(self) -> None:
         self.process.tell("stop")
@@ -441,7 +441,7 @@ class RayExecutor:
         if run is not None:
             run.resize_to = list(placement)
 
-    def progress(self, job_id: str) -> dict | None:
+    def progress(self, job_id: str) -> object:
         run = self._runs.get(job_id)
         return run.progress if run else None
 
@@ -606,7 +606,8 @@ class RayExecutor:
                 ):
                     return self._finish(run, "stopped", detail="did not stop in time: killed")
             outcome = ray.get(results[0])
-            run.progress = {**(run.progress or {}), "iteration": outcome["iteration"]}
+            last = run.progress if isinstance(run.progress, dict) else {}
+            run.progress = {**last, "iteration": outcome["iteration"]}
             self._finish(run, outcome["status"], outcome["iteration"])
         except Exception as e:  # a worker died or raised: the whole gang goes
             detail = _error_text(e)

@@ -39,6 +39,12 @@ class RuntimeMetrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
         )
+        self.dropped_reports = PromCounter(
+            "dlsched_dropped_progress_reports_total",
+            "Progress reports of tenant processes dropped as invalid (NaN, infinite, out of "
+            "range); the job's events name each",
+            registry=r,
+        )
         self.rejected_plans = PromCounter(
             "dlsched_rejected_plans_total",
             "Scheduling passes skipped because the books refused the policy's plan (a policy "

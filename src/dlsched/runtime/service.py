@@ -38,6 +38,7 @@ from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
+from .reports import checked_progress
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
 
@@ -61,6 +62,8 @@ class LiveJob:
     estimated: bool  # its duration is re-estimated from measured iteration times
     iteration: int | None = None  # last measured progress written to the store
     meter: JobMeter = field(default_factory=JobMeter)  # what its runs measured (what-if replays)
+    bad_reports: int = 0  # progress reports dropped as invalid
+    own_iterations: int | None = None  # its spec's iteration count (None: given in epochs)
 
 
 class SchedulerService:
@@ -440,6 +443,7 @@ class SchedulerService:
             row["attempt"],
             estimated="duration_s" not in row["spec"],
             meter=JobMeter.load(row.get("measured")),
+            own_iterations=row["spec"].get("iterations"),
         )
 
     def _retire(self, jid: str) -> None:
@@ -534,24 +538,38 @@ class SchedulerService:
     def _progress(self) -> None:
         """Bring the books' view of running jobs to what the workers measure: the work done,
         and the job's duration re-estimated from its measured iteration time."""
-        for jid, job in self.books.running.items():
-            p = self.executor.progress(jid)
-            live = self.live[jid]
-            if not p or not p.get("iteration") or p["iteration"] == live.iteration:
-                continue
-            live.iteration = p["iteration"]
-            key = config_key(len(job.gpus), job.accumulation, job.sharing)
-            fields = {"iteration": p["iteration"], "iteration_s": p.get("iteration_s")}
-            if live.meter.observe(self.clock(), p["iteration"], p.get("iteration_s"), key):
-                fields["measured"] = live.meter.dump()
-                if job.sharing:
-                    self._learn_slowdown(job, live.meter)
-            self.store.update_job(jid, **fields)
-            total = p.get("iterations") or job.spec.iterations
-            measured = p.get("iteration_s") and live.estimated
-            self.books.observe_progress(
-                job, p["iteration"] / total, total * p["iteration_s"] if measured else None
-            )
+        for jid, job in list(self.books.running.items()):
+            try:
+                self._job_progress(jid, job)
+            except Exception:  # one job's report must not stop the pass for the others
+                log.exception("scheduling pass: the progress of job %s was not recorded", jid)
+
+    def _job_progress(self, jid: str, job: JobState) -> None:
+        live = self.live[jid]
+        p, why = checked_progress(self.executor.progress(jid), live.own_iterations)
+        if why:
+            live.bad_reports += 1
+            self.metrics.dropped_reports.inc()
+            n = live.bad_reports
+            if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th...: named, without flooding events
+                self.store.update_job(jid, event=f"progress report dropped ({n} so far): {why}")
+            log.warning("job %s: progress report dropped: %s", jid, why)
+            return
+        if not p or not p["iteration"] or p["iteration"] == live.iteration:
+            return
+        live.iteration = p["iteration"]
+        key = config_key(len(job.gpus), job.accumulation, job.sharing)
+        fields = {"iteration": p["iteration"], "iteration_s": p["iteration_s"]}
+        if live.meter.observe(self.clock(), p["iteration"], p["iteration_s"], key):
+            fields["measured"] = live.meter.dump()
+            if job.sharing:
+                self._learn_slowdown(job, live.meter)
+        self.store.update_job(jid, **fields)
+        total = p["iterations"] or job.spec.iterations
+        measured = p["iteration_s"] and live.estimated
+        self.books.observe_progress(
+            job, p["iteration"] / total, total * p["iteration_s"] if measured else None
+        )
 
     def _learn_slowdown(self, job: JobState, meter: JobMeter) -> None:
         """From now on the policy weighs sharing this job by the slowdown it really had."""

@@ -16,7 +16,7 @@ from dlsched.policies.catalog import make_policy
 from fake_executor import Clock, FakeExecutor
 
 PLUGINS = Path(__file__).parent / "plugins"
-SMALLEST = "smallest_first:SmallestFirst"
+SMALLEST = "lab_policies:SmallestFirst"
 
 
 @pytest.fixture(autouse=True)
@@ -47,10 +47,10 @@ def test_parameters_reach_a_plug_in_and_unknown_ones_are_named():
     "name, says",
     [
         ("no_such_module:Policy", "cannot import 'no_such_module'"),
-        ("smallest_first:Missing", "'smallest_first' has no 'Missing'"),
-        ("smallest_first:NOT_A_POLICY", "is not a policy"),
-        ("smallest_first:fewest_gpus_first", "is not a policy"),
-        ("smallest_first:FailsToStart", "failed to start: RuntimeError: no licence"),
+        ("lab_policies:Missing", "'lab_policies' has no 'Missing'"),
+        ("lab_policies:NOT_A_POLICY", "is not a policy"),
+        ("lab_policies:fewest_gpus_first", "is not a policy"),
+        ("lab_policies:FailsToStart", "failed to start: RuntimeError: no licence"),
         ("no-such-policy", "unknown policy 'no-such-policy'"),
     ],
 )
@@ -61,10 +61,10 @@ def test_a_plug_in_that_cannot_be_used_is_named_with_the_reason(name, says):
 
 
 def test_an_invalid_plan_from_a_plug_in_is_refused_naming_it(tmp_path, capsys):
-    with pytest.raises(PlanError, match="smallest_first:StartsOnAMissingGpu"):
-        run("1x4", jobs(), "smallest_first:StartsOnAMissingGpu")
-    code = main(_simulate(tmp_path, "smallest_first:StartsOnAMissingGpu"))
-    assert code != 0 and "smallest_first:StartsOnAMissingGpu" in capsys.readouterr().err
+    with pytest.raises(PlanError, match="lab_policies:StartsOnAMissingGpu"):
+        run("1x4", jobs(), "lab_policies:StartsOnAMissingGpu")
+    code = main(_simulate(tmp_path, "lab_policies:StartsOnAMissingGpu"))
+    assert code != 0 and "lab_policies:StartsOnAMissingGpu" in capsys.readouterr().err
 
 
 def _simulate(out: Path, policy: str) -> list[str]:
@@ -89,14 +89,14 @@ def test_an_installed_package_s_plug_in_is_listed_and_runs_by_name(tmp_path, mon
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-policies\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[dlsched.policies]\nsmallest = smallest_first:SmallestFirst\n"
-        "broken = smallest_first:NOT_A_POLICY\n"
+        "[dlsched.policies]\nsmallest = lab_policies:SmallestFirst\n"
+        "broken = lab_policies:NOT_A_POLICY\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert main(["policies"]) == 0
     listing = capsys.readouterr().out
     assert (
-        "fewest GPUs first, with backfill [plug-in smallest_first:SmallestFirst from lab-policies]"
+        "fewest GPUs first, with backfill [plug-in lab_policies:SmallestFirst from lab-policies]"
         in listing
     )
     assert "broken" in listing and "cannot be used" in listing
@@ -145,7 +145,7 @@ def test_a_plug_in_s_invalid_plan_is_skipped_and_the_server_keeps_serving(tmp_pa
 
     store = SQLiteStore(tmp_path / "db.sqlite")
     executor = FakeExecutor({"n0": 4})
-    service = SchedulerService(store, executor, "smallest_first:InvalidOnce", clock=Clock())
+    service = SchedulerService(store, executor, "lab_policies:InvalidOnce", clock=Clock())
     client = TestClient(create_app(service, store, hash_token("admin")))
     admin = {"Authorization": "Bearer admin"}
     token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]

@@ -12,14 +12,13 @@ it is talking to.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .cluster import Cluster
 from .jobs import JobState
 from .state.free import FreeGpus
-from .state.loans import LoanBook
-from .state.occupancy import GpuOccupancy
 from .workload import WorkloadModel
 
 
@@ -59,25 +58,71 @@ class Applied:
         return [job for job, _ in self.plan.resize] if self.plan else []
 
 
+class IdleGpus(Protocol):
+    """The idle GPUs as a policy reads them (:class:`~dlsched.state.free.FreeGpus` without its
+    mutators): ``copy()`` gives an index of its own to plan against."""
+
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def total(self) -> int: ...
+    @property
+    def free(self) -> Sequence[Sequence[int]]: ...  # per node, its idle GPU ids
+    @property
+    def buckets(self) -> Sequence[AbstractSet[int]]: ...  # idle count -> nodes with that many
+    @property
+    def usable(self) -> AbstractSet[int]: ...
+
+    def copy(self) -> FreeGpus: ...
+    def is_free(self, g: int) -> bool: ...
+    def free_on(self, nid: int) -> int: ...
+    def nodes_with_at_least(self, need: int, types: tuple[str, ...] | None = None) -> list[int]: ...
+
+
+class Holders(Protocol):
+    """Which jobs hold each GPU (:class:`~dlsched.state.occupancy.GpuOccupancy`, read only)."""
+
+    @property
+    def max_jobs_per_gpu(self) -> int: ...
+    @property
+    def jobs(self) -> Sequence[Sequence[JobState]]: ...
+    @property
+    def memory(self) -> Sequence[float | None]: ...
+
+    def why_not_join(self, g: int, memory_mib: float | None) -> str | None: ...
+    def partners(self, job: JobState) -> set[JobState]: ...
+
+
+class Loans(Protocol):
+    """Inference servers loaned to training (:class:`~dlsched.state.loans.LoanBook`, read
+    only)."""
+
+    @property
+    def loaned(self) -> Mapping[int, float]: ...  # node -> when loaned
+    @property
+    def reclaiming(self) -> Mapping[int, tuple[float, float]]: ...  # node -> (asked, deadline)
+
+
 class PolicyView(Protocol):
-    """What a policy may read. Policies must not mutate any of it (``free.copy()`` to plan)."""
+    """What a policy may read; the type checker holds policies to it (no mutator is part of it:
+    ``free.copy()`` to plan)."""
 
     @property
     def now(self) -> float: ...
     @property
     def cluster(self) -> Cluster: ...
     @property
-    def free(self) -> FreeGpus: ...  # idle GPUs of usable nodes
+    def free(self) -> IdleGpus: ...  # idle GPUs of usable nodes
     @property
     def pending(self) -> Mapping[str, JobState]: ...  # in arrival order
     @property
     def running(self) -> Mapping[str, JobState]: ...
     @property
-    def occupancy(self) -> GpuOccupancy: ...  # which jobs hold each GPU, their memory
+    def occupancy(self) -> Holders: ...  # which jobs hold each GPU, their memory
     @property
     def workload(self) -> WorkloadModel: ...  # speed, memory, co-location
     @property
-    def loans(self) -> LoanBook: ...  # inference servers loaned / reclaiming
+    def loans(self) -> Loans: ...  # inference servers loaned / reclaiming
     @property
     def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs each tenant's running jobs hold
 

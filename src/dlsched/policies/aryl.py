@@ -39,6 +39,7 @@ from typing import ClassVar
 from ..errors import SpecError
 from ..jobs import JobState
 from ..state.free import FreeGpus
+from ..view import IdleGpus
 from . import knapsack
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated, smallest_fitting
@@ -153,10 +154,10 @@ class Aryl(Policy):
     # -- the pass -----------------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         plan = Plan()
-        free = view.free
+        scratch: FreeGpus | None = None  # the idle GPUs as this pass plans them
         planned: dict[str, tuple[int, ...]] = {}  # this pass's shrinks and growths
-        if self.queue and free.total + self.extra_total >= min(self.base_sizes):
-            free = free.copy()
+        if self.queue and view.free.total + self.extra_total >= min(self.base_sizes):
+            free = scratch = view.free.copy()
             started: list[int] = []
             failed: set[tuple] = set()
             for i, entry in enumerate(self.queue):
@@ -171,6 +172,7 @@ class Aryl(Policy):
                 )
                 if gpus is None and self.extra_total and need <= free.total + self.extra_total:
                     free, gpus = self._make_room(view, free, need, job.spec.gpu_types, planned)
+                    scratch = free
                 if gpus is None:
                     if not self.backfill:
                         break
@@ -183,10 +185,8 @@ class Aryl(Policy):
                 started.append(i)
             if started:
                 self._dequeue(started)
-        if self.elasticity and free.total > 0 and (self.size or plan.start):
-            if free is view.free:
-                free = free.copy()
-            self._grow(view, plan, free, planned)
+        if self.elasticity and (scratch or view.free).total > 0 and (self.size or plan.start):
+            self._grow(view, plan, scratch or view.free.copy(), planned)
         for job, gpus in plan.start:
             self._track(job, len(gpus))
         for jid, gpus in planned.items():
@@ -196,7 +196,7 @@ class Aryl(Policy):
         return plan
 
     def _place_base(
-        self, view: PolicyView, free: FreeGpus, need: int, types: tuple[str, ...] | None
+        self, view: PolicyView, free: IdleGpus, need: int, types: tuple[str, ...] | None
     ) -> tuple[int, ...] | None:
         """Owned servers first, then loaned ones too."""
         loaned = view.loans.loaned

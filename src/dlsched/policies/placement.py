@@ -1,20 +1,20 @@
 """Placement strategies, shared by every policy: plain functions over the free-GPU index
-(:class:`~dlsched.state.free.FreeGpus`) that return the GPUs to use, or None."""
+(read through :class:`~dlsched.view.IdleGpus`) that return the GPUs to use, or None."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..cluster import Node
-from ..state.free import FreeGpus
+from ..view import IdleGpus
 
 
-def _lowest(free: list[int], k: int) -> list[int]:
+def _lowest(free: Sequence[int], k: int) -> list[int]:
     return sorted(free)[:k]
 
 
 def best_fit(
-    free: FreeGpus,
+    free: IdleGpus,
     need: int,
     types: tuple[str, ...] | None = None,
     allowed: Callable[[int], bool] | None = None,
@@ -43,7 +43,7 @@ def _eligible(
 
 
 def consolidated(
-    free: FreeGpus, need: int, types: tuple[str, ...] | None = None
+    free: IdleGpus, need: int, types: tuple[str, ...] | None = None
 ) -> tuple[int, ...] | None:
     """As few nodes as the job's size allows, or nothing: a job that fits on one node gets one
     node; a larger one gets ceil(need / node size) nodes."""
@@ -65,7 +65,7 @@ def consolidated(
 
 
 def spread(
-    free: FreeGpus, need: int, types: tuple[str, ...] | None = None
+    free: IdleGpus, need: int, types: tuple[str, ...] | None = None
 ) -> tuple[int, ...] | None:
     """One GPU per node round-robin, emptiest nodes first (for jobs that want bandwidth per
     GPU, or to study what consolidation buys)."""
@@ -84,7 +84,7 @@ def spread(
 
 
 def _fill_from_emptiest(
-    free: FreeGpus,
+    free: IdleGpus,
     need: int,
     types: tuple[str, ...] | None,
     allowed: Callable[[int], bool] | None = None,
@@ -102,7 +102,7 @@ def _fill_from_emptiest(
     return None
 
 
-Placement = Callable[[FreeGpus, int, "tuple[str, ...] | None"], "tuple[int, ...] | None"]
+Placement = Callable[[IdleGpus, int, "tuple[str, ...] | None"], "tuple[int, ...] | None"]
 
 PLACEMENTS: dict[str, Placement] = {
     "best-fit": best_fit,

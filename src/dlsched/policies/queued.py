@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 from ..jobs import JobState
 from ..state.free import FreeGpus
+from ..view import IdleGpus
 from .base import Plan, Policy, PolicyView
 
 K = TypeVar("K")
@@ -37,7 +38,7 @@ def size_kind(job: JobState) -> tuple:
 
 
 class SharingPass(Protocol):
-    def find(self, job: JobState, free: FreeGpus) -> tuple[tuple[int, ...] | None, int]:
+    def find(self, job: JobState, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` beside running jobs (and idle ones), and its sub-batch count."""
 
 
@@ -111,7 +112,8 @@ class QueuedPolicy(Policy):
             sharing = self.sharing.begin(view)
         elif view.free.total < min(self.sizes):
             return _NO_PLAN
-        free = view.free  # copied only once something starts
+        free: IdleGpus = view.free  # copied only once something starts
+        scratch: FreeGpus | None = None
         plan = Plan()
         started: list[int] = []
         # A kind of job that could not start cannot start later in the pass: idle GPUs only
@@ -137,9 +139,9 @@ class QueuedPolicy(Policy):
                 continue
             idle = gpus if sharing is None else [g for g in gpus if free.is_free(g)]
             if idle:
-                if free is view.free:
-                    free = view.free.copy()
-                free.take(idle)
+                if scratch is None:
+                    free = scratch = view.free.copy()
+                scratch.take(idle)
             plan.start.append((job, gpus))
             if k > 1:
                 plan.accumulation[job.job_id] = k

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..jobs import JobState
-from ..state.free import FreeGpus
+from ..view import IdleGpus
 from .base import PolicyView
 from .queued import QueuedPolicy, shortest_first
 
@@ -187,7 +187,7 @@ class _SharingPass:
         self.claimed: set[int] = set()  # seq of running jobs given a partner in this pass
         self.feasible: dict[tuple, list] = {}  # job signature -> [(group, pairing)]
 
-    def find(self, job: JobState, free: FreeGpus) -> tuple[tuple[int, ...] | None, int]:
+    def find(self, job: JobState, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` (idle ones first, then partners', best first) and its sub-batch
         count; (None, 1) if not enough."""
         if job.spec.gpu_types is not None:
@@ -252,7 +252,7 @@ class _SharingPass:
         return None
 
     def _share(
-        self, job: JobState, free: FreeGpus, groups: list[_Group]
+        self, job: JobState, free: IdleGpus, groups: list[_Group]
     ) -> tuple[tuple[int, ...], int, list[JobState]] | None:
         t_a1 = job.remaining_s
         signature = (job.spec.model, job.spec.batch_size, job.spec.num_gpus)

@@ -439,12 +439,6 @@ class ClusterState:
             self.occupancy.recount(job)
         self._set_rate(job, self._rate(job))
 
-    def _unknown_gpu(self, gpus: tuple[int, ...]) -> str | None:
-        """A plan's GPU ids come from a policy (maybe a plug-in): each must be one of ours."""
-        count = len(self.cluster.gpu_node)
-        bad = [g for g in gpus if type(g) is not int or not 0 <= g < count]
-        return f"GPU {bad[0]!r}, which this cluster does not have (0..{count - 1})" if bad else None
-
     def _resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
         """Change a running elastic job's GPUs (checked by :class:`PlanCheck`), charging the
         configured mechanism."""

@@ -11,14 +11,35 @@ joins) is kept for the commit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ..cluster import Cluster
 from ..errors import PlanError
 from ..jobs import JobState, Status
-from ..view import Plan
+from ..view import Plan, PolicyHooks
+from ..workload import WorkloadModel
+from .free import FreeGpus
+from .occupancy import GpuOccupancy
 
-if TYPE_CHECKING:
-    from .cluster_state import ClusterState
+
+class Books(Protocol):
+    """What the check reads of :class:`~dlsched.state.cluster_state.ClusterState`."""
+
+    policy: PolicyHooks
+    cluster: Cluster
+    workload: WorkloadModel
+    free: FreeGpus
+    occupancy: GpuOccupancy
+    pending: dict[str, JobState]
+    running: dict[str, JobState]
+    restore_full_batch: bool
+
+
+def unknown_gpu(cluster: Cluster, gpus: tuple[int, ...]) -> str | None:
+    """A plan's GPU ids come from a policy (maybe a plug-in): each must be one of ours."""
+    count = len(cluster.gpu_node)
+    bad = [g for g in gpus if type(g) is not int or not 0 <= g < count]
+    return f"GPU {bad[0]!r}, which this cluster does not have (0..{count - 1})" if bad else None
 
 
 class PlanCheck:
@@ -35,7 +56,7 @@ class PlanCheck:
         "started",
     )
 
-    def __init__(self, state: ClusterState, retiring: Sequence[int] = ()) -> None:
+    def __init__(self, state: Books, retiring: Sequence[int] = ()) -> None:
         self.state = state
         self.retiring = retiring  # servers being reclaimed: nothing may start or grow there
         self.claimed: set[int] = set()  # GPUs an entry took
@@ -104,7 +125,7 @@ class PlanCheck:
             problem = f"it is {status.value}"
         elif job.job_id in self.resized:
             problem = "the plan resizes it twice"
-        elif unknown := state._unknown_gpu(gpus):
+        elif unknown := unknown_gpu(state.cluster, gpus):
             problem = f"onto {unknown}"
         elif not low <= len(set(gpus)) == len(gpus) <= high:
             problem = f"{len(set(gpus))} distinct GPUs is outside its {low}..{high}"
@@ -139,7 +160,7 @@ class PlanCheck:
             status = Status.RUNNING if jid in self.memory else self._status(job, "started")
             if status is not Status.PENDING:
                 raise self._fail(job, "started", f"it is {status.value}")
-        if unknown := state._unknown_gpu(gpus):
+        if unknown := unknown_gpu(state.cluster, gpus):
             raise self._fail(job, "started", f"onto {unknown}")
         low, high = job.spec.start_range(state.policy.moldable)
         n = len(gpus)

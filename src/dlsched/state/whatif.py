@@ -9,11 +9,8 @@ from typing import Any
 
 from ..cluster import Cluster
 from ..jobs import JobState
-from ..view import PolicyView
+from ..view import Holders, IdleGpus, Loans, PolicyView
 from ..workload import WorkloadModel
-from .free import FreeGpus
-from .loans import LoanBook
-from .occupancy import GpuOccupancy
 
 
 class WhatIfView:
@@ -56,7 +53,7 @@ class WhatIfView:
         return self.base.cluster
 
     @property
-    def free(self) -> FreeGpus:
+    def free(self) -> IdleGpus:
         return self._free
 
     @property
@@ -68,7 +65,7 @@ class WhatIfView:
         return self._running
 
     @property
-    def occupancy(self) -> GpuOccupancy:
+    def occupancy(self) -> Holders:
         return self.base.occupancy
 
     @property
@@ -76,7 +73,7 @@ class WhatIfView:
         return self.base.workload
 
     @property
-    def loans(self) -> LoanBook:
+    def loans(self) -> Loans:
         return self.base.loans
 
     @property

@@ -1,4 +1,4 @@
-"""Plug-in policies for tests/test_plugins.py, importable as ``smallest_first:...``."""
+"""Plug-in policies for tests/test_plugins.py, importable as ``lab_policies:...``."""
 
 from __future__ import annotations
 

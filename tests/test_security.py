@@ -173,6 +173,23 @@ def test_a_false_progress_report_stops_no_other_tenant(harness):
         assert why in str(job["events"]) and job["iteration"] in (None, 0, 150)
 
 
+def test_a_run_that_ends_while_its_progress_is_asked_is_done_not_failed(harness):
+    # issue 29, 6: the worker asks for progress as the run ends and its process goes; before,
+    # that failed call failed the run, which restarted with one failure counted
+    h = harness
+    alice = h.tenant("alice")
+    job = h.submit(
+        alice,
+        entrypoint=f"{PROGRAMS / 'slow_report.py'}:build",
+        args=EMULATED["args"],
+        gpus=1,
+        batch_size=8,
+        iterations=40,
+    )
+    row = h.wait_status(job, "done", "failed", timeout_s=120)
+    assert row["status"] == "done" and row["failures"] == 0 and row["attempt"] == 1, row["events"]
+
+
 def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
     """Tenant Python processes of this server (its data directory) now running, not the
     bubblewrap processes around them (other tests may run tenant processes meanwhile)."""

@@ -181,8 +181,13 @@ class TrainWorker:
 
     def progress(self) -> object:
         """The tenant process's report, cut to its four numbers (the service checks them,
-        :mod:`dlsched.runtime.reports`); anything else in their place is marked, not passed."""
-        p = self.process.call("progress", 5)
+        :mod:`dlsched.runtime.reports`); anything else in their place is marked, not passed.
+        None when the process does not answer (a run that just ended has no process left):
+        no report this time; the run's own result decides its outcome."""
+        try:
+            p = self.process.call("progress", 5)
+        except TenantError:
+            return None
         if p is None or not isinstance(p, dict):
             return p if p is None else "(not a mapping)"
         return {
@@ -587,8 +592,8 @@ class RayExecutor:
                     break
                 try:
                     run.progress = ray.get(run.actors[0].progress.remote(), timeout=5)
-                except ray.exceptions.GetTimeoutError:
-                    pass
+                except ray.exceptions.RayError:
+                    pass  # no report this time: a worker that died fails ``results`` above
                 if run.kill.is_set():
                     return self._finish(run, "stopped", detail="killed")
                 if run.resize_to is not None and stop_sent_at is None and not run.stop.is_set():

@@ -4,6 +4,7 @@ spec and its bounds, the declared security scheme, access control."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC
 
 import pytest
@@ -41,6 +42,15 @@ def test_the_schema_shows_the_job_fields_with_their_bounds_and_the_bearer_scheme
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
+def _nested(levels: int) -> dict:
+    args: dict = {}
+    inner = args
+    for _ in range(levels - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    return args
+
+
 @pytest.mark.parametrize(
     "change, field",
     [
@@ -64,6 +74,9 @@ def test_the_schema_shows_the_job_fields_with_their_bounds_and_the_bearer_scheme
         ({"within": 0}, "within"),
         ({"within": "1h", "deadline": "2099-01-01T00:00:00Z"}, "within"),  # both
         ({"deadline": "2099-01-01T00:00:00Z"}, "deadline"),  # more than 10^8 s (3 years) away
+        ({"args": _nested(254)}, "args"),  # issue 29: a 500, stored, and every listing a 500
+        ({"args": _nested(33)}, "args"),
+        ({"args": {"data": "x" * 70_000}}, "args"),  # over 64 KiB as JSON
     ],
 )
 def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(api, change, field):
@@ -74,6 +87,14 @@ def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(api, change,
     assert r.status_code == 422, r.text
     assert r.json()["detail"]["field"] == field, r.text
     assert store.jobs() == []
+
+
+def test_args_32_levels_deep_and_64_kib_are_kept_and_listed(api):
+    client, alice, store = api
+    deep = {**OK, "args": {**_nested(32), "data": "x" * 60_000}}
+    r = client.post("/v1/jobs", json=deep, headers=alice)
+    assert r.status_code == 201, r.text
+    assert client.get("/v1/jobs", headers=alice).json()[0]["spec"]["args"] == deep["args"]
 
 
 def test_a_body_that_is_not_an_object_is_a_422(api):
@@ -152,7 +173,7 @@ def test_a_body_over_the_limit_is_a_413_and_nothing_is_stored(api):
 def test_tenant_names_are_validated(api):
     client, _, _ = api
     admin = {"Authorization": "Bearer admin-secret"}
-    for bad in ("Alice", "ALICE", "a" * 33, "1abc", "ali ce", "admin", "", "al_ice"):
+    for bad in ("Alice", "ALICE", "a" * 33, "1abc", "ali ce", "admin", "", "al_ice", "alice\n"):
         r = client.post("/v1/tenants", json={"name": bad}, headers=admin)
         assert r.status_code == 422 and r.json()["detail"]["field"] == "name", (bad, r.text)
     assert client.post("/v1/tenants", json={"name": "alice"}, headers=admin).status_code == 409
@@ -246,3 +267,15 @@ def test_export_shows_a_tenant_its_own_history_and_bounds_its_query(api):
         r = client.get("/v1/export", params=bad, headers=alice)
         assert r.status_code == 422, (bad, r.text)
     assert client.get("/v1/export").status_code in (401, 403)
+
+
+def test_a_database_outside_the_data_directory_is_the_server_s_alone(tmp_path):
+    # issue 29: with --db elsewhere, it was created with the umask's mode (world-readable)
+    old = os.umask(0o022)
+    try:
+        store = SQLiteStore(tmp_path / "elsewhere" / "db.sqlite")
+        store.create_tenant("alice", "hash")
+    finally:
+        os.umask(old)
+    for f in (tmp_path / "elsewhere").iterdir():
+        assert f.stat().st_mode & 0o077 == 0, (f.name, oct(f.stat().st_mode))

@@ -274,3 +274,30 @@ def test_a_consolidated_variant_keeps_its_placement_unless_told(tmp_path, args, 
         == 0
     )
     assert json.loads((out / "summary.json").read_text())["params"]["placement"] == placement
+
+
+def test_events_and_logs_print_a_tenant_s_control_characters_escaped(monkeypatch, capsys):
+    # issue 29: a job's events and log are its tenant's bytes; printed raw, they drive the
+    # terminal of whoever reads them (retitle the window, erase lines)
+    import argparse
+
+    from dlsched.runtime import client
+
+    class Reply:
+        text = "log \x1b[31mred\x1b[0m\n"
+
+        def json(self):
+            message = "boom\x1b]0;pwned\x07\r\x1b[2Koops\n\tat line 2"
+            return {
+                "id": "job-1",
+                "status": "failed",
+                "events": [{"t": 0.0, "status": "failed", "message": message}],
+            }
+
+    monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
+    client.cmd_events(argparse.Namespace(id="job-1"))
+    client.cmd_logs(argparse.Namespace(id="job-1"))
+    out = capsys.readouterr().out
+    assert not set(out) & {"\x1b", "\x07", "\r"}
+    assert "boom\\x1b]0;pwned\\x07\\x0d\\x1b[2Koops" in out and "\tat line 2" in out
+    assert "log \\x1b[31mred\\x1b[0m" in out

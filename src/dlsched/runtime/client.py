@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -134,8 +135,18 @@ def cmd_jobs(args) -> int:
     return 0
 
 
+# control characters but tab and newline: a tenant's text must not drive the terminal
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """A tenant's text (a log, an event's message) with control characters shown as \\xNN, so
+    that printing it cannot move the cursor, retitle the window or hide lines."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def cmd_logs(args) -> int:
-    sys.stdout.write(_call(args, "GET", f"/v1/jobs/{args.id}/logs").text)
+    sys.stdout.write(printable(_call(args, "GET", f"/v1/jobs/{args.id}/logs").text))
     return 0
 
 
@@ -145,7 +156,7 @@ def cmd_events(args) -> int:
     print(f"{job['id']} ({job['status']})")
     for e in job["events"]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["t"]))
-        lines = e["message"].rstrip().splitlines() or [""]
+        lines = printable(e["message"]).rstrip().splitlines() or [""]
         print(f"{when}  {e['status']:<9} {lines[0]}")
         for line in lines[1:]:
             print(f"{'':30}{line}")

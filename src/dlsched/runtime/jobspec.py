@@ -21,6 +21,7 @@ takes to run the program. Given as a mapping (from YAML or JSON)::
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -46,6 +47,8 @@ MAX_ITERATIONS = 10**9
 MAX_EPOCHS = 100_000
 MAX_DURATION_S = 10**8  # about three years
 MAX_TEXT = 256  # entrypoint and name
+MAX_ARGS_DEPTH = 32  # nesting of ``args``: hyperparameters, not data (254 levels broke reads)
+MAX_ARGS_BYTES = 64 * 1024  # ``args`` as JSON: a job's row is read on every listing
 
 
 class JobRequest(BaseModel):
@@ -65,7 +68,11 @@ class JobRequest(BaseModel):
         None, ge=1, le=MAX_ITERATIONS, description="give iterations or epochs"
     )
     epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)
-    args: dict[str, Any] = Field(default_factory=dict, description="passed to the entrypoint")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"passed to the entrypoint (at most {MAX_ARGS_DEPTH} levels deep, "
+        f"{MAX_ARGS_BYTES // 1024} KiB as JSON)",
+    )
     name: str | None = Field(None, max_length=MAX_TEXT)
     duration_s: float | None = Field(
         None,
@@ -95,6 +102,26 @@ class JobRequest(BaseModel):
     )
 
 
+def _args_problem(args: dict) -> str | None:
+    """Why ``args`` is too deep or too large to keep, or None (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(args, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_ARGS_DEPTH:
+            return f"nested more than {MAX_ARGS_DEPTH} levels deep"
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    try:
+        size = len(json.dumps(args, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        return f"not JSON: {e}"
+    if size > MAX_ARGS_BYTES:
+        return f"{size} bytes as JSON; at most {MAX_ARGS_BYTES}"
+    return None
+
+
 def spec_error(errors: list[dict]) -> SpecError:
     """The first problem pydantic found, as the field it names and the reason."""
     first = errors[0]
@@ -118,6 +145,8 @@ def validate_run_spec(
         raise spec_error(e.errors()) from None
     if ("iterations" in out) == ("epochs" in out):
         raise SpecError("iterations", "give either iterations or epochs")
+    if problem := _args_problem(out.get("args", {})):
+        raise SpecError("args", problem)
     high = max(out["gpus"], out.get("max_gpus") or 0)
     if out["gpus"] > capacity_gpus:
         raise SpecError("gpus", f"asks for {out['gpus']} GPUs; the cluster has {capacity_gpus}")

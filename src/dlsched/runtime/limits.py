@@ -11,7 +11,8 @@ import threading
 import time
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a job spec is a few hundred bytes
-TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")  # lowercase: unique case-insensitively
+# lowercase: unique case-insensitively; \Z, not $: "$" also matches before a final newline
+TENANT_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")
 SUBMITS_PER_S = 5.0  # per tenant, sustained
 SUBMIT_BURST = 20  # per tenant, at once
 MAX_QUEUED_PER_TENANT = 1000

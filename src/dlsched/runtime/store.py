@@ -7,6 +7,7 @@ submit call returns, and every state change before it is acted on.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -91,6 +92,10 @@ class SQLiteStore(Store):
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # the server's alone (token hashes, every tenant's jobs), wherever --db puts it;
+            # SQLite gives its -wal and -shm files the database's mode
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            os.chmod(self.path, 0o600)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -130,12 +130,14 @@ class FakeExecutor:
                 load[p] = load.get(p, 0) + 1
         return load
 
-    def finish_profiling(self, profile: dict | None = None) -> None:
-        for job_id in self.profiling:
+    def finish_profiling(self, profile: dict | None = None, only: tuple = ()) -> None:
+        """Every profiling run under way ends (``only``: those jobs') with ``profile``."""
+        done = [j for j in self.profiling if not only or j in only]
+        for job_id in done:
             self.outcomes.append(
                 Outcome(job_id, 0, "profiled", detail=json.dumps(profile or PROFILE))
             )
-        self.profiling = []
+        self.profiling = [j for j in self.profiling if j not in done]
 
     def finish(self, job_id: str) -> None:
         run = self.runs.pop(job_id)

@@ -190,6 +190,55 @@ def test_a_run_that_ends_while_its_progress_is_asked_is_done_not_failed(harness)
     assert row["status"] == "done" and row["failures"] == 0 and row["attempt"] == 1, row["events"]
 
 
+def test_a_profiling_failure_whose_log_cannot_be_written_frees_its_slot(harness, monkeypatch):
+    # issue 29, 5: the log write raised in the profiling thread, which died without reporting:
+    # the slot stayed taken, and after two no job was profiled again
+    h = harness
+
+    def full_disk(job_id, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(h.executor, "log", full_disk)
+    alice = h.tenant("alice")
+    broken = [
+        h.submit(
+            alice, entrypoint=f"{PROGRAMS / 'hog.py'}:missing", gpus=1, batch_size=8, iterations=5
+        )
+        for _ in range(h.service.max_profiling)
+    ]
+    for job in broken:
+        assert "profiling failed" in h.wait_status(job, "failed", timeout_s=60)["message"]
+    fine = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=5)
+    h.wait_status(fine, "done", timeout_s=60)
+
+
+def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
+    # issue 29, 5: alice's four jobs take 8 s each to build; bob's job, submitted while the
+    # first two profile, takes the first slot that frees, not the place after alice's four
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    slow = [
+        h.submit(
+            alice,
+            entrypoint=f"{PROGRAMS / 'slow_build.py'}:build",
+            args={**EMULATED["args"], "sleep_s": 8},
+            gpus=1,
+            batch_size=8,
+            iterations=5,
+        )
+        for _ in range(4)
+    ]
+    wait_for(lambda: len(h.service.profiling) == 2, what="two profiling runs")
+    quick = h.submit(bob, **EMULATED, gpus=1, batch_size=8, iterations=5)
+    h.wait_status(quick, "done", timeout_s=90)
+
+    def profiling_since(job):
+        return min(e["t"] for e in h.job(job)["events"] if e["message"] == "profiling")
+
+    wait_for(lambda: all(h.job(j)["profile"] for j in slow), timeout_s=90, what="alice's builds")
+    assert profiling_since(quick) <= min(profiling_since(j) for j in slow[2:])
+
+
 def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
     """Tenant Python processes of this server (its data directory) now running, not the
     bubblewrap processes around them (other tests may run tenant processes meanwhile)."""

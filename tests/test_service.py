@@ -390,6 +390,26 @@ def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):
     assert all(j in s.service.live for j in jobs if s.status(j) != "done")
 
 
+def test_profiling_slots_go_to_tenants_in_turn(tmp_path):
+    # issue 29, 5: alice's four jobs take both slots and queue two more; bob's one job, submitted
+    # next, gets the first slot that frees, before alice's third (a single queue made it wait
+    # for all of alice's). Alone, a tenant uses every slot.
+    s = Setup(tmp_path, policy="sjf-bsbf", nodes={"n0": 4})
+    a = [s.submit(gpus=1, duration_s=100) for _ in range(4)]
+    s.step()
+    assert s.executor.profiling == a[:2]
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    b = s.store.add_job(bob, {**SPEC, "gpus": 1, "duration_s": 100})["id"]
+    s.step()
+    assert s.executor.profiling == a[:2]  # no slot free
+    s.executor.finish_profiling(only=(a[0],))
+    s.step()
+    assert s.executor.profiling == [a[1], b]
+    s.executor.finish_profiling(only=(b,))
+    s.step()
+    assert s.executor.profiling == [a[1], a[2]]  # bob has none waiting: alice takes both again
+
+
 def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
     s = Setup(tmp_path, "aryl", nodes={"n0": 2, "i0": 2}, inference=("i0",), reclaim_notice_s=30.0)
     assert s.executor.stand_ins == {"i0"}  # inference holds its server at start

@@ -66,7 +66,9 @@ class _Run:
     resize_to: list[tuple[str, int]] | None = None  # a background resize asked for
 
 
-PROFILE_TIMEOUT_S = 600.0  # chosen: a profiling run's few passes, with a slow build
+# Chosen: a profiling run's few passes, with a slow build (torch's import alone is seconds on a
+# busy node). A build that takes longer holds a slot others wait for: it fails with the reason.
+PROFILE_TIMEOUT_S = 120.0
 
 
 @ray.remote(num_cpus=0)
@@ -391,7 +393,9 @@ class RayExecutor:
         ).start()
 
     def _profile(self, job_id: str, config: dict, placements: bool) -> None:
+        """Runs in a thread of its own; reports exactly one outcome, whatever fails."""
         args = (job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
+        outcome = Outcome(job_id, 0, "failed", detail="profiling failed: no result")
         try:
             result = ray.get(_profile_task.remote(config, *args))
             if placements:
@@ -425,10 +429,14 @@ class RayExecutor:
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
         except Exception as e:  # a program that cannot even build
             detail = f"profiling failed: {_error_text(e)}"
-            self.log(job_id, detail)
             outcome = Outcome(job_id, 0, "failed", detail=detail)
-        with self._lock:
-            self._outcomes.append(outcome)
+            try:
+                self.log(job_id, detail)
+            except Exception:  # a full disk: the outcome (and its slot) must still come back
+                logging.getLogger("dlsched.executor").exception("log of %s not written", job_id)
+        finally:
+            with self._lock:
+                self._outcomes.append(outcome)
 
     def _profile_node_pairs(self) -> list[tuple[str, str]]:
         """Ray node ids for 2 workers on one node, and (when there are two) on two nodes."""

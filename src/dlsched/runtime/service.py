@@ -90,8 +90,10 @@ class SchedulerService:
         self._swept_until = float("-inf")  # jobs finished before this have no checkpoint left
         self._next_sweep = 0.0
         self.max_profiling = max_profiling
-        self.profiling: set[str] = set()  # jobs whose profiling run is under way
-        self._to_profile: deque[str] = deque()  # jobs waiting for a profiling slot
+        self.profiling: dict[str, str] = {}  # job id -> tenant: profiling runs under way
+        # tenant -> its jobs waiting for a profiling slot, oldest first; the dict's order is
+        # the tenants' turn (a tenant served goes to the back)
+        self._to_profile: dict[str, deque[str]] = {}
         self.policy_params = dict(policy_params or {})
         # every policy runs under the quota layer; without quotas no tenant is ever held back
         self.policy = QuotaLayer(
@@ -189,6 +191,7 @@ class SchedulerService:
             self._take_requests()
             for outcome in self.executor.poll():
                 self._outcome(outcome)
+            self._start_profiling()  # in the slots those outcomes freed
             self._reclaim_deadlines()
             self._progress()
             t0 = time.perf_counter()
@@ -420,15 +423,30 @@ class SchedulerService:
             if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
                 # a sharing policy needs the job's memory, GENIE its speed on other placements:
                 # profile it before it may be scheduled
-                self._to_profile.append(row["id"])
+                self._to_profile.setdefault(row["tenant_id"], deque()).append(row["id"])
             else:
                 self._enter(row)
+        self._start_profiling()
+
+    def _start_profiling(self) -> None:
+        """Free profiling slots go to the tenants with jobs waiting, in turn; a tenant holds
+        more than its share of the slots only while no other tenant waits for one."""
         while self._to_profile and len(self.profiling) < self.max_profiling:
-            row = self.store.job(self._to_profile.popleft())
+            running = Counter(self.profiling.values())
+            wanting = len(self._to_profile.keys() | running.keys())
+            share = max(1, self.max_profiling // wanting)
+            tenant = next(
+                (t for t in self._to_profile if running[t] < share), next(iter(self._to_profile))
+            )
+            waiting = self._to_profile.pop(tenant)
+            jid = waiting.popleft()
+            if waiting:
+                self._to_profile[tenant] = waiting  # its next job: at the back of the turn
+            row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
-                self.executor.profile(row["id"], row["spec"], placements=self.policy.moldable)
-                self.profiling.add(row["id"])
-                self.store.update_job(row["id"], event="profiling")
+                self.executor.profile(jid, row["spec"], placements=self.policy.moldable)
+                self.profiling[jid] = tenant
+                self.store.update_job(jid, event="profiling")
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the books (and its profile in the workload model)."""
@@ -454,7 +472,7 @@ class SchedulerService:
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
         if outcome.attempt == 0:  # a profiling run
-            self.profiling.discard(jid)
+            self.profiling.pop(jid, None)
             row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
                 return  # cancelled meanwhile

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import schemathesis
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dlsched.runtime.api import create_app, hash_token
 from dlsched.runtime.limits import SubmitLimiter
@@ -107,6 +108,43 @@ def fuzz_test(operation):
 for _operation in (result.ok() for result in schema.get_all_operations()):
     _label = re.sub(r"\W+", "_", _operation.label).strip("_").lower()
     globals()[f"test_no_5xx_and_no_cross_tenant_read_{_label}"] = fuzz_test(_operation)
+
+
+JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(
+    inner=JSON_VALUES, depth=st.integers(0, 400), pad=st.sampled_from([0, 1000, 65_000, 200_000])
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_nested_and_oversized_args_are_never_a_5xx_nor_break_listing(inner, depth, pad):
+    # issue 29: args 254 levels deep was a 500, stored, and every later listing a 500
+    args: dict = {"value": inner, "pad": "x" * pad}
+    for _ in range(depth):
+        args = {"a": args}
+    client = TestClient(TARGET.app)
+    caller = {"Authorization": f"Bearer {TARGET.callers['other']}"}
+    spec = {"entrypoint": "dlsched.workloads.lm:build", "gpus": 1, "batch_size": 8}
+    r = client.post("/v1/jobs", json={**spec, "iterations": 5, "args": args}, headers=caller)
+    SENT.append(r.status_code)
+    assert r.status_code in (201, 422, 429), r.text[:300]
+    if r.status_code == 422:
+        assert r.json()["detail"]["field"] == "args", r.text[:300]
+    listing = client.get("/v1/jobs", headers=caller)
+    assert listing.status_code == 200, listing.text[:300]
 
 
 def test_the_fuzz_sent_thousands_of_requests_good_and_bad():

@@ -151,6 +151,7 @@ class JobState:
     preemptions: int = 0  # stopped by the policy
     failures: int = 0  # stopped by a node failure or crash
     pending_since: float = 0.0  # when it last entered the queue
+    admitted: bool = True  # may be scheduled (an admission stage, quotas, may hold it back)
     last_run_s: float = 0.0  # length of its most recent run
     run_time_s: float = 0.0  # wall time it has held GPUs, all runs together
     # GPU sharing: gradient accumulation over k sub-batches, memory per GPU, and the slowdown

@@ -11,7 +11,7 @@ it is talking to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -103,6 +103,19 @@ class Loans(Protocol):
     def reclaiming(self) -> Mapping[int, tuple[float, float]]: ...  # node -> (asked, deadline)
 
 
+class JobQueue(Protocol):
+    """Admitted pending jobs in a policy's order (:class:`~dlsched.state.queues.PendingQueue`,
+    read only): iterate, ``len``, index; with buckets, each bucket's entries ``(key, seq,
+    job)`` best first."""
+
+    def __iter__(self) -> Iterator[JobState]: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> JobState: ...
+    def bucket_of(self, job: JobState) -> Any: ...
+    @property
+    def buckets(self) -> Mapping[Any, Sequence[tuple]]: ...
+
+
 class PolicyView(Protocol):
     """What a policy may read; the type checker holds policies to it (no mutator is part of it:
     ``free.copy()`` to plan)."""
@@ -126,9 +139,13 @@ class PolicyView(Protocol):
     @property
     def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs each tenant's running jobs hold
 
-    def queue(self, key: Callable[[JobState], Any]) -> Sequence[JobState]:
-        """The pending jobs in the order of ``key`` (smallest first), kept by the state from
-        the first call on (:mod:`dlsched.state.queues`): read it, do not copy or sort it."""
+    def queue(
+        self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
+    ) -> JobQueue:
+        """The admitted pending jobs in the order of ``key`` (smallest first), split into
+        buckets by ``bucket`` when given, kept by the state from the first call on
+        (:mod:`dlsched.state.queues`): read it, do not copy or sort it. Pass the same
+        functions every time (module-level functions or bound methods of the policy)."""
 
     def projected_finish(self, job: JobState) -> float:
         """When a running job ends at its current speed (inf when not running)."""
@@ -149,12 +166,21 @@ class PolicyView(Protocol):
         other running jobs were idle (a what-if; nothing changes)."""
 
 
+class AdmissionBooks(PolicyView, Protocol):
+    """What an admission stage (the quota layer) may change besides planning: which pending
+    jobs the policy under it may schedule (its queues list only admitted jobs)."""
+
+    def admit(self, job: JobState) -> None: ...
+    def dismiss(self, job: JobState) -> None: ...
+
+
 class PolicyHooks(Protocol):
     """What the state tells a policy (:class:`dlsched.policies.base.Policy` implements it)."""
 
     name: str
     moldable: bool  # may start a job on 1..its request GPUs (at its requested global batch)
     loans_servers: bool  # borrows the inference servers the inference side does not need
+    admits: bool  # an admission stage: the state admits no arrival by itself
 
     def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
         """Which ``count`` loaned servers to give back, and the plan that takes its jobs off

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import heapq
 import random
-from bisect import insort
 from collections.abc import Collection, Iterable, Sequence
 from typing import ClassVar
 
@@ -44,7 +43,7 @@ from . import knapsack
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated, smallest_fitting
 from .placement import best_fit
-from .queued import QueueEntry, shortest_first
+from .queued import shortest_first
 
 RECLAIM_RULES = ("cost", "recent", "random")
 
@@ -85,8 +84,6 @@ class Aryl(Policy):
         self.reclaim_rule = reclaim
         self.seed = seed
         self._rng = random.Random(seed)
-        self.queue: list[QueueEntry] = []  # SJF order
-        self.base_sizes: dict[int, int] = {}  # base size -> waiting jobs of that size
         self.size: dict[str, tuple[JobState, int]] = {}  # running elastic jobs and their GPUs
         self.extra_total = 0  # GPUs held above base sizes, in total
 
@@ -102,20 +99,11 @@ class Aryl(Policy):
     def base(self, job: JobState) -> int:
         return job.spec.gpu_range[0] if self.elasticity else job.num_gpus
 
-    # -- indexes ------------------------------------------------------------------------------
-    def _enqueue(self, job: JobState) -> None:
-        n = self.base(job)
-        insort(self.queue, QueueEntry(shortest_first(job), job.seq, (n, job.spec.gpu_types), job))
-        self.base_sizes[n] = self.base_sizes.get(n, 0) + 1
+    def kind(self, job: JobState) -> tuple:
+        """The queue's buckets: what a pass needs to know of a job to tell whether it can start."""
+        return (self.base(job), job.spec.gpu_types)
 
-    def _dequeue(self, indexes: list[int]) -> None:
-        gone = set(indexes)
-        for i in indexes:
-            n = self.queue[i].kind[0]
-            self.base_sizes[n] -= 1
-            if not self.base_sizes[n]:
-                del self.base_sizes[n]
-        self.queue = [e for i, e in enumerate(self.queue) if i not in gone]
+    # -- indexes ------------------------------------------------------------------------------
 
     def _track(self, job: JobState, size: int) -> None:
         self._untrack(job)
@@ -128,18 +116,11 @@ class Aryl(Policy):
         if entry is not None:
             self.extra_total -= entry[1] - self.base(job)
 
-    def job_arrived(self, job: JobState, now: float) -> None:
-        self._enqueue(job)
-
     def job_finished(self, job: JobState, now: float) -> None:
         self._untrack(job)
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._untrack(job)
-        self._enqueue(job)
-
-    def job_cancelled(self, job: JobState, now: float) -> None:
-        self._dequeue([next(i for i, e in enumerate(self.queue) if e.job is job)])
 
     def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
         self._track(job, len(gpus))
@@ -156,12 +137,13 @@ class Aryl(Policy):
         plan = Plan()
         scratch: FreeGpus | None = None  # the idle GPUs as this pass plans them
         planned: dict[str, tuple[int, ...]] = {}  # this pass's shrinks and growths
-        if self.queue and view.free.total + self.extra_total >= min(self.base_sizes):
+        queue = view.queue(shortest_first, self.kind)  # SJF, bucketed by kind
+        kinds = queue.buckets
+        if queue and view.free.total + self.extra_total >= min(k[0] for k in kinds):
             free = scratch = view.free.copy()
-            started: list[int] = []
-            failed: set[tuple] = set()
-            for i, entry in enumerate(self.queue):
-                kind, job = entry.kind, entry.job
+            failed: set = set()
+            for job in queue:
+                kind = queue.bucket_of(job)
                 if kind in failed:
                     continue
                 need = kind[0]
@@ -177,14 +159,11 @@ class Aryl(Policy):
                     if not self.backfill:
                         break
                     failed.add(kind)
-                    if len(failed) == len(self.base_sizes):
+                    if len(failed) == len(kinds):
                         break
                     continue
                 free.take(gpus)
                 plan.start.append((job, gpus))
-                started.append(i)
-            if started:
-                self._dequeue(started)
         if self.elasticity and (scratch or view.free).total > 0 and (self.size or plan.start):
             self._grow(view, plan, scratch or view.free.copy(), planned)
         for job, gpus in plan.start:
@@ -345,7 +324,6 @@ class Aryl(Policy):
             else:
                 plan.preempt.append(job)
                 self._untrack(job)
-                self._enqueue(job)
         return chosen, plan
 
     def server_cost(self, view: PolicyView, nid: int, leaving: set[int]) -> float:

@@ -36,6 +36,7 @@ class Policy:
     shares_gpus: bool = False  # may put two jobs on one GPU (needs their memory)
     moldable: bool = False  # may start a job on fewer GPUs than it asked for (GENIE)
     loans_servers: bool = False  # borrows idle inference servers (Aryl)
+    admits: bool = False  # an admission stage: arrivals wait until it admits them (quotas)
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:
@@ -67,7 +68,6 @@ class Policy:
     def job_cancelled(self, job: JobState, now: float) -> None:
         """A pending job left the queue for good (a user cancelled it; the runtime only). A
         cancelled running job is reported as finished."""
-        raise NotImplementedError(f"policy {self.name} cannot drop a pending job")
 
     def job_progressed(self, job: JobState, now: float) -> None:
         """A running job's measured progress replaced the prediction (the runtime only): its

@@ -17,12 +17,12 @@ rest of the pass (first in first out within a tenant, backfill across tenants).
 from __future__ import annotations
 
 import heapq
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..errors import SpecError
 from ..jobs import JobState
 from .base import Plan, Policy, PolicyView
+from .queued import submit_order
 
 
 def parse_weights(text: str | dict | None) -> dict[str, float]:
@@ -50,16 +50,21 @@ def parse_weights(text: str | dict | None) -> dict[str, float]:
     return out
 
 
+def tenant_of(job: JobState) -> str:
+    return job.spec.tenant
+
+
 class TenantFairShare(Policy):
     """The pass above; subclasses give the score (lower = worse off, served first)."""
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
-        self.queues: dict[str, deque[JobState]] = {}  # tenant -> waiting jobs, oldest first
-        # GPUs each tenant holds: the state's count (it follows failures, reclaims, cancels and
-        # a layer's cuts), plus what this pass has planned so far
+        # within a pass: GPUs each tenant holds (the state's count: it follows failures,
+        # reclaims, cancels and a layer's cuts), what the pass has planned so far, and each
+        # tenant's jobs still waiting
         self.held: Mapping[str, int] = {}
         self.planned: dict[str, int] = {}
+        self.waiting: dict[str, int] = {}
 
     def gpus_of(self, tenant: str) -> int:
         return self.held.get(tenant, 0) + self.planned.get(tenant, 0)
@@ -67,47 +72,29 @@ class TenantFairShare(Policy):
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
 
-    def _enqueue(self, job: JobState) -> None:
-        q = self.queues.setdefault(job.spec.tenant, deque())
-        if q and q[-1].seq > job.seq:  # a requeued job goes back in arrival order
-            q.append(job)
-            self.queues[job.spec.tenant] = deque(
-                sorted(q, key=lambda j: (j.spec.submit_time_s, j.seq))
-            )
-        else:
-            q.append(job)
-        self.waiting_added(job)
+    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
+        """A pass begins over the tenants' waiting jobs (entries ``(key, seq, job)``)."""
 
-    def waiting_added(self, job: JobState) -> None:
-        pass
-
-    def waiting_removed(self, job: JobState) -> None:
-        pass
-
-    def job_arrived(self, job: JobState, now: float) -> None:
-        self._enqueue(job)
-
-    def job_requeued(self, job: JobState, now: float) -> None:
-        self._enqueue(job)
-
-    def job_cancelled(self, job: JobState, now: float) -> None:
-        self.queues[job.spec.tenant].remove(job)
-        self.waiting_removed(job)
+    def took(self, job: JobState) -> None:
+        """The pass starts ``job``: it no longer waits."""
 
     def schedule(self, view: PolicyView) -> Plan:
         plan = Plan()
-        active = [t for t, q in self.queues.items() if q]
-        if not active or view.free.total == 0:
+        queue = view.queue(submit_order, tenant_of)  # oldest first, per tenant
+        tenants = queue.buckets
+        if not tenants or view.free.total == 0:
             return plan
         self.held, self.planned = view.tenant_gpus, {}
+        self.waiting = {t: len(jobs) for t, jobs in tenants.items()}
+        self.begin(tenants)
         total = view.cluster.pool_gpus("training")
-        heap = [(self.score(t, view.now, total), t) for t in active]
+        heap = [(self.score(t, view.now, total), t) for t in tenants]
         heapq.heapify(heap)
         free = view.free.copy()
         while heap and free.total:
             _, tenant = heapq.heappop(heap)
-            queue = self.queues[tenant]
-            job = queue[0]
+            jobs = tenants[tenant]
+            job = jobs[len(jobs) - self.waiting[tenant]][2]  # its oldest not started
             gpus = (
                 self.place(free, job.num_gpus, job.spec.gpu_types)
                 if job.num_gpus <= free.total
@@ -118,11 +105,11 @@ class TenantFairShare(Policy):
                     break
                 continue
             free.take(gpus)
-            queue.popleft()
-            self.waiting_removed(job)
+            self.waiting[tenant] -= 1
+            self.took(job)
             plan.start.append((job, gpus))
             self.planned[tenant] = self.planned.get(tenant, 0) + len(gpus)
-            if queue:
+            if self.waiting[tenant]:
                 heapq.heappush(heap, (self.score(tenant, view.now, total), tenant))
         return plan
 
@@ -154,8 +141,8 @@ class Ftf(TenantFairShare):
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
-        # per tenant, over its waiting jobs: count, sum of submit times, of work left, of GPUs x
-        # work
+        # within a pass, per tenant, over its waiting jobs: count, sum of submit times, of work
+        # left, of GPUs x work
         self.sums: dict[str, list[float]] = {}
 
     def _add(self, job: JobState, sign: int) -> None:
@@ -165,10 +152,13 @@ class Ftf(TenantFairShare):
         s[2] += sign * job.remaining_s
         s[3] += sign * job.num_gpus * job.remaining_s
 
-    def waiting_added(self, job: JobState) -> None:
-        self._add(job, +1)
+    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
+        self.sums = {}
+        for entries in tenants.values():
+            for entry in entries:
+                self._add(entry[2], +1)
 
-    def waiting_removed(self, job: JobState) -> None:
+    def took(self, job: JobState) -> None:
         self._add(job, -1)
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
@@ -178,10 +168,10 @@ class Ftf(TenantFairShare):
         n, submits, work, gpu_work = self.sums.get(tenant, (0, 0, 0, 0))
         if n <= 0 or work <= 0:
             return 0.0
-        tenants = sum(1 for q in self.queues.values() if q) + sum(
+        tenants = sum(1 for n in self.waiting.values() if n) + sum(
             1
             for t in self.held.keys() | self.planned.keys()
-            if self.gpus_of(t) > 0 and not self.queues.get(t)
+            if self.gpus_of(t) > 0 and not self.waiting.get(t)
         )
         share = total_gpus / max(1, tenants)
         isolated = max(work, gpu_work / share)  # on its 1/N: at most `share` GPUs at once

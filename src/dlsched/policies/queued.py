@@ -9,16 +9,13 @@ cannot use.
 
 from __future__ import annotations
 
-from bisect import insort
 from collections.abc import Callable
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Protocol
 
 from ..jobs import JobState
 from ..state.free import FreeGpus
 from ..view import IdleGpus
 from .base import Plan, Policy, PolicyView
-
-K = TypeVar("K")
 
 _NO_PLAN = Plan()
 
@@ -55,13 +52,6 @@ class SharingPart(Protocol):
     def stopped(self, job: JobState) -> None: ...
 
 
-class QueueEntry(NamedTuple):
-    key: tuple
-    seq: int  # unique: comparisons stop here
-    kind: tuple
-    job: JobState
-
-
 class QueuedPolicy(Policy):
     def __init__(
         self,
@@ -75,54 +65,42 @@ class QueuedPolicy(Policy):
         self.sharing = sharing
         self.shares_gpus = sharing is not None  # may put two jobs on one GPU (needs their memory)
         self.kind = size_kind if sharing is None else sharing.kind
-        self.queue: list[QueueEntry] = []  # sorted, best first
-        self.sizes: dict[int, int] = {}  # GPUs requested -> pending jobs of that size
-        self.kinds: dict[tuple, int] = {}  # kind -> pending jobs of that kind
 
     def params(self) -> dict:
         params = super().params()
         return params if self.sharing is None else {**params, **self.sharing.params()}
 
-    def _enqueue(self, job: JobState) -> None:
-        kind = self.kind(job)
-        insort(self.queue, QueueEntry(self.key(job), job.seq, kind, job))
-        self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
-
-    def job_arrived(self, job: JobState, now: float) -> None:
-        self._enqueue(job)
-
     def job_requeued(self, job: JobState, now: float) -> None:
         if self.sharing is not None:
             self.sharing.stopped(job)
-        self._enqueue(job)
 
     def job_finished(self, job: JobState, now: float) -> None:
         if self.sharing is not None:
             self.sharing.stopped(job)
 
-    def job_cancelled(self, job: JobState, now: float) -> None:
-        self._dequeue([next(i for i, e in enumerate(self.queue) if e.job is job)])
-
     def schedule(self, view: PolicyView) -> Plan:
-        if not self.queue:
+        queue = view.queue(self.key, self.kind)  # bucketed by kind
+        if not queue:
             return _NO_PLAN
+        kinds = queue.buckets
         sharing = None
+        smallest = 0
         if self.sharing is not None:
             sharing = self.sharing.begin(view)
-        elif view.free.total < min(self.sizes):
-            return _NO_PLAN
+        else:
+            smallest = min(kind[0] for kind in kinds)  # size_kind: (GPUs, GPU types)
+            if view.free.total < smallest:
+                return _NO_PLAN
         free: IdleGpus = view.free  # copied only once something starts
         scratch: FreeGpus | None = None
         plan = Plan()
-        started: list[int] = []
         # A kind of job that could not start cannot start later in the pass: idle GPUs only
         # shrink (and placement fails monotonically), claimed partners only grow, and in SJF
         # order the sharing benefit test only gets harder. Once every kind in the queue has
         # failed, the pass is over.
-        failed: set[tuple] = set()
-        for i, entry in enumerate(self.queue):
-            kind, job = entry.kind, entry.job
+        failed: set = set()
+        for job in queue:
+            kind = queue.bucket_of(job)
             if kind in failed:
                 continue
             need = job.num_gpus
@@ -134,7 +112,7 @@ class QueuedPolicy(Policy):
                 if not self.backfill:
                     break
                 failed.add(kind)
-                if len(failed) == len(self.kinds):
+                if len(failed) == len(kinds):
                     break
                 continue
             idle = gpus if sharing is None else [g for g in gpus if free.is_free(g)]
@@ -145,32 +123,9 @@ class QueuedPolicy(Policy):
             plan.start.append((job, gpus))
             if k > 1:
                 plan.accumulation[job.job_id] = k
-            started.append(i)
-            if sharing is None and free.total < min(self.sizes):
+            if sharing is None and free.total < smallest:
                 break
-        if started:
-            self._dequeue(started)
-            if self.sharing is not None:
-                for job, gpus in plan.start:
-                    self.sharing.started(job, gpus, plan.accumulation.get(job.job_id, 1), view)
+        if self.sharing is not None:
+            for job, gpus in plan.start:
+                self.sharing.started(job, gpus, plan.accumulation.get(job.job_id, 1), view)
         return plan
-
-    def _dequeue(self, indexes: list[int]) -> None:
-        for i in indexes:
-            entry = self.queue[i]
-            _count_down(self.sizes, entry.job.num_gpus)
-            _count_down(self.kinds, entry.kind)
-        if indexes[-1] == len(indexes) - 1:  # a prefix: the strict case
-            del self.queue[: len(indexes)]
-        else:
-            gone = set(indexes)
-            self.queue = [e for i, e in enumerate(self.queue) if i not in gone]
-
-
-def _count_down(counts: dict[K, int], key: K) -> None:
-    """One fewer pending job of ``key``; the key goes with its last job."""
-    left = counts[key] - 1
-    if left:
-        counts[key] = left
-    else:
-        del counts[key]

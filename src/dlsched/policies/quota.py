@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from ..jobs import JobState, Status
 from ..tenancy import TenantConfig, TenantQuota
+from ..view import AdmissionBooks
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated, smallest_fitting
 
@@ -71,6 +72,8 @@ def reservation(job: JobState) -> int:
 
 
 class QuotaLayer(Policy):
+    admits = True  # the admission stage: the state's queues list only the jobs it admitted
+
     def __init__(self, inner: Policy, config: TenantConfig) -> None:
         self.inner = inner
         self.config = config
@@ -192,7 +195,8 @@ class QuotaLayer(Policy):
             self.waiting_ids.discard(job.job_id)
             self.waiting_gpus[job.spec.tenant] -= reservation(job)
 
-    def _admit(self, job: JobState, now: float) -> None:
+    def _admit(self, books: AdmissionBooks, job: JobState, now: float) -> None:
+        books.admit(job)
         self._admissions += 1
         self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
         self._prioritize(job, +1)
@@ -310,6 +314,9 @@ class QuotaLayer(Policy):
 
     # -- the pass ---------------------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
+        if not hasattr(view, "admit"):
+            raise TypeError("the quota layer must be given the cluster state (it admits jobs)")
+        books = cast(AdmissionBooks, view)
         now = view.now
         self._recount(view)
         self._account(now)
@@ -343,9 +350,9 @@ class QuotaLayer(Policy):
                         "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
                     )
                     for victim in victims:
-                        self._evict(victim, now, evicted, reason, shrunk)
+                        self._evict(books, victim, now, evicted, reason, shrunk)
                 heapq.heappop(bucket)
-                self._admit(job, now)
+                self._admit(books, job, now)
                 if bucket:
                     heapq.heappush(heads, (bucket[0].key, key))
             for victim in evicted:  # they wait again (from the next pass)
@@ -493,8 +500,15 @@ class QuotaLayer(Policy):
         )
 
     def _evict(
-        self, victim: JobState, now: float, evicted: list[JobState], reason: str, shrunk: dict
+        self,
+        books: AdmissionBooks,
+        victim: JobState,
+        now: float,
+        evicted: list[JobState],
+        reason: str,
+        shrunk: dict,
     ) -> None:
+        books.dismiss(victim)
         self._use(victim.spec.tenant, -self._counts(victim, shrunk))
         shrunk.pop(victim.job_id, None)
         self._release(victim)

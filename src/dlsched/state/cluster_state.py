@@ -31,7 +31,7 @@ from .free import FreeGpus
 from .loans import LoanBook
 from .occupancy import GpuOccupancy
 from .plan_check import PlanCheck
-from .queues import PendingQueue, QueueKey
+from .queues import BucketKey, PendingQueue, QueueKey
 from .whatif import WhatIfView
 
 INF = math.inf
@@ -93,7 +93,11 @@ class ClusterState:
         # appended to it as (time, tenant, GPUs held)
         self.tenant_gpus: dict[str, int] = {}
         self.tenant_log: list[tuple[float, str, int]] | None = None
-        self._queues: dict[QueueKey, PendingQueue] = {}  # the orders policies asked for
+        # the orders (and buckets) policies asked for, of the admitted pending jobs
+        self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
+        # an admission stage (the quota layer) decides which arrivals policies may schedule;
+        # without one every arrival is admitted
+        self.gated = bool(getattr(policy, "admits", False))
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -119,11 +123,30 @@ class ClusterState:
             lost += (self.now - job.resume_at) % interval
         return len(job.gpus) * lost
 
-    def queue(self, key: QueueKey) -> PendingQueue:
-        queue = self._queues.get(key)
+    def queue(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
+        queue = self._queues.get((key, bucket))
         if queue is None:
-            queue = self._queues[key] = PendingQueue(key, self.pending.values())
+            admitted = (j for j in self.pending.values() if j.admitted)
+            queue = self._queues[(key, bucket)] = PendingQueue(key, admitted, bucket)
         return queue
+
+    # -- admission (the stage that runs before the policy: the quota layer) ------------------------
+    def admit(self, job: JobState) -> None:
+        """The admission stage lets the policy schedule ``job`` (pending or running)."""
+        if not job.admitted:
+            job.admitted = True
+            if job.status is Status.PENDING:
+                for queue in self._queues.values():
+                    queue.add(job)
+
+    def dismiss(self, job: JobState) -> None:
+        """The admission stage takes ``job`` back (evicted): it leaves the policy's queues
+        (a running one leaves its GPUs by the stage's plan, and waits to be admitted again)."""
+        if job.admitted:
+            if job.status is Status.PENDING:
+                for queue in self._queues.values():
+                    queue.remove(job)
+            job.admitted = False
 
     def without(
         self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
@@ -150,6 +173,7 @@ class ClusterState:
         if job.seq >= self._next_seq:
             self._next_seq = job.seq + 1
         job.pending_since = self.now
+        job.admitted = not self.gated
         if job.spec.estimate_s is not None:
             # the policy sees the estimate until the job runs and its speed is measured
             job.actual_s = job.spec.duration_s
@@ -501,13 +525,13 @@ class ClusterState:
 
     def _wait(self, job: JobState) -> None:
         self.pending[job.job_id] = job
-        if self._queues:
+        if self._queues and job.admitted:
             for queue in self._queues.values():
                 queue.add(job)
 
     def _unwait(self, job: JobState) -> None:
         del self.pending[job.job_id]
-        if self._queues:
+        if self._queues and job.admitted:
             for queue in self._queues.values():
                 queue.remove(job)
 

@@ -160,6 +160,8 @@ class PlanCheck:
             status = Status.RUNNING if jid in self.memory else self._status(job, "started")
             if status is not Status.PENDING:
                 raise self._fail(job, "started", f"it is {status.value}")
+        if not job.admitted:
+            raise self._fail(job, "started", "it is not admitted (it waits for quota)")
         if unknown := unknown_gpu(state.cluster, gpus):
             raise self._fail(job, "started", f"onto {unknown}")
         low, high = job.spec.start_range(state.policy.moldable)

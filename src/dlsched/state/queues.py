@@ -1,43 +1,68 @@
-"""Pending jobs in an order a policy names, kept by the cluster state.
+"""Admitted pending jobs in an order a policy names, kept by the cluster state.
 
 A policy asks ``view.queue(key)`` with a key function of a waiting job (``(job.num_gpus,
 job.spec.submit_time_s)``: fewest GPUs first); the first call sorts the jobs waiting then, and
 from then on the state inserts every job that starts waiting (an arrival, a preemption, a
-failure) and removes every job that stops waiting (a start, a cancel), so a pass reads the
-queue in order without sorting or keeping a copy of its own. A key is computed when the job
-starts waiting: it must not change while the job waits.
+failure, an admission) and removes every job that stops waiting (a start, a cancel, an
+eviction by the admission stage), so a pass reads the queue in order without sorting or
+keeping a copy of its own. A key is computed when the job starts waiting: it must not change
+while the job waits.
+
+With ``bucket`` (``view.queue(key, bucket)``), the queue is also split by a second function of
+the job (its size and GPU types, its tenant), each bucket in the same order: a scan that learns
+that one kind of job cannot start skips its whole bucket, and a fair-share pass takes each
+tenant's head.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from ..jobs import JobState
 
 QueueKey = Callable[[JobState], Any]
+BucketKey = Callable[[JobState], Hashable]
 
 
 class PendingQueue(Sequence[JobState]):
-    """Read-only to policies: iterate it (best first), ``len`` it, index it."""
+    """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
+    ``bucket_of(job)`` and ``buckets`` (bucket -> its jobs, best first)."""
 
-    __slots__ = ("key", "_entries", "_keys")
+    __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets")
 
-    def __init__(self, key: QueueKey, jobs: Iterable[JobState] = ()) -> None:
+    def __init__(
+        self, key: QueueKey, jobs: Iterable[JobState] = (), bucket: BucketKey | None = None
+    ) -> None:
         self.key = key
+        self.bucket = bucket
+        # job id -> (key, seq, bucket); entries are (key, seq, job), sorted (seq is unique, so
+        # comparisons never reach the job)
         self._keys: dict[str, tuple] = {}
-        self._entries: list[tuple] = []  # (key, seq, job), sorted; seq is unique
+        self._entries: list[tuple] = []
+        self._buckets: dict[Hashable, list[tuple]] = {}
         for job in jobs:
-            self._keys[job.job_id] = k = (key(job), job.seq)
-            self._entries.append((*k, job))
+            k = self._key(job)
+            self._entries.append((k[0], k[1], job))
         self._entries.sort(key=lambda e: e[:2])
+        if bucket is not None:
+            for e in self._entries:
+                self._buckets.setdefault(self._keys[e[2].job_id][2], []).append(e)
+
+    def _key(self, job: JobState) -> tuple:
+        k = (self.key(job), job.seq, None if self.bucket is None else self.bucket(job))
+        self._keys[job.job_id] = k
+        return k
 
     def __iter__(self) -> Iterator[JobState]:
         return (e[2] for e in self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
 
     @overload
     def __getitem__(self, i: int) -> JobState: ...
@@ -48,11 +73,31 @@ class PendingQueue(Sequence[JobState]):
             return [e[2] for e in self._entries[i]]
         return self._entries[i][2]
 
+    def bucket_of(self, job: JobState) -> Any:
+        """The bucket of a job in the queue (None without buckets)."""
+        return self._keys[job.job_id][2]
+
+    @property
+    def buckets(self) -> Mapping[Any, Sequence[tuple]]:
+        """Bucket -> its entries ``(key, seq, job)``, best first; a bucket goes with its last
+        job."""
+        return self._buckets
+
     # -- kept by the state ---------------------------------------------------------------------
     def add(self, job: JobState) -> None:
-        self._keys[job.job_id] = k = (self.key(job), job.seq)
-        insort(self._entries, (*k, job), key=lambda e: e[:2])
+        key, seq, b = self._key(job)
+        entry = (key, seq, job)
+        insort(self._entries, entry)
+        if self.bucket is not None:
+            insort(self._buckets.setdefault(b, []), entry)
 
     def remove(self, job: JobState) -> None:
-        k = self._keys.pop(job.job_id)
-        del self._entries[bisect_left(self._entries, k, key=lambda e: e[:2])]
+        key, seq, b = self._keys.pop(job.job_id)
+        entries = self._entries
+        del entries[bisect_left(entries, (key, seq))]
+        if self.bucket is not None:
+            same = self._buckets[b]
+            if len(same) == 1:
+                del self._buckets[b]
+            else:
+                del same[bisect_left(same, (key, seq))]

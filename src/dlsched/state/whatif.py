@@ -4,12 +4,12 @@ after the evictions and scale-ins it decided in the same pass)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..cluster import Cluster
 from ..jobs import JobState
-from ..view import Holders, IdleGpus, Loans, PolicyView
+from ..view import Holders, IdleGpus, JobQueue, Loans, PolicyView
 from ..workload import WorkloadModel
 
 
@@ -80,8 +80,10 @@ class WhatIfView:
     def tenant_gpus(self) -> Mapping[str, int]:
         return self._tenant_gpus
 
-    def queue(self, key: Callable[[JobState], Any]) -> Sequence[JobState]:
-        return self.base.queue(key)
+    def queue(
+        self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
+    ) -> JobQueue:
+        return self.base.queue(key, bucket)
 
     def projected_finish(self, job: JobState) -> float:
         return self.base.projected_finish(job)

@@ -30,7 +30,7 @@ shrinkable by rule 3, growable), so a pass touches only the jobs it may resize.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..jobs import JobSpec, JobState
 from ..state.free import FreeGpus
@@ -163,29 +163,27 @@ class ElasticGrowth:
         self._planned[job.job_id] = kept
         self._track(job, size)
 
-    def _head_need(self, free_total: int) -> int:
+    def _head_need(self, free_total: int, waiting: Iterable[JobState]) -> int:
         """GPUs the jobs at the head of the queue, in order, could use if the grown jobs gave
         their extras back."""
         budget, need = free_total + self.extra_gpus, 0
-        for entry in self.policy.queue:
-            n = entry.job.num_gpus
+        for job in waiting:
+            n = job.num_gpus
             if need + n > budget:
                 break
             need += n
         return need
-
-    def _many_wait(self) -> bool:
-        return len(self.policy.queue) > self.shrink_when_waiting
 
     # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
     def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
         self._planned = {j: gpus for j, (t, gpus) in self._layer_resized.items() if t == view.now}
         self._layer_resized = {}
         self._speed_at = view.workload.speed_at_size
-        if not self.policy.queue:
+        count, waiting = self.policy.waiting_after(view, plan)
+        if not count:
             return
         if self.grown:
-            missing = self._head_need(scratch.total) - scratch.total
+            missing = self._head_need(scratch.total, waiting) - scratch.total
             if missing > 0:
                 for job in sorted(self.grown.values(), key=self.worst_first):
                     if missing <= 0:
@@ -195,7 +193,7 @@ class ElasticGrowth:
                         if size is not None:
                             missing -= self.size[job.job_id] - size
                             self._shrink(job, size, view, plan, scratch)
-        if self._many_wait() and self.shrinkable:
+        if count > self.shrink_when_waiting and self.shrinkable:
             for job in sorted(self.shrinkable.values(), key=self.worst_first):
                 if self._resizable(job, view):
                     size = smallest_fitting(job, job.spec.gpu_range[0], view)
@@ -204,12 +202,11 @@ class ElasticGrowth:
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
-        spare = (
-            scratch.total - self._head_need(scratch.total) if self.policy.queue else scratch.total
-        )
+        count, waiting = self.policy.waiting_after(view, plan)
+        spare = scratch.total - self._head_need(scratch.total, waiting) if count else scratch.total
         if spare <= 0 or not self.growable:
             return
-        many_wait = self._many_wait()
+        many_wait = count > self.shrink_when_waiting
         starting = {job.job_id: index for index, (job, _) in enumerate(plan.start)}
         sizes: dict[str, list[int]] = {}  # job id -> its GPUs as planned, growing
         heap: list[tuple[float, int, str]] = []

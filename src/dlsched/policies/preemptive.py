@@ -17,20 +17,15 @@ may resize jobs before and after the pass.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from ..jobs import JobState
 from ..state.free import FreeGpus
+from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
-
-
-class RankedEntry(NamedTuple):
-    """A pending job in the queue, best first."""
-
-    rank: tuple
-    seq: int  # unique: comparisons stop here
-    job: JobState
+from .queued import size_kind
 
 
 class RunningEntry(NamedTuple):
@@ -126,10 +121,7 @@ class PreemptivePolicy(Policy):
         self.elastic = elastic
         if elastic is not None:
             elastic.attach(self)
-        self.queue: list[RankedEntry] = []  # best first
         self.running: list[RunningEntry] = []  # heap, worst first
-        self._entry: dict[str, RankedEntry] = {}
-        self.by_kind: dict[tuple, list[RankedEntry]] = {}  # (GPUs, GPU types) -> its queue
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
         self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
@@ -149,29 +141,26 @@ class PreemptivePolicy(Policy):
         if self.elastic is not None:
             self.elastic.rekeyed(job)
 
-    def requeue_pending(self, job: JobState, now: float) -> None:
-        """Re-rank a pending job (its rank changed)."""
-        self._dequeue(job, bisect_left(self.queue, self._entry[job.job_id]))
-        self._enqueue(job, now)
+    def pending_rank(self, job: JobState) -> tuple:
+        """A waiting job's rank: the key of the state's queue (fixed while it waits; an order
+        that changes it, Tiresias' promotion, re-ranks the job through ``queue.rerank``)."""
+        return self.order.rank(job, job.pending_since)
 
-    @staticmethod
-    def _kind(job: JobState) -> tuple:
-        return (job.num_gpus, job.spec.gpu_types)
+    def queue(self, view: PolicyView) -> JobQueue:
+        """The admitted waiting jobs, best first, bucketed by size and GPU types."""
+        return view.queue(self.pending_rank, size_kind)
 
-    def _enqueue(self, job: JobState, now: float) -> None:
-        entry = RankedEntry(self.order.rank(job, now), job.seq, job)
-        self._entry[job.job_id] = entry
-        insort(self.queue, entry)
-        insort(self.by_kind.setdefault(self._kind(job), []), entry)
-
-    def _dequeue(self, job: JobState, i: int) -> None:
-        entry = self.queue.pop(i)
-        del self._entry[job.job_id]
-        kind = self._kind(job)
-        same = self.by_kind[kind]
-        del same[bisect_left(same, entry)]
-        if not same:
-            del self.by_kind[kind]
+    def waiting_after(self, view: PolicyView, plan: Plan) -> tuple[int, Iterable[JobState]]:
+        """How many jobs wait once ``plan`` applies, and those jobs best first: the queue
+        without the jobs it starts, with the jobs it preempts at their ranks."""
+        queue = self.queue(view)
+        if not plan.start and not plan.preempt:
+            return len(queue), queue
+        started = {job.job_id for job, _ in plan.start}
+        victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
+        staying = (e for e in queue.entries if e[2].job_id not in started)
+        merged = (e[2] for e in heapq.merge(staying, victims))
+        return len(queue) - len(started) + len(victims), merged
 
     def _push_running(self, job: JobState) -> None:
         self._worst = None
@@ -232,20 +221,13 @@ class PreemptivePolicy(Policy):
             self.elastic.stopped(job)
 
     # -- notifications ---------------------------------------------------------------------
-    def job_arrived(self, job: JobState, now: float) -> None:
-        self._enqueue(job, now)
-
     def job_finished(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self._stopped(job, now)
 
-    def job_cancelled(self, job: JobState, now: float) -> None:
-        self._dequeue(job, bisect_left(self.queue, self._entry[job.job_id]))
-
     def job_requeued(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self._stopped(job, now)
-        self._enqueue(job, now)
 
     def job_progressed(self, job: JobState, now: float) -> None:
         if self.is_running(job.job_id):
@@ -267,31 +249,27 @@ class PreemptivePolicy(Policy):
             scratch = view.free.copy()
             elastic.before_pass(view, plan, scratch)
         blocked = False
-        victims_now: set[str] = set()
         # A kind of job (its GPUs and GPU types) that could neither start nor make room cannot
         # later in the pass either, until a preemption frees GPUs: free GPUs only shrink
         # meanwhile, and later jobs rank worse (they outrank fewer running jobs). So the scan
         # merges the kinds' queues in rank order and drops a kind once it fails: a pass costs
         # the jobs that start plus one failure per kind, not the whole queue.
-        heads = [(same[0], kind) for kind, same in self.by_kind.items()]
+        by_kind = self.queue(view).buckets
+        heads = [(same[0], kind) for kind, same in by_kind.items()]
         heapq.heapify(heads)
-        dropped: list[tuple[RankedEntry, tuple]] = []
-        victims: list[RankedEntry] = []  # preempted in this pass: in the queue again, behind
+        dropped: list[tuple[tuple, tuple]] = []
+        # preempted in this pass, as queue entries: they wait again (once the plan applies), at
+        # their rank, so a scan that passes one is blocked as by any waiting job
+        victims: list[tuple] = []
         while heads:
             entry, kind = heapq.heappop(heads)
-            job = entry.job
+            job = entry[2]
             if victims and victims[0] < entry:  # the scan passes a victim: it blocks as any job
                 if not self.backfill:
                     break
                 blocked = True
                 while victims and victims[0] < entry:
                     heapq.heappop(victims)
-            if job.job_id in victims_now:  # just preempted: it cannot start again now
-                if not self.backfill:
-                    break
-                blocked = True
-                self._push_next(heads, entry, kind)
-                continue
             free = view.free if scratch is None else scratch
             gpus = None
             if job.num_gpus <= free.total:
@@ -304,9 +282,10 @@ class PreemptivePolicy(Policy):
                 if scratch is None:
                     scratch = free = view.free.copy()
                 preempted = len(plan.preempt)
-                gpus = self._make_room(job, now, scratch, plan, victims_now)
+                gpus = self._make_room(job, now, scratch, plan)
                 for victim in plan.preempt[preempted:]:
-                    heapq.heappush(victims, self._entry[victim.job_id])
+                    rank = self.order.rank(victim, now)
+                    heapq.heappush(victims, (rank, victim.seq, victim))
                 if gpus is not None and dropped:  # the victims may free more than it takes
                     for head in dropped:
                         heapq.heappush(heads, head)
@@ -321,8 +300,7 @@ class PreemptivePolicy(Policy):
                 scratch = view.free.copy()
             scratch.take(gpus)
             plan.start.append((job, gpus))
-            self._push_next(heads, entry, kind)
-            self._dequeue(job, bisect_left(self.queue, entry))
+            self._push_next(by_kind, heads, entry, kind)
             self._started(job, now)
             self._push_running(job)
         if elastic is not None:
@@ -331,9 +309,10 @@ class PreemptivePolicy(Policy):
         plan.wakeup_at = self.order.next_timer()
         return plan
 
-    def _push_next(self, heads: list, entry: RankedEntry, kind: tuple) -> None:
+    @staticmethod
+    def _push_next(by_kind: Mapping, heads: list, entry: tuple, kind: tuple) -> None:
         """The kind's next job after ``entry`` joins the scan (if it has one)."""
-        same = self.by_kind[kind]
+        same = by_kind[kind]
         j = bisect_right(same, entry)
         if j < len(same):
             heapq.heappush(heads, (same[j], kind))
@@ -346,7 +325,7 @@ class PreemptivePolicy(Policy):
         return worst is not None and self.order.outranks(job, worst, now)
 
     def _make_room(
-        self, job: JobState, now: float, scratch: FreeGpus, plan: Plan, victims_now: set[str]
+        self, job: JobState, now: float, scratch: FreeGpus, plan: Plan
     ) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed; then
         spare those whose GPUs the placement does not use. Leaves everything as it was if no
@@ -382,7 +361,5 @@ class PreemptivePolicy(Policy):
             if self.elastic is not None:
                 self.elastic.victim_preempted(victim, plan)
             plan.preempt.append(victim)
-            victims_now.add(victim.job_id)
             self._stopped(victim, now)
-            self._enqueue(victim, now)  # ranks worse than job: it lands behind the cursor
         return gpus

@@ -158,7 +158,7 @@ class TiresiasOrder(PreemptiveOrder):
             ):
                 self.level[jid] = 0
                 self.offset[jid] = job.executed_gpu_s
-                self.policy.requeue_pending(job, now)
+                self.policy.queue(view).rerank(job)
 
     def next_timer(self) -> float | None:
         return self.timers[0][0] if self.timers else None

@@ -73,6 +73,18 @@ class PendingQueue(Sequence[JobState]):
             return [e[2] for e in self._entries[i]]
         return self._entries[i][2]
 
+    @property
+    def entries(self) -> Sequence[tuple]:
+        """The entries ``(key, seq, job)``, best first."""
+        return self._entries
+
+    def rerank(self, job: JobState) -> None:
+        """The policy's key for this waiting job changed (its own order: Tiresias promotes a
+        starved job): it moves to its new place. Nothing when the job is not in the queue."""
+        if job.job_id in self._keys:
+            self.remove(job)
+            self.add(job)
+
     def bucket_of(self, job: JobState) -> Any:
         """The bucket of a job in the queue (None without buckets)."""
         return self._keys[job.job_id][2]

@@ -191,10 +191,10 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
             assert n <= config.quota(tenant).limit, (tenant, n)
         # a job that fits its tenant's nominal quota is admitted in the pass it could be (or the
         # next, a millisecond later, when the plan itself gave quota back)
-        for bucket in [] if layer._changed else layer.waiting.values():
-            for entry in bucket:
-                t = entry.job.spec.tenant
-                assert layer.used.get(t, 0) + reservation(entry.job) > config.quota(t).nominal
+        for job in [] if layer._changed else state.pending.values():
+            if not job.admitted:
+                t = job.spec.tenant
+                assert layer.used.get(t, 0) + reservation(job) > config.quota(t).nominal
 
     state.apply = apply_and_check
     result = sim.run()

@@ -173,6 +173,11 @@ class AdmissionBooks(PolicyView, Protocol):
     """What an admission stage (the quota layer) may change besides planning: which pending
     jobs the policy under it may schedule (its queues list only admitted jobs)."""
 
+    def not_admitted(
+        self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
+    ) -> JobQueue:
+        """The pending jobs not admitted (as :meth:`PolicyView.queue` orders them)."""
+
     def admit(self, job: JobState) -> None: ...
     def dismiss(self, job: JobState) -> None: ...
 

@@ -33,12 +33,13 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, cast
+from typing import cast
 
 from ..jobs import JobState, Status
 from ..tenancy import TenantConfig, TenantQuota
-from ..view import AdmissionBooks
+from ..view import AdmissionBooks, JobQueue
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated, smallest_fitting
 
@@ -61,14 +62,19 @@ class TenantUsage:
         return max(0, self.used - self.quota.nominal)
 
 
-class Waiting(NamedTuple):
-    key: tuple  # (-priority, submit time, seq)
-    job: JobState
-
-
 def reservation(job: JobState) -> int:
     """What a job not running counts against its tenant's quota once admitted: its base size."""
     return job.spec.gpu_range[0]
+
+
+def admission_order(job: JobState) -> tuple:
+    """Jobs waiting for admission: by priority class, then submit time (then arrival)."""
+    return (-job.spec.priority, job.spec.submit_time_s)
+
+
+def admission_bucket(job: JobState) -> tuple:
+    """A pass looks at the head of each bucket: one tenant, priority class and size."""
+    return (job.spec.tenant, job.spec.priority, reservation(job))
 
 
 class QuotaLayer(Policy):
@@ -93,9 +99,6 @@ class QuotaLayer(Policy):
         # the last plan's starts and preemptions: whether they happened is read from the
         # state at the next pass (a plan may have been refused)
         self._planned: list[JobState] = []
-        # waiting (not admitted) jobs, in buckets of one tenant, priority class and size, each a
-        # heap in admission order: a pass looks at bucket heads only
-        self.waiting: dict[tuple[str, int, int], list[Waiting]] = {}
         self._changed = False  # a reservation was released or a job arrived since the last pass
         # per cohort: nominal quotas and reservations, summed (tenants the config does not name
         # add the default's nominal quota once seen)
@@ -138,19 +141,15 @@ class QuotaLayer(Policy):
         return gpus <= self._room(tenant)
 
     # -- notifications --------------------------------------------------------------------------
-    def _wait(self, job: JobState) -> None:
+    def job_arrived(self, job: JobState, now: float) -> None:
+        """It waits in the state's queue of jobs not admitted; its tenant may be new."""
         tenant = job.spec.tenant
         if tenant not in self._seen:
             self._seen.add(tenant)
             d = self.config.default
             if d.cohort is not None:
                 self.cohort_nominal[d.cohort] = self.cohort_nominal.get(d.cohort, 0) + d.nominal
-        bucket = self.waiting.setdefault((job.spec.tenant, job.spec.priority, reservation(job)), [])
-        heapq.heappush(bucket, Waiting((-job.spec.priority, job.spec.submit_time_s, job.seq), job))
         self._changed = True
-
-    def job_arrived(self, job: JobState, now: float) -> None:
-        self._wait(job)
 
     def job_finished(self, job: JobState, now: float) -> None:
         self._release(job)
@@ -161,13 +160,9 @@ class QuotaLayer(Policy):
         self.inner.job_requeued(job, now)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
-        if self._is_admitted(job):
+        if self._is_admitted(job):  # (one not admitted leaves the state's queue: nothing here)
             self._release(job)
             self.inner.job_cancelled(job, now)
-        else:
-            key = (job.spec.tenant, job.spec.priority, reservation(job))
-            self.waiting[key] = [w for w in self.waiting[key] if w.job is not job]
-            heapq.heapify(self.waiting[key])
 
     def job_progressed(self, job: JobState, now: float) -> None:
         self.inner.job_progressed(job, now)
@@ -240,10 +235,8 @@ class QuotaLayer(Policy):
         self._settle()
         held = view.tenant_gpus
         not_admitted: dict[str, int] = {}
-        for bucket in self.waiting.values():
-            for entry in bucket:
-                t = entry.job.spec.tenant
-                not_admitted[t] = not_admitted.get(t, 0) + 1
+        for (t, _, _), bucket in self._held_back(view).buckets.items():
+            not_admitted[t] = not_admitted.get(t, 0) + len(bucket)
         tenants = (
             set(self.config.tenants)
             | set(held)  # also those whose last job ended: their gauges go to 0
@@ -313,10 +306,18 @@ class QuotaLayer(Policy):
             del counts[job.spec.priority]
 
     # -- the pass ---------------------------------------------------------------------------------
-    def schedule(self, view: PolicyView) -> Plan:
+    @staticmethod
+    def _books(view: PolicyView) -> AdmissionBooks:
         if not hasattr(view, "admit"):
             raise TypeError("the quota layer must be given the cluster state (it admits jobs)")
-        books = cast(AdmissionBooks, view)
+        return cast(AdmissionBooks, view)
+
+    def _held_back(self, view: PolicyView) -> JobQueue:
+        """The state's jobs not admitted, in buckets of one tenant, priority class and size."""
+        return self._books(view).not_admitted(admission_order, admission_bucket)
+
+    def schedule(self, view: PolicyView) -> Plan:
+        books = self._books(view)
         now = view.now
         self._recount(view)
         self._account(now)
@@ -324,16 +325,21 @@ class QuotaLayer(Policy):
         shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}  # the layer's scale-ins
         if self._changed:
             self._changed = False
-            heads = [(bucket[0].key, key) for key, bucket in self.waiting.items() if bucket]
+            buckets = self._held_back(view).buckets
+            heads = [(bucket[0][:2], key) for key, bucket in buckets.items()]
             heapq.heapify(heads)
             failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
+            # evicted in this pass: they wait for admission again from the next pass
+            gone: set[str] = set()
             while heads:
                 _, key = heapq.heappop(heads)
                 tenant, priority, need = key
                 if need >= failed.get((tenant, priority), need + 1):
                     continue  # as large as one that could not be admitted
-                bucket = self.waiting[key]
-                job = bucket[0].job
+                head = _first_not(buckets.get(key, ()), gone)
+                if head is None:
+                    continue
+                job = head[2]
                 if not self.fits(tenant, need):
                     found = self._victims(view, job, need, shrunk)
                     if found is None:
@@ -351,12 +357,13 @@ class QuotaLayer(Policy):
                     )
                     for victim in victims:
                         self._evict(books, victim, now, evicted, reason, shrunk)
-                heapq.heappop(bucket)
-                self._admit(books, job, now)
-                if bucket:
-                    heapq.heappush(heads, (bucket[0].key, key))
-            for victim in evicted:  # they wait again (from the next pass)
-                self._wait(victim)
+                        gone.add(victim.job_id)
+                self._admit(books, job, now)  # it leaves its bucket
+                head = _first_not(buckets.get(key, ()), gone)
+                if head is not None:
+                    heapq.heappush(heads, (head[:2], key))
+            if evicted:
+                self._changed = True
         running_gone = [j for j in evicted if j.status is Status.RUNNING]
         freed = [
             (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in shrunk.values()
@@ -542,3 +549,11 @@ class QuotaLayer(Policy):
                         self.lent_gpu_s.get(t, 0.0) + borrowed_total * u / pool * dt
                     )
         self._last_t = now
+
+
+def _first_not(entries: Sequence[tuple], gone: set[str]) -> tuple | None:
+    """The first entry ``(key, seq, job)`` whose job is not in ``gone``."""
+    for entry in entries:
+        if entry[2].job_id not in gone:
+            return entry
+    return None

@@ -95,6 +95,8 @@ class ClusterState:
         self.tenant_log: list[tuple[float, str, int]] | None = None
         # the orders (and buckets) policies asked for, of the admitted pending jobs
         self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
+        # the same of the pending jobs not admitted, for the admission stage
+        self._held_back: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
         # an admission stage (the quota layer) decides which arrivals policies may schedule;
         # without one every arrival is admitted
         self.gated = bool(getattr(policy, "admits", False))
@@ -131,22 +133,32 @@ class ClusterState:
         return queue
 
     # -- admission (the stage that runs before the policy: the quota layer) ------------------------
+    def not_admitted(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
+        """The pending jobs not admitted, as :meth:`queue` orders and buckets them."""
+        queue = self._held_back.get((key, bucket))
+        if queue is None:
+            held = (j for j in self.pending.values() if not j.admitted)
+            queue = self._held_back[(key, bucket)] = PendingQueue(key, held, bucket)
+        return queue
+
     def admit(self, job: JobState) -> None:
         """The admission stage lets the policy schedule ``job`` (pending or running)."""
         if not job.admitted:
+            if job.status is Status.PENDING:
+                self._unqueue(job)
             job.admitted = True
             if job.status is Status.PENDING:
-                for queue in self._queues.values():
-                    queue.add(job)
+                self._queue(job)
 
     def dismiss(self, job: JobState) -> None:
         """The admission stage takes ``job`` back (evicted): it leaves the policy's queues
         (a running one leaves its GPUs by the stage's plan, and waits to be admitted again)."""
         if job.admitted:
             if job.status is Status.PENDING:
-                for queue in self._queues.values():
-                    queue.remove(job)
+                self._unqueue(job)
             job.admitted = False
+            if job.status is Status.PENDING:
+                self._queue(job)
 
     def without(
         self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
@@ -525,14 +537,22 @@ class ClusterState:
 
     def _wait(self, job: JobState) -> None:
         self.pending[job.job_id] = job
-        if self._queues and job.admitted:
-            for queue in self._queues.values():
-                queue.add(job)
+        self._queue(job)
 
     def _unwait(self, job: JobState) -> None:
         del self.pending[job.job_id]
-        if self._queues and job.admitted:
-            for queue in self._queues.values():
+        self._unqueue(job)
+
+    def _queue(self, job: JobState) -> None:
+        queues = self._queues if job.admitted else self._held_back
+        if queues:
+            for queue in queues.values():
+                queue.add(job)
+
+    def _unqueue(self, job: JobState) -> None:
+        queues = self._queues if job.admitted else self._held_back
+        if queues:
+            for queue in queues.values():
                 queue.remove(job)
 
     # -- accounting ------------------------------------------------------------------------------

@@ -37,13 +37,17 @@ class Plan:
 
 
 class Applied:
-    """What a plan changed, as :meth:`ClusterState.apply` returns it: the jobs it started,
-    preempted and resized (read from the plan when asked)."""
+    """What a plan changed, as :meth:`ClusterState.apply` returns it: the jobs it preempted,
+    resized and started, each read after the commit (a started or resized job's GPUs and
+    sub-batch count are ``job.gpus`` and ``job.accumulation``)."""
 
     __slots__ = ("plan",)
 
     def __init__(self, plan: Plan | None = None) -> None:
         self.plan = plan
+
+    def __bool__(self) -> bool:
+        return bool(self.plan)
 
     @property
     def started(self) -> list[JobState]:

@@ -31,7 +31,7 @@ from ..policies.quota import QuotaLayer, TenantUsage
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from ..tenancy import TenantConfig, TenantQuota, quota_from
-from ..view import Plan
+from ..view import Applied, Plan
 from .execution import Executor, Outcome
 from .export import export_history
 from .jobspec import to_job_spec, validate_run_spec
@@ -129,7 +129,6 @@ class SchedulerService:
             workload=self.speed,
             now=self.clock(),
             reclaim_notice_s=reclaim_notice_s,
-            on_server_returned=self._server_returned,
         )
         # inference servers the books have handed back, until their stand-in runs there: the
         # proof that no training worker is left (node -> (asked, deadline))
@@ -198,12 +197,13 @@ class SchedulerService:
             plan = self.policy.schedule(books)
             evicted = self._quota_events()
             try:
-                books.apply(plan)
+                applied = books.apply(plan)
             except PlanError as e:  # nothing of it applied: books, store and executor agree
                 self.metrics.rejected_plans.inc()
                 log.error("scheduling pass skipped, its plan was refused: %s", e)
-                plan = Plan()
-            self._act(plan, evicted=evicted)
+                plan, applied = Plan(), Applied()
+            self._act(applied, evicted=evicted)
+            self._take_changes()
             self.pass_s = time.perf_counter() - t0
             self.metrics.observe(self)
             self._sample(books)
@@ -219,21 +219,28 @@ class SchedulerService:
             books = self.books
             books.advance_to(self.clock())
             before = set(books.loans.loaned)
-            plan = books.set_inference_demand(servers)
+            applied = books.set_inference_demand(servers)
             for nid in set(books.loans.loaned) - before:
                 self.executor.release_inference(self.node_names[nid])
                 log.info("inference server %s lent to training", self.node_names[nid])
-            if plan:
-                self._act(plan, reason="its inference server was reclaimed")
+            self._act(applied, reason="its inference server was reclaimed")
+            self._take_changes()
             self.metrics.observe(self)
         self.wake()
         return self.pools()
 
-    def _server_returned(self, nid: int, asked: float, deadline: float) -> None:
-        """The books have no job on the server any more: start the inference stand-in there,
-        which runs once the last training worker has left."""
-        self.executor.serve_inference(self.node_names[nid])
-        self.returning[nid] = (asked, deadline)
+    def _take_changes(self) -> None:
+        """Servers the books handed back (no job on them any more): start the inference
+        stand-in there, which runs once the last training worker has left. (Finishes and
+        switches the books projected are the simulator's events: here the workers report
+        them.)"""
+        changes = self.books.changes
+        for nid, asked, deadline in changes.returned:
+            self.executor.serve_inference(self.node_names[nid])
+            self.returning[nid] = (asked, deadline)
+        changes.returned.clear()
+        changes.finishes.clear()
+        changes.switches.clear()
 
     def _reclaim_deadlines(self) -> None:
         """Notices that ran out: preempt the jobs the books still place there and kill runs
@@ -632,10 +639,16 @@ class SchedulerService:
             else "a job of a higher priority class of its tenant needed its quota"
         )
 
-    def _act(self, plan: Plan, reason: str = "", evicted: dict[str, str] | None = None) -> None:
+    def _act(
+        self, applied: Applied, reason: str = "", evicted: dict[str, str] | None = None
+    ) -> None:
+        """Tell the executor and the store what the books changed: preemptions, resizes,
+        starts, each as the books now hold it."""
+        if not applied:
+            return
         now = self.clock()
         why = f" ({reason})" if reason else ""
-        for job in plan.preempt:
+        for job in applied.preempted:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
             message = (
@@ -644,7 +657,8 @@ class SchedulerService:
                 else f"preempted by {self.policy.name}{why}: checkpoints and waits"
             )
             self._set_status(self.store.job(jid), QUEUED, message, preemptions=job.preemptions)
-        for job, gpus in plan.resize:
+        for job in applied.resized:
+            gpus = job.gpus
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
                 self.store.update_job(
@@ -658,12 +672,12 @@ class SchedulerService:
             else:  # stop-resume: checkpoint, restart at the new size
                 self.executor.stop(job.job_id, graceful=True)
                 self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume)")
-        for job, gpus in plan.start:
+        for job in applied.started:
             row = self.store.job(job.job_id)
-            k = plan.accumulation.get(job.job_id, 1)
+            k = job.accumulation
             self._launch(
                 job,
-                gpus,
+                job.gpus,
                 "started" if k == 1 else f"started sharing, {k} sub-batches",
                 started=row["started"] or now,
                 accumulation=k,

@@ -141,8 +141,6 @@ class Simulator:
             config.max_jobs_per_gpu,
             config.restore_full_batch,
             now=specs[0].submit_time_s if specs else 0.0,
-            on_finish_scheduled=self._push_completion,
-            on_switch_scheduled=self._push_switch,
             reclaim_notice_s=config.reclaim_notice_s,
         )
         self._node_events = sorted(config.node_events)
@@ -154,11 +152,19 @@ class Simulator:
                 f"the cluster's inference pool has {len(self.state.loans.inference_nodes)}",
             )
 
-    def _push_completion(self, job: JobState) -> None:
-        heapq.heappush(self._completions, (job.finish_time, job.seq, job.version, job))
-
-    def _push_switch(self, job: JobState) -> None:
-        heapq.heappush(self._switches, (job.switch_at, job.seq, job.version, job))
+    def _take_changes(self) -> None:
+        """Move what the state scheduled into the event heaps (the heaps are read only after
+        this: an entry's place does not depend on when it was pushed)."""
+        changes = self.state.changes
+        if changes.finishes:
+            for entry in changes.finishes:
+                heapq.heappush(self._completions, entry)
+            changes.finishes.clear()
+        if changes.switches:
+            for entry in changes.switches:
+                heapq.heappush(self._switches, entry)
+            changes.switches.clear()
+        changes.returned.clear()  # the runtime's business (its inference stand-ins)
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -206,7 +212,9 @@ class Simulator:
         inf_area = short_area = loaned_area = 0.0
         done_before = arrived_before = idle_passes = 0
         stall_limit = cfg.stall_limit
+        take_changes, changes = self._take_changes, state.changes
         while True:
+            take_changes()
             while completions and completions[0][3].version != completions[0][2]:
                 heapq.heappop(completions)
             t = completions[0][0] if completions else INF
@@ -243,7 +251,8 @@ class Simulator:
                     loaned_area += (len(loans.loaned) + len(loans.reclaiming)) * dt
             last_t = t
             state.now = t
-            # completions free GPUs before anything else at the same instant
+            # completions free GPUs before anything else at the same instant (partners whose
+            # finish moved to now included)
             while completions and completions[0][0] <= t:
                 _, _, version, job = heapq.heappop(completions)
                 if version == job.version and job.status is Status.RUNNING:
@@ -252,6 +261,8 @@ class Simulator:
                     done += 1
                     if self.progress is not None and done % 1000 == 0:
                         self.progress(1000)
+                    if changes.finishes:
+                        take_changes()
             while switches and switches[0][0] <= t:
                 at, _, _, job = heapq.heappop(switches)
                 if job.switch_at == at and job.status is Status.RUNNING:

@@ -8,7 +8,7 @@ index, the sharing partners (their speeds and sub-batch counts), each job's proj
 
 A running job's work advances at ``rate`` solo seconds per second from ``resume_at`` (after a
 start-up, restart or resize pause). Its projected finish is recomputed only when its rate or its
-measured progress changes, and the owner is told through ``on_finish_scheduled`` (the simulator
+measured progress changes, and the owner finds it in ``changes.finishes`` (the simulator
 keeps a heap with lazy invalidation by ``version``; the runtime needs none). The state holds
 only live jobs (pending or running): a finished job leaves it, and its owner keeps or drops it.
 """
@@ -16,8 +16,8 @@ only live jobs (pending or running): a finished job leaves it, and its owner kee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..cluster import Cluster
@@ -46,12 +46,18 @@ def unplaceable(spec: JobSpec, cluster: Cluster) -> str | None:
     return f"job '{spec.job_id}' asks for {spec.num_gpus} GPUs{kind}; the cluster has {capacity}"
 
 
-def _no_event(job: JobState) -> None:
-    pass
+@dataclass(slots=True)
+class Changes:
+    """What the state scheduled since its owner last took these lists (each owner empties
+    them: the simulator into its event heaps, the runtime after each pass)."""
 
-
-def _no_return(nid: int, asked: float, deadline: float) -> None:
-    pass
+    # (finish time, seq, version, job): a running job's projected finish moved (stale once
+    # the job's version moves on)
+    finishes: list[tuple[float, int, int, JobState]] = field(default_factory=list)
+    # (switch time, seq, version, job): a background scale-out's new workers take over then
+    switches: list[tuple[float, int, int, JobState]] = field(default_factory=list)
+    # (node, asked, deadline): a reclaimed inference server no job holds any more
+    returned: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 class ClusterState:
@@ -66,10 +72,7 @@ class ClusterState:
         max_jobs_per_gpu: int = 2,
         restore_full_batch: bool = True,
         now: float = 0.0,
-        on_finish_scheduled: Callable[[JobState], None] = _no_event,
-        on_switch_scheduled: Callable[[JobState], None] = _no_event,
         reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
-        on_server_returned: Callable[[int, float, float], None] = _no_return,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -84,11 +87,9 @@ class ClusterState:
         self.pending: dict[str, JobState] = {}
         self.running: dict[str, JobState] = {}
         self.down_nodes: set[int] = set()
-        self.on_finish_scheduled = on_finish_scheduled
-        self.on_switch_scheduled = on_switch_scheduled
+        self.changes = Changes()
         # capacity loaning: inference servers lent to training and asked back (Aryl)
         self.loans = LoanBook.for_cluster(cluster, reclaim_notice_s)
-        self.on_server_returned = on_server_returned
         # GPUs each tenant's running jobs hold; with ``tenant_log`` a list, every change is
         # appended to it as (time, tenant, GPUs held)
         self.tenant_gpus: dict[str, int] = {}
@@ -220,12 +221,12 @@ class ClusterState:
         return Applied(plan)
 
     # -- capacity loaning ----------------------------------------------------------------------
-    def set_inference_demand(self, servers: int) -> Plan:
+    def set_inference_demand(self, servers: int) -> Applied:
         """The inference side announces how many of its servers it needs (by the end of the
         notice): servers it does not need are loaned to training when the policy loans; when
         it needs more than it holds, the policy picks loaned servers to reclaim and plans how
         their jobs leave (scale in or preempt), and each must be back by now + notice. Returns
-        that plan, applied (empty when nothing is reclaimed)."""
+        what that plan changed (nothing when nothing is reclaimed)."""
         book = self.loans
         total = len(book.inference_nodes)
         if isinstance(servers, bool) or not isinstance(servers, int) or not 0 <= servers <= total:
@@ -253,14 +254,13 @@ class ClusterState:
             book.stats.reclaims += count
             book.stats.reclaim_preemptions += len(plan.preempt)
             book.stats.reclaim_scale_ins += len(plan.resize)
-            self._commit(plan, check)
-            return plan
+            return self._commit(plan, check)
         if short < 0 and self.policy.loans_servers:
             for nid in book.lendable(-short, self.down_nodes):
                 self.free.add_node(nid)
                 book.loaned[nid] = self.now
                 book.stats.loans += 1
-        return Plan()
+        return Applied()
 
     def enforce_reclaims(self) -> list[JobState]:
         """Servers whose notice ran out: the jobs still on them are preempted now (returned)."""
@@ -292,7 +292,7 @@ class ClusterState:
                 book.stats.returned += 1
                 book.stats.returned_late += self.now > deadline
                 book.stats.return_wait_s += self.now - asked
-                self.on_server_returned(nid, asked, deadline)
+                self.changes.returned.append((nid, asked, deadline))
 
     # -- what happens outside the policy's control ------------------------------------------------
     def finish(self, job: JobState) -> None:
@@ -401,7 +401,7 @@ class ClusterState:
         job.version += 1
         begin = job.resume_at if job.resume_at > self.now else self.now
         job.finish_time = begin + max(0.0, job.spec.duration_s - job.done_s) / job.rate
-        self.on_finish_scheduled(job)
+        self.changes.finishes.append((job.finish_time, job.seq, job.version, job))
 
     def _set_rate(self, job: JobState, rate: float) -> None:
         if not rate > 0:
@@ -496,12 +496,12 @@ class ClusterState:
             job.resume_at = max(job.resume_at, now) + pause
             job.resize_lost_gpu_s += pause * len(gpus)
         elif added:  # background scale-out: the old workers go on meanwhile
-            job.switch_at = now + pause
+            job.switch_at = switch_at = now + pause
             job.resize_lost_gpu_s += pause * len(
                 added
             ) + costs.background_switch_fraction * pause * len(gpus)
             self._schedule_completion(job)  # at the old speed, until the switch
-            self.on_switch_scheduled(job)
+            self.changes.switches.append((switch_at, job.seq, job.version, job))
             return
         job.rate = self._rate(job)  # background scale-in: no pause for the stayers
         self._schedule_completion(job)

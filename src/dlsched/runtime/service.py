@@ -183,32 +183,48 @@ class SchedulerService:
 
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> Plan:
+        """One pass: take what happened, decide and carry it out, publish."""
         with self._lock:
-            books = self.books
-            books.advance_to(self.clock())
-            self._sync_nodes()
-            self._take_requests()
-            for outcome in self.executor.poll():
-                self._outcome(outcome)
-            self._start_profiling()  # in the slots those outcomes freed
-            self._reclaim_deadlines()
-            self._progress()
+            self.books.advance_to(self.clock())
+            self._take_events()
             t0 = time.perf_counter()
-            plan = self.policy.schedule(books)
-            evicted = self._quota_events()
-            try:
-                applied = books.apply(plan)
-            except PlanError as e:  # nothing of it applied: books, store and executor agree
-                self.metrics.rejected_plans.inc()
-                log.error("scheduling pass skipped, its plan was refused: %s", e)
-                plan, applied = Plan(), Applied()
-            self._act(applied, evicted=evicted)
-            self._take_changes()
+            plan = self._decide()
             self.pass_s = time.perf_counter() - t0
-            self.metrics.observe(self)
-            self._sample(books)
-            self._discard_old()
+            self._publish()
             return plan
+
+    def _take_events(self) -> None:
+        """Into the books: nodes gone or back, new and cancelled jobs, the executor's outcomes
+        (then profiling in the slots they freed), reclaim notices run out, measured progress."""
+        self._sync_nodes()
+        self._take_requests()
+        for outcome in self.executor.poll():
+            self._outcome(outcome)
+        self._start_profiling()
+        self._reclaim_deadlines()
+        self._progress()
+
+    def _decide(self) -> Plan:
+        """The policy's plan, applied whole or not at all, then carried out by the executor
+        and recorded in the store (a refused plan is logged and skipped)."""
+        books = self.books
+        plan = self.policy.schedule(books)
+        evicted = self._quota_events()
+        try:
+            applied = books.apply(plan)
+        except PlanError as e:  # nothing of it applied: books, store and executor agree
+            self.metrics.rejected_plans.inc()
+            log.error("scheduling pass skipped, its plan was refused: %s", e)
+            plan, applied = Plan(), Applied()
+        self._act(applied, evicted=evicted)
+        self._take_changes()
+        return plan
+
+    def _publish(self) -> None:
+        """The metrics, the dashboard's history, and forgetting what is old."""
+        self.metrics.observe(self)
+        self._sample(self.books)
+        self._discard_old()
 
     # -- capacity loaning (Aryl) -------------------------------------------------------------
     def set_inference_demand(self, servers: int) -> dict:

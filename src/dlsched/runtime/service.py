@@ -262,11 +262,8 @@ class SchedulerService:
         """Notices that ran out: preempt the jobs the books still place there and kill runs
         still on servers handed back; report servers whose stand-in runs."""
         for job in self.books.enforce_reclaims():
-            self.executor.stop(job.job_id, graceful=False)
-            self.live[job.job_id].attempt += 1
-            self._set_status(
-                self.store.job(job.job_id),
-                QUEUED,
+            self._requeued(
+                job,
                 "preempted: its inference server was reclaimed and the notice ran out",
                 preemptions=job.preemptions,
             )
@@ -289,12 +286,11 @@ class SchedulerService:
                     live = self.live.get(jid)
                     if live is not None and live.state.status is Status.RUNNING:
                         self.books.fail(live.state)
-                        live.attempt += 1
-                        self._set_status(
-                            self.store.job(jid),
-                            QUEUED,
-                            f"killed: a worker was still on {name} at the "
-                            "end of the reclaim notice; resumes from its last checkpoint",
+                        self._requeued(
+                            live.state,
+                            f"killed: a worker was still on {name} at the end of the "
+                            "reclaim notice; resumes from its last checkpoint",
+                            stop=False,  # the executor evicted it
                             failures=live.state.failures,
                         )
 
@@ -397,6 +393,15 @@ class SchedulerService:
             self.executor.discard(jid)
         self._swept_until = cutoff
 
+    def _requeued(self, job: JobState, event: str, stop: bool = True, **fields) -> None:
+        """The books stopped a running job that did not end by itself (a lost node, a reclaim
+        notice run out): its run is killed (``stop``) and its reports are stale from now on;
+        the store shows it queued, with ``event``."""
+        if stop:
+            self.executor.stop(job.job_id, graceful=False)
+        self.live[job.job_id].attempt += 1
+        self._set_status(self.store.job(job.job_id), QUEUED, event, **fields)
+
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
         self.store.update_job(row["id"], event=event, status=status, **fields)
         if status == RUNNING and "gpus" in fields:  # a run starts (or restarts resized)
@@ -421,11 +426,8 @@ class SchedulerService:
                 ]
                 self.books.node_down(nid)  # the state requeues them, counting a failure
                 for job in victims:
-                    self.executor.stop(job.job_id, graceful=False)
-                    self.live[job.job_id].attempt += 1  # its run's report is stale now
-                    self._set_status(
-                        self.store.job(job.job_id),
-                        QUEUED,
+                    self._requeued(
+                        job,
                         f"node {name} lost: requeued, resumes from its last checkpoint",
                         failures=job.failures,
                     )

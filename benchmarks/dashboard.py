@@ -21,7 +21,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from dlsched.runtime.api import create_app, hash_token
-from dlsched.runtime.execution import NodeInfo
+from dlsched.runtime.executor_api import NodeInfo
 from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import SQLiteStore
 

@@ -117,7 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
-    from dlsched.runtime.executor import LocalRayCluster, RayExecutor
+    from dlsched.runtime.ray_executor import LocalRayCluster, RayExecutor
     from runtime_helpers import sandbox_for  # Ray and the sandbox as the server sets them up
 
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)

@@ -51,7 +51,7 @@ def loop_latency(h: Harness, auth: dict, jobs: int, passes: int) -> tuple[list[f
         )
     h.service.stop()  # drive the passes by hand from here
     h.service.step()  # takes the 1,000 jobs in
-    assert len(h.service.books.pending) == jobs
+    assert len(h.service.state.pending) == jobs
     whole, policy = [], []
     for _ in range(passes):
         t0 = time.perf_counter()
@@ -70,7 +70,7 @@ def main() -> None:
     )
     parser.add_argument("--passes", type=int, default=20)
     args = parser.parse_args()
-    from dlsched.runtime.executor import LocalRayCluster
+    from dlsched.runtime.ray_executor import LocalRayCluster
 
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
 

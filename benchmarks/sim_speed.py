@@ -19,7 +19,7 @@ from dlsched.policies.catalog import make_policy
 from dlsched.policies.quota import QuotaLayer
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
-from dlsched.tenancy import load_tenants
+from dlsched.tenant_quotas import load_tenants
 
 
 def main() -> None:

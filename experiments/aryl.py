@@ -6,7 +6,7 @@
 Workloads: (a) the full Philly trace on 64 x 8 V100 for training and 16 x 8 V100 for inference;
 (b) a synthetic Poisson workload (Philly's size and duration mix, models from the zoo, nominal
 load 2) on 16 x 8 training and 4 x 8 inference. Half of the jobs are elastic (the seeded rule
-of dlsched.elastic: min = request / 2, max = 2 x request). The inference pool follows the
+of dlsched.elastic_jobs: min = request / 2, max = 2 x request). The inference pool follows the
 Alibaba GenAI QPS curve (dlsched.inference: peak = 90% of the pool, announced 120 s ahead);
 Philly is also run with Philly's own active-node curve as the demand. Policies: Aryl and its
 ablations; ``aryl-base`` (SJF with backfill, neither loaning nor elasticity) is the scheduler

@@ -23,7 +23,7 @@ from dlsched.policies.catalog import make_policy
 from dlsched.policies.quota import QuotaLayer
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
-from dlsched.tenancy import philly_vc
+from dlsched.tenant_quotas import philly_vc
 
 RUNS = [
     ("tiresias, no quotas", "tiresias", None),

@@ -1,4 +1,4 @@
-"""An in-memory executor (the :class:`dlsched.runtime.execution.Executor` interface) and a fake
+"""An in-memory executor (the :class:`dlsched.runtime.executor_api.Executor` interface) and a fake
 clock, so the scheduling service's logic runs in milliseconds without Ray or PyTorch."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlsched.runtime.execution import NodeInfo, Outcome
+from dlsched.runtime.executor_api import NodeInfo, Outcome
 
 JOBS_PER_GPU = 2
 # what a profiling run reports (dlsched.runtime.profile): small enough for two jobs per GPU

@@ -55,7 +55,7 @@ class Harness:
         from fastapi.testclient import TestClient
 
         from dlsched.runtime.api import create_app, hash_token
-        from dlsched.runtime.executor import RayExecutor
+        from dlsched.runtime.ray_executor import RayExecutor
         from dlsched.runtime.service import SchedulerService
         from dlsched.runtime.store import SQLiteStore
 
@@ -124,7 +124,7 @@ def local_ray_cluster(**shape):
     disconnected from any other first, so executors made on it connect to this one."""
     import ray
 
-    from dlsched.runtime.executor import LocalRayCluster
+    from dlsched.runtime.ray_executor import LocalRayCluster
 
     ray.shutdown()
     cluster = LocalRayCluster(**shape)

@@ -79,7 +79,7 @@ def test_every_workload_model_implements_the_protocol():
     from dlsched.perf.model import PerfModel
     from dlsched.perf.speed import PerfSpeed
     from dlsched.runtime.speed import RuntimeSpeed
-    from dlsched.workload import TRACE_MODEL, WorkloadModel
+    from dlsched.workload_model import TRACE_MODEL, WorkloadModel
 
     for model in (TRACE_MODEL, PerfSpeed(PerfModel(), parse_cluster_spec("1x4")), RuntimeSpeed()):
         assert isinstance(model, WorkloadModel), type(model).__name__

@@ -17,7 +17,7 @@ from dlsched.state.cluster_state import ClusterState
 from dlsched.state.costs import Costs
 from dlsched.state.invariants import problems
 from dlsched.view import Plan
-from dlsched.workload import TraceModel
+from dlsched.workload_model import TraceModel
 
 
 class PowerLaw(TraceModel):

@@ -1,6 +1,6 @@
 import pytest
 
-from dlsched.elastic import MAX_ELASTIC_GPUS, make_elastic
+from dlsched.elastic_jobs import MAX_ELASTIC_GPUS, make_elastic
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec
 from dlsched.traces import load_trace

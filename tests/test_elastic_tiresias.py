@@ -7,7 +7,7 @@ from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
-from dlsched.workload import TraceModel
+from dlsched.workload_model import TraceModel
 
 
 class SizeTable(TraceModel):

@@ -256,7 +256,7 @@ def test_srtf_preempts_the_job_with_the_most_work_left_whatever_its_speed():
     from dlsched.cluster import parse_cluster_spec
     from dlsched.policies.catalog import make_policy
     from dlsched.sim.engine import Simulator
-    from dlsched.workload import TraceModel
+    from dlsched.workload_model import TraceModel
 
     class XIsFast(TraceModel):
         def __call__(self, job, gpus):
@@ -284,7 +284,7 @@ def test_the_summary_counts_jobs_gpu_time_and_allocated_gpu_time_apart():
     from dlsched.metrics import summarize
     from dlsched.policies.catalog import make_policy
     from dlsched.sim.engine import Simulator
-    from dlsched.workload import TraceModel
+    from dlsched.workload_model import TraceModel
 
     class Shares(TraceModel):
         def slowdown(self, job, partner):

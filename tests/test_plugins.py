@@ -166,7 +166,7 @@ def test_a_plug_in_s_invalid_plan_is_skipped_and_the_server_keeps_serving(tmp_pa
     assert "plan was refused" in caplog.text and f"job {c}" in caplog.text
     assert store.job(a)["status"] == RUNNING and store.job(b)["status"] == QUEUED
     assert set(executor.runs) == {a} and executor.runs[a].placement == [("n0", i) for i in range(4)]
-    books = service.books
+    books = service.state
     assert set(books.running) == {a} and set(books.pending) == {b, c}
     assert len(books.running[a].gpus) == 4 and books.free.total == 0
     assert sum(books.tenant_gpus.values()) == 4

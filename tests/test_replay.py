@@ -276,7 +276,7 @@ def test_a_policy_sees_a_jobs_estimate_until_it_runs_and_the_job_takes_its_true_
 def test_the_servers_quotas_go_with_the_admins_export_and_read_back(tmp_path):
     import yaml
 
-    from dlsched.tenancy import TenantConfig, TenantQuota, load_tenants
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota, load_tenants
 
     quotas = TenantConfig(
         {"alice": TenantQuota(2, 1, "lab", 2.0, 1)}, TenantQuota(1, None, "lab"), source="q.yaml"
@@ -293,7 +293,7 @@ def test_the_servers_quotas_go_with_the_admins_export_and_read_back(tmp_path):
 
 def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_path, capsys):
     from dlsched.runtime.api import create_app, hash_token
-    from dlsched.tenancy import TenantConfig, TenantQuota
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
     from runtime_helpers import HttpServer
 
     s = Setup(

@@ -8,7 +8,7 @@ from dlsched.jobs import JobSpec
 from dlsched.policies.base import Plan, Policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
-from dlsched.workload import TraceModel
+from dlsched.workload_model import TraceModel
 
 
 class RateBySize(TraceModel):

@@ -131,7 +131,7 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
 
 
 def lab_quotas():
-    from dlsched.tenancy import TenantConfig, TenantQuota
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
 
     return TenantConfig(
         {"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")}, source="test"

@@ -250,7 +250,7 @@ def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
         except OSError:
             continue
         argv = cmd.split(b"\0")
-        if b"dlsched.runtime.tenant" in argv and not argv[0].endswith(
+        if b"dlsched.runtime.tenant_process" in argv and not argv[0].endswith(
             (b"bwrap", b"setpriv", b"prlimit")
         ):
             if _sandbox_of(pid, str(data_dir).encode()):

@@ -38,7 +38,7 @@ class Setup:
     def step(self, seconds: float = 1.0):
         self.clock.advance(seconds)
         plan = self.service.step()
-        assert not problems(self.service.books), problems(self.service.books)
+        assert not problems(self.service.state), problems(self.service.state)
         return plan
 
     def status(self, job_id: str) -> str:
@@ -56,7 +56,7 @@ def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
     s.executor.finish(a)
     s.step()
     assert s.status(a) == DONE
-    assert a not in s.service.live and not s.service.books.running  # nothing kept in memory
+    assert a not in s.service.live and not s.service.state.running  # nothing kept in memory
 
 
 def test_a_finished_jobs_checkpoint_is_deleted_after_the_retention_only(tmp_path):
@@ -95,7 +95,7 @@ def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
         all(r["status"] in (DONE, CANCELLED) for r in s.store.jobs()) and len(s.store.jobs()) == 90
     )
     assert s.service.live == {} and s.service.speed.profiles == {}
-    assert not s.service.books.pending and not s.service.books.running
+    assert not s.service.state.pending and not s.service.state.running
 
 
 def share_one_gpu(s: Setup) -> tuple[str, str]:
@@ -154,7 +154,7 @@ def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):
     assert s.status(on_n1) == RUNNING and s.executor.runs[on_n1].placement[0][0] == "n0"
     s.executor.restore_node("n1")
     s.step()
-    assert 1 not in s.service.books.down_nodes
+    assert 1 not in s.service.state.down_nodes
 
 
 def test_a_job_failing_three_times_fails_for_good(tmp_path):
@@ -166,7 +166,7 @@ def test_a_job_failing_three_times_fails_for_good(tmp_path):
     s.step()
     row = s.store.job(a)
     assert row["status"] == FAILED and row["failures"] == 3
-    assert a not in s.service.live and not s.service.books.pending
+    assert a not in s.service.live and not s.service.state.pending
 
 
 def test_measured_progress_moves_the_projection_and_tells_the_policy(tmp_path):
@@ -239,11 +239,11 @@ def test_preemption_during_a_background_resize(tmp_path):
     assert s.status(e) == RUNNING and s.status(f) == RUNNING
     s.executor.finish(f)
     s.step()
-    assert s.executor.runs[e].resize_to is not None and s.service.books.resizing(s.state(e))
+    assert s.executor.runs[e].resize_to is not None and s.service.state.resizing(s.state(e))
     g = s.submit(gpus=4)
     s.step(60)  # e has 2 x 60 GPU-seconds > 50: demoted, g preempts it
     assert s.status(e) == QUEUED and s.status(g) == RUNNING
-    assert not s.service.books.resizing(s.state(e))
+    assert not s.service.state.resizing(s.state(e))
     s.executor.finish(g)
     s.step()
     assert s.status(e) == RUNNING and s.store.job(e)["attempt"] == 2
@@ -310,7 +310,7 @@ def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, poli
 
     def check() -> None:
         rows = {r["id"]: r for r in s.store.jobs()}
-        books = s.service.books
+        books = s.service.state
         assert set(rows) == set(submitted), "a job was lost or invented"
         for jid, row in rows.items():
             live = s.service.live.get(jid)
@@ -453,7 +453,7 @@ def test_a_worker_left_on_a_reclaimed_server_is_killed_at_the_end_of_the_notice(
 
 def test_quotas_admit_borrow_reclaim_and_account(tmp_path):
     from dlsched.runtime.usage import usage_report
-    from dlsched.tenancy import TenantConfig, TenantQuota
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
 
     quotas = TenantConfig(
         {"alice": TenantQuota(2, None, "lab"), "bob": TenantQuota(2, None, "lab")}

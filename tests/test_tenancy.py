@@ -14,7 +14,7 @@ from dlsched.policies.quota import QuotaLayer, reservation
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems
-from dlsched.tenancy import TenantConfig, TenantQuota, equal_shares, load_tenants, philly_vc
+from dlsched.tenant_quotas import TenantConfig, TenantQuota, equal_shares, load_tenants, philly_vc
 
 
 def run(jobs, config, policy="fifo", cluster="1x4", **params):

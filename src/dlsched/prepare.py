@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .cluster import Cluster, load_cluster
-from .elastic import make_elastic
+from .elastic_jobs import make_elastic
 from .errors import SpecError
 from .jobs import JobSpec
 from .state.cluster_state import unplaceable
 from .traces import load_trace
 from .traces.base import Trace
-from .workload import TRACE_MODEL, WorkloadModel
+from .workload_model import TRACE_MODEL, WorkloadModel
 
 
 @dataclass(slots=True)

@@ -86,7 +86,7 @@ def simulate(
         jobs = with_profiling(jobs, trace.replay, policy)
     if quotas:
         from .policies.quota import QuotaLayer
-        from .tenancy import load_tenants
+        from .tenant_quotas import load_tenants
 
         config = load_tenants(quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
         policy = QuotaLayer(policy, config.without_borrowing() if hard_quotas else config)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from .cluster import Cluster
 from .jobs import JobState
 from .state.free import FreeGpus
-from .workload import WorkloadModel
+from .workload_model import WorkloadModel
 
 
 @dataclass(slots=True)

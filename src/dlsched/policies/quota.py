@@ -1,4 +1,4 @@
-"""A quota layer over any policy (Kueue's admission, on GPUs; :mod:`dlsched.tenancy`).
+"""A quota layer over any policy (Kueue's admission, on GPUs; :mod:`dlsched.tenant_quotas`).
 
 The wrapped policy orders and places jobs as it does alone, but it only ever hears of *admitted*
 jobs. What a tenant uses is its admitted jobs' GPUs: a running job's as the cluster state counts
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..jobs import JobState, Status
-from ..tenancy import TenantConfig, TenantQuota
+from ..tenant_quotas import TenantConfig, TenantQuota
 from ..view import AdmissionBooks, JobQueue
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated, smallest_fitting

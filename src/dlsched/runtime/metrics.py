@@ -47,7 +47,7 @@ class RuntimeMetrics:
         )
         self.rejected_plans = PromCounter(
             "dlsched_rejected_plans_total",
-            "Scheduling passes skipped because the books refused the policy's plan (a policy "
+            "Scheduling passes skipped because the state refused the policy's plan (a policy "
             "bug; the server log names the job and the reason)",
             registry=r,
         )
@@ -155,20 +155,20 @@ class RuntimeMetrics:
         self.transitions.labels(old, new).inc()
 
     def observe(self, service) -> None:
-        books = service.books
+        state = service.state
         counts = Counter(
-            (j.spec.tenant if self.expose_tenants else "all") for j in books.pending.values()
+            (j.spec.tenant if self.expose_tenants else "all") for j in state.pending.values()
         )
         for tenant in self._tenants | set(counts):
             self.queue.labels(tenant).set(counts.get(tenant, 0))
         self._tenants |= set(counts)
-        self.running.set(len(books.running))
-        self.gpus_total.set(books.free.usable_gpus())
-        self.gpus_allocated.set(sum(len(j.gpus) for j in books.running.values()))
+        self.running.set(len(state.running))
+        self.gpus_total.set(state.free.usable_gpus())
+        self.gpus_allocated.set(sum(len(j.gpus) for j in state.running.values()))
         if service.pass_s is not None:
             self.pass_seconds.observe(service.pass_s)
         self._observe_quotas(service)
-        loans = books.loans
+        loans = state.loans
         if loans.inference_nodes:
             for state, count in (
                 ("held", loans.held),
@@ -191,8 +191,8 @@ class RuntimeMetrics:
                     self._counted[key] = value
 
     def _observe_quotas(self, service) -> None:
-        usage = service.policy.usage_by_tenant(service.books)
-        pending: Counter = Counter(j.spec.tenant for j in service.books.pending.values())
+        usage = service.policy.usage_by_tenant(service.state)
+        pending: Counter = Counter(j.spec.tenant for j in service.state.pending.values())
         by_label: dict[tuple[str, str], int] = {}
         for tenant in set(pending) | self._tenants:
             label = self._label(tenant)

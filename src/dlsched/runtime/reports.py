@@ -4,7 +4,7 @@ The worker asks the tenant process for ``{"iteration", "iterations", "iteration_
 that process runs the tenant's code, so every value may be anything JSON carries (NaN and
 infinity included). A report is used only when each value is a finite number in its range;
 otherwise it is dropped whole, and the reason is named (the service counts it and writes it to
-the job's events), so a false report reaches neither the books nor the store.
+the job's events), so a false report reaches neither the state nor the store.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ class Sandbox:
 
     def command(self, job_dir: Path, job_id: str) -> list[str]:
         """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3)."""
-        python = [sys.executable, "-I", "-m", "dlsched.runtime.tenant"]
+        python = [sys.executable, "-I", "-m", "dlsched.runtime.tenant_process"]
         if not self.isolate:
             return python
         uid = self.uid(job_id)

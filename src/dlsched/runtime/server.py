@@ -106,7 +106,7 @@ def serve(args, params: dict) -> int:
         import uvicorn
 
         from .api import create_app
-        from .executor import LocalRayCluster, RayExecutor
+        from .ray_executor import LocalRayCluster, RayExecutor
         from .service import SchedulerService
     except ImportError as e:
         raise SpecError(
@@ -132,7 +132,7 @@ def serve(args, params: dict) -> int:
     executor = RayExecutor(address, data_dir, sandbox, start_timeout_s=args.start_timeout_s)
     quotas = None
     if args.quotas:
-        from ..tenancy import load_tenants
+        from ..tenant_quotas import load_tenants
 
         training = sum(n.gpus for n in executor.inventory() if n.alive and n.pool == "training")
         quotas = load_tenants(args.quotas, [t["name"] for t in store.tenants()], training)
@@ -154,8 +154,8 @@ def serve(args, params: dict) -> int:
         f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
         f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
         + (
-            f", {len(service.books.loans.inference_nodes)} inference servers"
-            if service.books.loans.inference_nodes
+            f", {len(service.state.loans.inference_nodes)} inference servers"
+            if service.state.loans.inference_nodes
             else ""
         )
         + ")",

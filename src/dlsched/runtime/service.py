@@ -30,9 +30,9 @@ from ..policies.catalog import make_policy
 from ..policies.quota import QuotaLayer, TenantUsage
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
-from ..tenancy import TenantConfig, TenantQuota, quota_from
+from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
 from ..view import Applied, Plan
-from .execution import Executor, Outcome
+from .executor_api import Executor, Outcome
 from .export import export_history
 from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S
@@ -55,7 +55,7 @@ UNLIMITED = 10**9  # the nominal quota of a tenant when the server runs without 
 
 @dataclass(slots=True)
 class LiveJob:
-    """A queued or running job: its state in the books and what only the runtime knows."""
+    """A queued or running job: its state in the state and what only the runtime knows."""
 
     state: JobState
     attempt: int  # its current run's number; reports of older runs are stale
@@ -122,7 +122,7 @@ class SchedulerService:
         self.resize_mechanism = resize_mechanism
         self.speed = RuntimeSpeed()
         # a real restart's pause is what it takes: measured by the executor, not charged
-        self.books = ClusterState(
+        self.state = ClusterState(
             self.cluster,
             self.policy,
             Costs(restart_overhead_s=0.0, resize_mechanism=resize_mechanism),
@@ -130,16 +130,16 @@ class SchedulerService:
             now=self.clock(),
             reclaim_notice_s=reclaim_notice_s,
         )
-        # inference servers the books have handed back, until their stand-in runs there: the
+        # inference servers the state have handed back, until their stand-in runs there: the
         # proof that no training worker is left (node -> (asked, deadline))
         self.returning: dict[int, tuple[float, float]] = {}
         self.returned_after_s: list[float] = []
-        for nid in self.books.loans.inference_nodes:  # inference holds its servers at start
+        for nid in self.state.loans.inference_nodes:  # inference holds its servers at start
             self.executor.serve_inference(self.node_names[nid])
         self.live: dict[str, LiveJob] = {}
         self.pass_s: float | None = None  # the last scheduling pass's wall time
         self.history: deque[tuple[float, int, int, int, int]] = deque(maxlen=HISTORY_SAMPLES)
-        self._seen_seq = 0  # the store's jobs up to here are in the books
+        self._seen_seq = 0  # the store's jobs up to here are in the state
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -185,7 +185,7 @@ class SchedulerService:
     def step(self) -> Plan:
         """One pass: take what happened, decide and carry it out, publish."""
         with self._lock:
-            self.books.advance_to(self.clock())
+            self.state.advance_to(self.clock())
             self._take_events()
             t0 = time.perf_counter()
             plan = self._decide()
@@ -194,7 +194,7 @@ class SchedulerService:
             return plan
 
     def _take_events(self) -> None:
-        """Into the books: nodes gone or back, new and cancelled jobs, the executor's outcomes
+        """Into the state: nodes gone or back, new and cancelled jobs, the executor's outcomes
         (then profiling in the slots they freed), reclaim notices run out, measured progress."""
         self._sync_nodes()
         self._take_requests()
@@ -207,12 +207,12 @@ class SchedulerService:
     def _decide(self) -> Plan:
         """The policy's plan, applied whole or not at all, then carried out by the executor
         and recorded in the store (a refused plan is logged and skipped)."""
-        books = self.books
-        plan = self.policy.schedule(books)
+        state = self.state
+        plan = self.policy.schedule(state)
         evicted = self._quota_events()
         try:
-            applied = books.apply(plan)
-        except PlanError as e:  # nothing of it applied: books, store and executor agree
+            applied = state.apply(plan)
+        except PlanError as e:  # nothing of it applied: state, store and executor agree
             self.metrics.rejected_plans.inc()
             log.error("scheduling pass skipped, its plan was refused: %s", e)
             plan, applied = Plan(), Applied()
@@ -223,7 +223,7 @@ class SchedulerService:
     def _publish(self) -> None:
         """The metrics, the dashboard's history, and forgetting what is old."""
         self.metrics.observe(self)
-        self._sample(self.books)
+        self._sample(self.state)
         self._discard_old()
 
     # -- capacity loaning (Aryl) -------------------------------------------------------------
@@ -232,11 +232,11 @@ class SchedulerService:
         reclaim notice: idle ones are lent to training (their stand-ins stop), or loaned ones are
         reclaimed as the policy chooses (its jobs scale in or are preempted now)."""
         with self._lock:
-            books = self.books
-            books.advance_to(self.clock())
-            before = set(books.loans.loaned)
-            applied = books.set_inference_demand(servers)
-            for nid in set(books.loans.loaned) - before:
+            state = self.state
+            state.advance_to(self.clock())
+            before = set(state.loans.loaned)
+            applied = state.set_inference_demand(servers)
+            for nid in set(state.loans.loaned) - before:
                 self.executor.release_inference(self.node_names[nid])
                 log.info("inference server %s lent to training", self.node_names[nid])
             self._act(applied, reason="its inference server was reclaimed")
@@ -246,11 +246,11 @@ class SchedulerService:
         return self.pools()
 
     def _take_changes(self) -> None:
-        """Servers the books handed back (no job on them any more): start the inference
+        """Servers the state handed back (no job on them any more): start the inference
         stand-in there, which runs once the last training worker has left. (Finishes and
-        switches the books projected are the simulator's events: here the workers report
+        switches the state projected are the simulator's events: here the workers report
         them.)"""
-        changes = self.books.changes
+        changes = self.state.changes
         for nid, asked, deadline in changes.returned:
             self.executor.serve_inference(self.node_names[nid])
             self.returning[nid] = (asked, deadline)
@@ -259,9 +259,9 @@ class SchedulerService:
         changes.switches.clear()
 
     def _reclaim_deadlines(self) -> None:
-        """Notices that ran out: preempt the jobs the books still place there and kill runs
+        """Notices that ran out: preempt the jobs the state still place there and kill runs
         still on servers handed back; report servers whose stand-in runs."""
-        for job in self.books.enforce_reclaims():
+        for job in self.state.enforce_reclaims():
             self._requeued(
                 job,
                 "preempted: its inference server was reclaimed and the notice ran out",
@@ -285,7 +285,7 @@ class SchedulerService:
                     # the whole run is killed, and the job resumes from its last checkpoint
                     live = self.live.get(jid)
                     if live is not None and live.state.status is Status.RUNNING:
-                        self.books.fail(live.state)
+                        self.state.fail(live.state)
                         self._requeued(
                             live.state,
                             f"killed: a worker was still on {name} at the end of the "
@@ -298,13 +298,13 @@ class SchedulerService:
         """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
         the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
         with self._lock:
-            layer, books = self.policy, self.books
-            usage = layer.usage_by_tenant(books)
+            layer, state = self.policy, self.state
+            usage = layer.usage_by_tenant(state)
             if tenant is not None:
                 usage = {
                     tenant: usage.get(tenant) or TenantUsage(layer.config.quota(tenant), 0, 0, 0)
                 }
-            waiting_all: Counter = Counter(j.spec.tenant for j in books.pending.values())
+            waiting_all: Counter = Counter(j.spec.tenant for j in state.pending.values())
             out = {}
             for t, u in usage.items():
                 q = u.quota
@@ -353,7 +353,7 @@ class SchedulerService:
 
     def pools(self) -> dict:
         """The inference pool: its servers by state, the announced demand and the counts."""
-        loans = self.books.loans
+        loans = self.state.loans
         names = self.node_names
         stats = loans.stats
         return {
@@ -373,13 +373,13 @@ class SchedulerService:
             "max_return_s": max(self.returned_after_s, default=None),
         }
 
-    def _sample(self, books: ClusterState) -> None:
+    def _sample(self, state: ClusterState) -> None:
         """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""
         now = self.clock()
         if not self.history or now - self.history[-1][0] >= HISTORY_EVERY_S:
-            usable = books.free.usable_gpus()
+            usable = state.free.usable_gpus()
             self.history.append(
-                (now, usable - books.free.total, usable, len(books.pending), len(books.running))
+                (now, usable - state.free.total, usable, len(state.pending), len(state.running))
             )
 
     def _discard_old(self) -> None:
@@ -394,7 +394,7 @@ class SchedulerService:
         self._swept_until = cutoff
 
     def _requeued(self, job: JobState, event: str, stop: bool = True, **fields) -> None:
-        """The books stopped a running job that did not end by itself (a lost node, a reclaim
+        """The state stopped a running job that did not end by itself (a lost node, a reclaim
         notice run out): its run is killed (``stop``) and its reports are stale from now on;
         the store shows it queued, with ``event``."""
         if stop:
@@ -415,16 +415,16 @@ class SchedulerService:
     def _sync_nodes(self) -> None:
         alive = {n.name: n.alive for n in self.executor.inventory()}
         for nid, name in enumerate(self.node_names):
-            down = nid in self.books.down_nodes
+            down = nid in self.state.down_nodes
             if down and alive.get(name):
-                self.books.node_up(nid)
+                self.state.node_up(nid)
             elif not down and not alive.get(name, False):
                 victims = [
                     j
-                    for j in self.books.running.values()
+                    for j in self.state.running.values()
                     if any(self.cluster.gpu_node[g] == nid for g in j.gpus)
                 ]
-                self.books.node_down(nid)  # the state requeues them, counting a failure
+                self.state.node_down(nid)  # the state requeues them, counting a failure
                 for job in victims:
                     self._requeued(
                         job,
@@ -438,7 +438,7 @@ class SchedulerService:
             if live is not None:
                 if live.state.status is Status.RUNNING:
                     self.executor.stop(row["id"], graceful=False)
-                self.books.cancel(live.state)
+                self.state.cancel(live.state)
                 self._retire(row["id"])
             self._set_status(row, CANCELLED, "cancelled", finished=self.clock())
         for row in self.store.jobs(statuses=(QUEUED,), after_seq=self._seen_seq):
@@ -474,12 +474,12 @@ class SchedulerService:
                 self.store.update_job(jid, event="profiling")
 
     def _enter(self, row: dict) -> None:
-        """Put a queued job in the books (and its profile in the workload model)."""
+        """Put a queued job in the state (and its profile in the workload model)."""
         jid = row["id"]
         if row["profile"] is not None:
             self.speed.profiles[jid] = row["profile"]
         spec = to_job_spec(row["spec"], jid, row["tenant_id"], row["submitted"], row["profile"])
-        job = self.books.submit(spec)
+        job = self.state.submit(spec)
         job.preemptions, job.failures = row["preemptions"], row["failures"]  # from earlier runs
         self.live[jid] = LiveJob(
             job,
@@ -490,7 +490,7 @@ class SchedulerService:
         )
 
     def _retire(self, jid: str) -> None:
-        """The job left the books for good: forget what the service kept of it."""
+        """The job left the state for good: forget what the service kept of it."""
         self.live.pop(jid, None)
         self.speed.forget(jid)
 
@@ -516,7 +516,7 @@ class SchedulerService:
         job = live.state
         fields = {} if outcome.iteration is None else {"iteration": outcome.iteration}
         if outcome.kind == "done" and job.status is Status.RUNNING:
-            self.books.finish(job)
+            self.state.finish(job)
             self._retire(jid)
             self._set_status(
                 self.store.job(jid),
@@ -527,7 +527,7 @@ class SchedulerService:
             )
             self._judge_deadline(job, met=self.clock() <= (job.spec.deadline_s or 0))
         elif outcome.kind == "switched":
-            self.books.switch(job)
+            self.state.switch(job)
             self.store.update_job(
                 jid,
                 event=f"background resize done at iteration {outcome.iteration} ({outcome.detail})",
@@ -541,10 +541,10 @@ class SchedulerService:
                 **fields,
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
-            self.books.fail(job)
+            self.state.fail(job)
             row = self.store.job(jid)
             if job.failures >= self.max_failures:
-                self.books.cancel(job)  # it leaves the queue for good
+                self.state.cancel(job)  # it leaves the queue for good
                 self._retire(jid)
                 self._set_status(
                     row,
@@ -575,13 +575,13 @@ class SchedulerService:
         live = self.live.get(job_id)
         if live is None or live.state.status is not Status.RUNNING:
             return None
-        finish = self.books.projected_finish(live.state)
+        finish = self.state.projected_finish(live.state)
         return finish if math.isfinite(finish) else None
 
     def _progress(self) -> None:
-        """Bring the books' view of running jobs to what the workers measure: the work done,
+        """Bring the state's view of running jobs to what the workers measure: the work done,
         and the job's duration re-estimated from its measured iteration time."""
-        for jid, job in list(self.books.running.items()):
+        for jid, job in list(self.state.running.items()):
             try:
                 self._job_progress(jid, job)
             except Exception:  # one job's report must not stop the pass for the others
@@ -610,7 +610,7 @@ class SchedulerService:
         self.store.update_job(jid, **fields)
         total = p["iterations"] or job.spec.iterations
         measured = p["iteration_s"] and live.estimated
-        self.books.observe_progress(
+        self.state.observe_progress(
             job, p["iteration"] / total, total * p["iteration_s"] if measured else None
         )
 
@@ -660,8 +660,8 @@ class SchedulerService:
     def _act(
         self, applied: Applied, reason: str = "", evicted: dict[str, str] | None = None
     ) -> None:
-        """Tell the executor and the store what the books changed: preemptions, resizes,
-        starts, each as the books now hold it."""
+        """Tell the executor and the store what the state changed: preemptions, resizes,
+        starts, each as the state now hold it."""
         if not applied:
             return
         now = self.clock()
@@ -729,10 +729,10 @@ class SchedulerService:
             return tenant is None or job.spec.tenant == tenant
 
         with self._lock:
-            books = self.books
+            state = self.state
             nodes = []
             by_gpu: dict[int, list[JobState]] = {}
-            for job in books.running.values():
+            for job in state.running.values():
                 for g in job.gpus:
                     by_gpu.setdefault(g, []).append(job)
             for node in self.cluster.nodes:
@@ -746,7 +746,7 @@ class SchedulerService:
                             {"job": i, "tenant": j.spec.tenant if shown(j) else None}
                             for i, j in zip(ids, jobs)
                         ]
-                loans = books.loans
+                loans = state.loans
                 lent = (
                     "loaned"
                     if node.node_id in loans.loaned
@@ -760,14 +760,14 @@ class SchedulerService:
                     {
                         "name": self.node_names[node.node_id],
                         "gpus": node.num_gpus,
-                        "alive": node.node_id not in books.down_nodes,
+                        "alive": node.node_id not in state.down_nodes,
                         "jobs_by_gpu": holders,
                         "holders": detail,
                         "pool": node.pool,
                         **({"loan": lent} if node.pool == "inference" else {}),
                     }
                 )
-            queue = sorted(books.pending.values(), key=lambda j: j.seq)
+            queue = sorted(state.pending.values(), key=lambda j: j.seq)
             by_tenant = Counter(j.spec.tenant for j in queue)
             if tenant is not None:
                 by_tenant = {
@@ -776,16 +776,16 @@ class SchedulerService:
                 }
             over = {
                 t: {"nominal": u.quota.nominal, "reserved": u.used}
-                for t, u in self.policy.usage_by_tenant(books).items()
+                for t, u in self.policy.usage_by_tenant(state).items()
                 if u.borrowed and (tenant is None or t == tenant)
             }
             return {
                 "policy": self.policy.name,
                 "gpus_total": self.cluster.num_gpus,
                 "over_quota": over,
-                "gpus_free": books.free.total,
+                "gpus_free": state.free.total,
                 "nodes": nodes,
-                "running": [j.job_id for j in books.running.values() if shown(j)],
+                "running": [j.job_id for j in state.running.values() if shown(j)],
                 "queue": [j.job_id for j in queue if shown(j)],
                 "queue_by_tenant": dict(by_tenant),
                 "last_pass_ms": None if self.pass_s is None else self.pass_s * 1000,

@@ -33,7 +33,7 @@ def median_measured_slowdown() -> float:
 
 
 class RuntimeSpeed:
-    """Implements :class:`~dlsched.workload.WorkloadModel` for real jobs."""
+    """Implements :class:`~dlsched.workload_model.WorkloadModel` for real jobs."""
 
     measures_real_runs = True  # its iteration times are measurements: no simulated noise
 

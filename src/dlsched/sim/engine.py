@@ -24,7 +24,7 @@ from ..policies.base import Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
 from ..state.loans import LoanStats
-from ..workload import TRACE_MODEL, WorkloadModel
+from ..workload_model import TRACE_MODEL, WorkloadModel
 
 INF = math.inf
 

@@ -25,7 +25,7 @@ from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobSpec, JobState, Status
 from ..view import Applied, Plan, PolicyHooks, PolicyView
-from ..workload import TRACE_MODEL, WorkloadModel
+from ..workload_model import TRACE_MODEL, WorkloadModel
 from .costs import Costs
 from .free import FreeGpus
 from .loans import LoanBook

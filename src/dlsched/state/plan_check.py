@@ -17,7 +17,7 @@ from ..cluster import Cluster
 from ..errors import PlanError
 from ..jobs import JobState, Status
 from ..view import Plan, PolicyHooks
-from ..workload import WorkloadModel
+from ..workload_model import WorkloadModel
 from .free import FreeGpus
 from .occupancy import GpuOccupancy
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..cluster import Cluster
 from ..jobs import JobState
 from ..view import Holders, IdleGpus, JobQueue, Loans, PolicyView
-from ..workload import WorkloadModel
+from ..workload_model import WorkloadModel
 
 
 class WhatIfView:

@@ -12,7 +12,8 @@ dlsched's worker (trusted, a Ray actor) starts one tenant process per job worker
 
 The process runs the tenant's program, so everything it sends is untrusted: a line is bounded
 (``MAX_LINE``), must be JSON, and can only speak of its own job. Its stdout and stderr are the
-job's log. Run as ``python -m dlsched.runtime.tenant`` with the channel on ``DLSCHED_CHANNEL_FD``.
+job's log. Run as ``python -m dlsched.runtime.tenant_process`` with the channel on
+``DLSCHED_CHANNEL_FD``.
 """
 
 from __future__ import annotations

@@ -32,10 +32,10 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from .execution import NodeInfo, Outcome  # noqa: E402
+from .executor_api import NodeInfo, Outcome  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
-from .tenant import TenantError, TenantProcess, plain, stamp  # noqa: E402
+from .tenant_process import TenantError, TenantProcess, plain, stamp  # noqa: E402
 
 NAMESPACE = "dlsched"
 JOBS_PER_GPU = 2  # as the simulator's max_jobs_per_gpu
@@ -280,7 +280,7 @@ class LocalRayCluster:
 
 
 class RayExecutor:
-    """Implements :class:`~dlsched.runtime.execution.Executor` on a Ray cluster."""
+    """Implements :class:`~dlsched.runtime.executor_api.Executor` on a Ray cluster."""
 
     def __init__(
         self,

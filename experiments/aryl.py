@@ -66,7 +66,9 @@ def run_one(task: tuple) -> dict:
     horizon = result.start_s + PLOT_DAYS * 86400
     series = [
         (t - result.start_s, loaned, needed)
-        for t, loaned, needed in zip(result.ts_time, result.ts_loaned, result.ts_inference)
+        for t, loaned, needed in zip(
+            result.ts_time, result.loaning.ts_loaned, result.loaning.ts_inference
+        )
         if t <= horizon
     ]
     return {

@@ -290,9 +290,9 @@ def test_loaning_never_leaves_inference_short(case, policy, notice, mechanism):
     state.apply = apply_and_check
     result = sim.run()
     assert all(j.status is Status.DONE for j in result.jobs)
-    assert result.loans.returned_late == 0
-    assert result.inference_max_short <= 0
-    assert result.inference_short_server_s == 0.0
+    assert result.loaning.stats.returned_late == 0
+    assert result.loaning.max_short <= 0
+    assert result.loaning.short_server_s == 0.0
 
 
 def test_ablations_are_aryl_with_one_default_changed_and_bad_parameters_are_named():

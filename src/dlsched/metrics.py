@@ -256,24 +256,25 @@ def pools_summary(result) -> dict | None:
         return None
     span = result.end_s - result.start_s
     window = result.arrivals_end_s - result.start_s
-    stats = result.loans
+    loaning = result.loaning
+    stats = loaning.stats
     return {
         "demand": demand.source,
         "inference_servers": demand.servers,
         "peak_share": demand.peak_share,
         "reclaim_notice_s": result.config.reclaim_notice_s,
         "cluster_usage": (
-            (result.gpu_busy_arrivals_s + result.inference_gpu_arrivals_s)
+            (result.gpu_busy_arrivals_s + loaning.inference_gpu_arrivals_s)
             / (result.cluster.num_gpus * window)
             if window > 0
             else None
         ),
         "inference_usage": (
-            result.inference_gpu_s / (result.cluster.pool_gpus("inference") * span)
+            loaning.inference_gpu_s / (result.cluster.pool_gpus("inference") * span)
             if span > 0
             else 0.0
         ),
-        "mean_loaned_servers": result.loaned_server_s / span if span > 0 else 0.0,
+        "mean_loaned_servers": loaning.loaned_server_s / span if span > 0 else 0.0,
         "loans": stats.loans,
         "reclaims": stats.reclaims,
         "returned": stats.returned,
@@ -282,8 +283,8 @@ def pools_summary(result) -> dict | None:
         "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
         "forced_preemptions": stats.forced_preemptions,
         "mean_return_s": stats.return_wait_s / stats.returned if stats.returned else None,
-        "inference_shortfall_server_s": result.inference_short_server_s,
-        "inference_max_shortfall": max(0, result.inference_max_short),
+        "inference_shortfall_server_s": loaning.short_server_s,
+        "inference_max_shortfall": max(0, loaning.max_short),
     }
 
 
@@ -305,7 +306,7 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     """Time-weighted means of queue length and utilization in equal bins (at most max_bins),
     plus each bin's peak queue: the step series can hold hundreds of thousands of points."""
     t, q, used, usable = result.ts_time, result.ts_queue, result.ts_used, result.ts_usable
-    loaned, needed = result.ts_loaned, result.ts_inference
+    loaned, needed = result.loaning.ts_loaned, result.loaning.ts_inference
     if not t:
         return []
     start, end = result.start_s, max(result.end_s, t[-1])

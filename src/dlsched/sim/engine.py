@@ -69,6 +69,22 @@ class SimConfig(Costs):
 
 
 @dataclass(slots=True)
+class LoaningResult:
+    """Capacity loaning (Aryl): what the inference side needed and what training borrowed."""
+
+    stats: LoanStats = field(default_factory=LoanStats)
+    inference_gpu_s: float = 0.0  # integral of GPUs inference used (its need)
+    short_server_s: float = 0.0  # integral of servers inference needed but lacked
+    max_short: int = 0
+    loaned_server_s: float = 0.0  # integral of servers lent to training (or being reclaimed)
+    inference_gpu_arrivals_s: float = 0.0  # inference_gpu_s up to the last arrival
+    # step changes, beside the result's ts_time: servers loaned (or being reclaimed), and
+    # inference's own need
+    ts_loaned: array = field(default_factory=lambda: array("l"))
+    ts_inference: array = field(default_factory=lambda: array("l"))
+
+
+@dataclass(slots=True)
 class SimResult:
     jobs: list[JobState]
     cluster: Cluster
@@ -86,21 +102,13 @@ class SimResult:
     ts_queue: array = field(default_factory=lambda: array("l"))
     ts_used: array = field(default_factory=lambda: array("l"))
     ts_usable: array = field(default_factory=lambda: array("l"))
-    # capacity loaning: servers loaned (or being reclaimed) and inference's own need
-    ts_loaned: array = field(default_factory=lambda: array("l"))
-    ts_inference: array = field(default_factory=lambda: array("l"))
-    loans: LoanStats = field(default_factory=LoanStats)
+    loaning: LoaningResult = field(default_factory=LoaningResult)
     tenant_log: list = field(
         default_factory=list
     )  # (time, tenant, GPUs its jobs hold) at each change
-    inference_gpu_s: float = 0.0  # integral of GPUs inference used (its need)
-    inference_short_server_s: float = 0.0  # integral of servers inference needed but lacked
-    inference_max_short: int = 0
-    loaned_server_s: float = 0.0  # integral of servers lent to training
     # the same integrals up to the last arrival: usage over the window every policy shares
     arrivals_end_s: float = 0.0
     gpu_busy_arrivals_s: float = 0.0
-    inference_gpu_arrivals_s: float = 0.0
 
 
 class Simulator:
@@ -168,50 +176,23 @@ class Simulator:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> SimResult:
-        states, n, state = self.jobs, len(self.jobs), self.state
-        policy, completions, node_events = self.policy, self._completions, self._node_events
-        switches = self._switches
-        cfg = self.config
-        pending, running, free = state.pending, state.running, state.free
-        record = cfg.timeseries
-        res = SimResult(
-            jobs=states,
-            cluster=self.cluster,
-            policy=policy,
-            config=cfg,
-            events=0,
-            schedule_calls=0,
-            gpu_busy_s=0.0,
-            gpu_shared_s=0.0,
-            gpu_capacity_s=0.0,
-            start_s=state.now,
-            end_s=state.now,
-        )
-        if record:
+        """Until no job is left: take the next instant any event source has, bring the usage
+        integrals up to it, apply every event at it (completions first, so their GPUs are
+        free), ask the policy once, apply its plan."""
+        jobs, n, state = self.jobs, len(self.jobs), self.state
+        policy, completions, switches = self.policy, self._completions, self._switches
+        node_events, cfg = self._node_events, self.config
+        pending, running = state.pending, state.running
+        res = SimResult(jobs, self.cluster, policy, cfg, 0, 0, 0.0, 0.0, 0.0, state.now, state.now)
+        if cfg.timeseries:
             state.tenant_log = res.tenant_log
-        usable_total = free.total
-        i = ei = 0
-        done = 0
+        usage = UsageRecorder(state, res, cfg.timeseries)
+        inference = InferenceSide(state, cfg.inference_demand, res, usage)
+        i = ei = done = 0
         wakeup = INF
         interval = cfg.schedule_interval_s
         tick = state.now + interval if interval else INF
-        last_t = state.now
-        last_rec = (-1, -1, -1)
-        busy_area = cap_area = shared_area = 0.0
-        occupancy = state.occupancy
-        loans = state.loans
-        demand = cfg.inference_demand
-        next_demand = res.start_s if demand is not None else INF
-        cycle = di = 0
-        needed = 0  # servers inference needs now
-        inf_gpus_per_server = (
-            self.cluster.pool_gpus("inference") / len(loans.inference_nodes)
-            if loans.inference_nodes
-            else 0.0
-        )
-        inf_area = short_area = loaned_area = 0.0
         done_before = arrived_before = idle_passes = 0
-        stall_limit = cfg.stall_limit
         take_changes, changes = self._take_changes, state.changes
         while True:
             take_changes()
@@ -220,15 +201,13 @@ class Simulator:
             t = completions[0][0] if completions else INF
             if switches and switches[0][0] < t:
                 t = switches[0][0]
-            if i < n and states[i].spec.submit_time_s < t:
-                t = states[i].spec.submit_time_s
+            if i < n and jobs[i].spec.submit_time_s < t:
+                t = jobs[i].spec.submit_time_s
             if ei < len(node_events) and node_events[ei][0] < t:
                 t = node_events[ei][0]
-            if next_demand < t:
-                t = next_demand
-            reclaim_due = loans.next_deadline() if loans.reclaiming else INF
-            if reclaim_due < t:
-                t = reclaim_due
+            inference_due = inference.next_time()
+            if inference_due < t:
+                t = inference_due
             if not (i < n or pending or running):
                 break  # nothing left to do: later events do not count
             if wakeup < t:
@@ -237,19 +216,7 @@ class Simulator:
                 t = tick
             if t == INF:
                 break  # what is still pending can never run
-            dt = t - last_t
-            if dt > 0:
-                used = usable_total - free.total
-                busy_area += used * dt
-                cap_area += usable_total * dt
-                shared_area += occupancy.shared_gpus * dt
-                if demand is not None:
-                    inf_area += needed * inf_gpus_per_server * dt
-                    short = needed - loans.held
-                    if short > 0:
-                        short_area += short * dt
-                    loaned_area += (len(loans.loaned) + len(loans.reclaiming)) * dt
-            last_t = t
+            usage.advance(t)
             state.now = t
             # completions free GPUs before anything else at the same instant (partners whose
             # finish moved to now included)
@@ -274,32 +241,17 @@ class Simulator:
                     state.node_down(nid)
                 else:
                     state.node_up(nid)
-                usable_total = free.usable_gpus()
+                usage.usable_changed()
                 ei += 1
                 res.events += 1
-            if next_demand <= t or reclaim_due <= t:
-                while next_demand <= t:
-                    step = demand.steps[di]
-                    needed = step.needed
-                    state.set_inference_demand(step.announced)
-                    di += 1
-                    if di == len(demand.steps):
-                        di, cycle = 0, cycle + 1
-                    next_demand = res.start_s + cycle * demand.period_s + demand.steps[di].time_s
-                    res.events += 1
-                state.enforce_reclaims()
-                res.inference_max_short = max(res.inference_max_short, needed - loans.held)
-                usable_total = free.usable_gpus()
-            while i < n and states[i].spec.submit_time_s <= t:
-                state.arrive(states[i])
+            if inference_due <= t:
+                inference.fire(t)
+            while i < n and jobs[i].spec.submit_time_s <= t:
+                state.arrive(jobs[i])
                 i += 1
                 res.events += 1
                 if i == n:
-                    res.arrivals_end_s, res.gpu_busy_arrivals_s, res.inference_gpu_arrivals_s = (
-                        t,
-                        busy_area,
-                        inf_area,
-                    )
+                    usage.arrivals_ended(t)
             if wakeup <= t:
                 wakeup = INF
                 res.events += 1
@@ -312,44 +264,131 @@ class Simulator:
                 done_before, arrived_before, idle_passes = done, i, 0
             else:
                 idle_passes += 1
-                if idle_passes > stall_limit:
+                if idle_passes > cfg.stall_limit:
                     raise SimulationStalled(
-                        f"{stall_limit:,} scheduling passes without an arrival or a completion at "
-                        f"t={t:.0f}s ({len(running)} running, {len(pending)} pending): policy "
-                        f"{policy.name} is cycling without progress"
+                        f"{cfg.stall_limit:,} scheduling passes without an arrival or a "
+                        f"completion at t={t:.0f}s ({len(running)} running, {len(pending)} "
+                        f"pending): policy {policy.name} is cycling without progress"
                     )
             if plan:
                 state.apply(plan)
             if plan.wakeup_at is not None and plan.wakeup_at > t:
                 wakeup = plan.wakeup_at
-            if record:
-                rec = (
-                    len(pending),
-                    usable_total - free.total,
-                    usable_total,
-                    len(loans.loaned) + len(loans.reclaiming),
-                    needed,
-                )
-                if rec != last_rec:
-                    res.ts_time.append(t)
-                    res.ts_queue.append(rec[0])
-                    res.ts_used.append(rec[1])
-                    res.ts_usable.append(rec[2])
-                    res.ts_loaned.append(rec[3])
-                    res.ts_inference.append(rec[4])
-                    last_rec = rec
+            usage.sample(t, inference.needed)
         if self.progress is not None and done % 1000:
             self.progress(done % 1000)
-        finishes = [j.finish for j in states if j.finish is not None]
+        finishes = [j.finish for j in jobs if j.finish is not None]
         res.end_s = max(finishes) if finishes else res.start_s
-        res.gpu_busy_s = busy_area
-        res.gpu_shared_s = shared_area
-        res.gpu_capacity_s = cap_area
-        res.loans = loans.stats
-        res.inference_gpu_s = inf_area
-        res.inference_short_server_s = short_area
-        res.loaned_server_s = loaned_area
+        res.loaning.stats = state.loans.stats
         return res
+
+
+class UsageRecorder:
+    """The cluster-wide integrals a result reports (GPUs allocated, shared and usable; the
+    inference side's need, shortfall and loans) and, with ``record``, the step changes of the
+    queue, allocation, usable GPUs and loans."""
+
+    def __init__(self, state: ClusterState, res: SimResult, record: bool) -> None:
+        self.state, self.res, self.record = state, res, record
+        self.last_t = state.now
+        self.usable = state.free.total
+        # with an inference demand curve (set by :class:`InferenceSide`): the servers it
+        # needs now, and GPUs per server
+        self.inference = False
+        self.needed = 0
+        self.gpus_per_server = 0.0
+        self.last_sample = (-1, -1, -1, -1, -1)
+
+    def usable_changed(self) -> None:
+        self.usable = self.state.free.usable_gpus()
+
+    def advance(self, t: float) -> None:
+        """Integrate from the last instant to ``t`` at the state as it stands."""
+        dt = t - self.last_t
+        if dt > 0:
+            state, res = self.state, self.res
+            used = self.usable - state.free.total
+            res.gpu_busy_s += used * dt
+            res.gpu_capacity_s += self.usable * dt
+            res.gpu_shared_s += state.occupancy.shared_gpus * dt
+            if self.inference:
+                loans, loaning = state.loans, res.loaning
+                loaning.inference_gpu_s += self.needed * self.gpus_per_server * dt
+                short = self.needed - loans.held
+                if short > 0:
+                    loaning.short_server_s += short * dt
+                loaning.loaned_server_s += (len(loans.loaned) + len(loans.reclaiming)) * dt
+        self.last_t = t
+
+    def arrivals_ended(self, t: float) -> None:
+        res = self.res
+        res.arrivals_end_s, res.gpu_busy_arrivals_s = t, res.gpu_busy_s
+        res.loaning.inference_gpu_arrivals_s = res.loaning.inference_gpu_s
+
+    def sample(self, t: float, needed: int) -> None:
+        """A point of the time series when anything it shows changed."""
+        if not self.record:
+            return
+        state = self.state
+        loans = state.loans
+        rec = (
+            len(state.pending),
+            self.usable - state.free.total,
+            self.usable,
+            len(loans.loaned) + len(loans.reclaiming),
+            needed,
+        )
+        if rec != self.last_sample:
+            res = self.res
+            res.ts_time.append(t)
+            res.ts_queue.append(rec[0])
+            res.ts_used.append(rec[1])
+            res.ts_usable.append(rec[2])
+            res.loaning.ts_loaned.append(rec[3])
+            res.loaning.ts_inference.append(rec[4])
+            self.last_sample = rec
+
+
+class InferenceSide:
+    """The inference pool as an event source: its demand curve, repeated from the start (each
+    step announced to the state, which lends or reclaims servers), and the reclaim notices
+    running out."""
+
+    def __init__(
+        self, state: ClusterState, demand: DemandCycle | None, res: SimResult, usage: UsageRecorder
+    ) -> None:
+        self.state, self.demand, self.res, self.usage = state, demand, res, usage
+        self.next_step = res.start_s if demand is not None else INF
+        self.cycle = self.step = 0
+        self.needed = 0  # servers inference needs now
+        servers = state.loans.inference_nodes
+        usage.inference = demand is not None
+        if servers:
+            usage.gpus_per_server = state.cluster.pool_gpus("inference") / len(servers)
+
+    def next_time(self) -> float:
+        due = self.state.loans.next_deadline() if self.state.loans.reclaiming else None
+        return self.next_step if due is None or self.next_step < due else due
+
+    def fire(self, t: float) -> None:
+        """The demand steps due at ``t``, then the notices that ran out."""
+        state, demand, res = self.state, self.demand, self.res
+        while self.next_step <= t:
+            assert demand is not None  # next_step is finite only with a demand curve
+            step = demand.steps[self.step]
+            self.needed = self.usage.needed = step.needed
+            state.set_inference_demand(step.announced)
+            self.step += 1
+            if self.step == len(demand.steps):
+                self.step, self.cycle = 0, self.cycle + 1
+            self.next_step = (
+                res.start_s + self.cycle * demand.period_s + demand.steps[self.step].time_s
+            )
+            res.events += 1
+        state.enforce_reclaims()
+        loaning = res.loaning
+        loaning.max_short = max(loaning.max_short, self.needed - state.loans.held)
+        self.usage.usable_changed()
 
 
 def simulate(

@@ -27,15 +27,16 @@ from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
-from ..policies.quota import QuotaLayer, TenantUsage
+from ..policies.quota import QuotaLayer
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
 from ..view import Applied, Plan
+from . import read_models
 from .executor_api import Executor, Outcome
-from .export import export_history
 from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S
+from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
 from .reports import checked_progress
@@ -130,12 +131,7 @@ class SchedulerService:
             now=self.clock(),
             reclaim_notice_s=reclaim_notice_s,
         )
-        # inference servers the state have handed back, until their stand-in runs there: the
-        # proof that no training worker is left (node -> (asked, deadline))
-        self.returning: dict[int, tuple[float, float]] = {}
-        self.returned_after_s: list[float] = []
-        for nid in self.state.loans.inference_nodes:  # inference holds its servers at start
-            self.executor.serve_inference(self.node_names[nid])
+        self.loaning = ServerLoaning(self)
         self.live: dict[str, LiveJob] = {}
         self.pass_s: float | None = None  # the last scheduling pass's wall time
         self.history: deque[tuple[float, int, int, int, int]] = deque(maxlen=HISTORY_SAMPLES)
@@ -201,7 +197,7 @@ class SchedulerService:
         for outcome in self.executor.poll():
             self._outcome(outcome)
         self._start_profiling()
-        self._reclaim_deadlines()
+        self.loaning.check_deadlines()
         self._progress()
 
     def _decide(self) -> Plan:
@@ -226,101 +222,30 @@ class SchedulerService:
         self._sample(self.state)
         self._discard_old()
 
-    # -- capacity loaning (Aryl) -------------------------------------------------------------
+    # -- capacity loaning (Aryl): runtime/loaning.py ------------------------------------------
     def set_inference_demand(self, servers: int) -> dict:
         """The inference side's autoscaler says how many of its servers it needs within the
-        reclaim notice: idle ones are lent to training (their stand-ins stop), or loaned ones are
-        reclaimed as the policy chooses (its jobs scale in or are preempted now)."""
+        reclaim notice (:meth:`.loaning.ServerLoaning.set_demand`); returns the pools."""
         with self._lock:
-            state = self.state
-            state.advance_to(self.clock())
-            before = set(state.loans.loaned)
-            applied = state.set_inference_demand(servers)
-            for nid in set(state.loans.loaned) - before:
-                self.executor.release_inference(self.node_names[nid])
-                log.info("inference server %s lent to training", self.node_names[nid])
-            self._act(applied, reason="its inference server was reclaimed")
+            self.state.advance_to(self.clock())
+            self.loaning.set_demand(servers)
             self._take_changes()
             self.metrics.observe(self)
         self.wake()
         return self.pools()
 
+    def pools(self) -> dict:
+        return self.loaning.pools()
+
     def _take_changes(self) -> None:
-        """Servers the state handed back (no job on them any more): start the inference
-        stand-in there, which runs once the last training worker has left. (Finishes and
-        switches the state projected are the simulator's events: here the workers report
-        them.)"""
+        """What the state scheduled: servers it handed back get their inference stand-in.
+        (Finishes and switches it projected are the simulator's events: here the workers
+        report them.)"""
         changes = self.state.changes
-        for nid, asked, deadline in changes.returned:
-            self.executor.serve_inference(self.node_names[nid])
-            self.returning[nid] = (asked, deadline)
+        self.loaning.handed_back(changes.returned)
         changes.returned.clear()
         changes.finishes.clear()
         changes.switches.clear()
-
-    def _reclaim_deadlines(self) -> None:
-        """Notices that ran out: preempt the jobs the state still place there and kill runs
-        still on servers handed back; report servers whose stand-in runs."""
-        for job in self.state.enforce_reclaims():
-            self._requeued(
-                job,
-                "preempted: its inference server was reclaimed and the notice ran out",
-                preemptions=job.preemptions,
-            )
-        now = self.clock()
-        for nid, (asked, deadline) in list(self.returning.items()):
-            name = self.node_names[nid]
-            if self.executor.inference_ready(name):
-                del self.returning[nid]
-                self.returned_after_s.append(now - asked)
-                self.metrics.servers_returned.inc()
-                log.info(
-                    "inference server %s handed back %.1f s after it was reclaimed",
-                    name,
-                    now - asked,
-                )
-            elif now > deadline:
-                for jid in self.executor.evict(name):
-                    # a worker that did not leave in time (a stop or scale-in still under way):
-                    # the whole run is killed, and the job resumes from its last checkpoint
-                    live = self.live.get(jid)
-                    if live is not None and live.state.status is Status.RUNNING:
-                        self.state.fail(live.state)
-                        self._requeued(
-                            live.state,
-                            f"killed: a worker was still on {name} at the end of the "
-                            "reclaim notice; resumes from its last checkpoint",
-                            stop=False,  # the executor evicted it
-                            failures=live.state.failures,
-                        )
-
-    def quotas(self, tenant: str | None = None) -> dict:
-        """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
-        the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
-        with self._lock:
-            layer, state = self.policy, self.state
-            usage = layer.usage_by_tenant(state)
-            if tenant is not None:
-                usage = {
-                    tenant: usage.get(tenant) or TenantUsage(layer.config.quota(tenant), 0, 0, 0)
-                }
-            waiting_all: Counter = Counter(j.spec.tenant for j in state.pending.values())
-            out = {}
-            for t, u in usage.items():
-                q = u.quota
-                out[t] = {
-                    "nominal": None if q.nominal >= UNLIMITED else q.nominal,
-                    "borrowing_limit": q.borrowing_limit,
-                    "cohort": q.cohort,
-                    "weight": q.weight,
-                    "priority": q.priority,
-                    "reserved": u.used,
-                    "gpus_held": u.held,
-                    "borrowed": u.borrowed,
-                    "waiting_for_quota": u.waiting_for_quota,
-                    "waiting_for_gpus": waiting_all.get(t, 0) - u.waiting_for_quota,
-                }
-            return {"source": layer.config.source, "tenants": out}
 
     def set_quota(self, tenant: str, fields: dict) -> dict:
         """The admin API: a tenant's quota, now (validated as a quota file's entry)."""
@@ -329,49 +254,6 @@ class SchedulerService:
             self.policy.set_quota(tenant, quota)
         self.wake()
         return self.quotas(tenant)["tenants"][tenant]
-
-    def export(self, since: float, until: float, tenant: str | None = None) -> dict:
-        """Finished and running jobs as a trace the simulator replays (:mod:`.export`)."""
-        history = export_history(
-            self.store,
-            self.cluster.spec(),
-            self.policy.name,
-            self.policy_params,
-            since,
-            until,
-            tenant,
-        )
-        config = self.policy.config
-        # the quotas in force now (a replay applies them); other tenants' only to the admin
-        quotas = config.as_dict() if config.source != "none" and tenant is None else None
-        return {
-            **history,
-            "quotas": config.source,
-            "quota_config": quotas,
-            "interval_s": self.interval_s,
-        }
-
-    def pools(self) -> dict:
-        """The inference pool: its servers by state, the announced demand and the counts."""
-        loans = self.state.loans
-        names = self.node_names
-        stats = loans.stats
-        return {
-            "inference_servers": [names[n] for n in loans.inference_nodes],
-            "demand": loans.announced,
-            "held": loans.held,
-            "loaned": sorted(names[n] for n in loans.loaned),
-            "reclaiming": sorted(names[n] for n in loans.reclaiming),
-            "returning": sorted(names[n] for n in self.returning),
-            "notice_s": loans.notice_s,
-            "loans": stats.loans,
-            "reclaims": stats.reclaims,
-            "returned": len(self.returned_after_s),
-            "reclaim_scale_ins": stats.reclaim_scale_ins,
-            "reclaim_preemptions": stats.reclaim_preemptions + stats.forced_preemptions,
-            "forced_preemptions": stats.forced_preemptions,
-            "max_return_s": max(self.returned_after_s, default=None),
-        }
 
     def _sample(self, state: ClusterState) -> None:
         """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""
@@ -720,73 +602,14 @@ class SchedulerService:
         )
         self.executor.start(jid, attempt, placement, {**row["spec"], "accumulation": accumulation})
 
-    # -- what the API shows ------------------------------------------------------------------
+    # -- what the API shows: runtime/read_models.py ------------------------------------------
     def snapshot(self, tenant: str | None = None) -> dict:
-        """The cluster as the admin (``tenant`` None) or a tenant may see it: a tenant sees its
-        own job ids; other tenants' jobs only as busy GPUs and counts."""
-
-        def shown(job: JobState) -> bool:
-            return tenant is None or job.spec.tenant == tenant
-
         with self._lock:
-            state = self.state
-            nodes = []
-            by_gpu: dict[int, list[JobState]] = {}
-            for job in state.running.values():
-                for g in job.gpus:
-                    by_gpu.setdefault(g, []).append(job)
-            for node in self.cluster.nodes:
-                holders, detail = {}, {}
-                for g in node.gpu_ids:
-                    jobs = by_gpu.get(g, [])
-                    if jobs:
-                        ids = [j.job_id if shown(j) else "(another tenant)" for j in jobs]
-                        holders[g - node.first_gpu] = " + ".join(ids)
-                        detail[g - node.first_gpu] = [
-                            {"job": i, "tenant": j.spec.tenant if shown(j) else None}
-                            for i, j in zip(ids, jobs)
-                        ]
-                loans = state.loans
-                lent = (
-                    "loaned"
-                    if node.node_id in loans.loaned
-                    else "reclaiming"
-                    if node.node_id in loans.reclaiming
-                    else "returning"
-                    if node.node_id in self.returning
-                    else "held"
-                )
-                nodes.append(
-                    {
-                        "name": self.node_names[node.node_id],
-                        "gpus": node.num_gpus,
-                        "alive": node.node_id not in state.down_nodes,
-                        "jobs_by_gpu": holders,
-                        "holders": detail,
-                        "pool": node.pool,
-                        **({"loan": lent} if node.pool == "inference" else {}),
-                    }
-                )
-            queue = sorted(state.pending.values(), key=lambda j: j.seq)
-            by_tenant = Counter(j.spec.tenant for j in queue)
-            if tenant is not None:
-                by_tenant = {
-                    "yours": by_tenant.get(tenant, 0),
-                    "others": len(queue) - by_tenant.get(tenant, 0),
-                }
-            over = {
-                t: {"nominal": u.quota.nominal, "reserved": u.used}
-                for t, u in self.policy.usage_by_tenant(state).items()
-                if u.borrowed and (tenant is None or t == tenant)
-            }
-            return {
-                "policy": self.policy.name,
-                "gpus_total": self.cluster.num_gpus,
-                "over_quota": over,
-                "gpus_free": state.free.total,
-                "nodes": nodes,
-                "running": [j.job_id for j in state.running.values() if shown(j)],
-                "queue": [j.job_id for j in queue if shown(j)],
-                "queue_by_tenant": dict(by_tenant),
-                "last_pass_ms": None if self.pass_s is None else self.pass_s * 1000,
-            }
+            return read_models.snapshot(self, tenant)
+
+    def quotas(self, tenant: str | None = None) -> dict:
+        with self._lock:
+            return read_models.quota_standing(self, tenant)
+
+    def export(self, since: float, until: float, tenant: str | None = None) -> dict:
+        return read_models.export(self, since, until, tenant)

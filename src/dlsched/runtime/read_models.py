@@ -1,0 +1,136 @@
+"""What the server's API and dashboard show, read from the service's state under its lock (the
+scheduling loop never calls these): the cluster snapshot, each tenant's standing under its
+quota, and the history export a what-if replay reads. The inference pool's view is
+:meth:`.loaning.ServerLoaning.pools`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from ..jobs import JobState
+from ..policies.quota import TenantUsage
+from .export import export_history
+
+if TYPE_CHECKING:
+    from .service import SchedulerService
+
+
+def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
+    """The cluster as the admin (``tenant`` None) or a tenant may see it: a tenant sees its
+    own job ids; other tenants' jobs only as busy GPUs and counts."""
+
+    def shown(job: JobState) -> bool:
+        return tenant is None or job.spec.tenant == tenant
+
+    state = service.state
+    nodes = []
+    by_gpu: dict[int, list[JobState]] = {}
+    for job in state.running.values():
+        for g in job.gpus:
+            by_gpu.setdefault(g, []).append(job)
+    for node in service.cluster.nodes:
+        holders, detail = {}, {}
+        for g in node.gpu_ids:
+            jobs = by_gpu.get(g, [])
+            if jobs:
+                ids = [j.job_id if shown(j) else "(another tenant)" for j in jobs]
+                holders[g - node.first_gpu] = " + ".join(ids)
+                detail[g - node.first_gpu] = [
+                    {"job": i, "tenant": j.spec.tenant if shown(j) else None}
+                    for i, j in zip(ids, jobs)
+                ]
+        loans = state.loans
+        lent = (
+            "loaned"
+            if node.node_id in loans.loaned
+            else "reclaiming"
+            if node.node_id in loans.reclaiming
+            else "returning"
+            if node.node_id in service.loaning.returning
+            else "held"
+        )
+        nodes.append(
+            {
+                "name": service.node_names[node.node_id],
+                "gpus": node.num_gpus,
+                "alive": node.node_id not in state.down_nodes,
+                "jobs_by_gpu": holders,
+                "holders": detail,
+                "pool": node.pool,
+                **({"loan": lent} if node.pool == "inference" else {}),
+            }
+        )
+    queue = sorted(state.pending.values(), key=lambda j: j.seq)
+    by_tenant = Counter(j.spec.tenant for j in queue)
+    if tenant is not None:
+        by_tenant = {
+            "yours": by_tenant.get(tenant, 0),
+            "others": len(queue) - by_tenant.get(tenant, 0),
+        }
+    over = {
+        t: {"nominal": u.quota.nominal, "reserved": u.used}
+        for t, u in service.policy.usage_by_tenant(state).items()
+        if u.borrowed and (tenant is None or t == tenant)
+    }
+    return {
+        "policy": service.policy.name,
+        "gpus_total": service.cluster.num_gpus,
+        "over_quota": over,
+        "gpus_free": state.free.total,
+        "nodes": nodes,
+        "running": [j.job_id for j in state.running.values() if shown(j)],
+        "queue": [j.job_id for j in queue if shown(j)],
+        "queue_by_tenant": dict(by_tenant),
+        "last_pass_ms": None if service.pass_s is None else service.pass_s * 1000,
+    }
+
+
+def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict:
+    """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
+    the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
+    layer, state = service.policy, service.state
+    usage = layer.usage_by_tenant(state)
+    if tenant is not None:
+        usage = {tenant: usage.get(tenant) or TenantUsage(layer.config.quota(tenant), 0, 0, 0)}
+    waiting_all: Counter = Counter(j.spec.tenant for j in state.pending.values())
+    out = {}
+    for t, u in usage.items():
+        q = u.quota
+        out[t] = {
+            "nominal": None if q.nominal >= service.UNLIMITED else q.nominal,
+            "borrowing_limit": q.borrowing_limit,
+            "cohort": q.cohort,
+            "weight": q.weight,
+            "priority": q.priority,
+            "reserved": u.used,
+            "gpus_held": u.held,
+            "borrowed": u.borrowed,
+            "waiting_for_quota": u.waiting_for_quota,
+            "waiting_for_gpus": waiting_all.get(t, 0) - u.waiting_for_quota,
+        }
+    return {"source": layer.config.source, "tenants": out}
+
+
+def export(
+    service: SchedulerService, since: float, until: float, tenant: str | None = None
+) -> dict:
+    """Finished and running jobs as a trace the simulator replays (:mod:`.export`)."""
+    history = export_history(
+        service.store,
+        service.cluster.spec(),
+        service.policy.name,
+        service.policy_params,
+        since,
+        until,
+        tenant,
+    )
+    config = service.policy.config
+    # the quotas in force now (a replay applies them); other tenants' only to the admin
+    quotas = config.as_dict() if config.source != "none" and tenant is None else None
+    return {
+        **history,
+        "quotas": config.source,
+        "quota_config": quotas,
+        "interval_s": service.interval_s,
+    }

@@ -1,0 +1,124 @@
+"""The state's pending queues: the policy's order and buckets, kept through every transition,
+and admission (a quota layer's queue holds only the jobs it admitted). Hand-made cases."""
+
+import pytest
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import PlanError
+from dlsched.jobs import JobSpec
+from dlsched.policies.catalog import make_policy
+from dlsched.policies.quota import QuotaLayer
+from dlsched.state.cluster_state import ClusterState
+from dlsched.tenant_quotas import TenantConfig, TenantQuota
+from dlsched.view import Plan
+
+
+def fewest_first(job):
+    return job.num_gpus
+
+
+def by_tenant(job):
+    return job.spec.tenant
+
+
+def spec(jid, gpus, submit=0.0, tenant="t"):
+    return JobSpec(jid, submit, gpus, 100.0, tenant=tenant)
+
+
+def ids(jobs):
+    return [j.job_id for j in jobs]
+
+
+def test_the_queue_follows_arrivals_starts_preemptions_failures_and_cancels():
+    state = ClusterState(parse_cluster_spec("1x8:V100"), make_policy("fifo"))
+    a, b, c = (
+        state.submit(spec(j, n, tenant=t))
+        for j, n, t in [("a", 4, "x"), ("b", 1, "y"), ("c", 2, "x")]
+    )
+    queue = state.queue(fewest_first, by_tenant)
+    assert ids(queue) == ["b", "c", "a"]
+    assert {t: ids(e[2] for e in bucket) for t, bucket in queue.buckets.items()} == {
+        "x": ["c", "a"],
+        "y": ["b"],
+    }
+    state.apply(Plan(start=[(a, (0, 1, 2, 3)), (b, (4,))]))
+    assert ids(queue) == ["c"] and set(queue.buckets) == {"x"}  # y's bucket went with b
+    state.apply(Plan(preempt=[a]))
+    assert ids(queue) == ["c", "a"]
+    state.apply(Plan(start=[(a, (0, 1, 2, 3))]))
+    state.fail(a)  # a crash: it waits again, at its place
+    d = state.submit(spec("d", 3))
+    assert ids(queue) == ["c", "d", "a"]
+    state.cancel(d)
+    assert ids(queue) == ["c", "a"]
+    # a queue asked for later starts from the jobs waiting then
+    assert ids(state.queue(lambda j: -j.num_gpus)) == ["a", "c"]
+
+
+def test_a_policy_reranks_a_waiting_job_in_its_own_queue():
+    level = {"a": 1, "b": 0}
+    state = ClusterState(parse_cluster_spec("1x8:V100"), make_policy("fifo"))
+    for jid in ("a", "b"):
+        state.submit(spec(jid, 1))
+
+    def by_level(job):
+        return level[job.job_id]
+
+    queue = state.queue(by_level)
+    assert ids(queue) == ["b", "a"]
+    level["a"] = -1  # promoted while it waits
+    queue.rerank(state.pending["a"])
+    assert ids(queue) == ["a", "b"]
+
+
+def quota_state():
+    config = TenantConfig(
+        {"x": TenantQuota(nominal=2), "y": TenantQuota(nominal=4)}, TenantQuota(nominal=0)
+    )
+    layer = QuotaLayer(make_policy("fifo"), config)
+    return ClusterState(parse_cluster_spec("1x8:V100"), layer), layer
+
+
+def test_under_quotas_the_policy_queue_lists_only_admitted_jobs():
+    state, layer = quota_state()
+    a = state.submit(spec("a", 2, 0.0, "x"))
+    b = state.submit(spec("b", 2, 1.0, "x"))  # x's quota is 2: b waits for it
+    c = state.submit(spec("c", 1, 2.0, "y"))
+    queue = state.queue(fewest_first)
+    assert ids(queue) == []  # nothing admitted before the first pass
+    plan = layer.schedule(state)
+    assert ids(j for j, _ in plan.start) == ["a", "c"]
+    assert ids(queue) == ["c", "a"]  # admitted, not started yet: b is not among them
+    assert ids(state.not_admitted(fewest_first)) == ["b"]
+    # a plan that starts a job the stage did not admit is refused, and nothing applies
+    with pytest.raises(PlanError, match="job b.*not admitted"):
+        state.apply(Plan(start=[(a, (0, 1)), (b, (2, 3))]))
+    assert a.status.value == "pending"
+    state.apply(plan)
+    assert ids(queue) == []
+    state.finish(a)  # x's quota comes back: b is admitted at the next pass
+    plan = layer.schedule(state)
+    assert ids(j for j, _ in plan.start) == ["b"] and b.admitted
+
+
+def test_an_evicted_job_leaves_the_policy_queue_until_admitted_again():
+    config = TenantConfig(
+        {
+            "x": TenantQuota(nominal=2, borrowing_limit=4, cohort="c"),
+            "y": TenantQuota(nominal=4, cohort="c"),
+        },
+        TenantQuota(nominal=0),
+    )
+    layer = QuotaLayer(make_policy("fifo"), config)
+    state = ClusterState(parse_cluster_spec("1x8:V100"), layer)
+    a = state.submit(spec("a", 2, 0.0, "x"))
+    b = state.submit(spec("b", 4, 1.0, "x"))  # borrows y's unused quota
+    state.apply(layer.schedule(state))
+    assert a.status.value == b.status.value == "running"
+    state.submit(spec("c", 4, 2.0, "y"))  # y takes its quota back: x's youngest goes
+    plan = layer.schedule(state)
+    assert ids(plan.preempt) == ["b"] and not b.admitted
+    state.apply(plan)
+    assert b.status.value == "pending"
+    assert "b" not in ids(state.queue(fewest_first))
+    assert ids(state.not_admitted(fewest_first)) == ["b"]

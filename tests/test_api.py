@@ -279,3 +279,44 @@ def test_a_database_outside_the_data_directory_is_the_server_s_alone(tmp_path):
         os.umask(old)
     for f in (tmp_path / "elsewhere").iterdir():
         assert f.stat().st_mode & 0o077 == 0, (f.name, oct(f.stat().st_mode))
+
+
+def test_a_nearly_full_disk_refuses_new_jobs_with_503_and_keeps_the_accepted(tmp_path):
+    # issue 29, 4: with the data disk full every submit was a 500. Now new work waits for the
+    # reserve (a clear 503 naming the disk), and what was accepted stays.
+    import shutil
+
+    from dlsched.runtime.limits import DiskReserve
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
+    free = shutil.disk_usage(tmp_path).free
+    reserve = DiskReserve(tmp_path, reserve=0)
+    client = TestClient(create_app(service, store, hash_token("admin-secret"), disk=reserve))
+    admin = {"Authorization": "Bearer admin-secret"}
+    token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
+    alice = {"Authorization": f"Bearer {token}"}
+    first = client.post("/v1/jobs", json=OK, headers=alice)
+    assert first.status_code == 201
+    reserve.reserve = free + (1 << 40)  # more than the disk has free
+    r = client.post("/v1/jobs", json=OK, headers=alice)
+    assert r.status_code == 503 and r.headers["retry-after"] == "60"
+    assert r.json()["detail"]["field"] == "disk"
+    assert "new jobs are refused until space is freed" in r.json()["detail"]["reason"]
+    assert [j["id"] for j in store.jobs("alice")] == [first.json()["id"]]
+    assert client.get(f"/v1/jobs/{first.json()['id']}", headers=alice).status_code == 200
+    reserve.reserve = 0
+    assert client.post("/v1/jobs", json=OK, headers=alice).status_code == 201
+
+
+def test_a_database_write_refused_for_a_full_disk_is_a_503(api, monkeypatch):
+    import sqlite3
+
+    client, alice, store = api
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "add_job", full)
+    r = client.post("/v1/jobs", json=OK, headers=alice)
+    assert r.status_code == 503 and r.json()["detail"]["field"] == "disk"

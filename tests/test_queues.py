@@ -83,7 +83,7 @@ def test_under_quotas_the_policy_queue_lists_only_admitted_jobs():
     state, layer = quota_state()
     a = state.submit(spec("a", 2, 0.0, "x"))
     b = state.submit(spec("b", 2, 1.0, "x"))  # x's quota is 2: b waits for it
-    c = state.submit(spec("c", 1, 2.0, "y"))
+    state.submit(spec("c", 1, 2.0, "y"))
     queue = state.queue(fewest_first)
     assert ids(queue) == []  # nothing admitted before the first pass
     plan = layer.schedule(state)

@@ -29,6 +29,7 @@ from .limits import (
     MAX_QUEUED_PER_TENANT,
     TENANT_NAME,
     BodyLimit,
+    DiskReserve,
     SubmitLimiter,
     tail,
 )
@@ -92,7 +93,10 @@ def create_app(
     admin_token_hash: str,
     limiter: SubmitLimiter | None = None,
     max_queued: int = MAX_QUEUED_PER_TENANT,
+    disk: DiskReserve | None = None,
 ) -> FastAPI:
+    """The REST API. ``disk``: new jobs get 503 while the server's data disk is short of its
+    reserve (the server passes its data directory's)."""
     app = FastAPI(
         title="dlsched",
         description="Deep-learning job scheduler: submit, watch and cancel "
@@ -134,6 +138,19 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, e: RequestValidationError) -> JSONResponse:
         return await bad_spec(request, spec_error(list(e.errors())))
+
+    @app.exception_handler(sqlite3.OperationalError)
+    async def store_failed(request: Request, e: sqlite3.OperationalError) -> JSONResponse:
+        """A write the database refused (the disk filled up after all): 503, nothing lost of
+        what was accepted before."""
+        if "full" not in str(e):
+            raise e
+        reason = "the server's data disk is full: try again once space is freed"
+        return JSONResponse(
+            {"detail": {"field": "disk", "reason": reason}},
+            status_code=503,
+            headers={"Retry-After": "60"},
+        )
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def dashboard_page() -> HTMLResponse:
@@ -220,6 +237,11 @@ def create_app(
             )
         if len(store.jobs(who, statuses=(QUEUED,))) >= max_queued:
             raise HTTPException(429, f"tenant has {max_queued} jobs waiting already (the limit)")
+        short = disk.short() if disk is not None else None
+        if short:
+            raise HTTPException(
+                503, {"field": "disk", "reason": short}, headers={"Retry-After": "60"}
+            )
         clean = service.validate(
             spec.model_dump(exclude_none=True)
         )  # SpecError -> 422; nothing stored

@@ -7,6 +7,7 @@ process."""
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 import time
 
@@ -17,7 +18,18 @@ SUBMITS_PER_S = 5.0  # per tenant, sustained
 SUBMIT_BURST = 20  # per tenant, at once
 MAX_QUEUED_PER_TENANT = 1000
 MAX_LOG_BYTES = 1 << 20  # a log request returns at most its last 1 MiB
+# A job's log on the server's disk (runtime/tenant_process.py, LogRelay): its processes write
+# it in full while it is under LOG_HEAD_BYTES; past that each keeps only its last
+# LOG_TAIL_BYTES, written with a mark of what was cut when it ends; once the file passes
+# LOG_HARD_BYTES, only the mark. So one job's log stays under about LOG_HARD_BYTES whatever
+# its programs print.
+LOG_HEAD_BYTES = 8 << 20
+LOG_TAIL_BYTES = 256 << 10
+LOG_HARD_BYTES = 32 << 20
 CHECKPOINT_RETENTION_S = 24 * 3600.0  # a finished job's checkpoint is deleted after a day
+# New jobs are refused (503) while the data disk (database, logs, checkpoints) has less free:
+# the jobs already accepted keep room to write their logs, checkpoints and states.
+DISK_RESERVE_BYTES = 1 << 30
 
 
 class BodyLimit:
@@ -102,3 +114,23 @@ def tail(path, max_bytes: int) -> str:
         return ""
     text = data.decode(errors="replace")
     return text if size <= max_bytes else f"[... first {size - max_bytes} bytes not shown]\n" + text
+
+
+class DiskReserve:
+    """Whether the disk holding ``path`` has ``reserve`` bytes free (new work waits if not)."""
+
+    def __init__(self, path, reserve: int = DISK_RESERVE_BYTES) -> None:
+        self.path, self.reserve = path, reserve
+
+    def short(self) -> str | None:
+        """Why new work is refused now, or None."""
+        try:
+            free = shutil.disk_usage(self.path).free
+        except OSError:
+            return None  # not measurable here: the write itself will say
+        if free >= self.reserve:
+            return None
+        return (
+            f"the server's data disk has {free >> 20} MiB free, under its reserve of "
+            f"{self.reserve >> 20} MiB: new jobs are refused until space is freed"
+        )

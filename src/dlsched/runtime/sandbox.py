@@ -40,6 +40,9 @@ DEFAULT_UID_COUNT = 100_000
 DEFAULT_MEMORY_MIB = 8192  # address space per process: torch alone maps about 1.5 GiB; 0: no limit
 DEFAULT_MAX_PROCESSES = 256  # tasks of the job's uid: processes and their threads
 MAX_OPEN_FILES = 4096
+# the largest file a tenant process may write (a checkpoint, a file in /tmp): past it the write
+# fails (SIGXFSZ). The job's directory as a whole is bounded by the server's disk reserve only.
+MAX_FILE_MIB = 16384
 TMP_MIB = 1024  # the sandbox's own /tmp, in memory
 HIDDEN_TOP_LEVEL = {
     "tmp",
@@ -134,6 +137,7 @@ class Sandbox:
             *([f"--as={self.memory_mib * 2**20}"] if self.memory_mib else []),
             f"--nproc={self.max_processes}",
             f"--nofile={MAX_OPEN_FILES}",
+            f"--fsize={MAX_FILE_MIB * 2**20}",
             "--core=0",
             "--",
             *python,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
-from .limits import CHECKPOINT_RETENTION_S
+from .limits import CHECKPOINT_RETENTION_S, DISK_RESERVE_BYTES, DiskReserve
 from .sandbox import DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_MIB, DEFAULT_UID_BASE, DEFAULT_UID_COUNT
 from .store import SQLiteStore
 
@@ -149,7 +149,8 @@ def serve(args, params: dict) -> int:
         quotas=quotas,
     )
     service.start()
-    app = create_app(service, store, digest)
+    reserve = DiskReserve(data_dir, int(args.disk_reserve_mib * (1 << 20)))
+    app = create_app(service, store, digest, disk=reserve)
     print(
         f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
         f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
@@ -266,6 +267,13 @@ def add_server_parser(sub):
         type=float,
         default=120.0,
         help="a job's workers must all be placed and set up within this (default %(default)s)",
+    )
+    p.add_argument(
+        "--disk-reserve-mib",
+        type=float,
+        default=DISK_RESERVE_BYTES >> 20,
+        help="new jobs get 503 while the data directory's disk has less free, so the jobs "
+        "accepted keep room for their logs and checkpoints (default %(default)s)",
     )
     p.add_argument(
         "--checkpoint-retention-h",

@@ -33,6 +33,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .limits import LOG_HARD_BYTES, LOG_HEAD_BYTES, LOG_TAIL_BYTES
+
 MAX_LINE = 256 * 1024  # bytes in one message: a traceback is cut to fit
 MAX_ERROR = 16 * 1024
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -49,23 +51,73 @@ class TenantError(RuntimeError):
     """The tenant process failed: its own error text, or the channel broke."""
 
 
+class LogRelay:
+    """Copies a tenant process's output (a pipe) into the job's log, bounded: in full while the
+    log file is under ``head`` bytes (all the job's processes together: they append to one
+    file); past that only the last ``tail`` bytes are kept, and written when the output ends
+    after a line that says how much was cut; once the file is over ``hard`` bytes, only that
+    line. The tenant cannot fill the server's disk by printing (limits.py)."""
+
+    def __init__(
+        self,
+        source: Any,
+        log_path: Path,
+        head: int = LOG_HEAD_BYTES,
+        tail: int = LOG_TAIL_BYTES,
+        hard: int = LOG_HARD_BYTES,
+    ) -> None:
+        self.source, self.head, self.tail, self.hard = source, head, tail, hard
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        self.fd = os.open(log_path, flags, 0o600)
+        self.kept = bytearray()  # the last bytes, once the head is full
+        self.cut = 0  # bytes dropped
+        self.thread = threading.Thread(target=self._copy, daemon=True, name="tenant-log")
+        self.thread.start()
+
+    def _copy(self) -> None:
+        try:
+            while chunk := self.source.read1(64 * 1024):
+                if not self.kept and os.fstat(self.fd).st_size + len(chunk) <= self.head:
+                    os.write(self.fd, chunk)
+                    continue
+                self.kept += chunk
+                if len(self.kept) > self.tail:
+                    self.cut += len(self.kept) - self.tail
+                    del self.kept[: len(self.kept) - self.tail]
+            if self.cut:
+                mark = f"\n[dlsched: {self.cut} bytes of this process's output cut here"
+                if os.fstat(self.fd).st_size > self.hard:
+                    self.cut += len(self.kept)
+                    mark = f"\n[dlsched: {self.cut} bytes of this process's output cut"
+                    self.kept = bytearray()
+                os.write(self.fd, f"{mark}: the log is over its limit]\n".encode())
+            if self.kept:
+                os.write(self.fd, bytes(self.kept))
+        except (OSError, ValueError):
+            pass  # the disk is full or the pipe closed: the output is lost, not the worker
+        finally:
+            os.close(self.fd)
+            self.source.close()
+
+
 class TenantProcess:
     """The worker's end: start the process, call it, stop it."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
         ours, theirs = socket.socketpair()
-        with open(log_path, "ab", buffering=0) as log:
-            self.proc = subprocess.Popen(
-                argv,
-                env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(theirs.fileno(),),
-                cwd="/",
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+        self.proc = subprocess.Popen(
+            argv,
+            env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(theirs.fileno(),),
+            cwd="/",
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        assert self.proc.stdout is not None  # a pipe: asked for above
+        self.log = LogRelay(self.proc.stdout, log_path)
         theirs.close()
         self.sock = ours
         self.reader = ours.makefile("rb")

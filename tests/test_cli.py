@@ -154,6 +154,21 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
         (["--trace", "muri-3", "--cluster", "8y8"], "cannot parse '8y8'"),
         (["--trace", "muri-3", "--param", "thresholds_gpu_s=-4"], "field 'thresholds_gpu_s'"),
         (["--trace", "muri-3", "--param", "colour=red"], "has no parameter 'colour'"),
+        # options that would do nothing (issue 25, 14): each named, nothing simulated
+        (["--trace", "muri-3", "--hard-quotas"], "field 'hard_quotas': does nothing without"),
+        (
+            ["--trace", "muri-3", "--cluster", "4x8", "--inference-demand", "genai"],
+            "--inference-demand does nothing: the cluster has no inference pool",
+        ),
+        (
+            ["--trace", "muri-3", "--cluster", "4x8", "--reclaim-notice-s", "60"],
+            "--reclaim-notice-s does nothing",
+        ),
+        (["--trace", "muri-3", "--cluster", "4x8", "--peak-share", "0.5"], "--peak-share does"),
+        (
+            ["--trace", "muri-3", "--policy", "genie", "--scan", "strict"],
+            "field 'scan': policy 'genie' has no scan: --scan does nothing",
+        ),
     ],
 )
 def test_bad_arguments_get_a_clear_error(tmp_path, capsys, args, message):

@@ -26,6 +26,17 @@ def test_under_the_head_the_output_is_kept_whole(tmp_path):
     assert log.read_text() == "".join(f"a {i}\n" for i in range(100))
 
 
+def test_a_burst_fills_the_head_to_its_last_byte(tmp_path):
+    log = tmp_path / "job.log"
+    proc = subprocess.Popen([sys.executable, "-c", "print('x' * 5000)"], stdout=subprocess.PIPE)
+    proc.wait()  # the whole output waits in the pipe: one chunk larger than the head
+    r = LogRelay(proc.stdout, log, head=1000, tail=100, hard=2000)
+    r.thread.join(timeout=30)
+    text = log.read_text()
+    assert text.startswith("x" * 1000 + "\n[dlsched: 3901 bytes of this process's output cut")
+    assert text.endswith("x" * 99 + "\n")
+
+
 def test_past_the_head_each_process_keeps_its_tail_after_a_mark(tmp_path):
     log = tmp_path / "job.log"
     caps = dict(head=1000, tail=200, hard=1500)

@@ -13,7 +13,7 @@ from tabulate import tabulate
 from . import __version__
 from .errors import PlanError, SpecError
 from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
-from .policies.catalog import make_policy, policy_descriptions
+from .policies.catalog import make_policy, policy_descriptions, takes_parameter
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
 # Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), numpy
@@ -175,22 +175,21 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     )
     p.add_argument(
         "--inference-demand",
-        default="genai",
         metavar="SOURCE",
-        help="the inference pool's demand when the cluster has one (@inference): genai "
+        help="the inference pool's demand, for a cluster with one (@inference): genai "
         "(default), philly-nodes, a CSV of seconds,load, or none (docs/experiments/aryl.md)",
     )
     p.add_argument(
         "--peak-share",
         type=float,
-        default=DEFAULT_PEAK_SHARE,
-        help="share of the inference servers the demand's peak needs (default %(default)s)",
+        help="share of the inference servers the demand's peak needs (default "
+        f"{DEFAULT_PEAK_SHARE}; with an inference pool)",
     )
     p.add_argument(
         "--reclaim-notice-s",
         type=float,
-        default=DEFAULT_RECLAIM_NOTICE_S,
-        help="how long a reclaimed server's training jobs have to leave it (default %(default)s s)",
+        help="how long a reclaimed server's training jobs have to leave it (default "
+        f"{DEFAULT_RECLAIM_NOTICE_S:g} s; with an inference pool)",
     )
     p.add_argument(
         "--quotas",
@@ -233,6 +232,12 @@ def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = 
     from .runs import simulate
 
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
+    for option in given:
+        if not takes_parameter(policy_name, option):
+            raise SpecError(
+                option, f"policy '{policy_name}' has no {option}: --{option} does nothing"
+            )
+    notice = {} if args.reclaim_notice_s is None else {"reclaim_notice_s": args.reclaim_notice_s}
     bar = None
     if not args.no_progress:
         from tqdm import tqdm
@@ -249,7 +254,7 @@ def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = 
             inference_demand=args.inference_demand,
             peak_share=args.peak_share,
             progress=bar.update if bar else None,
-            reclaim_notice_s=args.reclaim_notice_s,
+            **notice,
             restart_overhead_s=args.restart_overhead_s,
             startup_overhead_s=args.startup_overhead_s,
             checkpoint_interval_s=args.checkpoint_interval_s,

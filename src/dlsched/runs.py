@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import SpecError
 from .inference import DEFAULT_PEAK_SHARE
 from .policies.base import Policy
 from .prepare import Workload
@@ -56,8 +57,8 @@ def simulate(
     params: dict | None = None,
     quotas: str | None = None,
     hard_quotas: bool = False,
-    inference_demand: str = "genai",
-    peak_share: float = DEFAULT_PEAK_SHARE,
+    inference_demand: str | None = None,
+    peak_share: float | None = None,
     progress: Callable[[int], object] | None = None,
     **costs: Any,
 ) -> Run:
@@ -66,14 +67,17 @@ def simulate(
     ``policy`` is a built-in name, ``package.module:ClassName`` or a policy object (a fresh
     one per run: policies keep state); ``params`` go to a named policy's constructor.
     ``quotas`` puts the quota layer above it (``equal``, ``philly-vc`` or a YAML file;
-    ``hard_quotas``: no borrowing). ``inference_demand`` and ``peak_share`` drive the
-    inference pool when the cluster has one (``none``: it never reclaims). Other keywords are
+    ``hard_quotas``: no borrowing). ``inference_demand`` (default ``genai``) and ``peak_share``
+    drive the inference pool (``none``: it never reclaims). An option that would do nothing
+    here (``hard_quotas`` without ``quotas``; an inference option on a cluster without an
+    inference pool) is an error naming it. Other keywords are
     :class:`~dlsched.sim.SimConfig` fields (``restart_overhead_s``, ``schedule_interval_s``,
     ``node_events``...)."""
     from .metrics import job_rows, summarize
     from .policies.catalog import make_policy
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
+    _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, costs)
     if isinstance(policy, str):
         name, policy = policy, make_policy(policy, **(params or {}))
     elif params:
@@ -91,7 +95,13 @@ def simulate(
         config = load_tenants(quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
         policy = QuotaLayer(policy, config.without_borrowing() if hard_quotas else config)
     sim_config = SimConfig(
-        inference_demand=_demand(cluster, inference_demand, peak_share, costs), **costs
+        inference_demand=_demand(
+            cluster,
+            inference_demand or "genai",
+            DEFAULT_PEAK_SHARE if peak_share is None else peak_share,
+            costs,
+        ),
+        **costs,
     )
     started = time.perf_counter()
     result = Simulator(
@@ -114,6 +124,29 @@ def simulate(
         }
     )
     return Run(result, summary, rows)
+
+
+def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, costs) -> None:
+    """Options that would change nothing are errors: the user meant something else."""
+    if hard_quotas and not quotas:
+        raise SpecError("hard_quotas", "does nothing without quotas: give --quotas too")
+    if not any(n.pool == "inference" for n in cluster.nodes):
+        given = [
+            name
+            for name, value in (
+                ("inference_demand", inference_demand),
+                ("peak_share", peak_share),
+                ("reclaim_notice_s", costs.get("reclaim_notice_s")),
+            )
+            if value is not None
+        ]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise SpecError(
+                given[0],
+                f"{option} does nothing: the cluster has no inference pool (add one to "
+                "--cluster, e.g. 64x8:V100,16x8:V100@inference)",
+            )
 
 
 def _demand(cluster, source: str, peak_share: float, costs: dict):

@@ -97,6 +97,12 @@ def find_policy(name: str) -> type[Policy]:
     )
 
 
+def takes_parameter(name: str, param: str) -> bool:
+    """Whether policy ``name``'s constructor takes ``param`` (or any keyword)."""
+    signature = inspect.signature(find_policy(name).__init__).parameters
+    return param in signature or any(p.kind is p.VAR_KEYWORD for p in signature.values())
+
+
 def make_policy(name: str, **params: Any) -> Policy:
     cls = find_policy(name)
     signature = inspect.signature(cls.__init__).parameters

@@ -17,10 +17,11 @@ rest of the pass (first in first out within a tenant, backfill across tenants).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from ..errors import SpecError
 from ..jobs import JobState
+from ..view import QueueEntries
 from .base import Plan, Policy, PolicyView
 from .queued import submit_order
 
@@ -72,7 +73,7 @@ class TenantFairShare(Policy):
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
 
-    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
+    def begin(self, tenants: Mapping[str, QueueEntries]) -> None:
         """A pass begins over the tenants' waiting jobs (entries ``(key, seq, job)``)."""
 
     def took(self, job: JobState) -> None:
@@ -152,7 +153,7 @@ class Ftf(TenantFairShare):
         s[2] += sign * job.remaining_s
         s[3] += sign * job.num_gpus * job.remaining_s
 
-    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
+    def begin(self, tenants: Mapping[str, QueueEntries]) -> None:
         self.sums = {}
         for entries in tenants.values():
             for entry in entries:

@@ -17,7 +17,6 @@ may resize jobs before and after the pass.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
@@ -312,10 +311,9 @@ class PreemptivePolicy(Policy):
     @staticmethod
     def _push_next(by_kind: Mapping, heads: list, entry: tuple, kind: tuple) -> None:
         """The kind's next job after ``entry`` joins the scan (if it has one)."""
-        same = by_kind[kind]
-        j = bisect_right(same, entry)
-        if j < len(same):
-            heapq.heappush(heads, (same[j], kind))
+        following = by_kind[kind].after(entry)
+        if following is not None:
+            heapq.heappush(heads, (following, kind))
 
     def _can_preempt_for(self, job: JobState, now: float, free_total: int) -> bool:
         extra = 0 if self.elastic is None else self.elastic.extra_gpus

@@ -88,7 +88,7 @@ class QueuedPolicy(Policy):
         if self.sharing is not None:
             sharing = self.sharing.begin(view)
         else:
-            smallest = min(kind[0] for kind in kinds)  # size_kind: (GPUs, GPU types)
+            smallest = min(queue.sizes)
             if view.free.total < smallest:
                 return _NO_PLAN
         free: IdleGpus = view.free  # copied only once something starts

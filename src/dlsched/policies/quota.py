@@ -33,7 +33,7 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -551,7 +551,7 @@ class QuotaLayer(Policy):
         self._last_t = now
 
 
-def _first_not(entries: Sequence[tuple], gone: set[str]) -> tuple | None:
+def _first_not(entries: Iterable[tuple], gone: set[str]) -> tuple | None:
     """The first entry ``(key, seq, job)`` whose job is not in ``gone``."""
     for entry in entries:
         if entry[2].job_id not in gone:

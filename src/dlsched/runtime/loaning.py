@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..jobs import Status
 
-if TYPE_CHECKING:
-    from .service import SchedulerService
+# ``service`` below is the SchedulerService that uses this module (not imported: it imports us)
+SchedulerService = Any
 
 log = logging.getLogger("dlsched.service")
 

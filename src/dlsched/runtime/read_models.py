@@ -6,14 +6,14 @@ quota, and the history export a what-if replay reads. The inference pool's view 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..jobs import JobState
 from ..policies.quota import TenantUsage
 from .export import export_history
 
-if TYPE_CHECKING:
-    from .service import SchedulerService
+# ``service`` below is the SchedulerService that uses this module (not imported: it imports us)
+SchedulerService = Any
 
 
 def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:

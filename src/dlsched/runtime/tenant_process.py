@@ -77,9 +77,14 @@ class LogRelay:
     def _copy(self) -> None:
         try:
             while chunk := self.source.read1(64 * 1024):
-                if not self.kept and os.fstat(self.fd).st_size + len(chunk) <= self.head:
-                    os.write(self.fd, chunk)
-                    continue
+                if not self.kept:
+                    room = self.head - os.fstat(self.fd).st_size
+                    if len(chunk) <= room:
+                        os.write(self.fd, chunk)
+                        continue
+                    if room > 0:  # the head's last bytes
+                        os.write(self.fd, chunk[:room])
+                        chunk = chunk[room:]
                 self.kept += chunk
                 if len(self.kept) > self.tail:
                     self.cut += len(self.kept) - self.tail

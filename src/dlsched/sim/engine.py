@@ -164,15 +164,12 @@ class Simulator:
         """Move what the state scheduled into the event heaps (the heaps are read only after
         this: an entry's place does not depend on when it was pushed)."""
         changes = self.state.changes
-        if changes.finishes:
-            for entry in changes.finishes:
-                heapq.heappush(self._completions, entry)
-            changes.finishes.clear()
-        if changes.switches:
-            for entry in changes.switches:
-                heapq.heappush(self._switches, entry)
-            changes.switches.clear()
-        changes.returned.clear()  # the runtime's business (its inference stand-ins)
+        for entry in changes.finishes:
+            heapq.heappush(self._completions, entry)
+        changes.finishes.clear()
+        for entry in changes.switches:
+            heapq.heappush(self._switches, entry)
+        changes.switches.clear()
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -186,16 +183,27 @@ class Simulator:
         res = SimResult(jobs, self.cluster, policy, cfg, 0, 0, 0.0, 0.0, 0.0, state.now, state.now)
         if cfg.timeseries:
             state.tenant_log = res.tenant_log
-        usage = UsageRecorder(state, res, cfg.timeseries)
+        usage = UsageRecorder(state, res)
+        advance, record, last_rec = usage.advance, cfg.timeseries, None
+        free, loans = state.free, state.loans
         inference = InferenceSide(state, cfg.inference_demand, res, usage)
+        # without a demand curve nothing is lent, so nothing is reclaimed: no inference events
+        inference_next = inference.next_time if cfg.inference_demand is not None else None
         i = ei = done = 0
         wakeup = INF
         interval = cfg.schedule_interval_s
         tick = state.now + interval if interval else INF
         done_before = arrived_before = idle_passes = 0
-        take_changes, changes = self._take_changes, state.changes
+        # what the state scheduled since the loop last looked (the lists are the state's own)
+        moved, switched, returned = (
+            state.changes.finishes,
+            state.changes.switches,
+            state.changes.returned,
+        )
+        take_changes = self._take_changes
         while True:
-            take_changes()
+            if moved or switched:
+                take_changes()
             while completions and completions[0][3].version != completions[0][2]:
                 heapq.heappop(completions)
             t = completions[0][0] if completions else INF
@@ -205,7 +213,7 @@ class Simulator:
                 t = jobs[i].spec.submit_time_s
             if ei < len(node_events) and node_events[ei][0] < t:
                 t = node_events[ei][0]
-            inference_due = inference.next_time()
+            inference_due = inference_next() if inference_next is not None else INF
             if inference_due < t:
                 t = inference_due
             if not (i < n or pending or running):
@@ -216,7 +224,7 @@ class Simulator:
                 t = tick
             if t == INF:
                 break  # what is still pending can never run
-            usage.advance(t)
+            advance(t)
             state.now = t
             # completions free GPUs before anything else at the same instant (partners whose
             # finish moved to now included)
@@ -228,7 +236,7 @@ class Simulator:
                     done += 1
                     if self.progress is not None and done % 1000 == 0:
                         self.progress(1000)
-                    if changes.finishes:
+                    if moved:
                         take_changes()
             while switches and switches[0][0] <= t:
                 at, _, _, job = heapq.heappop(switches)
@@ -246,6 +254,8 @@ class Simulator:
                 res.events += 1
             if inference_due <= t:
                 inference.fire(t)
+            if returned:
+                returned.clear()  # servers handed back: the runtime's business (stand-ins)
             while i < n and jobs[i].spec.submit_time_s <= t:
                 state.arrive(jobs[i])
                 i += 1
@@ -274,7 +284,17 @@ class Simulator:
                 state.apply(plan)
             if plan.wakeup_at is not None and plan.wakeup_at > t:
                 wakeup = plan.wakeup_at
-            usage.sample(t, inference.needed)
+            if record:  # a point of the time series when anything it shows changed
+                rec = (
+                    len(pending),
+                    usage.usable - free.total,
+                    usage.usable,
+                    len(loans.loaned) + len(loans.reclaiming),
+                    usage.needed,
+                )
+                if rec != last_rec:
+                    usage.add_point(t, rec)
+                    last_rec = rec
         if self.progress is not None and done % 1000:
             self.progress(done % 1000)
         finishes = [j.finish for j in jobs if j.finish is not None]
@@ -285,11 +305,11 @@ class Simulator:
 
 class UsageRecorder:
     """The cluster-wide integrals a result reports (GPUs allocated, shared and usable; the
-    inference side's need, shortfall and loans) and, with ``record``, the step changes of the
-    queue, allocation, usable GPUs and loans."""
+    inference side's need, shortfall and loans), and the time series' points the loop finds
+    (it compares each pass's outcome inline: that is the hot path)."""
 
-    def __init__(self, state: ClusterState, res: SimResult, record: bool) -> None:
-        self.state, self.res, self.record = state, res, record
+    def __init__(self, state: ClusterState, res: SimResult) -> None:
+        self.state, self.res = state, res
         self.last_t = state.now
         self.usable = state.free.total
         # with an inference demand curve (set by :class:`InferenceSide`): the servers it
@@ -297,13 +317,13 @@ class UsageRecorder:
         self.inference = False
         self.needed = 0
         self.gpus_per_server = 0.0
-        self.last_sample = (-1, -1, -1, -1, -1)
 
     def usable_changed(self) -> None:
         self.usable = self.state.free.usable_gpus()
 
     def advance(self, t: float) -> None:
-        """Integrate from the last instant to ``t`` at the state as it stands."""
+        """Time moves on to ``t``: the state as the last pass left it held from the last
+        instant to ``t``."""
         dt = t - self.last_t
         if dt > 0:
             state, res = self.state, self.res
@@ -325,28 +345,15 @@ class UsageRecorder:
         res.arrivals_end_s, res.gpu_busy_arrivals_s = t, res.gpu_busy_s
         res.loaning.inference_gpu_arrivals_s = res.loaning.inference_gpu_s
 
-    def sample(self, t: float, needed: int) -> None:
-        """A point of the time series when anything it shows changed."""
-        if not self.record:
-            return
-        state = self.state
-        loans = state.loans
-        rec = (
-            len(state.pending),
-            self.usable - state.free.total,
-            self.usable,
-            len(loans.loaned) + len(loans.reclaiming),
-            needed,
-        )
-        if rec != self.last_sample:
-            res = self.res
-            res.ts_time.append(t)
-            res.ts_queue.append(rec[0])
-            res.ts_used.append(rec[1])
-            res.ts_usable.append(rec[2])
-            res.loaning.ts_loaned.append(rec[3])
-            res.loaning.ts_inference.append(rec[4])
-            self.last_sample = rec
+    def add_point(self, t: float, rec: tuple[int, int, int, int, int]) -> None:
+        """A point of the time series: queue, GPUs allocated, usable, servers loaned, needed."""
+        res = self.res
+        res.ts_time.append(t)
+        res.ts_queue.append(rec[0])
+        res.ts_used.append(rec[1])
+        res.ts_usable.append(rec[2])
+        res.loaning.ts_loaned.append(rec[3])
+        res.loaning.ts_inference.append(rec[4])
 
 
 class InferenceSide:

@@ -173,24 +173,24 @@ def test_a_false_progress_report_stops_no_other_tenant(harness):
         assert why in str(job["events"]) and job["iteration"] in (None, 0, 150)
 
 
-def test_a_program_that_prints_gigabytes_cannot_fill_the_disk(harness, tmp_path):
+def test_a_program_printing_past_its_log_limit_cannot_fill_the_disk(harness, tmp_path):
     # issue 29, 4: a job wrote 3.4 GB of log in 30 s. Now each process's output past the log's
-    # head is cut to its last bytes, marked, and the file stays under LOG_HARD_BYTES.
-    from dlsched.runtime.limits import LOG_HARD_BYTES, LOG_HEAD_BYTES, LOG_TAIL_BYTES
+    # head is cut to its last bytes, marked (the hard cap for many processes: test_log_relay).
+    from dlsched.runtime.limits import LOG_HEAD_BYTES, LOG_TAIL_BYTES
 
     h = harness
     alice = h.tenant("alice")
     chatty = h.submit(
         alice,
         entrypoint=f"{PROGRAMS / 'chatty.py'}:build",
-        args={**EMULATED["args"], "print_mib": 48},  # profiled, then run: 96 MiB printed
+        args={**EMULATED["args"], "print_mib": 12},  # profiled, then run: 24 MiB printed
         gpus=1,
         batch_size=8,
         iterations=20,
     )
     h.wait_status(chatty, "done", timeout_s=180)
     log = (tmp_path / "logs" / f"{chatty}.log").read_bytes()
-    assert LOG_HEAD_BYTES <= len(log) <= LOG_HARD_BYTES + 2 * (LOG_TAIL_BYTES + 200), len(log)
+    assert LOG_HEAD_BYTES <= len(log) <= LOG_HEAD_BYTES + 2 * (LOG_TAIL_BYTES + 200), len(log)
     assert log.startswith(b"00000000 x") or b"\n00000000 x" in log[:4096]  # the head is kept
     assert b"bytes of this process's output cut here: the log is over its limit]" in log
     assert log.count(b"LAST LINE") == 2  # each process's tail (profiling, then the run)

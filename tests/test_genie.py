@@ -90,6 +90,25 @@ def test_the_fewest_gpus_predicted_to_meet_the_deadline_else_the_fastest(deadlin
     assert job_rows(result.jobs)[0]["mean_gpus"] == gpus
 
 
+def test_an_on_time_job_waits_rather_than_start_where_it_would_miss():
+    # issue 25, 1. X holds 3 of 4 GPUs from 0 to 100. J arrives at 1 (4 GPUs asked, deadline
+    # 200), predicted 400 s on 1 GPU, 200 on 2, 100 on 4: its allowance is 200 - 1 - 100 = 99.
+    # On the one idle GPU it is predicted to end at 401. Before, it started there at 1 (the
+    # miss locked in: GENIE never resizes). Now it waits; at 100 its allowance is 0, still on
+    # time: 4 GPUs, done at 200 (the trace speed: 100 s).
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.sim import SimConfig, simulate
+
+    jobs = [job("X", 0, 3, 100), job("J", 1, 4, 100, deadline_s=200)]
+    tables = {"X": {3: 100.0}, "J": {1: 400.0, 2: 200.0, 4: 100.0}}
+    result = simulate(
+        parse_cluster_spec("1x4"), jobs, HandMade(tables), SimConfig(restart_overhead_s=0.0)
+    )
+    j = next(j for j in result.jobs if j.job_id == "J")
+    assert (j.first_start, j.finish) == (100.0, 200.0)
+    assert job_rows(result.jobs)[1]["mean_gpus"] == 4
+
+
 def test_genie_may_run_a_job_on_fewer_gpus_but_the_state_refuses_that_to_others():
     from dlsched.policies.base import Plan
     from dlsched.policies.fifo import Fifo

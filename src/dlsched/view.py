@@ -107,17 +107,6 @@ class Loans(Protocol):
     def reclaiming(self) -> Mapping[int, tuple[float, float]]: ...  # node -> (asked, deadline)
 
 
-class QueueEntries(Protocol):
-    """One order's entries ``(key, seq, job)``, best first
-    (:class:`~dlsched.state.queues.SortedEntries`, read only)."""
-
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[tuple]: ...
-    def __getitem__(self, i: int) -> tuple: ...
-    def after(self, entry: tuple) -> tuple | None:
-        """The entry right after ``entry`` (which need not be there), or None."""
-
-
 class JobQueue(Protocol):
     """Admitted pending jobs in a policy's order (:class:`~dlsched.state.queues.PendingQueue`,
     read only): iterate, ``len``, index; with buckets, each bucket's entries ``(key, seq,
@@ -129,11 +118,11 @@ class JobQueue(Protocol):
     @property
     def sizes(self) -> Mapping[int, int]: ...  # GPUs asked for -> jobs waiting that ask so many
     @property
-    def entries(self) -> QueueEntries: ...
+    def entries(self) -> Sequence[tuple]: ...
     def rerank(self, job: JobState) -> None: ...  # the policy's own key for the job changed
     def bucket_of(self, job: JobState) -> Any: ...
     @property
-    def buckets(self) -> Mapping[Any, QueueEntries]: ...
+    def buckets(self) -> Mapping[Any, Sequence[tuple]]: ...
 
 
 class PolicyView(Protocol):

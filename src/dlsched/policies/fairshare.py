@@ -17,11 +17,10 @@ rest of the pass (first in first out within a tenant, backfill across tenants).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..errors import SpecError
 from ..jobs import JobState
-from ..view import QueueEntries
 from .base import Plan, Policy, PolicyView
 from .queued import submit_order
 
@@ -73,7 +72,7 @@ class TenantFairShare(Policy):
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
 
-    def begin(self, tenants: Mapping[str, QueueEntries]) -> None:
+    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
         """A pass begins over the tenants' waiting jobs (entries ``(key, seq, job)``)."""
 
     def took(self, job: JobState) -> None:
@@ -153,7 +152,7 @@ class Ftf(TenantFairShare):
         s[2] += sign * job.remaining_s
         s[3] += sign * job.num_gpus * job.remaining_s
 
-    def begin(self, tenants: Mapping[str, QueueEntries]) -> None:
+    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
         self.sums = {}
         for entries in tenants.values():
             for entry in entries:

@@ -227,8 +227,12 @@ class Genie(Policy):
     def _choose(
         self, job: JobState, on_time: bool, free: FreeGpus, now: float, view: PolicyView
     ) -> tuple[int, ...] | None:
-        """The fewest GPUs predicted to meet the deadline, else the fastest placement now."""
+        """An on-time job: the fewest GPUs predicted to meet its deadline, or None (it waits:
+        its allowance is not spent, and a placement started now that misses the deadline would
+        lock the miss in, as GENIE never preempts or resizes). A late job or one without a
+        deadline: the fastest placement now."""
         p = self.predictions[job.job_id]
+        deadline = job.spec.deadline_s if on_time else None  # on time: it has one
         fastest, fastest_end = None, math.inf
         gpu_node = view.cluster.gpu_node
         for n in p.sizes:
@@ -238,9 +242,10 @@ class Genie(Policy):
             if gpus is None:
                 continue
             end = now + p.run_s(job, n, len({gpu_node[g] for g in gpus}))
-            if on_time and job.spec.deadline_s is not None and end <= job.spec.deadline_s:
-                return gpus
-            if end < fastest_end:
+            if deadline is not None:
+                if end <= deadline:
+                    return gpus
+            elif end < fastest_end:
                 fastest, fastest_end = gpus, end
         return fastest
 

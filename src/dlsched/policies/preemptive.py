@@ -17,6 +17,7 @@ may resize jobs before and after the pass.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
@@ -156,10 +157,12 @@ class PreemptivePolicy(Policy):
         if not plan.start and not plan.preempt:
             return len(queue), queue
         started = {job.job_id for job, _ in plan.start}
+        count = len(queue) - len(started) + len(plan.preempt)
+        if not plan.preempt:
+            return count, (job for job in queue if job.job_id not in started)
         victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
         staying = (e for e in queue.entries if e[2].job_id not in started)
-        merged = (e[2] for e in heapq.merge(staying, victims))
-        return len(queue) - len(started) + len(victims), merged
+        return count, (e[2] for e in heapq.merge(staying, victims))
 
     def _push_running(self, job: JobState) -> None:
         self._worst = None
@@ -311,9 +314,10 @@ class PreemptivePolicy(Policy):
     @staticmethod
     def _push_next(by_kind: Mapping, heads: list, entry: tuple, kind: tuple) -> None:
         """The kind's next job after ``entry`` joins the scan (if it has one)."""
-        following = by_kind[kind].after(entry)
-        if following is not None:
-            heapq.heappush(heads, (following, kind))
+        same = by_kind[kind]
+        j = bisect_right(same, entry)
+        if j < len(same):
+            heapq.heappush(heads, (same[j], kind))
 
     def _can_preempt_for(self, job: JobState, now: float, free_total: int) -> bool:
         extra = 0 if self.elastic is None else self.elastic.extra_gpus

@@ -79,10 +79,12 @@ class QueuedPolicy(Policy):
             self.sharing.stopped(job)
 
     def schedule(self, view: PolicyView) -> Plan:
-        queue = view.queue(self.key, self.kind)  # bucketed by kind
+        backfill = self.backfill
+        # a strict scan stops at the first job that cannot start: it needs no buckets
+        queue = view.queue(self.key, self.kind if backfill else None)
         if not queue:
             return _NO_PLAN
-        kinds = queue.buckets
+        kinds = queue.buckets if backfill else {}
         sharing = None
         smallest = 0
         if self.sharing is not None:
@@ -99,17 +101,19 @@ class QueuedPolicy(Policy):
         # order the sharing benefit test only gets harder. Once every kind in the queue has
         # failed, the pass is over.
         failed: set = set()
+        kind = None
         for job in queue:
-            kind = queue.bucket_of(job)
-            if kind in failed:
-                continue
+            if backfill:
+                kind = queue.bucket_of(job)
+                if kind in failed:
+                    continue
             need = job.num_gpus
             gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
             k = 1
             if gpus is None and sharing is not None:
                 gpus, k = sharing.find(job, free)
             if gpus is None:
-                if not self.backfill:
+                if not backfill:
                     break
                 failed.add(kind)
                 if len(failed) == len(kinds):

@@ -124,7 +124,10 @@ def _tenant_process(
     sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, **env: str
 ) -> TenantProcess:
     return TenantProcess(
-        sandbox.command(job_dir, job_id), sandbox.environment(job_dir, **env), log_path
+        sandbox.command(job_dir, job_id),
+        sandbox.environment(job_dir, **env),
+        log_path,
+        sandbox.control_group(job_id),
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SpecError
+from .cgroups import Group, detect
 
 # Chosen defaults, overridable by the server's options (docs/security.md).
 DEFAULT_UID_BASE = 200_000
@@ -57,6 +59,7 @@ HIDDEN_TOP_LEVEL = {
     "lost+found",
 }
 JOB_DIR_IN_SANDBOX = "/job"
+_GROUP_NUMBERS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,19 @@ class Sandbox:
             uid = self.uid(job_id)
             os.chown(job_dir, uid, uid, follow_symlinks=False)
         job_dir.chmod(0o700)
+
+    def control_group(self, job_id: str) -> Group | None:
+        """A control group for one tenant process of the job, on this node: its memory
+        (``memory_mib``) and tasks (``max_processes``) bounded with all it forks. None when
+        not isolating or the node has no writable memory and pids control (the rlimits
+        alone then; :func:`.cgroups.detect`)."""
+        hierarchy = detect() if self.isolate else None
+        if hierarchy is None:
+            return None
+        name = f"{job_id}-{os.getpid()}-{next(_GROUP_NUMBERS)}"
+        memory = self.memory_mib * 2**20 if self.memory_mib else None
+        # bubblewrap and setpriv run in the group before the tenant's own tasks
+        return Group(hierarchy, name, memory, self.max_processes + 8)
 
     def command(self, job_dir: Path, job_id: str) -> list[str]:
         """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3)."""

@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .cgroups import Group
 from .limits import LOG_HARD_BYTES, LOG_HEAD_BYTES, LOG_TAIL_BYTES
 
 MAX_LINE = 256 * 1024  # bytes in one message: a traceback is cut to fit
@@ -108,8 +109,12 @@ class LogRelay:
 class TenantProcess:
     """The worker's end: start the process, call it, stop it."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], log_path: Path, group: Group | None = None
+    ) -> None:
+        """``group``: the control group the process (and all it forks) runs in."""
         ours, theirs = socket.socketpair()
+        self.group = group
         self.proc = subprocess.Popen(
             argv,
             env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
@@ -119,7 +124,7 @@ class TenantProcess:
             pass_fds=(theirs.fileno(),),
             cwd="/",
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent if group is None else _joining(group),
         )
         assert self.proc.stdout is not None  # a pipe: asked for above
         self.log = LogRelay(self.proc.stdout, log_path)
@@ -200,9 +205,18 @@ class TenantProcess:
         except OSError:
             pass
         code = self._end_process()  # a process that left the channel is done with
+        group = self.group
+        if group is not None and group.oom_kills() and code != 0:
+            limit = group.memory_bytes or 0
+            reason = (
+                f"killed: its processes together went over the memory limit of "
+                f"{limit >> 20} MiB (a control group per worker)"
+            )
         self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
         if code != 0:
             self._broken += "; see the job's log"
+        if group is not None:
+            group.remove()
         for box in list(self._waiting.values()):
             box.put({"error": self._broken})
 
@@ -214,6 +228,16 @@ def _die_with_parent() -> None:
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def _joining(group: Group):
+    """The child's steps before exec: die with the worker, then join the control group."""
+
+    def steps() -> None:
+        _die_with_parent()
+        group.join()
+
+    return steps
 
 
 def _signal_name(code: int) -> str:

@@ -16,7 +16,7 @@ tenant's head.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, overload
@@ -28,66 +28,9 @@ _job = itemgetter(2)  # an entry's job
 BucketKey = Callable[[JobState], Hashable]
 
 
-class SortedEntries(Sequence[tuple]):
-    """Entries ``(key, seq, job)`` in order, read as a sequence. Jobs mostly leave from the
-    front (they start in order), so the front is an offset into the list, compacted now and
-    then, rather than a copy of the whole list at every start."""
-
-    __slots__ = ("_list", "_head")
-
-    def __init__(self, entries: list[Any] | None = None) -> None:
-        self._list: list[Any] = entries if entries is not None else []  # None before the head
-        self._head = 0
-
-    def __len__(self) -> int:
-        return len(self._list) - self._head
-
-    def __bool__(self) -> bool:
-        return len(self._list) > self._head
-
-    def __iter__(self) -> Iterator[tuple]:
-        entries = self._list
-        if not self._head:
-            return iter(entries)
-        return map(entries.__getitem__, range(self._head, len(entries)))  # no walk to the head
-
-    @overload
-    def __getitem__(self, i: int) -> tuple: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[tuple]: ...
-    def __getitem__(self, i: int | slice) -> tuple | list[tuple]:
-        if isinstance(i, slice):
-            return self._list[self._head :][i]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self._list[self._head + i]
-
-    def after(self, entry: tuple) -> tuple | None:
-        """The entry right after ``entry`` (which need not be here), or None."""
-        j = bisect_right(self._list, entry, self._head)
-        return self._list[j] if j < len(self._list) else None
-
-    def insert(self, entry: tuple) -> None:
-        insort(self._list, entry, self._head)
-
-    def drop(self, key: Any, seq: int) -> None:
-        entries, head = self._list, self._head
-        if entries[head][1] == seq:
-            entries[head] = None  # no reference kept to the job
-            head += 1
-            if head > 64 and head * 2 > len(entries):
-                del entries[:head]
-                head = 0
-            self._head = head
-        else:
-            del entries[bisect_left(entries, (key, seq), head)]
-
-
 class PendingQueue(Sequence[JobState]):
     """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
-    ``bucket_of(job)`` and ``buckets`` (bucket -> its entries, best first)."""
+    ``bucket_of(job)`` and ``buckets`` (bucket -> its jobs, best first)."""
 
     __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets", "sizes")
 
@@ -99,20 +42,18 @@ class PendingQueue(Sequence[JobState]):
         # job id -> (key, seq, bucket); entries are (key, seq, job), sorted (seq is unique, so
         # comparisons never reach the job)
         self._keys: dict[str, tuple] = {}
-        self._buckets: dict[Hashable, SortedEntries] = {}
+        self._entries: list[tuple] = []
+        self._buckets: dict[Hashable, list[tuple]] = {}
         # GPUs asked for -> jobs waiting that ask for as many (a scan's quick "nothing fits")
         self.sizes: dict[int, int] = {}
-        entries = []
         for job in jobs:
             k = self._key(job)
-            entries.append((k[0], k[1], job))
+            self._entries.append((k[0], k[1], job))
             self.sizes[job.num_gpus] = self.sizes.get(job.num_gpus, 0) + 1
-        entries.sort(key=lambda e: e[:2])
-        self._entries = SortedEntries(entries)
+        self._entries.sort(key=lambda e: e[:2])
         if bucket is not None:
-            for e in entries:
-                b = self._keys[e[2].job_id][2]
-                self._buckets.setdefault(b, SortedEntries())._list.append(e)
+            for e in self._entries:
+                self._buckets.setdefault(self._keys[e[2].job_id][2], []).append(e)
 
     def _key(self, job: JobState) -> tuple:
         k = (self.key(job), job.seq, None if self.bucket is None else self.bucket(job))
@@ -138,7 +79,7 @@ class PendingQueue(Sequence[JobState]):
         return self._entries[i][2]
 
     @property
-    def entries(self) -> SortedEntries:
+    def entries(self) -> Sequence[tuple]:
         """The entries ``(key, seq, job)``, best first."""
         return self._entries
 
@@ -154,7 +95,7 @@ class PendingQueue(Sequence[JobState]):
         return self._keys[job.job_id][2]
 
     @property
-    def buckets(self) -> Mapping[Any, SortedEntries]:
+    def buckets(self) -> Mapping[Any, Sequence[tuple]]:
         """Bucket -> its entries ``(key, seq, job)``, best first; a bucket goes with its last
         job."""
         return self._buckets
@@ -163,27 +104,19 @@ class PendingQueue(Sequence[JobState]):
     def add(self, job: JobState) -> None:
         key, seq, b = self._key(job)
         entry = (key, seq, job)
-        self._entries.insert(entry)
+        insort(self._entries, entry)
         if self.bucket is not None:
-            same = self._buckets.get(b)
-            if same is None:
-                same = self._buckets[b] = SortedEntries()
-            same.insert(entry)
+            insort(self._buckets.setdefault(b, []), entry)
         n = job.num_gpus
         self.sizes[n] = self.sizes.get(n, 0) + 1
 
     def remove(self, job: JobState) -> None:
         key, seq, b = self._keys.pop(job.job_id)
-        self._entries.drop(key, seq)
+        entries = self._entries
+        del entries[bisect_left(entries, (key, seq))]
         if self.bucket is not None:
             same = self._buckets[b]
             if len(same) == 1:
                 del self._buckets[b]
             else:
-                same.drop(key, seq)
-        n = job.num_gpus
-        left = self.sizes[n] - 1
-        if left:
-            self.sizes[n] = left
-        else:
-            del self.sizes[n]
+                del same[bisect_left(same, (key, seq))]

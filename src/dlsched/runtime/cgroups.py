@@ -1,0 +1,126 @@
+"""A control group for each tenant process: its memory and its task count bounded together with
+everything it forks (the rlimits of :mod:`.sandbox` bound each process alone: three forked
+children could hold three times the memory limit).
+
+cgroup v2 where the machine offers it with the memory and pids controllers, else cgroup v1's
+memory and pids hierarchies; where neither is writable (no root, a container without them) the
+rlimits are the only bound, and :func:`detect` says so (the server logs it at start). A process
+joins its group before it runs the tenant's code (in the child, before exec), so nothing it
+starts escapes. When the kernel kills a process of the group for memory, :meth:`Group.oom_kills`
+tells, and the job's events name the limit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+PARENT = "dlsched"  # our groups live under this one in each hierarchy
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Where groups are made: v2 (one directory per group), or v1 (one per controller)."""
+
+    version: int
+    roots: tuple[Path, ...]  # v2: the unified root; v1: the memory and pids roots
+
+
+def detect(root: Path = ROOT) -> Hierarchy | None:
+    """The writable hierarchy with memory and pids control, or None."""
+    controllers = root / "cgroup.controllers"
+    if controllers.exists():
+        have = set(controllers.read_text().split())
+        if {"memory", "pids"} <= have and os.access(root, os.W_OK):
+            return Hierarchy(2, (root,))
+        return None
+    v1 = (root / "memory", root / "pids")
+    if all((p / "cgroup.procs").exists() and os.access(p, os.W_OK) for p in v1):
+        return Hierarchy(1, v1)
+    return None
+
+
+class Group:
+    """One tenant process's group: made with its limits, joined by the process before exec,
+    removed once the process is gone."""
+
+    def __init__(
+        self, hierarchy: Hierarchy, name: str, memory_bytes: int | None, max_tasks: int
+    ) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ValueError(f"not a group name: {name!r}")
+        self.hierarchy, self.memory_bytes = hierarchy, memory_bytes
+        self.dirs = tuple(root / PARENT / name for root in hierarchy.roots)
+        for root, d in zip(hierarchy.roots, self.dirs):
+            parent = root / PARENT
+            if not parent.exists():
+                parent.mkdir(exist_ok=True)
+                if hierarchy.version == 2:  # let children have the controllers
+                    _write(parent / "cgroup.subtree_control", "+memory +pids")
+            d.mkdir(exist_ok=True)
+        if hierarchy.version == 2:
+            (d,) = self.dirs
+            if memory_bytes is not None:
+                _write(d / "memory.max", str(memory_bytes))
+                _write(d / "memory.swap.max", "0", missing_ok=True)
+            _write(d / "pids.max", str(max_tasks))
+        else:
+            memory, pids = self.dirs
+            if memory_bytes is not None:
+                _write(memory / "memory.limit_in_bytes", str(memory_bytes))
+                # with swap accounting, swap counts too (else the limit would only move pages)
+                _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes), missing_ok=True)
+            _write(pids / "pids.max", str(max_tasks))
+        # written by the child before exec: opened now, while we may still allocate
+        self._procs = [str(d / "cgroup.procs") for d in self.dirs]
+
+    def join(self) -> None:
+        """In the child, before exec: this process (and all it will fork) joins the group.
+        Only system calls: it runs between fork and exec."""
+        pid = str(os.getpid()).encode()
+        for path in self._procs:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+
+    def oom_kills(self) -> int:
+        """Processes of the group the kernel killed for going over its memory limit."""
+        d = self.dirs[0]
+        if self.hierarchy.version == 2:
+            text = _read(d / "memory.events")
+            found = re.search(r"^oom_kill (\d+)", text, re.M)
+            return int(found.group(1)) if found else 0
+        text = _read(d / "memory.oom_control")
+        found = re.search(r"^oom_kill (\d+)", text, re.M)
+        if found:
+            return int(found.group(1))
+        return 1 if _read(d / "memory.failcnt").strip() not in ("", "0") else 0
+
+    def remove(self) -> None:
+        """Once its processes are gone (a group with a process left cannot be removed: it is
+        then left for the next start of the same name to reuse)."""
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+def _write(path: Path, value: str, missing_ok: bool = False) -> None:
+    try:
+        path.write_text(value)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

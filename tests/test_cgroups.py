@@ -1,0 +1,61 @@
+"""A control group per tenant process: memory bounded with all it forks (issue 29, 3). Runs
+where the machine gives root a writable memory and pids hierarchy (v1 or v2); skipped elsewhere,
+where the rlimits alone bound each process."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+import pytest
+
+from dlsched.runtime.cgroups import Group, detect
+from dlsched.runtime.tenant_process import TenantError, TenantProcess
+
+HIERARCHY = detect() if os.geteuid() == 0 else None
+pytestmark = pytest.mark.skipif(
+    HIERARCHY is None, reason="needs root and a writable cgroup memory and pids hierarchy"
+)
+
+FORKS = textwrap.dedent(
+    """
+    import os, time
+    for _ in range(3):  # three children of 200 MiB each: each under the limit, not together
+        if os.fork() == 0:
+            hold = b"x" * (200 << 20)
+            time.sleep(5)  # (they hold the channel too: it closes once they are gone)
+            os._exit(0)
+    _, status = os.wait()  # the first child to end: one the kernel killed
+    os._exit(1 if status else 0)
+    """
+)
+
+
+def test_forked_children_count_together_and_the_kill_is_named(tmp_path):
+    group = Group(HIERARCHY, f"test-{os.getpid()}", 400 << 20, 64)
+    process = TenantProcess([sys.executable, "-c", FORKS], {}, tmp_path / "log", group)
+    with pytest.raises(TenantError) as e:
+        process.call("never-answered", timeout_s=50)
+    assert "went over the memory limit of 400 MiB" in str(e.value)
+    assert not any(d.exists() for d in group.dirs)  # removed with its processes
+
+
+def test_a_group_bounds_tasks_too(tmp_path):
+    group = Group(HIERARCHY, f"test-tasks-{os.getpid()}", None, 16)
+    code = "import threading, time\n" + "\n".join(
+        [
+            "n = 0",
+            "try:",
+            "    for _ in range(100):",
+            "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); n += 1",
+            "except RuntimeError:",
+            "    print('threads refused after', n, flush=True)",
+        ]
+    )
+    process = TenantProcess([sys.executable, "-c", code], {}, tmp_path / "log", group)
+    process.proc.wait(timeout=30)
+    process.log.thread.join(timeout=10)
+    text = (tmp_path / "log").read_text()
+    assert "threads refused after" in text
+    assert int(text.split()[-1]) < 16

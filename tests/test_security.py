@@ -189,7 +189,10 @@ def test_a_program_printing_past_its_log_limit_cannot_fill_the_disk(harness, tmp
         iterations=20,
     )
     h.wait_status(chatty, "done", timeout_s=180)
-    log = (tmp_path / "logs" / f"{chatty}.log").read_bytes()
+    path = tmp_path / "logs" / f"{chatty}.log"
+    # a process's kept tail is written when its output ends, which may follow "done" a little
+    wait_for(lambda: path.read_bytes().count(b"LAST LINE") == 2, what="both processes' tails")
+    log = path.read_bytes()
     assert LOG_HEAD_BYTES <= len(log) <= LOG_HEAD_BYTES + 2 * (LOG_TAIL_BYTES + 200), len(log)
     assert log.startswith(b"00000000 x") or b"\n00000000 x" in log[:4096]  # the head is kept
     assert b"bytes of this process's output cut here: the log is over its limit]" in log

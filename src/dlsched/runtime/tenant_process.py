@@ -162,9 +162,11 @@ class TenantProcess:
             pass  # gone already: its end is reported by the call that waits on it
 
     def kill(self) -> None:
-        """End the process and everything it started (its PID namespace goes with it)."""
+        """End the process and everything it started (its PID namespace goes with it), and
+        let its log's kept tail be written (the worker may be gone right after)."""
         self._end_process()
         self.sock.close()
+        self.log.thread.join(timeout=10)
 
     def _end_process(self) -> int:
         if self.proc.poll() is None:

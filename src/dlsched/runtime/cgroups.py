@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,13 +103,18 @@ class Group:
         return 1 if _read(d / "memory.failcnt").strip() not in ("", "0") else 0
 
     def remove(self) -> None:
-        """Once its processes are gone (a group with a process left cannot be removed: it is
-        then left for the next start of the same name to reuse)."""
+        """Once its processes are gone: killed tasks may take a moment to leave the group, so
+        this tries for up to two seconds (a group still busy then is left behind, empty soon
+        and harmless)."""
         for d in self.dirs:
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+            for _ in range(40):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
 
 
 def _write(path: Path, value: str, missing_ok: bool = False) -> None:

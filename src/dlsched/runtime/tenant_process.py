@@ -169,10 +169,12 @@ class TenantProcess:
         self.log.thread.join(timeout=10)
 
     def _end_process(self) -> int:
-        if self.proc.poll() is None:
+        """Kill the process and what is left of its session (children it forked that outlive
+        it), and return its exit code."""
+        if self.proc.returncode is None:  # not reaped yet: the group id is still its own
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
         return self.proc.wait()
 

@@ -367,7 +367,6 @@ class InferenceSide:
         self.state, self.demand, self.res, self.usage = state, demand, res, usage
         self.next_step = res.start_s if demand is not None else INF
         self.cycle = self.step = 0
-        self.needed = 0  # servers inference needs now
         servers = state.loans.inference_nodes
         usage.inference = demand is not None
         if servers:
@@ -383,7 +382,7 @@ class InferenceSide:
         while self.next_step <= t:
             assert demand is not None  # next_step is finite only with a demand curve
             step = demand.steps[self.step]
-            self.needed = self.usage.needed = step.needed
+            self.usage.needed = step.needed  # servers inference needs from now
             state.set_inference_demand(step.announced)
             self.step += 1
             if self.step == len(demand.steps):
@@ -394,7 +393,7 @@ class InferenceSide:
             res.events += 1
         state.enforce_reclaims()
         loaning = res.loaning
-        loaning.max_short = max(loaning.max_short, self.needed - state.loans.held)
+        loaning.max_short = max(loaning.max_short, self.usage.needed - state.loans.held)
         self.usage.usable_changed()
 
 

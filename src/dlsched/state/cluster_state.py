@@ -127,39 +127,42 @@ class ClusterState:
         return len(job.gpus) * lost
 
     def queue(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
-        queue = self._queues.get((key, bucket))
+        return self._order(self._queues, key, bucket, admitted=True)
+
+    def _order(
+        self, orders: dict, key: QueueKey, bucket: BucketKey | None, admitted: bool
+    ) -> PendingQueue:
+        """The queue in ``orders`` for (key, bucket), made from the pending jobs at first ask."""
+        queue = orders.get((key, bucket))
         if queue is None:
-            admitted = (j for j in self.pending.values() if j.admitted)
-            queue = self._queues[(key, bucket)] = PendingQueue(key, admitted, bucket)
+            jobs = (j for j in self.pending.values() if j.admitted is admitted)
+            queue = orders[(key, bucket)] = PendingQueue(key, jobs, bucket)
         return queue
 
     # -- admission (the stage that runs before the policy: the quota layer) ------------------------
     def not_admitted(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
         """The pending jobs not admitted, as :meth:`queue` orders and buckets them."""
-        queue = self._held_back.get((key, bucket))
-        if queue is None:
-            held = (j for j in self.pending.values() if not j.admitted)
-            queue = self._held_back[(key, bucket)] = PendingQueue(key, held, bucket)
-        return queue
+        return self._order(self._held_back, key, bucket, admitted=False)
 
     def admit(self, job: JobState) -> None:
         """The admission stage lets the policy schedule ``job`` (pending or running)."""
-        if not job.admitted:
-            if job.status is Status.PENDING:
-                self._unqueue(job)
-            job.admitted = True
-            if job.status is Status.PENDING:
-                self._queue(job)
+        self._set_admitted(job, True)
 
     def dismiss(self, job: JobState) -> None:
         """The admission stage takes ``job`` back (evicted): it leaves the policy's queues
         (a running one leaves its GPUs by the stage's plan, and waits to be admitted again)."""
-        if job.admitted:
-            if job.status is Status.PENDING:
-                self._unqueue(job)
-            job.admitted = False
-            if job.status is Status.PENDING:
-                self._queue(job)
+        self._set_admitted(job, False)
+
+    def _set_admitted(self, job: JobState, admitted: bool) -> None:
+        """Move a waiting job between the policy's queues and the admission stage's."""
+        if job.admitted is admitted:
+            return
+        waiting = job.status is Status.PENDING
+        if waiting:
+            self._unqueue(job)
+        job.admitted = admitted
+        if waiting:
+            self._queue(job)
 
     def without(
         self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple, Protocol
 
 from ..jobs import JobState
@@ -107,6 +107,22 @@ class ResizingPart(Protocol):
     def victim_preempted(self, victim: JobState, plan: Plan) -> None: ...
 
 
+def _with_victims(
+    entries: Iterable[tuple], started: set[str], victims: list[tuple]
+) -> Iterator[JobState]:
+    """The queue's jobs but those started, with the (few, sorted) victims at their places."""
+    v, last = 0, len(victims)
+    for entry in entries:
+        if entry[2].job_id in started:
+            continue
+        while v < last and victims[v] < entry:
+            yield victims[v][2]
+            v += 1
+        yield entry[2]
+    for victim in victims[v:]:
+        yield victim[2]
+
+
 class PreemptivePolicy(Policy):
     def __init__(
         self,
@@ -125,6 +141,7 @@ class PreemptivePolicy(Policy):
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
         self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
+        self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
 
     def params(self) -> dict:
         params = {**super().params(), **self.order.params()}
@@ -148,21 +165,21 @@ class PreemptivePolicy(Policy):
 
     def queue(self, view: PolicyView) -> JobQueue:
         """The admitted waiting jobs, best first, bucketed by size and GPU types."""
-        return view.queue(self.pending_rank, size_kind)
+        return view.queue(self._rank, size_kind)
 
     def waiting_after(self, view: PolicyView, plan: Plan) -> tuple[int, Iterable[JobState]]:
         """How many jobs wait once ``plan`` applies, and those jobs best first: the queue
         without the jobs it starts, with the jobs it preempts at their ranks."""
         queue = self.queue(view)
+        entries = queue.entries
         if not plan.start and not plan.preempt:
-            return len(queue), queue
+            return len(entries), queue
         started = {job.job_id for job, _ in plan.start}
-        count = len(queue) - len(started) + len(plan.preempt)
+        count = len(entries) - len(started) + len(plan.preempt)
         if not plan.preempt:
-            return count, (job for job in queue if job.job_id not in started)
+            return count, (e[2] for e in entries if e[2].job_id not in started)
         victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
-        staying = (e for e in queue.entries if e[2].job_id not in started)
-        return count, (e[2] for e in heapq.merge(staying, victims))
+        return count, _with_victims(entries, started, victims)
 
     def _push_running(self, job: JobState) -> None:
         self._worst = None

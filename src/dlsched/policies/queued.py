@@ -95,7 +95,8 @@ class QueuedPolicy(Policy):
                 return _NO_PLAN
         free: IdleGpus = view.free  # copied only once something starts
         scratch: FreeGpus | None = None
-        plan = Plan()
+        starts: list[tuple[JobState, tuple[int, ...]]] = []
+        accumulation: dict[str, int] = {}
         # A kind of job that could not start cannot start later in the pass: idle GPUs only
         # shrink (and placement fails monotonically), claimed partners only grow, and in SJF
         # order the sharing benefit test only gets harder. Once every kind in the queue has
@@ -124,12 +125,14 @@ class QueuedPolicy(Policy):
                 if scratch is None:
                     free = scratch = view.free.copy()
                 scratch.take(idle)
-            plan.start.append((job, gpus))
+            starts.append((job, gpus))
             if k > 1:
-                plan.accumulation[job.job_id] = k
+                accumulation[job.job_id] = k
             if sharing is None and free.total < smallest:
                 break
+        if not starts:
+            return _NO_PLAN
         if self.sharing is not None:
-            for job, gpus in plan.start:
-                self.sharing.started(job, gpus, plan.accumulation.get(job.job_id, 1), view)
-        return plan
+            for job, gpus in starts:
+                self.sharing.started(job, gpus, accumulation.get(job.job_id, 1), view)
+        return Plan(starts, accumulation=accumulation)

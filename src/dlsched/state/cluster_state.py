@@ -127,7 +127,8 @@ class ClusterState:
         return len(job.gpus) * lost
 
     def queue(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
-        return self._order(self._queues, key, bucket, admitted=True)
+        queue = self._queues.get((key, bucket))  # asked several times a pass: look up first
+        return queue if queue is not None else self._order(self._queues, key, bucket, True)
 
     def _order(
         self, orders: dict, key: QueueKey, bucket: BucketKey | None, admitted: bool

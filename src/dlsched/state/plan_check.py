@@ -38,8 +38,10 @@ class Books(Protocol):
 def unknown_gpu(cluster: Cluster, gpus: tuple[int, ...]) -> str | None:
     """A plan's GPU ids come from a policy (maybe a plug-in): each must be one of ours."""
     count = len(cluster.gpu_node)
-    bad = [g for g in gpus if type(g) is not int or not 0 <= g < count]
-    return f"GPU {bad[0]!r}, which this cluster does not have (0..{count - 1})" if bad else None
+    for g in gpus:
+        if type(g) is not int or not 0 <= g < count:
+            return f"GPU {g!r}, which this cluster does not have (0..{count - 1})"
+    return None
 
 
 class PlanCheck:

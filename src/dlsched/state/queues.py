@@ -104,19 +104,34 @@ class PendingQueue(Sequence[JobState]):
     def add(self, job: JobState) -> None:
         key, seq, b = self._key(job)
         entry = (key, seq, job)
-        insort(self._entries, entry)
+        _put(self._entries, entry)
         if self.bucket is not None:
-            insort(self._buckets.setdefault(b, []), entry)
+            _put(self._buckets.setdefault(b, []), entry)
         n = job.num_gpus
         self.sizes[n] = self.sizes.get(n, 0) + 1
 
     def remove(self, job: JobState) -> None:
         key, seq, b = self._keys.pop(job.job_id)
-        entries = self._entries
-        del entries[bisect_left(entries, (key, seq))]
+        _drop(self._entries, key, seq, job)
         if self.bucket is not None:
             same = self._buckets[b]
             if len(same) == 1:
                 del self._buckets[b]
             else:
-                del same[bisect_left(same, (key, seq))]
+                _drop(same, key, seq, job)
+
+
+# Most jobs join at the tail (arrival order) and leave from the head (they start): both are
+# checked before a binary search.
+def _put(entries: list[tuple], entry: tuple) -> None:
+    if not entries or entries[-1] < entry:
+        entries.append(entry)
+    else:
+        insort(entries, entry)
+
+
+def _drop(entries: list[tuple], key: Any, seq: int, job: JobState) -> None:
+    if entries[0][2] is job:
+        del entries[0]
+    else:
+        del entries[bisect_left(entries, (key, seq))]

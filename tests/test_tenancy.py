@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec, Status
-from dlsched.metrics import fairness_summary
+from dlsched.metrics import fairness_summary, quota_summary
 from dlsched.policies.catalog import make_policy
 from dlsched.policies.quota import QuotaLayer, reservation
 from dlsched.sim import SimConfig
@@ -501,3 +501,20 @@ def test_the_quota_charge_follows_a_reclaim_preemption():
     _pass(state)
     z = layer.usage_by_tenant(state)["z"]
     assert (z.used, z.waiting_for_quota) == (8, 1) and z2.status is Status.PENDING
+
+
+def test_borrowed_and_lent_gpu_hours_count_up_to_the_finish_and_name_the_lender():
+    # a (nominal 2) runs one 4-GPU job for 1,000 s on 1x4 and borrows b's 2 GPUs all along; b
+    # submits nothing. Borrowed by a = lent by b = 2 GPUs x 1,000 s = 2,000/3,600 GPU-h.
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
+    layer = QuotaLayer(make_policy("fifo"), config)
+    result = Simulator(
+        parse_cluster_spec("1x4"),
+        [JobSpec("a1", 0.0, 4, 1000.0, tenant="a")],
+        layer,
+        SimConfig(restart_overhead_s=0.0),
+    ).run()
+    table = quota_summary(result)["tenants"]
+    assert table["a"]["borrowed_gpu_h"] == pytest.approx(2000 / 3600)
+    assert table["b"]["lent_gpu_h"] == pytest.approx(2000 / 3600)
+    assert table["a"]["lent_gpu_h"] == table["b"]["borrowed_gpu_h"] == 0.0

@@ -222,7 +222,8 @@ def quota_summary(result) -> dict | None:
     config = getattr(policy, "config", None)
     if config is None or not hasattr(policy, "borrowed_gpu_s"):
         return None
-    tenants = sorted({j.spec.tenant for j in result.jobs})
+    # lenders too, which may have submitted nothing
+    tenants = sorted({j.spec.tenant for j in result.jobs} | set(policy.lent_gpu_s))
     never = {}
     for j in result.jobs:
         if j.first_start is None:

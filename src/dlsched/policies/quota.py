@@ -151,16 +151,21 @@ class QuotaLayer(Policy):
                 self.cohort_nominal[d.cohort] = self.cohort_nominal.get(d.cohort, 0) + d.nominal
         self._changed = True
 
+    # Each change of a reservation first charges the interval that ends now at the
+    # reservations that held over it (borrowed and lent GPU-seconds).
     def job_finished(self, job: JobState, now: float) -> None:
+        self._account(now)
         self._release(job)
         self.inner.job_finished(job, now)
 
     def job_requeued(self, job: JobState, now: float) -> None:
+        self._account(now)
         self._count_waiting(job)  # still admitted, at its base size
         self.inner.job_requeued(job, now)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
         if self._is_admitted(job):  # (one not admitted leaves the state's queue: nothing here)
+            self._account(now)
             self._release(job)
             self.inner.job_cancelled(job, now)
 
@@ -168,6 +173,7 @@ class QuotaLayer(Policy):
         self.inner.job_progressed(job, now)
 
     def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+        self._account(now)
         self.inner.job_resized(job, gpus, now)
 
     def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:

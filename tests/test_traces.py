@@ -120,6 +120,18 @@ def test_generic_mapping_with_units(tmp_path):
     ]
 
 
+def test_an_empty_deadline_cell_means_no_deadline(tmp_path):
+    from dlsched.traces.generic import load_generic
+
+    path = _write(tmp_path, "s,d,g,dl\n0,100,1,500\n10,100,1,\n20,100,1,  \n", "d.csv")
+    t = load_generic(path, "submit=s,duration=d,gpus=g,deadline=dl")
+    assert [j.deadline_s for j in t.jobs] == [500.0, None, None]
+    bad = _write(tmp_path, "s,d,g,dl\n0,100,1,soon\n", "bad.csv")
+    with pytest.raises(SpecError) as e:
+        load_generic(bad, "submit=s,duration=d,gpus=g,deadline=dl")
+    assert e.value.field == "deadline_s"
+
+
 @pytest.mark.parametrize(
     "mapping, message",
     [

@@ -87,7 +87,7 @@ def load_generic(
             kwargs["batch_size"] = number(row, m["batch"][0], "batch_size", integer=True)
         if "priority" in m:
             kwargs["priority"] = number(row, m["priority"][0], "priority", integer=True)
-        if "deadline" in m:
+        if "deadline" in m and (row[m["deadline"][0]] or "").strip():  # empty: no deadline
             kwargs["deadline_s"] = time_value(row, "deadline")
         return JobSpec(
             job_id=text(row, "id") or f"{name}-{row_number}",

@@ -518,3 +518,35 @@ def test_borrowed_and_lent_gpu_hours_count_up_to_the_finish_and_name_the_lender(
     assert table["a"]["borrowed_gpu_h"] == pytest.approx(2000 / 3600)
     assert table["b"]["lent_gpu_h"] == pytest.approx(2000 / 3600)
     assert table["a"]["lent_gpu_h"] == table["b"]["borrowed_gpu_h"] == 0.0
+
+
+def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_layer():
+    """Found by a random search over small cases (Philly under philly-vc quotas and
+    elastic-tiresias stopped the same way). 1x2, cohort lab: a nominal 1, b 2, c 1. At t=144
+    j4 (a, elastic 1..4) runs on both GPUs, borrowing 1, and has left Tiresias' first queue. At
+    t=250 j2 (b, within its nominal quota) arrives: the layer scales j4 in to 1 GPU to reclaim
+    b's quota, and in the same pass elastic-tiresias preempts j4 for j2 (a higher queue). The
+    plan held both, and the state refused it ("resized job j4: it is pending"): the run
+    stopped. The preemption must win: j4 leaves both GPUs, once, and is not resized."""
+    q = {"a": TenantQuota(1, None, "lab"), "b": TenantQuota(2, None, "lab")}
+    q["c"] = TenantQuota(1, None, "lab")
+    spec = [
+        JobSpec("j2", 250.0, 2, 815.0, tenant="b", min_gpus=1, max_gpus=4),
+        JobSpec("j3", 25.0, 1, 1187.0, tenant="c"),
+        JobSpec("j4", 91.0, 2, 709.0, tenant="a", min_gpus=1, max_gpus=4),
+        JobSpec("j5", 44.0, 1, 1592.0, tenant="b", min_gpus=1, max_gpus=2),
+    ]
+    layer = QuotaLayer(
+        make_policy("elastic-tiresias", thresholds_gpu_s="100,1000"), TenantConfig(q)
+    )
+    result = Simulator(
+        parse_cluster_spec("1x2"),
+        spec,
+        layer,
+        SimConfig(restart_overhead_s=0.0),
+        workload=PowerLaw(),
+    ).run()
+    jobs = {j.job_id: j for j in result.jobs}
+    assert jobs["j4"].first_start == 144.0 and jobs["j2"].first_start == 250.0
+    assert (jobs["j4"].preemptions, jobs["j4"].resizes) == (1, 0)
+    assert all(j.status is Status.DONE for j in result.jobs)

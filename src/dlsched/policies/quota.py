@@ -412,7 +412,10 @@ class QuotaLayer(Policy):
                 self.inner.job_resized(job, gpus, now)
             self._use(job.spec.tenant, len(gpus) - reservation(job))
             self._planned.append(job)
-        resizes = [(job, gpus) for job, gpus in shrunk.values()]
+        # a scale-in of a job the wrapped policy preempts gives way: the job leaves all its GPUs
+        # (charged above at its reservation)
+        leaving = set(plan.preempt)
+        resizes = [(job, gpus) for job, gpus in shrunk.values() if job not in leaving]
         for job, gpus in plan.resize:
             if job.job_id in shrunk:  # the layer's scale-in stands
                 self.inner.job_resized(job, shrunk[job.job_id][1], now)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlsched.runtime.executor_api import NodeInfo, Outcome
+from dlsched.runtime.executor_api import JOB, NodeInfo, Outcome
 
 JOBS_PER_GPU = 2
 # what a profiling run reports (dlsched.runtime.profile): small enough for two jobs per GPU
@@ -144,10 +144,10 @@ class FakeExecutor:
         self.progress_of.pop(job_id, None)
         self.outcomes.append(Outcome(job_id, run.attempt, "done", run.config.get("iterations")))
 
-    def crash(self, job_id: str, why: str = "RuntimeError: worker died") -> None:
+    def crash(self, job_id: str, why: str = "RuntimeError: worker died", cause: str = JOB) -> None:
         run = self.runs.pop(job_id)
         self.progress_of.pop(job_id, None)
-        self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, why))
+        self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, why, cause))
 
     def switched(self, job_id: str) -> None:
         run = self.runs[job_id]

@@ -5,8 +5,10 @@ test_api.py; here they are checked again on the live runtime."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,6 +200,30 @@ def test_a_program_printing_past_its_log_limit_cannot_fill_the_disk(harness, tmp
     assert b"bytes of this process's output cut here: the log is over its limit]" in log
     assert log.count(b"LAST LINE") == 2  # each process's tail (profiling, then the run)
     assert "LAST LINE" in log_of(h, chatty)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_job_holding_every_port_it_can_stops_no_other_job(tmp_path):
+    # issue 29, 2: one job bound every ephemeral port of the host's 127.0.0.1; other jobs'
+    # workers could not meet (no rendezvous port, no Ray connection) and failed for good. Run in
+    # a network namespace of this test's own whose ephemeral range is 1,000 ports, so that before
+    # the fix the hog took them all here and never on the host.
+    scenario = Path(__file__).parent / "port_hog_scenario.py"
+    out = subprocess.run(
+        ["unshare", "--net", "--", sys.executable, str(scenario), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    honest = result["honest"]
+    assert honest["status"] == "done", honest["events"]
+    assert honest["failures"] == 0 and honest["attempt"] == 1, honest["events"]
+    # the hog kept training, in a network of its own: it held more ports than the test's
+    # namespace has (its open-file limit stopped it)
+    held = int(re.search(r"HELD (\d+) ports", result["held"][0])[1])
+    assert result["hog"] == "running" and held > 1000, result
 
 
 def test_a_run_that_ends_while_its_progress_is_asked_is_done_not_failed(harness):

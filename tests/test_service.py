@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlsched.jobs import Status
-from dlsched.runtime.service import SchedulerService
+from dlsched.runtime.executor_api import CLUSTER
+from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
 from dlsched.state.invariants import problems
 from fake_executor import Clock, FakeExecutor
@@ -167,6 +168,29 @@ def test_a_job_failing_three_times_fails_for_good(tmp_path):
     row = s.store.job(a)
     assert row["status"] == FAILED and row["failures"] == 3
     assert a not in s.service.live and not s.service.state.pending
+
+
+def test_a_start_the_cluster_failed_does_not_use_up_the_job_s_failures(tmp_path):
+    # workers Ray could not place, a port the node had none of: requeued and not counted; past
+    # MAX_CLUSTER_FAILURES of them they count again, so a job cannot restart for ever
+    s = Setup(tmp_path, nodes={"n0": 1})
+    a = s.submit(gpus=1)
+    for n in range(1, MAX_CLUSTER_FAILURES + 1):
+        s.step()
+        s.executor.crash(a, "workers not placed within 120 s", cause=CLUSTER)
+        s.step()
+        row = s.store.job(a)
+        assert row["status"] in (QUEUED, RUNNING) and row["failures"] == 0
+        assert s.state(a).failures == 0
+        assert f"not counted as its failure ({n} of {MAX_CLUSTER_FAILURES} such)" in " ".join(
+            e["message"] for e in s.store.events(a)
+        )
+    s.executor.crash(a, "workers not placed within 120 s", cause=CLUSTER)
+    s.step()
+    assert s.store.job(a)["failures"] == 1  # the 11th counts
+    s.executor.crash(a)  # the job's own failures count as before
+    s.step()
+    assert s.store.job(a)["failures"] == 2
 
 
 def test_measured_progress_moves_the_projection_and_tells_the_policy(tmp_path):

@@ -17,6 +17,9 @@ class NodeInfo:
     pool: str = "training"  # "inference": a server lent to training only while idle (Aryl)
 
 
+JOB, CLUSTER = "job", "cluster"  # whose failure a failed run was
+
+
 @dataclass
 class Outcome:
     job_id: str
@@ -24,6 +27,7 @@ class Outcome:
     kind: str  # "done" | "stopped" | "failed" | "switched" (a background resize) | "profiled"
     iteration: int | None = None
     detail: str = ""
+    cause: str = JOB  # of a failure: the job's program, or the cluster (does not count)
 
 
 Placement = list[tuple[str, int]]  # (node name, GPU index on it) per worker

@@ -32,7 +32,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from .executor_api import NodeInfo, Outcome  # noqa: E402
+from .executor_api import CLUSTER, JOB, NodeInfo, Outcome  # noqa: E402
+from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
 from .tenant_process import TenantError, TenantProcess, plain, stamp  # noqa: E402
@@ -64,6 +65,8 @@ class _Run:
     thread: threading.Thread | None = None
     progress: object = None  # the tenant process's last report, unchecked
     resize_to: list[tuple[str, int]] | None = None  # a background resize asked for
+    network: object = HOST  # its workers' network: HOST, or a ref to its namespace's path
+    holder: object = None  # the NetworkHolder of that namespace
 
 
 # Chosen: a profiling run's few passes, with a slow build (torch's import alone is seconds on a
@@ -74,7 +77,7 @@ PROFILE_TIMEOUT_S = 120.0
 @ray.remote(num_cpus=0)
 def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> dict:
     process = _tenant_process(
-        sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES=""
+        sandbox, job_id, Path(job_dir), Path(log_path), PRIVATE, CUDA_VISIBLE_DEVICES=""
     )
     try:
         return process.call(
@@ -84,14 +87,21 @@ def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbo
         process.kill()
 
 
-def _free_address() -> str:
-    """host:port free on this node, for a process group's rendezvous."""
-    import socket
+@ray.remote(num_cpus=0)
+class NetworkHolder:
+    """Holds the network namespace of one run's workers on one host (:mod:`.job_network`); it
+    goes when the actor is killed."""
 
-    host = ray.util.get_node_ip_address()
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return f"{host}:{s.getsockname()[1]}"
+    def __init__(self) -> None:
+        self.network = JobNetwork()
+
+    def path(self) -> str:
+        return self.network.path
+
+
+def _netns(network: str) -> str | None:
+    """The namespace path in a worker's ``network`` (HOST, PRIVATE or a path), if it is one."""
+    return None if network in (HOST, PRIVATE) else network
 
 
 @ray.remote(num_cpus=0)
@@ -99,14 +109,13 @@ class ProfileWorker:
     """One worker of a profiling group (GENIE's 2-GPU placements), in its tenant process."""
 
     def __init__(self, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> None:
-        self.process = _tenant_process(
-            sandbox, job_id, Path(job_dir), Path(log_path), CUDA_VISIBLE_DEVICES=""
-        )
+        self.args = (sandbox, job_id, Path(job_dir), Path(log_path))
 
-    def address(self) -> str:
-        return _free_address()
+    def address(self, network: str) -> str:
+        return free_address(_netns(network))
 
-    def measure(self, config: dict, rank: int, world: int, master: str) -> list[dict]:
+    def measure(self, config: dict, rank: int, world: int, master: str, network: str) -> list[dict]:
+        self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES="")
         try:
             return self.process.call(
                 "profile_group",
@@ -121,13 +130,16 @@ class ProfileWorker:
 
 
 def _tenant_process(
-    sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, **env: str
+    sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, network: str, **env: str
 ) -> TenantProcess:
+    """A tenant process of the job; ``network`` as :meth:`Sandbox.command` takes it, or the path
+    of the namespace to join."""
     return TenantProcess(
-        sandbox.command(job_dir, job_id),
+        sandbox.command(job_dir, job_id, network),
         sandbox.environment(job_dir, **env),
         log_path,
         sandbox.control_group(job_id),
+        _netns(network) if sandbox.isolate else None,
     )
 
 
@@ -135,7 +147,9 @@ def _tenant_process(
 class TrainWorker:
     """One rank of a job: dlsched's trusted side of it. The tenant's program runs in a tenant
     process of its own (:mod:`.sandbox`), which this actor starts and relays to: ``run``
-    trains; ``progress`` and ``stop`` answer meanwhile."""
+    trains; ``progress`` and ``stop`` answer meanwhile. The process starts with ``setup`` (or
+    ``prepare``), in the run's network: whatever fails before it is the cluster's, not the
+    job's."""
 
     def __init__(
         self,
@@ -152,22 +166,28 @@ class TrainWorker:
         config = {**config, "checkpoint_path": sandbox.job_path(job_dir, job_dir / CHECKPOINT)}
         if config.get("record_samples"):
             config["samples_path"] = sandbox.job_path(job_dir, job_dir / SAMPLES)
-        self.process = _tenant_process(
-            sandbox, job_id, job_dir, Path(log_path), CUDA_VISIBLE_DEVICES=str(device)
-        )
-        self.process.call("train", config=config, rank=rank, world=world)
+        self.train = {"config": config, "rank": rank, "world": world}
+        self.args = (sandbox, job_id, job_dir, Path(log_path))
+        self.device = str(device)
+        self.process: TenantProcess | None = None
 
-    def address(self) -> str:
-        return _free_address()
+    def _start(self, network: str) -> TenantProcess:
+        self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES=self.device)
+        self.process.call("train", **self.train)
+        return self.process
 
-    def setup(self, master: str | None) -> int:
-        return self.process.call("setup", master=master)
+    def address(self, network: str) -> str:
+        return free_address(_netns(network))
 
-    def prepare(self) -> None:
-        self.process.call("prepare")
+    def setup(self, master: str | None, network: str) -> int:
+        return self._start(network).call("setup", master=master)
+
+    def prepare(self, network: str) -> None:
+        self._start(network).call("prepare")
 
     def switch(self) -> None:
-        self.process.tell("switch")
+        if self.process is not None:
+            self.process.tell("switch")
 
     def regroup(self, master: str | None, rank: int, world: int) -> int:
         return self.process.call("regroup", master=master, rank=rank, world=world)
@@ -189,6 +209,8 @@ class TrainWorker:
         :mod:`dlsched.runtime.reports`); anything else in their place is marked, not passed.
         None when the process does not answer (a run that just ended has no process left):
         no report this time; the run's own result decides its outcome."""
+        if self.process is None:
+            return None
         try:
             p = self.process.call("progress", 5)
         except TenantError:
@@ -202,7 +224,8 @@ class TrainWorker:
         }
 
     def stop(self) -> None:
-        self.process.tell("stop")
+        if self.process is not None:
+            self.process.tell("stop")
 
     def pid(self) -> int:
         return os.getpid()
@@ -310,6 +333,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._known: dict[str, NodeInfo] = {}
         self._ray_ids: dict[str, str] = {}  # node name -> Ray's node id
+        self._hosts: dict[str, str] = {}  # Ray's node id -> its host's address
         self._stand_ins: dict[str, tuple] = {}  # inference node -> (actor, its ready() ref)
 
     # -- the cluster -------------------------------------------------------------------------
@@ -327,6 +351,7 @@ class RayExecutor:
                 if m:
                     alive[m["node"]] = max(alive.get(m["node"], 0), int(m["index"]) + 1)
                     self._ray_ids[m["node"]] = node["NodeID"]
+                    self._hosts[node["NodeID"]] = node["NodeManagerAddress"]
                     pools[m["node"]] = (
                         "inference" if INFERENCE_RESOURCE in resources else "training"
                     )
@@ -414,18 +439,21 @@ class RayExecutor:
                         ).remote(*args)
                         for n in nodes
                     ]
+                    holder, network = self._network(nodes)
                     try:
-                        master = ray.get(workers[0].address.remote(), timeout=self.start_timeout_s)
+                        master = ray.get(
+                            workers[0].address.remote(network), timeout=self.start_timeout_s
+                        )
                         points = ray.get(
                             [
-                                w.measure.remote(config, rank, 2, master)
+                                w.measure.remote(config, rank, 2, master, network)
                                 for rank, w in enumerate(workers)
                             ],
                             timeout=PROFILE_TIMEOUT_S,
                         )[0]
                     finally:
-                        for w in workers:  # a failed one leaves its partner waiting
-                            ray.kill(w)
+                        for w in [*workers, *([holder] if holder else [])]:
+                            ray.kill(w)  # a failed one leaves its partner waiting
                     result["placements"] += [
                         {"gpus": 2, "nodes": len(set(nodes)), **p} for p in points
                     ]
@@ -440,6 +468,23 @@ class RayExecutor:
         finally:
             with self._lock:
                 self._outcomes.append(outcome)
+
+    def _network(self, ray_nodes: list[str] | tuple[str, ...]) -> tuple[object, object]:
+        """The network of workers on these Ray nodes (:mod:`.job_network`): on one host, a
+        namespace of their own, as (its NetworkHolder, a ref to its path); else (None, HOST)."""
+        if not self.sandbox.isolate or not self._one_host(ray_nodes):
+            return None, HOST
+        holder = NetworkHolder.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_nodes[0], soft=False)
+        ).remote()
+        return holder, holder.path.remote()
+
+    def _one_host(self, ray_nodes: list[str] | tuple[str, ...]) -> bool:
+        hosts = {self._hosts.get(n) for n in ray_nodes}
+        return len(hosts) == 1 and None not in hosts
+
+    def _ray_nodes(self, placement: list[tuple[str, int]]) -> list[str]:
+        return [self._ray_ids.get(node, "?") for node, _ in placement]
 
     def _profile_node_pairs(self) -> list[tuple[str, str]]:
         """Ray node ids for 2 workers on one node, and (when there are two) on two nodes."""
@@ -516,9 +561,16 @@ class RayExecutor:
                 run.thread.join(timeout=30)
 
     # -- one run, in its own thread ----------------------------------------------------------
-    def _report(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:
+    def _report(
+        self,
+        run: _Run,
+        kind: str,
+        iteration: int | None = None,
+        detail: str = "",
+        cause: str = JOB,
+    ) -> None:
         with self._lock:
-            self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail))
+            self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail, cause))
 
     def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
         return TrainWorker.options(  # not detached: they go if the server goes
@@ -551,13 +603,20 @@ class RayExecutor:
                 self.log(run.job_id, f"waits for {other.job_id} to release its GPUs")
                 other.thread.join()
 
-    def _finish(self, run: _Run, kind: str, iteration: int | None = None, detail: str = "") -> None:
-        for actor in run.actors:
+    def _finish(
+        self,
+        run: _Run,
+        kind: str,
+        iteration: int | None = None,
+        detail: str = "",
+        cause: str = JOB,
+    ) -> None:
+        for actor in [*run.actors, *([run.holder] if run.holder else [])]:
             try:
                 ray.kill(actor)
             except Exception:  # already dead
                 pass
-        self._report(run, kind, iteration, detail)
+        self._report(run, kind, iteration, detail, cause)
         with self._lock:
             if self._runs.get(run.job_id) is run:
                 del self._runs[run.job_id]
@@ -568,19 +627,22 @@ class RayExecutor:
         self._wait_for_leavers(run)
         world = len(run.placement)
         try:
+            run.holder, run.network = self._network(self._ray_nodes(run.placement))
             for rank, (node, index) in enumerate(run.placement):
                 run.actors.append(self._new_worker(run, node, index, rank, world))
             master = None
             if world > 1:
-                ready, _ = ray.wait([run.actors[0].address.remote()], timeout=self.start_timeout_s)
+                address = run.actors[0].address.remote(run.network)
+                ready, _ = ray.wait([address], timeout=self.start_timeout_s)
                 if not ready:
                     return self._finish(
                         run,
                         "failed",
                         detail=f"workers not placed within {self.start_timeout_s:.0f} s",
+                        cause=CLUSTER,
                     )
                 master = ray.get(ready[0])
-            setups = [a.setup.remote(master) for a in run.actors]
+            setups = [a.setup.remote(master, run.network) for a in run.actors]
             deadline = time.monotonic() + self.start_timeout_s
             while True:
                 ready, waiting = ray.wait(setups, num_returns=len(setups), timeout=0.5)
@@ -589,8 +651,18 @@ class RayExecutor:
                 if run.kill.is_set() or run.stop.is_set():
                     return self._finish(run, "stopped", detail="stopped while starting")
                 if time.monotonic() > deadline:
+                    placed, _ = ray.wait(
+                        [a.__ray_ready__.remote() for a in run.actors],
+                        num_returns=len(run.actors),
+                        timeout=0,
+                    )
+                    # workers Ray could not start are the cluster's failure; a slow build the job's
+                    cause = JOB if len(placed) == len(run.actors) else CLUSTER
                     return self._finish(
-                        run, "failed", detail=f"gang not ready within {self.start_timeout_s:.0f} s"
+                        run,
+                        "failed",
+                        detail=f"gang not ready within {self.start_timeout_s:.0f} s",
+                        cause=cause,
                     )
             ray.get(setups)
             results = [a.run.remote() for a in run.actors]
@@ -628,7 +700,7 @@ class RayExecutor:
         except Exception as e:  # a worker died or raised: the whole gang goes
             detail = _error_text(e)
             self.log(run.job_id, f"attempt {run.attempt} failed: {detail}")
-            self._finish(run, "failed", detail=detail)
+            self._finish(run, "failed", detail=detail, cause=_cause(e))
 
     def _background_switch(self, run: _Run, results: list) -> list | None:
         """Carry out ``run.resize_to`` by background scaling; the new ``run`` refs, or None if
@@ -639,9 +711,13 @@ class RayExecutor:
         added = [p for p in target if p not in old]
         if not kept:
             raise RuntimeError("a background resize must keep at least one worker")
+        if run.holder is not None and not self._one_host(self._ray_nodes(run.placement + target)):
+            raise RuntimeError(  # its network is on one host; a restart gets it one that spans
+                "a background resize onto another host needs a restart of the job"
+            )
         t0 = time.monotonic()
         newcomers = [self._new_worker(run, node, index, -1, len(target)) for node, index in added]
-        preparing = [a.prepare.remote() for a in newcomers]
+        preparing = [a.prepare.remote(run.network) for a in newcomers]
         while preparing:  # the old workers keep training meanwhile
             done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=0.5)
             ray.get(done)
@@ -669,7 +745,7 @@ class RayExecutor:
             if p not in target:
                 ray.kill(actor)  # leaving workers exit at the boundary
         actors = [old[p] for p in kept] + newcomers
-        master = ray.get(actors[0].address.remote()) if len(actors) > 1 else None
+        master = ray.get(actors[0].address.remote(run.network)) if len(actors) > 1 else None
         iterations = ray.get(
             [a.regroup.remote(master, rank, len(actors)) for rank, a in enumerate(actors)]
         )
@@ -684,6 +760,15 @@ class RayExecutor:
             run, "switched", iterations[0], f"prepare_s={prepared - t0:.3f} pause_s={pause:.3f}"
         )
         return [a.run.remote() for a in actors]
+
+
+def _cause(e: BaseException) -> str:
+    """Whose failure ``e`` is: the job's when its tenant process failed (its program raised or
+    died, or broke the protocol), else the cluster's (a worker or node Ray lost, a port or
+    namespace the node could not give): that one does not count against the job."""
+    if isinstance(e, ray.exceptions.RayTaskError):
+        e = getattr(e, "cause", None) or e
+    return JOB if isinstance(e, TenantError) else CLUSTER
 
 
 def _error_text(e: BaseException) -> str:

@@ -15,6 +15,9 @@ open files. Its file system is a read-only view of the machine's with these exce
   Python interpreter needs and those the operator exposes (``--sandbox-expose``), read-only;
 - ``/proc`` shows only the sandbox's own processes.
 
+Its network is the job's own (:mod:`.job_network`): loopback only, shared by the job's workers on
+one host; a job spread over hosts keeps the host's.
+
 Its environment holds no Ray address or token and no dlsched token: only what training needs.
 Trusted (``--trust-tenants``, a single-user setup) the process is the same but started directly,
 as the server's user.
@@ -35,6 +38,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from .cgroups import Group, detect
+from .job_network import PRIVATE
 
 # Chosen defaults, overridable by the server's options (docs/security.md).
 DEFAULT_UID_BASE = 200_000
@@ -133,14 +137,16 @@ class Sandbox:
         # bubblewrap and setpriv run in the group before the tenant's own tasks
         return Group(hierarchy, name, memory, self.max_processes + 8)
 
-    def command(self, job_dir: Path, job_id: str) -> list[str]:
-        """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3)."""
+    def command(self, job_dir: Path, job_id: str, network: str = PRIVATE) -> list[str]:
+        """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3).
+        ``network``: ``PRIVATE``, a namespace of its own; anything else, the one the process is
+        started in (:mod:`.job_network`: the job's shared one, or the host's)."""
         python = [sys.executable, "-I", "-m", "dlsched.runtime.tenant_process"]
         if not self.isolate:
             return python
         uid = self.uid(job_id)
         return [
-            *self._bwrap(job_dir),
+            *self._bwrap(job_dir, network == PRIVATE),
             "setpriv",
             f"--reuid={uid}",
             f"--regid={uid}",
@@ -181,7 +187,7 @@ class Sandbox:
     def _exposed(self) -> list[str]:
         return sorted({*_interpreter_paths(), *(str(Path(p).resolve()) for p in self.expose)})
 
-    def _bwrap(self, job_dir: Path) -> list[str]:
+    def _bwrap(self, job_dir: Path, own_network: bool) -> list[str]:
         args = [
             "bwrap",
             "--die-with-parent",
@@ -190,6 +196,7 @@ class Sandbox:
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
+            *(["--unshare-net"] if own_network else []),
         ]
         for entry in sorted(Path("/").iterdir()):
             if entry.name in HIDDEN_TOP_LEVEL:

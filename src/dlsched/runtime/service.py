@@ -33,7 +33,7 @@ from ..state.costs import Costs
 from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
 from ..view import Applied, Plan
 from . import read_models
-from .executor_api import Executor, Outcome
+from .executor_api import CLUSTER, Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S
 from .loaning import ServerLoaning
@@ -47,6 +47,9 @@ log = logging.getLogger("dlsched.service")
 
 EMULATED_GPU_MEM_MIB = 16384  # emulated GPUs: the size memory checks assume
 DEFAULT_MAX_FAILURES = 3  # chosen: a job that failed this many times stays failed
+# chosen: failures put on the cluster (a worker Ray could not start or lost, executor_api.CLUSTER)
+# are not counted against the job, up to this many; past it they count (no endless restarts)
+MAX_CLUSTER_FAILURES = 10
 DEFAULT_MAX_PROFILING = 2  # chosen: profiling runs at once (each is a process); the rest wait
 SWEEP_EVERY_S = 60.0
 HISTORY_EVERY_S = 10.0  # the dashboard's utilization and queue: one sample this often,
@@ -64,6 +67,7 @@ class LiveJob:
     iteration: int | None = None  # last measured progress written to the store
     meter: JobMeter = field(default_factory=JobMeter)  # what its runs measured (what-if replays)
     bad_reports: int = 0  # progress reports dropped as invalid
+    cluster_failures: int = 0  # failed runs not counted: the cluster's failure, not the job's
     own_iterations: int | None = None  # its spec's iteration count (None: given in epochs)
 
 
@@ -423,8 +427,21 @@ class SchedulerService:
                 **fields,
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
-            self.state.fail(job)
             row = self.store.job(jid)
+            if outcome.cause == CLUSTER and live.cluster_failures < MAX_CLUSTER_FAILURES:
+                live.cluster_failures += 1
+                self.state.fail(job, counted=False)
+                self._set_status(
+                    row,
+                    QUEUED,
+                    f"failed for a reason outside the job ({outcome.detail}): requeued, not "
+                    f"counted as its failure ({live.cluster_failures} of "
+                    f"{MAX_CLUSTER_FAILURES} such)",
+                    message=outcome.detail,
+                    **fields,
+                )
+                return
+            self.state.fail(job)
             if job.failures >= self.max_failures:
                 self.state.cancel(job)  # it leaves the queue for good
                 self._retire(jid)

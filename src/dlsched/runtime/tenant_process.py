@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .cgroups import Group
+from .job_network import enter
 from .limits import LOG_HARD_BYTES, LOG_HEAD_BYTES, LOG_TAIL_BYTES
 
 MAX_LINE = 256 * 1024  # bytes in one message: a traceback is cut to fit
@@ -110,9 +111,15 @@ class TenantProcess:
     """The worker's end: start the process, call it, stop it."""
 
     def __init__(
-        self, argv: list[str], env: dict[str, str], log_path: Path, group: Group | None = None
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        group: Group | None = None,
+        netns: str | None = None,
     ) -> None:
-        """``group``: the control group the process (and all it forks) runs in."""
+        """``group``: the control group the process (and all it forks) runs in; ``netns``: the
+        network namespace it starts in (the job's, :mod:`.job_network`), else this one."""
         ours, theirs = socket.socketpair()
         self.group = group
         self.proc = subprocess.Popen(
@@ -124,7 +131,7 @@ class TenantProcess:
             pass_fds=(theirs.fileno(),),
             cwd="/",
             start_new_session=True,
-            preexec_fn=_die_with_parent if group is None else _joining(group),
+            preexec_fn=_joining(group, netns),
         )
         assert self.proc.stdout is not None  # a pipe: asked for above
         self.log = LogRelay(self.proc.stdout, log_path)
@@ -234,12 +241,16 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
-def _joining(group: Group):
-    """The child's steps before exec: die with the worker, then join the control group."""
+def _joining(group: Group | None, netns: str | None):
+    """The child's steps before exec: die with the worker, then join the control group and the
+    job's network namespace."""
 
     def steps() -> None:
         _die_with_parent()
-        group.join()
+        if group is not None:
+            group.join()
+        if netns is not None:
+            enter(netns)
 
     return steps
 

@@ -313,10 +313,11 @@ class ClusterState:
         self.policy.job_finished(job, now)
         self._settle_reclaims()
 
-    def fail(self, job: JobState) -> None:
+    def fail(self, job: JobState, counted: bool = True) -> None:
         """A running job failed (crash, lost worker, failed start, lost node): it waits again,
-        losing the work since its last periodic checkpoint."""
-        self._stop(job, by_policy=False)
+        losing the work since its last periodic checkpoint. Not ``counted`` in its failures: a
+        failure the runtime puts on the cluster, not on the job."""
+        self._stop(job, by_policy=False, counted=counted)
         self.policy.job_requeued(job, self.now)
         self._settle_reclaims()
 
@@ -510,7 +511,7 @@ class ClusterState:
         job.rate = self._rate(job)  # background scale-in: no pause for the stayers
         self._schedule_completion(job)
 
-    def _stop(self, job: JobState, by_policy: bool) -> None:
+    def _stop(self, job: JobState, by_policy: bool, counted: bool = True) -> None:
         """Take a running job off its GPUs and put it back in the queue: a policy's preemption
         (which checkpoints first when ``checkpoint_on_preempt``) or a failure."""
         if job.status is not Status.RUNNING:
@@ -532,7 +533,7 @@ class ClusterState:
         job.version += 1
         if by_policy:
             job.preemptions += 1
-        else:
+        elif counted:
             job.failures += 1
         job.pending_since = now
         self._wait(job)

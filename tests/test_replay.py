@@ -146,6 +146,27 @@ def test_a_job_that_never_shared_slows_down_as_the_ones_measured_on_this_cluster
     assert "a" not in speed.profiles and speed.slowdown(jc, jb) == pytest.approx(1.2)
 
 
+def test_one_tenant_s_slowdowns_are_one_vote_in_the_cluster_s_typical_one():
+    # issue 29, 7: a tenant whose many jobs report a huge slowdown moved the median every other
+    # tenant's jobs are scheduled with. Now each tenant's median is one vote, within the
+    # measured pairs' range (1.0 .. 8.6).
+    from dlsched.runtime.speed import RuntimeSpeed, measured_pair_slowdowns
+
+    speed = RuntimeSpeed()
+    for i in range(9):
+        speed.measured_slowdown(f"m{i}", 1000.0, "mallory")
+    speed.measured_slowdown("a1", 1.2, "alice")
+    speed.measured_slowdown("a2", 1.4, "alice")  # alice's vote: 1.3
+    speed.measured_slowdown("b1", 1.5, "bob")
+    # median of the votes 8.6 (mallory's, clamped), 1.3 and 1.5: 1.5; before, the median of
+    # all 12 values was 1000
+    assert speed.typical_slowdown() == pytest.approx(1.5)
+    assert measured_pair_slowdowns()[-1] == pytest.approx(8.597, abs=0.001)
+    speed.forget("m0")  # a finished job's value still counts, for its tenant
+    assert speed.typical_slowdown() == pytest.approx(1.5)
+    assert speed.slowdowns["m1"] == 1000.0  # a job's own measurement is its own
+
+
 def _history(tmp_path, rows: list[dict]):
     path = tmp_path / "h.csv"
     path.write_text(history_csv({"jobs": [{k: r.get(k) for k in COLUMNS} for r in rows]}))

@@ -518,7 +518,7 @@ class SchedulerService:
         solo = solo_iteration_s(meter, job.spec, self.speed)
         slowdown = solo and shared_slowdown(meter, job.spec, self.speed, solo[0])
         if slowdown:
-            self.speed.measured_slowdown(job.job_id, slowdown)
+            self.speed.measured_slowdown(job.job_id, slowdown, job.spec.tenant)
 
     def _placement(self, gpus: tuple[int, ...]) -> list[tuple[str, int]]:
         nodes = self.cluster.nodes

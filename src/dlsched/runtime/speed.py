@@ -20,16 +20,21 @@ RUNTIME_SCALING_EXPONENT = 0.9
 
 
 @lru_cache(maxsize=1)
-def median_measured_slowdown() -> float:
-    """The median co-location slowdown over every measured pair of the performance model's data
-    (Blox and Gavel; 1.63): a real job's slowdown until some job has been measured sharing a GPU
-    on this cluster (no profiling run measures pairs)."""
+def measured_pair_slowdowns() -> tuple[float, ...]:
+    """The co-location slowdown of every measured pair of the performance model's data (Blox
+    and Gavel; 169 pairs, 1.0 to 8.6, median 1.63), sorted."""
     from ..perf.model import PerfModel
     from ..perf.zoo import ZOO
 
     perf = PerfModel()
     pairs = [perf.colocation(a, b) for a in ZOO for b in ZOO]
-    return statistics.median(p[0] for p in pairs if p)
+    return tuple(sorted(p[0] for p in pairs if p))
+
+
+def median_measured_slowdown() -> float:
+    """A real job's slowdown until some job has been measured sharing a GPU on this cluster (no
+    profiling run measures pairs): the median of the measured pairs (1.63)."""
+    return statistics.median(measured_pair_slowdowns())
 
 
 class RuntimeSpeed:
@@ -41,25 +46,38 @@ class RuntimeSpeed:
         self.exponent = exponent
         self.profiles: dict[str, dict] = {}  # job id -> its profiling run's result
         self.slowdowns: dict[str, float] = {}  # job id -> its measured slowdown while sharing
-        self.finished_slowdowns: deque[float] = deque(maxlen=SLOWDOWN_HISTORY)  # of jobs gone
+        self.tenant_of: dict[str, str] = {}  # job id -> its tenant, for the typical slowdown
+        # (tenant, slowdown) of jobs gone
+        self.finished_slowdowns: deque[tuple[str, float]] = deque(maxlen=SLOWDOWN_HISTORY)
         self._typical: float | None = None
 
-    def measured_slowdown(self, job_id: str, slowdown: float) -> None:
+    def measured_slowdown(self, job_id: str, slowdown: float, tenant: str | None = None) -> None:
+        """The job's slowdown while sharing, as measured (its own from now on); ``tenant``: whose
+        vote it is in the cluster's typical slowdown (default: the job's own)."""
         self.slowdowns[job_id] = slowdown
+        self.tenant_of[job_id] = job_id if tenant is None else tenant
         self._typical = None
 
     def forget(self, job_id: str) -> None:
         """The job is gone; its measured slowdown still counts in the cluster's typical one."""
         self.profiles.pop(job_id, None)
         if job_id in self.slowdowns:
-            self.finished_slowdowns.append(self.slowdowns.pop(job_id))
+            tenant = self.tenant_of.pop(job_id)
+            self.finished_slowdowns.append((tenant, self.slowdowns.pop(job_id)))
 
     def typical_slowdown(self) -> float:
-        """A job's slowdown until it has shared: the median of those measured on this cluster,
-        and before any, the median of the performance model's measured pairs."""
+        """A job's slowdown until it has shared: the median over tenants of each tenant's median
+        of those measured on this cluster, each within the measured pairs' range, so that no
+        tenant's jobs (nor their false reports) carry more than one vote; before any, the median
+        of the performance model's measured pairs."""
         if self._typical is None:
-            measured = [*self.slowdowns.values(), *self.finished_slowdowns]
-            self._typical = statistics.median(measured) if measured else median_measured_slowdown()
+            pairs = measured_pair_slowdowns()
+            by_tenant: dict[str, list[float]] = {}
+            measured = [(self.tenant_of[j], x) for j, x in self.slowdowns.items()]
+            for tenant, x in [*measured, *self.finished_slowdowns]:
+                by_tenant.setdefault(tenant, []).append(min(max(x, pairs[0]), pairs[-1]))
+            votes = [statistics.median(xs) for xs in by_tenant.values()]
+            self._typical = statistics.median(votes) if votes else statistics.median(pairs)
         return self._typical
 
     def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:

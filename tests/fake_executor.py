@@ -91,8 +91,8 @@ class FakeExecutor:
     def log_path(self, job_id) -> Path:
         return Path("/nonexistent") / f"{job_id}.log"
 
-    def discard(self, job_id) -> None:
-        self.log.append(("discard", job_id))
+    def discard(self, job_id, log=False) -> None:
+        self.log.append(("discard", job_id, log) if log else ("discard", job_id))
 
     def serve_inference(self, node) -> None:
         self.log.append(("serve_inference", node))

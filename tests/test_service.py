@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dlsched.jobs import Status
 from dlsched.runtime.executor_api import CLUSTER
-from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SchedulerService
+from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SWEEP_EVERY_S, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
 from dlsched.state.invariants import problems
 from fake_executor import Clock, FakeExecutor
@@ -72,6 +72,32 @@ def test_a_finished_jobs_checkpoint_is_deleted_after_the_retention_only(tmp_path
     assert ("discard", a) in s.executor.log and ("discard", b) not in s.executor.log
     s.step(4000.0)
     assert s.executor.log.count(("discard", a)) == 1  # once
+
+
+def test_a_tenant_s_finished_jobs_are_kept_up_to_the_bound_and_the_retention(tmp_path):
+    # issue 29, 7: cancelled and finished jobs (up to 64 KiB of args each) were kept for ever
+    s = Setup(tmp_path, nodes={"n0": 4}, finished_kept_per_tenant=2, job_retention_s=86400.0)
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    alice_jobs = [s.submit(gpus=1) for _ in range(4)]
+    bobs = s.store.add_job(bob, {**SPEC, "gpus": 1})["id"]
+    s.step()
+    for job in [*alice_jobs[:3], bobs]:
+        s.executor.finish(job)
+        s.step()
+    s.store.update_job(alice_jobs[3], cancel_requested=True)  # cancelled: finished too
+    s.step(SWEEP_EVERY_S)
+    gone = alice_jobs[:2]  # alice's two oldest; her newest two and bob's one are kept
+    assert [s.store.job(j) is None for j in alice_jobs] == [True, True, False, False]
+    assert all(not s.store.events(j) for j in gone) and s.store.job(bobs) is not None
+    assert all(("discard", j, True) in s.executor.log for j in gone)  # their logs too
+    assert s.store.runs(0, 2e10, "alice") and all(
+        r["job_id"] not in gone for r in s.store.runs(0, 2e10)
+    )
+    running = s.submit(gpus=1)
+    s.step()
+    s.step(86400.0)  # past the retention: every finished job goes, a running one stays
+    assert [s.store.job(j) for j in [*alice_jobs[2:], bobs]] == [None, None, None]
+    assert s.status(running) == RUNNING
 
 
 def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):

@@ -61,8 +61,8 @@ class Executor(Protocol):
     def log_path(self, job_id: str) -> Path:
         """The job's log (its program's output and the executor's notes)."""
 
-    def discard(self, job_id: str) -> None:
-        """Delete what a finished job left but its log (its checkpoint)."""
+    def discard(self, job_id: str, log: bool = False) -> None:
+        """Delete what a finished job left (its checkpoint), and with ``log`` its log."""
 
     def serve_inference(self, node: str) -> None:
         """Start the inference stand-in on the node: it takes every GPU there, so it runs only

@@ -27,6 +27,11 @@ LOG_HEAD_BYTES = 8 << 20
 LOG_TAIL_BYTES = 256 << 10
 LOG_HARD_BYTES = 32 << 20
 CHECKPOINT_RETENTION_S = 24 * 3600.0  # a finished job's checkpoint is deleted after a day
+# What the server keeps of finished jobs (row, events, log, accounting): a tenant's newest
+# FINISHED_KEPT_PER_TENANT, none older than JOB_RETENTION_S. With MAX_QUEUED_PER_TENANT and the
+# 64 KiB bound on a job's args, a tenant's share of the database is bounded.
+FINISHED_KEPT_PER_TENANT = 10_000
+JOB_RETENTION_S = 90 * 86400.0
 # New jobs are refused (503) while the data disk (database, logs, checkpoints) has less free:
 # the jobs already accepted keep room to write their logs, checkpoints and states.
 DISK_RESERVE_BYTES = 1 << 30

@@ -374,9 +374,11 @@ class RayExecutor:
     def samples_path(self, job_id: str) -> Path:
         return self.job_dir(job_id) / SAMPLES
 
-    def discard(self, job_id: str) -> None:
-        """Delete a finished job's directory (its checkpoint); its log stays."""
+    def discard(self, job_id: str, log: bool = False) -> None:
+        """Delete a finished job's directory (its checkpoint), and with ``log`` its log."""
         shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+        if log:
+            self.log_path(job_id).unlink(missing_ok=True)
 
     def log(self, job_id: str, line: str) -> None:
         fd = os.open(

@@ -10,7 +10,13 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
-from .limits import CHECKPOINT_RETENTION_S, DISK_RESERVE_BYTES, DiskReserve
+from .limits import (
+    CHECKPOINT_RETENTION_S,
+    DISK_RESERVE_BYTES,
+    FINISHED_KEPT_PER_TENANT,
+    JOB_RETENTION_S,
+    DiskReserve,
+)
 from .sandbox import DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_MIB, DEFAULT_UID_BASE, DEFAULT_UID_COUNT
 from .store import SQLiteStore
 
@@ -145,6 +151,8 @@ def serve(args, params: dict) -> int:
         resize_mechanism=args.resize_mechanism,
         metrics_tenants=args.metrics_tenants,
         checkpoint_retention_s=args.checkpoint_retention_h * 3600,
+        job_retention_s=args.job_retention_days * 86400,
+        finished_kept_per_tenant=args.finished_kept_per_tenant,
         reclaim_notice_s=args.reclaim_notice_s,
         quotas=quotas,
     )
@@ -281,6 +289,20 @@ def add_server_parser(sub):
         default=CHECKPOINT_RETENTION_S / 3600,
         help="a finished job's checkpoint is deleted after this many hours; its log stays "
         "(default %(default)s)",
+    )
+    p.add_argument(
+        "--job-retention-days",
+        type=float,
+        default=JOB_RETENTION_S / 86400,
+        help="a finished job's row, events, accounting and log are deleted after this many days "
+        "(default %(default)s)",
+    )
+    p.add_argument(
+        "--finished-kept-per-tenant",
+        type=int,
+        default=FINISHED_KEPT_PER_TENANT,
+        help="of each tenant's finished jobs only the newest this many are kept (row, events, "
+        "accounting, log; default %(default)s)",
     )
     g = p.add_argument_group("tenant isolation (docs/security.md)")
     g.add_argument(

@@ -35,7 +35,7 @@ from ..view import Applied, Plan
 from . import read_models
 from .executor_api import CLUSTER, Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
-from .limits import CHECKPOINT_RETENTION_S
+from .limits import CHECKPOINT_RETENTION_S, FINISHED_KEPT_PER_TENANT, JOB_RETENTION_S
 from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
@@ -87,11 +87,19 @@ class SchedulerService:
         max_profiling: int = DEFAULT_MAX_PROFILING,
         metrics_tenants: bool = False,
         checkpoint_retention_s: float = CHECKPOINT_RETENTION_S,
+        job_retention_s: float = JOB_RETENTION_S,
+        finished_kept_per_tenant: int = FINISHED_KEPT_PER_TENANT,
         reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
         quotas: TenantConfig | None = None,
     ) -> None:
         self.store, self.executor, self.clock = store, executor, clock
         self.checkpoint_retention_s = checkpoint_retention_s
+        if not job_retention_s > 0:
+            raise SpecError("job-retention-days", "must be positive")
+        if finished_kept_per_tenant < 0:
+            raise SpecError("finished-kept-per-tenant", "must be 0 or more")
+        self.job_retention_s = job_retention_s
+        self.finished_kept_per_tenant = finished_kept_per_tenant
         self._swept_until = float("-inf")  # jobs finished before this have no checkpoint left
         self._next_sweep = 0.0
         self.max_profiling = max_profiling
@@ -269,7 +277,8 @@ class SchedulerService:
             )
 
     def _discard_old(self) -> None:
-        """Delete the checkpoints of jobs finished more than the retention ago (logs stay)."""
+        """Delete the checkpoints of jobs finished more than the checkpoint retention ago, and
+        whatever is kept of finished jobs past the job retention or each tenant's bound."""
         now = self.clock()
         if now < self._next_sweep:
             return
@@ -278,6 +287,8 @@ class SchedulerService:
         for jid in self.store.finished_between(self._swept_until, cutoff):
             self.executor.discard(jid)
         self._swept_until = cutoff
+        for jid in self.store.prune(self.finished_kept_per_tenant, now - self.job_retention_s):
+            self.executor.discard(jid, log=True)
 
     def _requeued(self, job: JobState, event: str, stop: bool = True, **fields) -> None:
         """The state stopped a running job that did not end by itself (a lost node, a reclaim

@@ -44,6 +44,7 @@ class Store:
     def open_run(self, job_id: str, tenant_id: str, t: float, gpus: int) -> None: ...
     def close_run(self, job_id: str, t: float) -> None: ...
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]: ...
+    def prune(self, keep_per_tenant: int, finished_before: float) -> list[str]: ...
 
 
 _SCHEMA = """
@@ -228,6 +229,25 @@ class SQLiteStore(Store):
         return self._rows(
             "SELECT t, status, message FROM events WHERE job_id = ? ORDER BY n", (job_id,)
         )
+
+    def prune(self, keep_per_tenant: int, finished_before: float) -> list[str]:
+        """Delete the finished jobs (row, events, accounting) beyond each tenant's newest
+        ``keep_per_tenant`` finished ones, or finished before ``finished_before``; their ids."""
+        final = ",".join("?" * len(FINAL))
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM (SELECT id, finished, ROW_NUMBER() OVER "
+                    "(PARTITION BY tenant_id ORDER BY n DESC) AS k FROM jobs "
+                    f"WHERE status IN ({final})) WHERE k > ? OR finished < ?",
+                    (*FINAL, keep_per_tenant, finished_before),
+                )
+            ]
+            for table, column in (("events", "job_id"), ("runs", "job_id"), ("jobs", "id")):
+                self._db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in ids])
+        return ids
 
     # -- settings ----------------------------------------------------------------------------
     def get_setting(self, key: str) -> str | None:

@@ -3,6 +3,7 @@ the server and on other tenants, prints one line per attempt to its log, then fa
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -67,6 +68,10 @@ def build(args):
     attempt("write server tree", lambda: write(os.path.join(args["writable_by_server"], "owned")))
     attempt("signal other worker", lambda: os.kill(args["victim_pid"], 9))
     attempt("ray kill other actor", lambda: ray_call(args["ray_address"], args["victim_actor"]))
+    host, port = args["ray_address"].rsplit(":", 1)
+    attempt("reach ray's port", lambda: socket.create_connection((host, int(port)), 5).close())
+    # Ray's autoscaler serves its metrics on 44217 with no token
+    attempt("read ray's metrics", lambda: socket.create_connection((host, 44217), 5).close())
     attempt("start 1000 threads", lambda: many_threads(1000))
     attempt("allocate 12 GiB", lambda: len(bytearray(12 * 2**30)))
     attempt("write own job dir", lambda: write("/job/mine") and "expected")

@@ -179,6 +179,8 @@ class ElasticGrowth:
         self._planned = {j: gpus for j, (t, gpus) in self._layer_resized.items() if t == view.now}
         self._layer_resized = {}
         self._speed_at = view.workload.speed_at_size
+        if not self.grown and not self.shrinkable:
+            return
         count, waiting = self.policy.waiting_after(view, plan)
         if not count:
             return
@@ -202,6 +204,8 @@ class ElasticGrowth:
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
+        if not scratch.total or not self.growable:
+            return  # (what is spare is at most what is idle)
         count, waiting = self.policy.waiting_after(view, plan)
         spare = scratch.total - self._head_need(scratch.total, waiting) if count else scratch.total
         if spare <= 0 or not self.growable:

@@ -226,6 +226,31 @@ def test_a_job_holding_every_port_it_can_stops_no_other_job(tmp_path):
     assert result["hog"] == "running" and held > 1000, result
 
 
+def test_a_job_filling_its_directory_is_stopped_and_another_runs(ray_cluster, tmp_path):
+    # issue 29, 4: a job's directory had no bound but the disk reserve. 150 files of 1 MiB
+    # under a 100 MiB bound: each run is stopped within a check (5 s), the job fails after its
+    # three runs with the reason, and the other tenant's job finishes meanwhile.
+    sandbox = sandbox_for(tmp_path, expose=(str(PROGRAMS),), memory_mib=4096, dir_mib=100)
+    h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox)
+    try:
+        mallory, alice = h.tenant("mallory"), h.tenant("alice")
+        hog = h.submit(
+            mallory,
+            entrypoint=f"{PROGRAMS / 'disk_hog.py'}:build",
+            args={**EMULATED["args"], "files_mib": 150},
+            gpus=1,
+            batch_size=8,
+            iterations=100_000,
+        )
+        honest = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=100)
+        assert h.wait_status(honest, "done")["failures"] == 0
+        job = h.wait_status(hog, "failed", timeout_s=120)
+        assert "its directory went over its limit of 100 MiB" in job["message"], job["message"]
+        assert job["failures"] == 3
+    finally:
+        h.close()
+
+
 def test_a_run_that_ends_while_its_progress_is_asked_is_done_not_failed(harness):
     # issue 29, 6: the worker asks for progress as the run ends and its process goes; before,
     # that failed call failed the run, which restarted with one failure counted

@@ -1,9 +1,10 @@
-"""A control group for each tenant process: its memory and its task count bounded together with
-everything it forks (the rlimits of :mod:`.sandbox` bound each process alone: three forked
-children could hold three times the memory limit).
+"""A control group for each tenant process: its memory, its task count and its CPU time bounded
+together with everything it forks (the rlimits of :mod:`.sandbox` bound each process alone: three
+forked children could hold three times the memory limit).
 
 cgroup v2 where the machine offers it with the memory and pids controllers, else cgroup v1's
-memory and pids hierarchies; where neither is writable (no root, a container without them) the
+memory and pids hierarchies; the CPU bound where the cpu controller (v2) or hierarchy (v1) is
+there too, else none; where neither is writable (no root, a container without them) the
 rlimits are the only bound, and :func:`detect` says so (the server logs it at start). A process
 joins its group before it runs the tenant's code (in the child, before exec), so nothing it
 starts escapes. When the kernel kills a process of the group for memory, :meth:`Group.oom_kills`
@@ -20,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "dlsched"  # our groups live under this one in each hierarchy
+CPU_PERIOD_US = 100_000  # the kernel's default scheduling period for a CPU quota
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,8 @@ class Hierarchy:
     """Where groups are made: v2 (one directory per group), or v1 (one per controller)."""
 
     version: int
-    roots: tuple[Path, ...]  # v2: the unified root; v1: the memory and pids roots
+    roots: tuple[Path, ...]  # v2: the unified root; v1: the memory and pids roots (and cpu's)
+    cpu: bool = False  # CPU time can be bounded
 
 
 def detect(root: Path = ROOT) -> Hierarchy | None:
@@ -36,11 +39,14 @@ def detect(root: Path = ROOT) -> Hierarchy | None:
     if controllers.exists():
         have = set(controllers.read_text().split())
         if {"memory", "pids"} <= have and os.access(root, os.W_OK):
-            return Hierarchy(2, (root,))
+            return Hierarchy(2, (root,), "cpu" in have)
         return None
     v1 = (root / "memory", root / "pids")
-    if all((p / "cgroup.procs").exists() and os.access(p, os.W_OK) for p in v1):
-        return Hierarchy(1, v1)
+    writable = [
+        p for p in (*v1, root / "cpu") if (p / "cgroup.procs").exists() and os.access(p, os.W_OK)
+    ]
+    if all(p in writable for p in v1):
+        return Hierarchy(1, tuple(writable), len(writable) == 3)
     return None
 
 
@@ -49,18 +55,25 @@ class Group:
     removed once the process is gone."""
 
     def __init__(
-        self, hierarchy: Hierarchy, name: str, memory_bytes: int | None, max_tasks: int
+        self,
+        hierarchy: Hierarchy,
+        name: str,
+        memory_bytes: int | None,
+        max_tasks: int,
+        cpus: float | None = None,
     ) -> None:
+        """``cpus``: the CPU time the group may use, in cores (None, or a hierarchy without
+        CPU control: unbounded)."""
         if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
             raise ValueError(f"not a group name: {name!r}")
         self.hierarchy, self.memory_bytes = hierarchy, memory_bytes
         self.dirs = tuple(root / PARENT / name for root in hierarchy.roots)
         for root, d in zip(hierarchy.roots, self.dirs):
             parent = root / PARENT
-            if not parent.exists():
-                parent.mkdir(exist_ok=True)
-                if hierarchy.version == 2:  # let children have the controllers
-                    _write(parent / "cgroup.subtree_control", "+memory +pids")
+            parent.mkdir(exist_ok=True)
+            if hierarchy.version == 2:  # let children have the controllers
+                cpu = " +cpu" if hierarchy.cpu else ""
+                _write(parent / "cgroup.subtree_control", "+memory +pids" + cpu)
             d.mkdir(exist_ok=True)
         if hierarchy.version == 2:
             (d,) = self.dirs
@@ -68,13 +81,18 @@ class Group:
                 _write(d / "memory.max", str(memory_bytes))
                 _write(d / "memory.swap.max", "0", missing_ok=True)
             _write(d / "pids.max", str(max_tasks))
+            if cpus is not None and hierarchy.cpu:
+                _write(d / "cpu.max", f"{round(cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
         else:
-            memory, pids = self.dirs
+            memory, pids = self.dirs[:2]
             if memory_bytes is not None:
                 _write(memory / "memory.limit_in_bytes", str(memory_bytes))
                 # with swap accounting, swap counts too (else the limit would only move pages)
                 _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes), missing_ok=True)
             _write(pids / "pids.max", str(max_tasks))
+            if cpus is not None and hierarchy.cpu:
+                _write(self.dirs[2] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+                _write(self.dirs[2] / "cpu.cfs_quota_us", str(round(cpus * CPU_PERIOD_US)))
         # written by the child before exec: opened now, while we may still allocate
         self._procs = [str(d / "cgroup.procs") for d in self.dirs]
 

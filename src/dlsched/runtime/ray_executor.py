@@ -66,12 +66,12 @@ class _Run:
     progress: object = None  # the tenant process's last report, unchecked
     resize_to: list[tuple[str, int]] | None = None  # a background resize asked for
     network: object = HOST  # its workers' network: HOST, or a ref to its namespace's path
-    holder: object = None  # the NetworkHolder of that namespace
 
 
 # Chosen: a profiling run's few passes, with a slow build (torch's import alone is seconds on a
 # busy node). A build that takes longer holds a slot others wait for: it fails with the reason.
 PROFILE_TIMEOUT_S = 120.0
+DIR_CHECK_EVERY_S = 5.0  # how often a running job's directory is measured (Sandbox.dir_mib)
 
 
 @ray.remote(num_cpus=0)
@@ -87,32 +87,41 @@ def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbo
         process.kill()
 
 
-@ray.remote(num_cpus=0)
-class NetworkHolder:
-    """Holds the network namespace of one run's workers on one host (:mod:`.job_network`); it
-    goes when the actor is killed."""
-
-    def __init__(self) -> None:
-        self.network = JobNetwork()
-
-    def path(self) -> str:
-        return self.network.path
-
-
 def _netns(network: str) -> str | None:
     """The namespace path in a worker's ``network`` (HOST, PRIVATE or a path), if it is one."""
     return None if network in (HOST, PRIVATE) else network
 
 
+class _Networked:
+    """What a job's workers on one host share (:mod:`.job_network`): the first opens the
+    namespace (its holder dies with this actor), each one's tenant process keeps it alive, and a
+    worker that joins later enters it through a worker already in it."""
+
+    process: TenantProcess | None = None
+    _holder: JobNetwork | None = None
+
+    def open_network(self) -> str:
+        self._holder = JobNetwork()
+        return self._holder.path
+
+    def network(self) -> str:
+        """A path to the namespace this worker is in: its tenant process's, else its holder's."""
+        if self.process is not None and self.process.proc.poll() is None:
+            return f"/proc/{self.process.proc.pid}/ns/net"
+        if self._holder is None:
+            raise RuntimeError("this worker has no network to share")
+        return self._holder.path
+
+    def address(self, network: str) -> str:
+        return free_address(_netns(network))
+
+
 @ray.remote(num_cpus=0)
-class ProfileWorker:
+class ProfileWorker(_Networked):
     """One worker of a profiling group (GENIE's 2-GPU placements), in its tenant process."""
 
     def __init__(self, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> None:
         self.args = (sandbox, job_id, Path(job_dir), Path(log_path))
-
-    def address(self, network: str) -> str:
-        return free_address(_netns(network))
 
     def measure(self, config: dict, rank: int, world: int, master: str, network: str) -> list[dict]:
         self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES="")
@@ -144,7 +153,7 @@ def _tenant_process(
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
-class TrainWorker:
+class TrainWorker(_Networked):
     """One rank of a job: dlsched's trusted side of it. The tenant's program runs in a tenant
     process of its own (:mod:`.sandbox`), which this actor starts and relays to: ``run``
     trains; ``progress`` and ``stop`` answer meanwhile. The process starts with ``setup`` (or
@@ -175,9 +184,6 @@ class TrainWorker:
         self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES=self.device)
         self.process.call("train", **self.train)
         return self.process
-
-    def address(self, network: str) -> str:
-        return free_address(_netns(network))
 
     def setup(self, master: str | None, network: str) -> int:
         return self._start(network).call("setup", master=master)
@@ -441,7 +447,7 @@ class RayExecutor:
                         ).remote(*args)
                         for n in nodes
                     ]
-                    holder, network = self._network(nodes)
+                    network = self._network(nodes, workers[0])
                     try:
                         master = ray.get(
                             workers[0].address.remote(network), timeout=self.start_timeout_s
@@ -454,8 +460,8 @@ class RayExecutor:
                             timeout=PROFILE_TIMEOUT_S,
                         )[0]
                     finally:
-                        for w in [*workers, *([holder] if holder else [])]:
-                            ray.kill(w)  # a failed one leaves its partner waiting
+                        for w in workers:  # a failed one leaves its partner waiting
+                            ray.kill(w)
                     result["placements"] += [
                         {"gpus": 2, "nodes": len(set(nodes)), **p} for p in points
                     ]
@@ -471,15 +477,24 @@ class RayExecutor:
             with self._lock:
                 self._outcomes.append(outcome)
 
-    def _network(self, ray_nodes: list[str] | tuple[str, ...]) -> tuple[object, object]:
+    def _network(self, ray_nodes: list[str] | tuple[str, ...], first) -> object:
         """The network of workers on these Ray nodes (:mod:`.job_network`): on one host, a
-        namespace of their own, as (its NetworkHolder, a ref to its path); else (None, HOST)."""
+        namespace of their own, opened by ``first`` of them (a ref to its path); else HOST."""
         if not self.sandbox.isolate or not self._one_host(ray_nodes):
-            return None, HOST
-        holder = NetworkHolder.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_nodes[0], soft=False)
-        ).remote()
-        return holder, holder.path.remote()
+            return HOST
+        return first.open_network.remote()
+
+    def _start_failure_cause(self, run: _Run, e: BaseException) -> str:
+        """Whose failure a start that raised ``e`` is: the cluster's (not counted against the
+        job) when Ray or the node failed, or lost one of its workers (their peers' tenant
+        processes then fail too); else the job's."""
+        if not _tenant_failed(e):
+            return CLUSTER
+        try:
+            ray.get([a.pid.remote() for a in run.actors], timeout=5)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            return CLUSTER
+        return JOB
 
     def _one_host(self, ray_nodes: list[str] | tuple[str, ...]) -> bool:
         hosts = {self._hosts.get(n) for n in ray_nodes}
@@ -613,7 +628,7 @@ class RayExecutor:
         detail: str = "",
         cause: str = JOB,
     ) -> None:
-        for actor in [*run.actors, *([run.holder] if run.holder else [])]:
+        for actor in run.actors:
             try:
                 ray.kill(actor)
             except Exception:  # already dead
@@ -628,10 +643,11 @@ class RayExecutor:
             previous.thread.join()  # its final checkpoint first
         self._wait_for_leavers(run)
         world = len(run.placement)
+        started = False  # every worker set up: from here on a failure is the job's
         try:
-            run.holder, run.network = self._network(self._ray_nodes(run.placement))
             for rank, (node, index) in enumerate(run.placement):
                 run.actors.append(self._new_worker(run, node, index, rank, world))
+            run.network = self._network(self._ray_nodes(run.placement), run.actors[0])
             master = None
             if world > 1:
                 address = run.actors[0].address.remote(run.network)
@@ -667,8 +683,10 @@ class RayExecutor:
                         cause=cause,
                     )
             ray.get(setups)
+            started = True
             results = [a.run.remote() for a in run.actors]
             stop_sent_at = None
+            dir_checked = time.monotonic()
             while True:
                 ready, waiting = ray.wait(results, num_returns=len(results), timeout=0.5)
                 for ref in ready:
@@ -681,6 +699,11 @@ class RayExecutor:
                     pass  # no report this time: a worker that died fails ``results`` above
                 if run.kill.is_set():
                     return self._finish(run, "stopped", detail="killed")
+                if time.monotonic() - dir_checked > DIR_CHECK_EVERY_S:
+                    dir_checked = time.monotonic()
+                    over = self.sandbox.job_dir_problem(self.job_dir(run.job_id))
+                    if over:
+                        raise TenantError(f"stopped: {over}")  # the job's failure
                 if run.resize_to is not None and stop_sent_at is None and not run.stop.is_set():
                     results = self._background_switch(run, results)
                     if results is None:
@@ -702,7 +725,8 @@ class RayExecutor:
         except Exception as e:  # a worker died or raised: the whole gang goes
             detail = _error_text(e)
             self.log(run.job_id, f"attempt {run.attempt} failed: {detail}")
-            self._finish(run, "failed", detail=detail, cause=_cause(e))
+            cause = JOB if started else self._start_failure_cause(run, e)
+            self._finish(run, "failed", detail=detail, cause=cause)
 
     def _background_switch(self, run: _Run, results: list) -> list | None:
         """Carry out ``run.resize_to`` by background scaling; the new ``run`` refs, or None if
@@ -713,12 +737,16 @@ class RayExecutor:
         added = [p for p in target if p not in old]
         if not kept:
             raise RuntimeError("a background resize must keep at least one worker")
-        if run.holder is not None and not self._one_host(self._ray_nodes(run.placement + target)):
-            raise RuntimeError(  # its network is on one host; a restart gets it one that spans
-                "a background resize onto another host needs a restart of the job"
-            )
+        private = run.network is not HOST
+        if private and not self._one_host(self._ray_nodes(run.placement + target)):
+            # its network is on one host; a restart gets it one that spans hosts
+            detail = "a background resize onto another host needs a restart of the job"
+            self._finish(run, "failed", detail=detail, cause=CLUSTER)
+            return None
         t0 = time.monotonic()
         newcomers = [self._new_worker(run, node, index, -1, len(target)) for node, index in added]
+        if private:  # through a worker that stays: the first one, and its holder, may leave
+            run.network = old[kept[0]].network.remote()
         preparing = [a.prepare.remote(run.network) for a in newcomers]
         while preparing:  # the old workers keep training meanwhile
             done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=0.5)
@@ -764,13 +792,12 @@ class RayExecutor:
         return [a.run.remote() for a in actors]
 
 
-def _cause(e: BaseException) -> str:
-    """Whose failure ``e`` is: the job's when its tenant process failed (its program raised or
-    died, or broke the protocol), else the cluster's (a worker or node Ray lost, a port or
-    namespace the node could not give): that one does not count against the job."""
+def _tenant_failed(e: BaseException) -> bool:
+    """Whether ``e`` is a tenant process's failure (its program raised or died, or broke the
+    protocol), not Ray's or the node's."""
     if isinstance(e, ray.exceptions.RayTaskError):
         e = getattr(e, "cause", None) or e
-    return JOB if isinstance(e, TenantError) else CLUSTER
+    return isinstance(e, TenantError)
 
 
 def _error_text(e: BaseException) -> str:

@@ -45,10 +45,17 @@ DEFAULT_UID_BASE = 200_000
 DEFAULT_UID_COUNT = 100_000
 DEFAULT_MEMORY_MIB = 8192  # address space per process: torch alone maps about 1.5 GiB; 0: no limit
 DEFAULT_MAX_PROCESSES = 256  # tasks of the job's uid: processes and their threads
+# CPU time of a worker's processes together, in cores: chosen as a GPU server's cores per GPU
+# (a DGX-1 has 5, a DGX A100 16); 0: no bound. Bounded where the node has cgroup CPU control.
+DEFAULT_CPUS = 8.0
 MAX_OPEN_FILES = 4096
 # the largest file a tenant process may write (a checkpoint, a file in /tmp): past it the write
-# fails (SIGXFSZ). The job's directory as a whole is bounded by the server's disk reserve only.
+# fails (SIGXFSZ)
 MAX_FILE_MIB = 16384
+# The job's directory as a whole (checkpoint, samples, what its program writes), checked while
+# it runs: chosen to hold a checkpoint of a few billion parameters with its optimizer state.
+DEFAULT_DIR_MIB = 32768
+MAX_DIR_ENTRIES = 100_000  # files and directories in it
 TMP_MIB = 1024  # the sandbox's own /tmp, in memory
 HIDDEN_TOP_LEVEL = {
     "tmp",
@@ -76,10 +83,16 @@ class Sandbox:
     uid_count: int = DEFAULT_UID_COUNT
     memory_mib: int = DEFAULT_MEMORY_MIB
     max_processes: int = DEFAULT_MAX_PROCESSES
+    cpus: float = DEFAULT_CPUS
+    dir_mib: int = DEFAULT_DIR_MIB  # 0: no bound
     expose: tuple[str, ...] = field(default=())  # read-only extras (program directories)
 
     def check(self) -> None:
         """Refuse a setup that cannot isolate: raise :class:`SpecError` naming what is missing."""
+        if not self.cpus >= 0:
+            raise SpecError("job-cpus", "must be 0 (no bound) or more")
+        if not self.dir_mib >= 0:
+            raise SpecError("job-dir-mib", "must be 0 (no bound) or more")
         if not self.isolate:
             return
         if os.geteuid() != 0:
@@ -126,7 +139,8 @@ class Sandbox:
 
     def control_group(self, job_id: str) -> Group | None:
         """A control group for one tenant process of the job, on this node: its memory
-        (``memory_mib``) and tasks (``max_processes``) bounded with all it forks. None when
+        (``memory_mib``), tasks (``max_processes``) and CPU time (``cpus``) bounded with all it
+        forks. None when
         not isolating or the node has no writable memory and pids control (the rlimits
         alone then; :func:`.cgroups.detect`)."""
         hierarchy = detect() if self.isolate else None
@@ -135,7 +149,7 @@ class Sandbox:
         name = f"{job_id}-{os.getpid()}-{next(_GROUP_NUMBERS)}"
         memory = self.memory_mib * 2**20 if self.memory_mib else None
         # bubblewrap and setpriv run in the group before the tenant's own tasks
-        return Group(hierarchy, name, memory, self.max_processes + 8)
+        return Group(hierarchy, name, memory, self.max_processes + 8, self.cpus or None)
 
     def command(self, job_dir: Path, job_id: str, network: str = PRIVATE) -> list[str]:
         """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3).
@@ -164,6 +178,30 @@ class Sandbox:
             "--",
             *python,
         ]
+
+    def job_dir_problem(self, job_dir: Path) -> str | None:
+        """Why the job's directory is over its bound (``dir_mib`` of disk, ``MAX_DIR_ENTRIES``
+        entries), or None. Walked without following links, and only as far as the bound."""
+        if not self.dir_mib:
+            return None
+        limit, used, entries = self.dir_mib << 20, 0, 0
+        todo = [job_dir]
+        while todo:
+            try:
+                with os.scandir(todo.pop()) as found:
+                    for entry in found:
+                        entries += 1
+                        stat = entry.stat(follow_symlinks=False)
+                        used += stat.st_blocks * 512  # on disk: a sparse file counts its blocks
+                        if entry.is_dir(follow_symlinks=False):
+                            todo.append(Path(entry.path))
+                        if used > limit:
+                            return f"its directory went over its limit of {self.dir_mib} MiB"
+                        if entries > MAX_DIR_ENTRIES:
+                            return f"its directory went over {MAX_DIR_ENTRIES} files"
+            except OSError:
+                continue  # gone meanwhile
+        return None
 
     def job_path(self, job_dir: Path, path: Path) -> str:
         """Where ``path`` (in ``job_dir``) is seen by the tenant process."""

@@ -17,7 +17,14 @@ from .limits import (
     JOB_RETENTION_S,
     DiskReserve,
 )
-from .sandbox import DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_MIB, DEFAULT_UID_BASE, DEFAULT_UID_COUNT
+from .sandbox import (
+    DEFAULT_CPUS,
+    DEFAULT_DIR_MIB,
+    DEFAULT_MAX_PROCESSES,
+    DEFAULT_MEMORY_MIB,
+    DEFAULT_UID_BASE,
+    DEFAULT_UID_COUNT,
+)
 from .store import SQLiteStore
 
 DEFAULT_PORT = 8470
@@ -90,6 +97,8 @@ def sandbox_from(args, data_dir: Path):
         uid_count=count,
         memory_mib=args.job_memory_mib,
         max_processes=args.job_max_processes,
+        cpus=args.job_cpus,
+        dir_mib=args.job_dir_mib,
         expose=tuple(args.sandbox_expose or ()),
     )
     sandbox.check()
@@ -329,6 +338,20 @@ def add_server_parser(sub):
         type=int,
         default=DEFAULT_MAX_PROCESSES,
         help="processes and threads a job's uid may have (default %(default)s)",
+    )
+    g.add_argument(
+        "--job-cpus",
+        type=float,
+        default=DEFAULT_CPUS,
+        help="CPU time each worker of a job may use with all it forks, in cores, 0 for no bound "
+        "(a control group, where the node has CPU control; default %(default)s)",
+    )
+    g.add_argument(
+        "--job-dir-mib",
+        type=int,
+        default=DEFAULT_DIR_MIB,
+        help="disk a job's directory (checkpoint, what its program writes) may use while it "
+        "runs, checked every few seconds, 0 for no bound (default %(default)s)",
     )
     g.add_argument(
         "--sandbox-expose",

@@ -3,11 +3,11 @@
 Tenant processes would otherwise share the host's network: one job could bind every ephemeral
 port on the host and so stop Ray and every other job's workers from connecting. Instead:
 
-- a job with one worker (and a profiling run) gets a fresh network namespace from bubblewrap
-  (``--unshare-net``): only a loopback device, no route out;
-- the workers of a job that all run on one host share one such namespace, held by a small
-  process (:class:`JobNetwork`) for as long as the run lasts; each worker's tenant process joins
-  it before bubblewrap starts, and their process group meets on its 127.0.0.1;
+- a profiling run gets a fresh network namespace from bubblewrap (``--unshare-net``): only a
+  loopback device, no route out;
+- the workers of a job that all run on one host share one such namespace, opened by the first
+  of them (a small holder process, :class:`JobNetwork`); each worker's tenant process joins it
+  before bubblewrap starts, and their process group meets on its 127.0.0.1;
 - a job spread over several hosts keeps the host's network (its peers are on other machines):
   the per-process bound on open files is its only bound there.
 

@@ -226,12 +226,17 @@ def test_a_job_holding_every_port_it_can_stops_no_other_job(tmp_path):
     assert result["hog"] == "running" and held > 1000, result
 
 
-def test_a_job_filling_its_directory_is_stopped_and_another_runs(ray_cluster, tmp_path):
+def test_jobs_filling_their_directory_or_forking_past_their_memory_stop_alone(
+    ray_cluster, tmp_path
+):
     # issue 29, 4: a job's directory had no bound but the disk reserve. 150 files of 1 MiB
-    # under a 100 MiB bound: each run is stopped within a check (5 s), the job fails after its
-    # three runs with the reason, and the other tenant's job finishes meanwhile.
+    # under a 100 MiB bound: its run is stopped within a check (5 s) and, with one failure
+    # allowed, the job fails with the reason. Issue 29, 3: three forked children that grow
+    # until stopped, under 4 GiB per worker: the kernel kills them, and the job's error (its
+    # program's, raised after) names the limit.
+    # The other tenant's job finishes meanwhile.
     sandbox = sandbox_for(tmp_path, expose=(str(PROGRAMS),), memory_mib=4096, dir_mib=100)
-    h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox)
+    h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox, max_failures=1)
     try:
         mallory, alice = h.tenant("mallory"), h.tenant("alice")
         hog = h.submit(
@@ -242,11 +247,20 @@ def test_a_job_filling_its_directory_is_stopped_and_another_runs(ray_cluster, tm
             batch_size=8,
             iterations=100_000,
         )
+        forker = h.submit(
+            mallory,
+            entrypoint=f"{PROGRAMS / 'fork_hog.py'}:build",
+            gpus=1,
+            batch_size=8,
+            iterations=5,
+        )
         honest = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=100)
         assert h.wait_status(honest, "done")["failures"] == 0
         job = h.wait_status(hog, "failed", timeout_s=120)
         assert "its directory went over its limit of 100 MiB" in job["message"], job["message"]
-        assert job["failures"] == 3
+        assert job["failures"] == 1
+        job = h.wait_status(forker, "failed", timeout_s=120)
+        assert "went over the memory limit of 4096 MiB" in job["message"], job["message"]
     finally:
         h.close()
 

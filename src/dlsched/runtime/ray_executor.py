@@ -672,7 +672,7 @@ class RayExecutor:
                     placed, _ = ray.wait(
                         [a.__ray_ready__.remote() for a in run.actors],
                         num_returns=len(run.actors),
-                        timeout=0,
+                        timeout=5,
                     )
                     # workers Ray could not start are the cluster's failure; a slow build the job's
                     cause = JOB if len(placed) == len(run.actors) else CLUSTER

@@ -158,7 +158,10 @@ class TenantProcess:
         finally:
             self._waiting.pop(n, None)
         if "error" in reply:
-            raise TenantError(plain(str(reply["error"])))
+            # its program may fail because the kernel killed a child it forked: say so
+            killed = _memory_kills(self.group)
+            note = f"\n[dlsched: some of its processes were killed: {killed}]" if killed else ""
+            raise TenantError(plain(str(reply["error"])) + note)
         return reply.get("ok")
 
     def tell(self, op: str) -> None:
@@ -217,12 +220,9 @@ class TenantProcess:
             pass
         code = self._end_process()  # a process that left the channel is done with
         group = self.group
-        if group is not None and group.oom_kills() and code != 0:
-            limit = group.memory_bytes or 0
-            reason = (
-                f"killed: its processes together went over the memory limit of "
-                f"{limit >> 20} MiB (a control group per worker)"
-            )
+        killed = _memory_kills(group)
+        if killed and code != 0:
+            reason = f"killed: {killed}"
         self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
         if code != 0:
             self._broken += "; see the job's log"
@@ -230,6 +230,17 @@ class TenantProcess:
             group.remove()
         for box in list(self._waiting.values()):
             box.put({"error": self._broken})
+
+
+def _memory_kills(group: Group | None) -> str:
+    """What the kernel's memory limit did to the group's processes, or "" if nothing."""
+    if group is None or not group.oom_kills():
+        return ""
+    limit = (group.memory_bytes or 0) >> 20
+    return (
+        f"its processes together went over the memory limit of {limit} MiB "
+        "(a control group per worker)"
+    )
 
 
 def _die_with_parent() -> None:

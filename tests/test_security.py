@@ -471,7 +471,7 @@ def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path):
     # issue 29, 7: a Ray worker outlived a killed server by 20-50 s. With a job running, every
     # process the server started (Ray's, the job's worker, its tenant process, the holder of its
     # network) is gone within a few of the reaper's 1 s scans.
-    from dlsched.runtime.reaper import _processes
+    from dlsched.runtime.reaper import _processes, descendants
 
     port = free_port()
     proc = start_server(tmp_path, port)
@@ -487,7 +487,7 @@ def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path):
     )
     ours = wait_for(
         lambda: (
-            (d := _descendants(proc.pid, _processes()))
+            (d := {p: c for p, (_, c) in descendants(proc.pid, _processes()).items()})
             and any("tenant_process" in c for c in d.values())
             and d
         ),
@@ -508,19 +508,6 @@ def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path):
 
     wait_for(lambda: not alive(), 60, every_s=0.1, what=f"the server's processes {alive()} to end")
     assert time.monotonic() - killed_at < 10
-
-
-def _descendants(root: int, processes: dict) -> dict[int, str]:
-    """Every process below ``root``: pid -> command line."""
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in processes.items():
-        children.setdefault(ppid, []).append(pid)
-    found, todo = {}, list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        found[pid] = processes[pid][2]
-        todo += children.get(pid, [])
-    return found
 
 
 def test_sigterm_stops_the_server_quietly_with_exit_code_0(tmp_path):

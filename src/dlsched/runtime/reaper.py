@@ -49,19 +49,28 @@ def _processes() -> dict[int, tuple[int, str, str]]:
     return out
 
 
-def ray_descendants(root: int, processes: dict[int, tuple[int, str, str]]) -> dict[int, str]:
-    """Ray processes below ``root``: pid -> start time."""
+def descendants(
+    root: int, processes: dict[int, tuple[int, str, str]]
+) -> dict[int, tuple[str, str]]:
+    """Every process below ``root``: pid -> (start time, command line)."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in processes.items():
         children.setdefault(ppid, []).append(pid)
     found, todo = {}, list(children.get(root, []))
     while todo:
         pid = todo.pop()
-        _, start, cmdline = processes[pid]
-        if any(m in cmdline for m in RAY_MARKERS):
-            found[pid] = start
+        found[pid] = processes[pid][1:]
         todo += children.get(pid, [])
     return found
+
+
+def ray_descendants(root: int, processes: dict[int, tuple[int, str, str]]) -> dict[int, str]:
+    """Ray processes below ``root``: pid -> start time."""
+    return {
+        pid: start
+        for pid, (start, cmdline) in descendants(root, processes).items()
+        if any(m in cmdline for m in RAY_MARKERS)
+    }
 
 
 def watch(root: int, pipe: int) -> None:

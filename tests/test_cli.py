@@ -169,6 +169,15 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             ["--trace", "muri-3", "--policy", "genie", "--scan", "strict"],
             "field 'scan': policy 'genie' has no scan: --scan does nothing",
         ),
+        # issue 25, 3: without deadlines GENIE ran silently as arrival order, shrunk to what is
+        # idle, and EDF as FIFO
+        *(
+            (
+                ["--trace", "muri-3", "--policy", p],
+                f"field 'deadlines': policy '{p}' schedules by deadlines and no job",
+            )
+            for p in ("genie", "edf")
+        ),
     ],
 )
 def test_bad_arguments_get_a_clear_error(tmp_path, capsys, args, message):

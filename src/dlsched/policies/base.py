@@ -35,6 +35,8 @@ class Policy:
     description: str = ""
     shares_gpus: bool = False  # may put two jobs on one GPU (needs their memory)
     moldable: bool = False  # may start a job on fewer GPUs than it asked for (GENIE)
+    # orders jobs by their deadlines: a simulated workload where no job has one is refused
+    needs_deadlines: bool = False
     loans_servers: bool = False  # borrows idle inference servers (Aryl)
     admits: bool = False  # an admission stage: arrivals wait until it admits them (quotas)
 

@@ -124,6 +124,7 @@ class Genie(Policy):
         "GENIE: shortest waiting allowance first, fewest GPUs predicted to meet the deadline"
     )
     moldable = True  # may start a job on fewer GPUs than it asked for
+    needs_deadlines = True
 
     def __init__(
         self,
@@ -272,6 +273,7 @@ class Edf(QueuedPolicy):
         "earliest deadline first; non-preemptive, at the requested size (backfill unless --scan "
         "strict)"
     )
+    needs_deadlines = True
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(deadline_first, placement, scan)

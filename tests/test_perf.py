@@ -169,6 +169,35 @@ def test_a_job_alone_at_its_requested_size_takes_exactly_its_trace_duration():
         assert r.jobs[0].finish == spec.duration_s
 
 
+def test_a_job_with_a_model_and_no_batch_gets_the_model_s_default_and_genie_molds_it():
+    # issue 25, 3: mapping `model` without `batch` left the batch empty, so GENIE could not
+    # predict the job on other sizes and ran it only as asked
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.jobs import JobSpec
+    from dlsched.perf.assign import assign_models
+    from dlsched.perf.model import default_local_batch
+
+    cluster = parse_cluster_spec("1x8:V100")
+    given = JobSpec("j", 0, 4, 3600.0, model="cifar10", iterations=500, deadline_s=99_999.0)
+    (job,) = assign_models([given], PerfModel(), cluster)
+    assert job.model == "cifar10" and job.iterations == 500  # its own, kept
+    assert job.batch_size == round(default_local_batch("cifar10") * 4)
+    # GENIE now molds it: alone with a loose deadline it gets the fewest GPUs that meet it,
+    # below its request (before: its request, 4)
+    from dlsched.perf.speed import PerfSpeed
+    from dlsched.policies.catalog import make_policy
+    from dlsched.sim import simulate
+
+    def gpus_held(spec):
+        r = simulate(
+            cluster, [spec], make_policy("genie"), workload=PerfSpeed(PerfModel(), cluster)
+        )
+        return r.jobs[0].attained_gpu_s / r.jobs[0].run_time_s
+
+    assert gpus_held(given) == 4  # no batch: run only as asked
+    assert gpus_held(job) < 4
+
+
 def test_spread_or_slower_placements_run_slower():
     from dlsched.cluster import parse_cluster_spec
     from dlsched.jobs import JobSpec, JobState

@@ -6,7 +6,9 @@ of the seed and the job id picks one of them (so a job's model does not depend o
 jobs are loaded, or in which order): small (< 1 GPU-hour) cifar10 or ncf, medium (1-10)
 deepspeech2 or bert, large (10-100) yolov3, extra-large (>= 100) imagenet. The job gets that
 model's default per-GPU batch and the iteration count that makes its run alone at its requested
-size on V100s last exactly its trace duration.
+size on V100s last exactly its trace duration. A job that names its model but no batch gets the
+same default batch (and that iteration count unless it gives one): without a batch its speed on
+other sizes is unknown, and GENIE could not mold it.
 """
 
 from __future__ import annotations
@@ -36,13 +38,14 @@ def model_for(gpu_hours: float, job_id: str, seed: int) -> str:
 def assign_models(
     jobs: list[JobSpec], perf: PerfModel, cluster: Cluster, seed: int = 0
 ) -> list[JobSpec]:
-    """Give every job without a model one (jobs with a model are returned unchanged)."""
+    """Give every job without a model one, and every job without a batch its model's default
+    (jobs with both are returned unchanged)."""
     out = []
     for spec in jobs:
-        if spec.model is not None:
+        if spec.model is not None and spec.batch_size:
             out.append(spec)
             continue
-        model = model_for(spec.num_gpus * spec.duration_s / 3600, spec.job_id, seed)
+        model = spec.model or model_for(spec.num_gpus * spec.duration_s / 3600, spec.job_id, seed)
         local = default_local_batch(model)
         step = perf.iteration_s(
             model,
@@ -51,12 +54,14 @@ def assign_models(
             cluster.min_nodes_for(spec.num_gpus),
             gpu_type=REFERENCE_GPU,
         )
+        kept = spec.model is not None and spec.iterations  # its own count, with its own model
+        iterations = spec.iterations if kept else max(1, round(spec.duration_s / step))
         out.append(
             replace(
                 spec,
                 model=model,
                 batch_size=max(1, round(local * spec.num_gpus)),
-                iterations=max(1, round(spec.duration_s / step)),
+                iterations=iterations,
             )
         )
     return out

@@ -347,3 +347,32 @@ def test_a_scale_in_for_base_demand_stops_where_the_job_s_memory_still_fits():
     assert sizes and min(sizes) >= 2
     assert done["N"].first_start >= done["E"].finish_time
     assert done["E"].preemptions == 0
+
+
+def test_an_elastic_job_starts_where_its_memory_fits_not_at_its_minimum():
+    # muri-3 under aryl stopped: 'resized job muri-3-128: 16444 MiB per GPU at 19 GPUs exceeds
+    # their 16384 MiB'. Its gpt2 job (batch 128, 32 GPUs asked, 16..64) needs 19,172 MiB per GPU
+    # at 16 GPUs, 16,444 at 19 and 15,716 at 20: Aryl started it at 16 plus 3 extras where 19
+    # were idle. Now its base is 20, so with 19 idle it waits for the 13-GPU job to end.
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+
+    cluster = parse_cluster_spec("4x8:V100")
+    blocker = JobSpec("b", 0.0, 13, 1000.0, model="cifar10", batch_size=13 * 64)
+    gpt2 = JobSpec("g", 1.0, 32, 5000.0, model="gpt2", batch_size=128, min_gpus=16, max_gpus=64)
+    workload = PerfSpeed(PerfModel(), cluster)
+    assert workload.memory_mib(gpt2, 19) > 16384 >= workload.memory_mib(gpt2, 20)
+    policy = make_policy("aryl")
+    starts = []
+    schedule = policy.schedule
+
+    def recording(view):
+        plan = schedule(view)
+        starts.extend((j.job_id, len(g), view.now) for j, g in plan.start)
+        return plan
+
+    policy.schedule = recording
+    result = Simulator(cluster, [blocker, gpt2], policy, SimConfig(), workload=workload).run()
+    g = next(s for s in starts if s[0] == "g")
+    assert g[1] >= 20 and g[2] >= 1000.0, starts  # after the blocker, on 20 or more
+    assert all(j.finish is not None for j in result.jobs)

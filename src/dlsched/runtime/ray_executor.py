@@ -157,8 +157,8 @@ class TrainWorker(_Networked):
     """One rank of a job: dlsched's trusted side of it. The tenant's program runs in a tenant
     process of its own (:mod:`.sandbox`), which this actor starts and relays to: ``run``
     trains; ``progress`` and ``stop`` answer meanwhile. The process starts with ``setup`` (or
-    ``prepare``), in the run's network: whatever fails before it is the cluster's, not the
-    job's."""
+    ``prepare``), in the run's network; a start that fails is the job's failure only when
+    its tenant process failed (:meth:`RayExecutor._start_failure_cause`)."""
 
     def __init__(
         self,
@@ -178,7 +178,6 @@ class TrainWorker(_Networked):
         self.train = {"config": config, "rank": rank, "world": world}
         self.args = (sandbox, job_id, job_dir, Path(log_path))
         self.device = str(device)
-        self.process: TenantProcess | None = None
 
     def _start(self, network: str) -> TenantProcess:
         self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES=self.device)

@@ -38,7 +38,6 @@ RUNS: dict[str, tuple[str, list[str], bool]] = {
     "edf": ("edf", DEADLINES, False),
     "genie": ("genie", DEADLINES, False),
     "genie-oracle": ("genie-oracle", DEADLINES, False),
-    "genie-nodeadlines": ("genie", [], False),
     "elastic-tiresias": ("elastic-tiresias", ELASTIC, False),
     "elastic-tiresias-stop-resume": (
         "elastic-tiresias",

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable
-from typing import NamedTuple
+from itertools import chain
 
+from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobState
 from ..state.free import FreeGpus
+from ..workload_model import WorkloadModel
 from .base import Plan, Policy, PolicyView
 from .queued import QueuedPolicy
 
@@ -40,21 +42,24 @@ Measure = Callable[[int, int, float], "float | None"]  # (GPUs, nodes, per-GPU b
 PREDICTORS = ("profiled", "oracle")
 
 
-class _Entry(NamedTuple):
-    key: float  # deadline - predicted run time at the best placement (static while waiting)
-    seq: int
-    job: JobState
+def arrival_order(job: JobState) -> int:
+    return job.seq
 
 
 class _Prediction:
     """One job's predicted run time left on n GPUs over m nodes."""
 
     def __init__(
-        self, job: JobState, view: PolicyView, predictor: str, noise: float, seed: int
+        self,
+        job: JobState,
+        workload: WorkloadModel,
+        cluster: Cluster,
+        predictor: str,
+        noise: float,
+        seed: int,
     ) -> None:
-        spec, workload = job.spec, view.workload
+        spec = job.spec
         self.batch = float(spec.batch_size or 0)
-        cluster = view.cluster
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
         from ..perf.predictor import fit, profile_samples  # numpy: only once a job is predicted
 
@@ -147,10 +152,10 @@ class Genie(Policy):
         if not (isinstance(noise, (int, float)) and 0 <= noise < 1):
             raise SpecError("noise", f"must be a number in [0, 1), got {noise!r}")
         self.predictor, self.noise, self.seed = predictor, float(noise), int(seed)
-        self.predictions: dict[str, _Prediction] = {}
-        self.arrived: list[JobState] = []  # arrived since the last pass: predicted then
-        self.on_time: list[_Entry] = []  # by key; a key below now is late
-        self.late: list[tuple[int, JobState]] = []  # by arrival: best effort
+        self.predictions: dict[str, _Prediction] = {}  # made once, at a job's first wait
+        # what predictions read; the same every pass (known from the first)
+        self.workload: WorkloadModel | None = None
+        self.cluster: Cluster | None = None
 
     def params(self) -> dict:
         return {
@@ -160,69 +165,51 @@ class Genie(Policy):
             "seed": self.seed,
         }
 
-    # -- the queue ---------------------------------------------------------------------------
-    def job_arrived(self, job: JobState, now: float) -> None:
-        self.arrived.append(job)
-
-    def job_requeued(self, job: JobState, now: float) -> None:
-        self.arrived.append(job)  # its key again, with its work done
-
     def job_finished(self, job: JobState, now: float) -> None:
         self.predictions.pop(job.job_id, None)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
         self.predictions.pop(job.job_id, None)
-        if job in self.arrived:
-            self.arrived.remove(job)
-        self.on_time = [e for e in self.on_time if e.job is not job]
-        self.late = [e for e in self.late if e[1] is not job]
 
-    def predict(self, job: JobState, view: PolicyView) -> _Prediction:
-        """The job's predictions (made once, at its first arrival)."""
-        return _Prediction(job, view, self.predictor, self.noise, self.seed)
+    def predict(self, job: JobState) -> _Prediction:
+        """The job's predictions (made once, when it first waits)."""
+        assert self.workload is not None and self.cluster is not None
+        return _Prediction(job, self.workload, self.cluster, self.predictor, self.noise, self.seed)
 
-    def _enter(self, job: JobState, view: PolicyView) -> None:
-        """Queue it by its allowance's static part: deadline - predicted run time left at its
-        best size (the allowance is that minus now; -inf: no deadline, best effort)."""
+    # -- the queue ---------------------------------------------------------------------------
+    def allowance_at_zero(self, job: JobState) -> float:
+        """The job's waiting allowance at time 0, its key in the state's queue while it waits:
+        deadline - predicted run time left at its best size (its allowance is that minus now;
+        -inf: no deadline, best effort)."""
         p = self.predictions.get(job.job_id)
         if p is None:
-            p = self.predictions[job.job_id] = self.predict(job, view)
+            p = self.predictions[job.job_id] = self.predict(job)
         deadline = job.spec.deadline_s
-        key = deadline - p.best_s(job) if deadline is not None else -math.inf
-        if key >= view.now:
-            insort(self.on_time, _Entry(key, job.seq, job))
-        else:
-            insort(self.late, (job.seq, job))
+        return deadline - p.best_s(job) if deadline is not None else -math.inf
 
     # -- a pass ------------------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
-        for job in self.arrived:
-            self._enter(job, view)
-        self.arrived = []
-        now = view.now
-        cut = bisect_left(self.on_time, now, key=lambda e: e.key)
-        if cut:  # allowances that went negative: best effort now
-            for e in self.on_time[:cut]:
-                insort(self.late, (e.seq, e.job))
-            del self.on_time[:cut]
-        if view.free.total == 0 or not (self.on_time or self.late):
+        if self.workload is None:
+            self.workload, self.cluster = view.workload, view.cluster
+        by_allowance = view.queue(self.allowance_at_zero)
+        if view.free.total == 0 or not by_allowance:
             return _NO_PLAN
+        now = view.now
+        # on time (allowance >= 0) by allowance; then the late and those without a deadline
+        # (allowance < 0), in arrival order
+        cut = bisect_left(by_allowance.entries, now, key=lambda e: e[0])
+        on_time = ((e[2], True) for e in by_allowance.entries[cut:])
+        key_of = by_allowance.key_of
+        late = ((job, False) for job in view.queue(arrival_order) if key_of(job) < now)
         free = view.free.copy()
         plan = Plan()
-        started: set[int] = set()
-        for job, on_time in [(e.job, True) for e in self.on_time] + [
-            (job, False) for _, job in self.late
-        ]:
-            choice = self._choose(job, on_time, free, now, view)
+        for job, is_on_time in chain(on_time, late):
+            choice = self._choose(job, is_on_time, free, now, view)
             if choice is not None:
                 free.take(choice)
                 plan.start.append((job, choice))
-                started.add(job.seq)
                 if free.total == 0:
                     break
-        if started:
-            self.on_time = [e for e in self.on_time if e.seq not in started]
-            self.late = [e for e in self.late if e[0] not in started]
         return plan
 
     def _choose(

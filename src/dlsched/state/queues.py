@@ -90,6 +90,10 @@ class PendingQueue(Sequence[JobState]):
             self.remove(job)
             self.add(job)
 
+    def key_of(self, job: JobState) -> Any:
+        """The key of a job in the queue (computed when it started waiting)."""
+        return self._keys[job.job_id][0]
+
     def bucket_of(self, job: JobState) -> Any:
         """The bucket of a job in the queue (None without buckets)."""
         return self._keys[job.job_id][2]

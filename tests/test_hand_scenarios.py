@@ -228,6 +228,27 @@ def test_preemption_stops_only_the_jobs_whose_gpus_the_new_job_takes():
     assert sum(jct(s, x) for x in "a v1 v2 j".split()) / 4 == 532.5
 
 
+def test_preemption_spares_a_victim_the_new_job_can_do_without():
+    # issue 25, 12. 2 nodes x 4 GPUs, SRTF, no restart pause. At 0, Z (4 GPUs, 5 s) takes node
+    # 0, Q (2, 300 s) and B (2, 900 s) node 1. At 6, P (2, 200 s) and A (1, 1,000 s) go to node
+    # 0: one GPU idle there. At 10, j (3 GPUs, 100 s) outranks A (996 s left, the worst) and B
+    # (890 s). A's GPU and the idle one are 2: not enough; with B's, 4 over two nodes, and j's
+    # placement takes node 0's two and one of B's, so both were preempted. But j fits on B's
+    # two and the idle GPU: A is spared and ends at 1,006 (before: 1,106, one preemption). j
+    # runs 10-110; B restarts on j's GPUs at 110 with 890 s left: 1,000.
+    jobs = [
+        job("Z", 0, 4, 5),
+        job("Q", 0, 2, 300),
+        job("B", 0, 2, 900),
+        job("P", 6, 2, 200),
+        job("A", 6, 1, 1000),
+        job("j", 10, 3, 100),
+    ]
+    s, _ = run("2x4", jobs, "srtf", SimConfig(restart_overhead_s=0))
+    assert (s["A"].preemptions, s["B"].preemptions) == (0, 1)
+    assert [s[x].finish for x in ("j", "B", "A")] == [110, 1000, 1006]
+
+
 def test_tiresias_threshold_sets():
     from dlsched.errors import SpecError
     from dlsched.policies.catalog import make_policy

@@ -141,3 +141,68 @@ def test_sharing_invariants(workload, policy, scan, gpu_type):
         assert j.status is Status.DONE
         assert j.finish - j.spec.submit_time_s >= j.spec.duration_s - 1e-6
         assert j.preemptions == 0
+
+
+def needs_every_victim(sim: Simulator) -> Simulator:
+    """After every plan the simulator applies, check that each job it preempts is one a start
+    of the same plan needs (issue 25, 12): a start uses its GPUs, and no start that uses them
+    could be placed (by the policy's own placement) on its GPUs and those idle after the
+    plan, without the victim's."""
+    from dlsched.state.free import FreeGpus
+
+    state, apply, place = sim.state, sim.state.apply, sim.policy.place
+
+    def apply_and_check(plan):
+        victims = {v.job_id: set(v.gpus) for v in plan.preempt}
+        apply(plan)
+        if not victims:
+            return
+        taken_from_victims = set().union(*victims.values())
+        idle = {g for gpus in state.free.free for g in gpus} - taken_from_victims
+        for victim, gpus in victims.items():
+            users = [job for job, _ in plan.start if gpus & set(job.gpus)]
+            assert users, f"{victim} was preempted for no start"
+            assert any(needs(job, gpus, idle) for job in users), (
+                f"every start on {victim}'s GPUs could do without them"
+            )
+
+    def needs(job, gpus, idle) -> bool:
+        """The start could not be placed on its GPUs and those idle, without ``gpus``."""
+        if len(job.gpus) != job.num_gpus:  # an elastic job grown as it starts: not known
+            return True
+        without = (set(job.gpus) | idle) - gpus
+        free = FreeGpus(state.cluster, state.free.usable)
+        nodes = state.cluster.nodes
+        free.take([g for nid in state.free.usable for g in nodes[nid].gpu_ids if g not in without])
+        return place(free, job.num_gpus, job.spec.gpu_types) is None
+
+    state.apply = apply_and_check
+    return sim
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    workloads(),
+    st.sampled_from(["srtf", "tiresias", "elastic-tiresias", "elastic-fifo"]),
+    st.sampled_from(["strict", "backfill", "greedy"]),
+    st.sampled_from(["best-fit", "consolidated", "spread"]),
+    st.data(),
+)
+def test_a_preemptive_policy_preempts_only_jobs_a_start_needs(
+    workload, policy, scan, placement, data
+):
+    from dataclasses import replace
+
+    cluster, jobs = workload
+    if policy.startswith("elastic"):  # some jobs elastic: between 1 GPU and twice their request
+        jobs = [
+            replace(j, min_gpus=1, max_gpus=2 * j.num_gpus) if data.draw(st.booleans()) else j
+            for j in jobs
+        ]
+    sim = Simulator(
+        parse_cluster_spec(cluster),
+        jobs,
+        make_policy(policy, scan=scan, placement=placement),
+        SimConfig(restart_overhead_s=30.0),
+    )
+    needs_every_victim(sim).run()

@@ -2,8 +2,8 @@
 
 Every active job has a rank at time ``now`` (lower is better). The best pending job starts if
 it can be placed; otherwise running jobs the order lets it preempt are preempted, worst first,
-until it can be placed (if even all of them would not make room, nobody is preempted), and
-only those whose GPUs its placement uses stay preempted. Past a job that cannot start, the
+until it can be placed (if even all of them would not make room, nobody is preempted); then
+those it can be placed without are spared, the best ranked first. Past a job that cannot start, the
 scan (``scan``) goes on as the Tiresias simulator's does ("greedy": later jobs start where
 they fit and may preempt jobs they outrank), or lets later jobs take only free GPUs
 ("backfill"), or stops ("strict").
@@ -347,8 +347,8 @@ class PreemptivePolicy(Policy):
         self, job: JobState, now: float, scratch: FreeGpus, plan: Plan
     ) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed; then
-        spare those whose GPUs the placement does not use. Leaves everything as it was if no
-        placement is possible."""
+        spare those it can be placed without. Leaves everything as it was if no placement is
+        possible."""
         popped: list[JobState] = []
         gpus = None
         planned = (lambda j: j.gpus) if self.elastic is None else self.elastic.planned_gpus
@@ -364,11 +364,23 @@ class PreemptivePolicy(Policy):
                 gpus = self.place(scratch, job.num_gpus, job.spec.gpu_types)
         if gpus is None:
             spared = popped
-        else:  # preempt only the jobs whose GPUs the placement uses
-            used = set(gpus)
-            spared = [v for v in popped if used.isdisjoint(planned(v))]
+            for victim in spared:
+                scratch.take(planned(victim))
+        else:
+            spared = []
+            # Spare every victim the job can do without, the best ranked first (the last one
+            # popped is needed: the job did not fit before it). Placement only gets harder as
+            # GPUs are taken back, so one try each leaves no victim that could be spared, and
+            # the last placement found uses every victim's GPUs.
+            for victim in reversed(popped[:-1]):
+                scratch.take(planned(victim))
+                again = self.place(scratch, job.num_gpus, job.spec.gpu_types)
+                if again is None:
+                    scratch.release(planned(victim))
+                else:
+                    spared.append(victim)
+                    gpus = again
         for victim in spared:
-            scratch.take(planned(victim))
             self._push_running(victim)
         if gpus is None:
             if worst_before is not None:  # the same running jobs as before: the same worst

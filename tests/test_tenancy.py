@@ -550,3 +550,35 @@ def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_layer():
     assert jobs["j4"].first_start == 144.0 and jobs["j2"].first_start == 250.0
     assert (jobs["j4"].preemptions, jobs["j4"].resizes) == (1, 0)
     assert all(j.status is Status.DONE for j in result.jobs)
+
+
+@pytest.mark.parametrize("policy", ["elastic-fifo", "elastic-tiresias", "aryl"])
+def test_a_quota_cut_never_starts_an_elastic_job_below_where_its_memory_fits(policy):
+    # 1x4 of 16,384 MiB GPUs, a's hard quota 2. R (1 GPU) runs 0-100; E (elastic 1..4, asks 2,
+    # 24,000 MiB: fits on 2 or more) arrives at 1. Before, the quota layer counted E at its
+    # minimum, 1, admitted it beside R and cut its start to 1 GPU: 24,000 MiB on one GPU. Its
+    # base size is now 2, the fewest where it fits: it waits for R, then runs 100-200 on 2.
+    jobs = [
+        JobSpec("R", 0.0, 1, 100.0, tenant="a"),
+        JobSpec("E", 1.0, 2, 100.0, tenant="a", min_gpus=1, max_gpus=4),
+    ]
+    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})
+    sim = Simulator(
+        parse_cluster_spec("1x4:V100/16384"),
+        jobs,
+        QuotaLayer(make_policy(policy), config),
+        SimConfig(restart_overhead_s=0.0),
+        workload=BatchInMemory(),
+    )
+    sizes = []
+    apply = sim.state.apply
+
+    def record(plan):
+        apply(plan)
+        e = sim.state.running.get("E")
+        sizes.append(len(e.gpus) if e else 0)
+
+    sim.state.apply = record
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert set(sizes) == {0, 2}
+    assert (done["E"].first_start, done["E"].finish) == (100.0, 200.0)

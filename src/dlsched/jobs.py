@@ -151,6 +151,9 @@ class JobState:
     preemptions: int = 0  # stopped by the policy
     failures: int = 0  # stopped by a node failure or crash
     pending_since: float = 0.0  # when it last entered the queue
+    # the fewest GPUs it runs on: its request; an elastic job's minimum, raised to where its
+    # memory per GPU fits (set by the cluster state on arrival)
+    base_gpus: int = 0
     admitted: bool = True  # may be scheduled (an admission stage, quotas, may hold it back)
     last_run_s: float = 0.0  # length of its most recent run
     run_time_s: float = 0.0  # wall time it has held GPUs, all runs together

@@ -37,10 +37,9 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import ClassVar
 
 from ..errors import SpecError
-from ..jobs import JobSpec, JobState
+from ..jobs import JobState
 from ..state.free import FreeGpus
 from ..view import IdleGpus
-from ..workload_model import WorkloadModel
 from . import knapsack
 from .base import Plan, Policy, PolicyView
 from .elastic import keep_consolidated, smallest_fitting
@@ -88,9 +87,6 @@ class Aryl(Policy):
         self._rng = random.Random(seed)
         self.size: dict[str, tuple[JobState, int]] = {}  # running elastic jobs and their GPUs
         self.extra_total = 0  # GPUs held above base sizes, in total
-        self._floors: dict[str, int] = {}  # job id -> its base size (from its spec: constant)
-        self._workload: WorkloadModel | None = None
-        self._gpu_mem = 0
 
     def params(self) -> dict:
         return {
@@ -102,32 +98,9 @@ class Aryl(Policy):
         }
 
     def base(self, job: JobState) -> int:
-        """The size an elastic job starts at (before extras): the fewest GPUs from its minimum
-        at which its memory per GPU, its global batch kept, fits the cluster's smallest GPU;
-        its request if none below it does. (Starting at the minimum put a job over its GPUs'
-        memory, and its next resize was refused.)"""
-        if not self.elasticity:
-            return job.num_gpus
-        floor = self._floors.get(job.job_id)
-        if floor is None:
-            if self._workload is None:  # (no pass yet: nothing is tracked either)
-                return job.spec.gpu_range[0]
-            floor = self._floors[job.job_id] = self._memory_floor(job.spec)
-        return floor
-
-    def _memory_floor(self, spec: JobSpec) -> int:
-        assert self._workload is not None
-        for n in range(spec.gpu_range[0], spec.num_gpus):
-            memory = self._workload.memory_mib(spec, n)
-            if memory is None or memory <= self._gpu_mem:
-                return n
-        return spec.num_gpus
-
-    def _know(self, view: PolicyView) -> None:
-        """What the floors are computed from: the workload model, the smallest GPU memory."""
-        if self._workload is None:
-            self._workload = view.workload
-            self._gpu_mem = min(node.gpu_mem_mib for node in view.cluster.nodes)
+        """The size a job starts at (before extras): its base size (an elastic job's minimum,
+        raised to where its memory fits), or its request without elasticity."""
+        return job.base_gpus if self.elasticity else job.num_gpus
 
     def kind(self, job: JobState) -> tuple:
         """The queue's buckets: what a pass needs to know of a job to tell whether it can start."""
@@ -148,7 +121,6 @@ class Aryl(Policy):
 
     def job_finished(self, job: JobState, now: float) -> None:
         self._untrack(job)
-        self._floors.pop(job.job_id, None)
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._untrack(job)
@@ -165,7 +137,6 @@ class Aryl(Policy):
 
     # -- the pass -----------------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
-        self._know(view)
         plan = Plan()
         scratch: FreeGpus | None = None  # the idle GPUs as this pass plans them
         planned: dict[str, tuple[int, ...]] = {}  # this pass's shrinks and growths
@@ -325,7 +296,6 @@ class Aryl(Policy):
 
     # -- reclaim -----------------------------------------------------------------------------
     def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
-        self._know(view)
         loans = view.loans
         leaving = set(loans.reclaiming)
         if self.reclaim_rule == "recent":

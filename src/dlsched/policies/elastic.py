@@ -198,7 +198,7 @@ class ElasticGrowth:
         if count > self.shrink_when_waiting and self.shrinkable:
             for job in sorted(self.shrinkable.values(), key=self.worst_first):
                 if self._resizable(job, view):
-                    size = smallest_fitting(job, job.spec.gpu_range[0], view)
+                    size = smallest_fitting(job, job.base_gpus, view)
                     if size is not None:
                         self._shrink(job, size, view, plan, scratch)
 

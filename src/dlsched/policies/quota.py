@@ -63,8 +63,9 @@ class TenantUsage:
 
 
 def reservation(job: JobState) -> int:
-    """What a job not running counts against its tenant's quota once admitted: its base size."""
-    return job.spec.gpu_range[0]
+    """What a job not running counts against its tenant's quota once admitted: its base size
+    (an elastic job's minimum, raised to where its memory fits)."""
+    return job.base_gpus
 
 
 def admission_order(job: JobState) -> tuple:
@@ -456,7 +457,7 @@ class QuotaLayer(Policy):
             for _, victim in self._youngest_first(borrowers, running_only=True):
                 if short <= 0:
                     break
-                fewest = smallest_fitting(victim, victim.spec.gpu_range[0], view)
+                fewest = smallest_fitting(victim, victim.base_gpus, view)
                 excess = 0 if fewest is None else len(victim.gpus) - fewest
                 if (
                     excess <= 0

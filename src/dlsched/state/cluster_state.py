@@ -82,6 +82,7 @@ class ClusterState:
         # any GPU goes back to its full batch (no gradient accumulation).
         self.restore_full_batch = restore_full_batch
         self.free = FreeGpus(cluster)
+        self._smallest_gpu_mib = min(node.gpu_mem_mib for node in cluster.nodes)
         self.occupancy = GpuOccupancy(cluster, max_jobs_per_gpu)
         self.now = now
         self.pending: dict[str, JobState] = {}
@@ -191,12 +192,25 @@ class ClusterState:
             self._next_seq = job.seq + 1
         job.pending_since = self.now
         job.admitted = not self.gated
+        job.base_gpus = self._base_gpus(job.spec)
         if job.spec.estimate_s is not None:
             # the policy sees the estimate until the job runs and its speed is measured
             job.actual_s = job.spec.duration_s
             job.spec = replace(job.spec, duration_s=job.spec.estimate_s, estimate_s=None)
         self._wait(job)
         self.policy.job_arrived(job, self.now)
+
+    def _base_gpus(self, spec: JobSpec) -> int:
+        """An elastic job's minimum, or the fewest GPUs above it at which its memory per GPU
+        (its global batch kept) fits the cluster's smallest GPU; its request if none below it
+        does. (At its minimum a job may be over its GPUs' memory.)"""
+        if not spec.elastic:
+            return spec.num_gpus
+        for n in range(spec.gpu_range[0], spec.num_gpus):
+            memory = self.workload.memory_mib(spec, n)
+            if memory is None or memory <= self._smallest_gpu_mib:
+                return n
+        return spec.num_gpus
 
     # -- a policy's plan -------------------------------------------------------------------------
     def apply(self, plan: Plan) -> Applied:

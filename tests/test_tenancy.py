@@ -582,3 +582,20 @@ def test_a_quota_cut_never_starts_an_elastic_job_below_where_its_memory_fits(pol
     done = {j.job_id: j for j in sim.run().jobs}
     assert set(sizes) == {0, 2}
     assert (done["E"].first_start, done["E"].finish) == (100.0, 200.0)
+
+
+def test_a_reclaim_evicts_lower_priority_first_then_the_youngest():
+    # issue 25, 8. As above, but a3 (the youngest) is of a higher class. Kueue orders reclaim
+    # candidates by lower priority first, then most recently admitted: b1 takes back a2's and
+    # a1's GPUs at 10, and a3 keeps running (2 evictions). Before, the youngest went first:
+    # a3 and a2, and a3, back in the queue, then evicted a's own lower-class a1 to run again
+    # (3 evictions).
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
+    spec = [JobSpec(f"a{i}", float(i), 1, 1000.0, tenant="a") for i in range(3)]
+    spec.append(JobSpec("a3", 3.0, 1, 1000.0, tenant="a", priority=5))
+    spec.append(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
+    jobs, layer = run(spec, config)
+    assert jobs["b1"].first_start == 10.0
+    assert [jobs[f"a{i}"].preemptions for i in range(4)] == [0, 1, 1, 0]
+    assert layer.evictions == {"a": 2}
+    assert (jobs["a0"].finish, jobs["a3"].finish) == (1000.0, 1003.0)

@@ -16,11 +16,11 @@ Any`` and ``withinClusterQueue: LowerPriority``:
 
 - **reclaim**: a job that fits its tenant's nominal quota but not the cohort (others borrowed
   it) takes it back from tenants above their nominal quota, never more than needed: first by
-  shrinking their elastic jobs towards their minimum (background scale-in, nobody preempted),
-  youngest first; then by evicting their admitted jobs, those not started first, then the
-  youngest running ones.
+  shrinking their elastic jobs towards their minimum (background scale-in, nobody preempted);
+  then by evicting their admitted jobs, those not started first. Both in Kueue's order of
+  candidates: lower priority class first, then the most recently admitted.
 - **priority**: a job that does not fit its own tenant's limits may take the place of the
-  tenant's own jobs of a lower priority class, youngest first.
+  tenant's own jobs of a lower priority class, lowest class first, then youngest.
 
 Evicted jobs lose their admission and wait to be admitted again. The wrapped policy sees them
 leave as if finished, and their GPUs (and those of shrunk jobs) free in the same pass. Growth
@@ -454,7 +454,7 @@ class QuotaLayer(Policy):
             }
             borrowers = [t for t, o in over.items() if o > 0]
             shrinks = []
-            for _, victim in self._youngest_first(borrowers, running_only=True):
+            for _, victim in self._giving_way_first(borrowers, running_only=True):
                 if short <= 0:
                     break
                 fewest = smallest_fitting(victim, victim.base_gpus, view)
@@ -475,7 +475,7 @@ class QuotaLayer(Policy):
                 over[victim.spec.tenant] -= give
                 short -= give
             chosen = []
-            for _, victim in self._youngest_first(borrowers):
+            for _, victim in self._giving_way_first(borrowers):
                 if short <= 0:
                     break
                 if over[victim.spec.tenant] <= 0:
@@ -493,18 +493,19 @@ class QuotaLayer(Policy):
         if not any(p < job.spec.priority for p in self.priorities.get(tenant, {})):
             return None
         chosen, freed = [], 0
-        for _, victim in self._youngest_first([tenant], below=job.spec.priority):
+        for _, victim in self._giving_way_first([tenant], below=job.spec.priority):
             if self.fits(tenant, need - freed):
                 break
             chosen.append(victim)
             freed += self._counts(victim, shrunk)
         return ([], chosen) if chosen and self.fits(tenant, need - freed) else None
 
-    def _youngest_first(
+    def _giving_way_first(
         self, tenants: list[str], below: int | None = None, running_only: bool = False
     ) -> list[tuple[int, JobState]]:
-        """The tenants' admitted jobs (of a priority below ``below``, when given): not started
-        before running, then youngest first."""
+        """The tenants' admitted jobs (of a priority below ``below``, when given) in the order
+        they give way: not started before running (evicting one costs no work), then, as
+        Kueue orders candidates, lower priority first, then the most recently admitted."""
         return sorted(
             (
                 (order, j)
@@ -513,7 +514,7 @@ class QuotaLayer(Policy):
                 if (below is None or j.spec.priority < below)
                 and (not running_only or j.status is Status.RUNNING)
             ),
-            key=lambda e: (e[1].status is Status.RUNNING, -e[0]),
+            key=lambda e: (e[1].status is Status.RUNNING, e[1].spec.priority, -e[0]),
         )
 
     def _evict(

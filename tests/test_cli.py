@@ -325,3 +325,23 @@ def test_events_and_logs_print_a_tenant_s_control_characters_escaped(monkeypatch
     assert not set(out) & {"\x1b", "\x07", "\r"}
     assert "boom\\x1b]0;pwned\\x07\\x0d\\x1b[2Koops" in out and "\tat line 2" in out
     assert "log \\x1b[31mred\\x1b[0m" in out
+
+
+def test_jobs_that_never_ran_are_counted_shown_and_named(tmp_path, capsys):
+    # issue 25, 11: with hard quotas of 2 GPUs each, a's 3-GPU job can never run. It is not in
+    # the JCTs; the summary counts it, the table has a column for it, a note names the tenant.
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit,gpus,duration,tenant\na1,0,1,100,a\na2,0,3,100,a\nb1,0,2,50,b\n")
+    out = tmp_path / "run"
+    args = ["simulate", "--trace", str(trace), "--format", "generic", "--cluster", "1x4"]
+    args += ["--map", "id=id,submit=submit,gpus=gpus,duration=duration,tenant=tenant"]
+    args += ["--policy", "fifo", "--scan", "backfill", "--quotas", "equal", "--hard-quotas"]
+    assert main([*args, "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["jobs"], summary["jobs_completed"], summary["never_started"]) == (3, 2, 1)
+    assert summary["mean_jct_s"] == 75.0  # a1 and b1 only
+    printed = capsys.readouterr().out
+    assert "never ran" in printed.splitlines()[0]
+    assert (
+        "note: 1 jobs never ran and are not in the JCTs; by tenant: a 1 (quota 2 GPUs)" in printed
+    )

@@ -286,9 +286,30 @@ def _table(summaries: list[dict]) -> str:
     )
 
 
+def _never_started_note(summary: dict) -> str | None:
+    """Jobs that never ran are not in the JCTs: say how many, and whose (with the tenant's
+    nominal quota, under quotas)."""
+    if not summary.get("never_started"):
+        return None
+    quotas = (summary.get("quotas") or {}).get("tenants", {})
+    counts = [(t, s["never_started"]) for t, s in summary.get("tenants", {}).items()]
+    tenants = sorted((e for e in counts if e[1]), key=lambda e: -e[1])
+    whose = ", ".join(
+        f"{t} {n:,}" + (f" (quota {quotas[t]['nominal_gpus']} GPUs)" if t in quotas else "")
+        for t, n in tenants[:5]
+    )
+    more = ", ..." if len(tenants) > 5 else ""
+    return (
+        f"note: {summary['never_started']:,} jobs never ran and are not in the JCTs; "
+        f"by tenant: {whose}{more}"
+    )
+
+
 def cmd_simulate(args) -> int:
     summary, _ = _run_one(args.policy, args, _load_workload(args), Path(args.out))
     print(_table([summary]))
+    if note := _never_started_note(summary):
+        print(note)
     print(f"wrote {args.out}/summary.json, jobs.csv, timeseries.csv")
     return 0
 
@@ -323,6 +344,9 @@ def cmd_compare(args) -> int:
         )
     )
     print(_table(summaries))
+    for summary in summaries:
+        if note := _never_started_note(summary):
+            print(f"{summary['policy']}: {note}")
     print(f"report: {report}")
     return 0
 

@@ -89,6 +89,8 @@ def _stats(rows: list[dict]) -> dict:
     return {
         "jobs": len(rows),
         "jobs_completed": n,
+        # never ran (a hard quota below its size, the end of the trace): not in the JCTs
+        "never_started": sum(1 for r in rows if r["first_start_s"] is None),
         "mean_jct_s": sum(jcts) / n if n else math.nan,
         "median_jct_s": percentile(jcts, 50),
         "p95_jct_s": percentile(jcts, 95),

@@ -8,6 +8,7 @@ import math
 COLUMNS = (
     ("jobs", "jobs", "{:,}"),
     ("jobs_completed", "completed", "{:,}"),
+    ("never_started", "never ran", "{:,}"),
     ("mean_jct_s", "mean JCT", "dur"),
     ("median_jct_s", "median JCT", "dur"),
     ("p95_jct_s", "p95 JCT", "dur"),
@@ -25,10 +26,18 @@ COLUMNS = (
 )
 
 
+SHOWN_WHEN_NONZERO = {"never_started"}
+
+
 def shown_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
     """The columns with a value in some summary (QoS only when jobs have deadlines, pools only
-    with an inference demand curve)."""
-    return [c for c in COLUMNS if any(s.get(c[0]) is not None for s in summaries)]
+    with an inference demand curve; jobs that never ran only when some did not)."""
+    return [
+        c
+        for c in COLUMNS
+        if any(s.get(c[0]) for s in summaries)
+        or (c[0] not in SHOWN_WHEN_NONZERO and any(s.get(c[0]) is not None for s in summaries))
+    ]
 
 
 def human_duration(seconds) -> str:

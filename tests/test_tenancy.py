@@ -170,13 +170,20 @@ def tenant_cases(draw):
     st.sampled_from(["fifo", "sjf", "tiresias", "drf", "elastic-fifo", "elastic-tiresias", "aryl"]),
 )
 def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld(case, policy):
+    from dlsched.inference import DemandCycle, DemandStep
+
     cluster, config, jobs = case
     layer = QuotaLayer(make_policy(policy), config)
+    demand = None
+    if policy == "aryl":  # an inference server, loaned and reclaimed in turn (notice 60 s)
+        cluster += ",1x4@inference"
+        steps = (DemandStep(0.0, 0, 0), DemandStep(100.0, 0, 1), DemandStep(160.0, 1, 1))
+        demand = DemandCycle("test", 1, steps, 300.0, 60.0, 0.0)
     sim = Simulator(
         parse_cluster_spec(cluster),
         jobs,
         layer,
-        SimConfig(restart_overhead_s=0.0),
+        SimConfig(restart_overhead_s=0.0, inference_demand=demand),
         workload=PowerLaw(),
     )
     state, apply = sim.state, sim.state.apply
@@ -599,3 +606,49 @@ def test_a_reclaim_evicts_lower_priority_first_then_the_youngest():
     assert [jobs[f"a{i}"].preemptions for i in range(4)] == [0, 1, 1, 0]
     assert layer.evictions == {"a": 2}
     assert (jobs["a0"].finish, jobs["a3"].finish) == (1000.0, 1003.0)
+
+
+def test_loaned_inference_servers_are_borrowable_by_the_cohort():
+    # issue 25, 10. 1 training server and 1 inference server (4 GPUs each), inference idle so
+    # the server is loaned from 0. a and b have 2 GPUs each in one cohort. a's six 1-GPU jobs
+    # all start at 0: 4 within the cohort's nominal 4, 2 on the loan (before, the cohort's
+    # nominal total capped a at 4 and two waited to 100 beside 4 idle GPUs). b's 2-GPU job at
+    # 10 fits on the loan's other 2 GPUs: nobody is evicted.
+    from dlsched.inference import DemandCycle, DemandStep
+
+    idle = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 1e9, 60.0, 0.0)
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
+    jobs = [JobSpec(f"a{i}", 0.0, 1, 100.0, tenant="a") for i in range(6)]
+    jobs.append(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
+    layer = QuotaLayer(make_policy("aryl"), config)
+    sim = Simulator(
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
+        jobs,
+        layer,
+        SimConfig(restart_overhead_s=0.0, inference_demand=idle),
+    )
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert [done[f"a{i}"].first_start for i in range(6)] == [0.0] * 6
+    assert (done["b1"].first_start, done["b1"].finish) == (10.0, 60.0)
+    assert layer.evictions == {} and sum(j.preemptions for j in done.values()) == 0
+
+
+def test_a_job_no_quota_admits_ends_the_simulation_under_a_demand_cycle():
+    # Found by the property test above with loans. c has no quota, so c1 is never admitted;
+    # the inference demand cycle has events for ever, and the simulation ran on until it was
+    # stopped as stalled (100,000 passes). A whole cycle with nothing running and nothing
+    # left to arrive now ends it, and c1 is counted as never started.
+    from dlsched.inference import DemandCycle, DemandStep
+
+    steps = (DemandStep(0.0, 0, 0), DemandStep(100.0, 0, 1), DemandStep(160.0, 1, 1))
+    demand = DemandCycle("test", 1, steps, 300.0, 60.0, 0.0)
+    config = TenantConfig({"a": TenantQuota(2)})
+    jobs = [JobSpec("a1", 0.0, 1, 50.0, tenant="a"), JobSpec("c1", 0.0, 1, 50.0, tenant="c")]
+    sim = Simulator(
+        parse_cluster_spec("1x4,1x4@inference"),
+        jobs,
+        QuotaLayer(make_policy("aryl"), config),
+        SimConfig(inference_demand=demand),
+    )
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert done["a1"].status is Status.DONE and done["c1"].first_start is None

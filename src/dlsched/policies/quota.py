@@ -104,6 +104,9 @@ class QuotaLayer(Policy):
         # per cohort: nominal quotas and reservations, summed (tenants the config does not name
         # add the default's nominal quota once seen)
         self.cohort_used: dict[str, int] = {}
+        # GPUs of inference servers loaned to training now (Aryl): borrowable by every cohort,
+        # nobody's nominal quota
+        self.loaned_gpus = 0
         self._seen: set[str] = set(config.tenants)
         self._sum_cohorts()
         self.priorities: dict[str, dict[int, int]] = {}  # tenant -> priority class -> admitted jobs
@@ -288,6 +291,8 @@ class QuotaLayer(Policy):
             self._changed = True  # quota came back since the last pass
         self.used = used
         self._sum_cohort_use()
+        nodes = view.cluster.nodes
+        self.loaned_gpus = sum(nodes[n].num_gpus for n in view.loans.loaned)
 
     def _sum_cohort_use(self) -> None:
         self.cohort_used = {}
@@ -301,9 +306,19 @@ class QuotaLayer(Policy):
         q, used = self.config.quota(tenant), self.used.get(tenant, 0)
         if q.cohort is None:
             return q.nominal - used
-        return min(
-            q.limit - used, self.cohort_nominal.get(q.cohort, 0) - self.cohort_used.get(q.cohort, 0)
+        return min(q.limit - used, self._cohort_room(q.cohort))
+
+    def _cohort_room(self, cohort: str) -> int:
+        """What the cohort's tenants may still take: its unused nominal total (negative when
+        it is beyond it, on loans), and the loaned GPUs other cohorts do not use (a cohort's
+        use beyond its nominal total is on loans)."""
+        others = sum(
+            max(0, n - self.cohort_nominal.get(c, 0))
+            for c, n in self.cohort_used.items()
+            if c != cohort
         )
+        unused = self.cohort_nominal.get(cohort, 0) - self.cohort_used.get(cohort, 0)
+        return unused + max(0, self.loaned_gpus - others)
 
     def _prioritize(self, job: JobState, sign: int) -> None:
         tenant = job.spec.tenant
@@ -446,7 +461,7 @@ class QuotaLayer(Policy):
         used = self.used.get(tenant, 0)
         # reclaim: within its nominal quota, from borrowers of its cohort
         if q.cohort is not None and used + need <= q.nominal:
-            short = self.cohort_used.get(q.cohort, 0) + need - self.cohort_nominal.get(q.cohort, 0)
+            short = need - self._cohort_room(q.cohort)
             over = {
                 t: self.used[t] - self.config.quota(t).nominal
                 for t in self.used

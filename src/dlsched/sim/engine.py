@@ -201,6 +201,12 @@ class Simulator:
         interval = cfg.schedule_interval_s
         tick = state.now + interval if interval else INF
         done_before = arrived_before = idle_passes = 0
+        # Once no job runs and nothing is left to arrive, periodic events (the inference
+        # demand cycle, the schedule interval) go on for ever: after a whole cycle of them in
+        # which nothing started, what is still pending can never run.
+        demand = cfg.inference_demand
+        cycle = (demand.period_s + demand.notice_s if demand else 0.0) + (interval or 0.0) or INF
+        quiet_since: float | None = None
         # what the state scheduled since the loop last looked (the lists are the state's own)
         moved, switched, returned = (
             state.changes.finishes,
@@ -231,6 +237,12 @@ class Simulator:
                 t = tick
             if t == INF:
                 break  # what is still pending can never run
+            if running or i < n or ei < len(node_events):
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = state.now
+            elif t - quiet_since > cycle:
+                break
             advance(t)
             state.now = t
             # completions free GPUs before anything else at the same instant (partners whose

@@ -21,7 +21,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple, Protocol
 
-from ..jobs import JobState
+from ..jobs import JobState, Status
 from ..state.free import FreeGpus
 from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
@@ -138,6 +138,10 @@ class PreemptivePolicy(Policy):
         if elastic is not None:
             elastic.attach(self)
         self.running: list[RunningEntry] = []  # heap, worst first
+        # started by the last plan: they join the heap at the next pass, once running (a job
+        # started in a pass is never a victim in it: later jobs in the scan rank worse; and a
+        # drifting key's bound is known only once the job runs)
+        self._starting: dict[str, JobState] = {}
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
         self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
@@ -242,10 +246,12 @@ class PreemptivePolicy(Policy):
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
+        self._starting.pop(job.job_id, None)
         self._stopped(job, now)
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
+        self._starting.pop(job.job_id, None)
         self._stopped(job, now)
 
     def job_progressed(self, job: JobState, now: float) -> None:
@@ -259,6 +265,10 @@ class PreemptivePolicy(Policy):
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
+        for job in self._starting.values():
+            if job.status is Status.RUNNING:
+                self._push_running(job)
+        self._starting = {}
         self._worst = None
         self.order.on_timers(view)
         plan = Plan()
@@ -321,7 +331,7 @@ class PreemptivePolicy(Policy):
             plan.start.append((job, gpus))
             self._push_next(by_kind, heads, entry, kind)
             self._started(job, now)
-            self._push_running(job)
+            self._starting[job.job_id] = job
         if elastic is not None:
             assert scratch is not None  # made before the pass for the elastic part
             elastic.after_pass(view, plan, scratch)

@@ -652,3 +652,20 @@ def test_a_job_no_quota_admits_ends_the_simulation_under_a_demand_cycle():
     )
     done = {j.job_id: j for j in sim.run().jobs}
     assert done["a1"].status is Status.DONE and done["c1"].first_start is None
+
+
+def test_a_job_takes_back_borrowed_gpus_and_its_own_lower_class_job_s_in_one_step():
+    # issue 25, 7. One cohort of 8 GPUs: a and b have 4 each. At 0, a's L (class 0, 2 GPUs)
+    # and b's three 2-GPU jobs (6: b borrows 2) fill the cluster. At 10, a's H (class 5, 4
+    # GPUs): a would count 6, over its nominal 4, so borrowed GPUs alone cannot be reclaimed
+    # for it; and evicting L alone leaves the cohort full. Kueue takes both: L gives way
+    # (a within its nominal), and b's youngest job gives back the 2 it borrowed. H runs
+    # 10-110. Before, H waited for b's jobs to end at 1000.
+    config = TenantConfig({"a": TenantQuota(4, None, "lab"), "b": TenantQuota(4, None, "lab")})
+    spec = [JobSpec("L", 0.0, 2, 1000.0, tenant="a")]
+    spec += [JobSpec(f"b{i}", 0.0, 2, 1000.0, tenant="b") for i in range(3)]
+    spec.append(JobSpec("H", 10.0, 4, 100.0, tenant="a", priority=5))
+    jobs, layer = run(spec, config, cluster="1x8")
+    assert (jobs["H"].first_start, jobs["H"].finish) == (10.0, 110.0)
+    assert [jobs[x].preemptions for x in ("L", "b0", "b1", "b2")] == [1, 0, 0, 1]
+    assert layer.evictions == {"a": 1, "b": 1}

@@ -374,10 +374,8 @@ class QuotaLayer(Policy):
                         self.inner.job_resized(victim, kept, now)
                         if self.log is not None:
                             self.log.append(("shrunk", victim, "reclaim"))
-                    reason = (
-                        "priority" if victims and victims[0].spec.tenant == tenant else "reclaim"
-                    )
                     for victim in victims:
+                        reason = "priority" if victim.spec.tenant == tenant else "reclaim"
                         self._evict(books, victim, now, evicted, reason, shrunk)
                         gone.add(victim.job_id)
                 self._admit(books, job, now)  # it leaves its bucket
@@ -455,65 +453,87 @@ class QuotaLayer(Policy):
         self, view: PolicyView, job: JobState, need: int, shrunk: dict
     ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
         """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
-        when none may."""
+        when none may. As Kueue decides it in one step: the tenant's own jobs of a lower
+        class give way as far as the job needs to fit its tenant's nominal quota, then
+        borrowers in its cohort give back what the cohort is short of; failing that, more of
+        its own jobs give way until it fits its limits."""
         tenant = job.spec.tenant
         q = self.config.quota(tenant)
         used = self.used.get(tenant, 0)
-        # reclaim: within its nominal quota, from borrowers of its cohort
         if q.cohort is not None and used + need <= q.nominal:
-            short = need - self._cohort_room(q.cohort)
-            over = {
-                t: self.used[t] - self.config.quota(t).nominal
-                for t in self.used
-                if t != tenant and self.config.quota(t).cohort == q.cohort
-            }
-            borrowers = [t for t, o in over.items() if o > 0]
-            shrinks = []
-            for _, victim in self._giving_way_first(borrowers, running_only=True):
-                if short <= 0:
-                    break
-                fewest = smallest_fitting(victim, victim.base_gpus, view)
-                excess = 0 if fewest is None else len(victim.gpus) - fewest
-                if (
-                    excess <= 0
-                    or over[victim.spec.tenant] <= 0
-                    or victim.job_id in shrunk
-                    or view.resizing(victim)
-                    or view.occupancy.partners(victim)
-                ):
-                    continue
-                give = min(excess, short, over[victim.spec.tenant])
-                kept = keep_consolidated(
-                    victim.gpus, len(victim.gpus) - give, view.cluster.gpu_node
-                )
-                shrinks.append((victim, kept))
-                over[victim.spec.tenant] -= give
-                short -= give
-            chosen = []
-            for _, victim in self._giving_way_first(borrowers):
-                if short <= 0:
-                    break
-                if over[victim.spec.tenant] <= 0:
-                    continue
-                chosen.append(victim)
-                took = next(
-                    (len(k) for v, k in shrinks if v is victim), self._counts(victim, shrunk)
-                )
-                over[victim.spec.tenant] -= took
-                short -= took
-            if short > 0:
-                return None
-            return [(v, k) for v, k in shrinks if v not in chosen], chosen
-        # priority: the tenant's own jobs of a lower class
+            return self._reclaim(view, tenant, need - self._cohort_room(q.cohort), shrunk)
         if not any(p < job.spec.priority for p in self.priorities.get(tenant, {})):
             return None
-        chosen, freed = [], 0
+        own: list[JobState] = []
+        freed = 0
         for _, victim in self._giving_way_first([tenant], below=job.spec.priority):
             if self.fits(tenant, need - freed):
                 break
-            chosen.append(victim)
+            if (
+                reclaimed := self._reclaim_within_nominal(view, tenant, need, freed, shrunk)
+            ) is not None:
+                return reclaimed[0], reclaimed[1] + own
+            own.append(victim)
             freed += self._counts(victim, shrunk)
-        return ([], chosen) if chosen and self.fits(tenant, need - freed) else None
+        if own and self.fits(tenant, need - freed):
+            return [], own
+        reclaimed = self._reclaim_within_nominal(view, tenant, need, freed, shrunk)
+        return None if reclaimed is None else (reclaimed[0], reclaimed[1] + own)
+
+    def _reclaim_within_nominal(
+        self, view: PolicyView, tenant: str, need: int, freed: int, shrunk: dict
+    ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
+        """Reclaim for ``need`` GPUs once the tenant's own jobs gave ``freed`` back, when that
+        brings the job within its nominal quota (else None)."""
+        q = self.config.quota(tenant)
+        if q.cohort is None or self.used.get(tenant, 0) - freed + need > q.nominal:
+            return None
+        return self._reclaim(view, tenant, need - freed - self._cohort_room(q.cohort), shrunk)
+
+    def _reclaim(
+        self, view: PolicyView, tenant: str, short: int, shrunk: dict
+    ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
+        """Scale-ins and evictions of borrowers in the tenant's cohort that give back
+        ``short`` GPUs, or None when they cannot."""
+        cohort = self.config.quota(tenant).cohort
+        over = {
+            t: self.used[t] - self.config.quota(t).nominal
+            for t in self.used
+            if t != tenant and self.config.quota(t).cohort == cohort
+        }
+        borrowers = [t for t, o in over.items() if o > 0]
+        shrinks = []
+        for _, victim in self._giving_way_first(borrowers, running_only=True):
+            if short <= 0:
+                break
+            fewest = smallest_fitting(victim, victim.base_gpus, view)
+            excess = 0 if fewest is None else len(victim.gpus) - fewest
+            if (
+                excess <= 0
+                or over[victim.spec.tenant] <= 0
+                or victim.job_id in shrunk
+                or view.resizing(victim)
+                or view.occupancy.partners(victim)
+            ):
+                continue
+            give = min(excess, short, over[victim.spec.tenant])
+            kept = keep_consolidated(victim.gpus, len(victim.gpus) - give, view.cluster.gpu_node)
+            shrinks.append((victim, kept))
+            over[victim.spec.tenant] -= give
+            short -= give
+        chosen = []
+        for _, victim in self._giving_way_first(borrowers):
+            if short <= 0:
+                break
+            if over[victim.spec.tenant] <= 0:
+                continue
+            chosen.append(victim)
+            took = next((len(k) for v, k in shrinks if v is victim), self._counts(victim, shrunk))
+            over[victim.spec.tenant] -= took
+            short -= took
+        if short > 0:
+            return None
+        return [(v, k) for v, k in shrinks if v not in chosen], chosen
 
     def _giving_way_first(
         self, tenants: list[str], below: int | None = None, running_only: bool = False

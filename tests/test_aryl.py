@@ -3,6 +3,7 @@ loaning invariants over random demand curves and workloads."""
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -376,3 +377,31 @@ def test_an_elastic_job_starts_where_its_memory_fits_not_at_its_minimum():
     g = next(s for s in starts if s[0] == "g")
     assert g[1] >= 20 and g[2] >= 1000.0, starts  # after the blocker, on 20 or more
     assert all(j.finish is not None for j in result.jobs)
+
+
+def test_extras_go_where_they_are_fast_and_are_valued_at_their_placement():
+    # issue 25, 5. 1 training server with 2 GPUs and 1 loaned inference server. J (cifar10,
+    # elastic 1..2, 1,000 s on 1 GPU) starts at 0. Before, its extra GPU went to the loaned
+    # server, valued at the speed of one node, and the job ran across two nodes slower than on
+    # one GPU: 1,790 s. Now the extra goes to its own node (J ends at 1,000 / its speed on
+    # GPUs 0 and 1); with that GPU taken by B, the only extra is across nodes, which the
+    # knapsack values as slower: J is not grown and ends at 1,000.
+    from dlsched.inference import DemandCycle, DemandStep
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+
+    idle = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 1e9, 60.0, 0.0)
+    cluster = parse_cluster_spec("1x2:V100,1x4:V100@inference")
+    j = JobSpec("J", 0.0, 1, 1000.0, model="cifar10", batch_size=64, min_gpus=1, max_gpus=2)
+    config = SimConfig(restart_overhead_s=0.0, inference_demand=idle)
+    for jobs in ([j], [JobSpec("B", 0.0, 1, 5000.0), j]):
+        workload = PerfSpeed(PerfModel(), cluster)
+        result = Simulator(cluster, jobs, make_policy("aryl"), config, workload=workload).run()
+        done = {s.job_id: s for s in result.jobs}
+        if len(jobs) == 1:
+            speed = workload(done["J"], (0, 1))
+            assert speed > 1.0
+            assert done["J"].finish == pytest.approx(1000.0 / speed)
+            assert done["J"].attained_gpu_s == pytest.approx(2 * done["J"].finish)
+        else:
+            assert done["J"].finish == 1000.0 and done["J"].attained_gpu_s == 1000.0

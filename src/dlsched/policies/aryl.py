@@ -13,9 +13,10 @@ A pass:
    is taken. Later jobs may start past one that cannot (``scan="backfill"``).
 2. **Extra workers by a multiple-choice knapsack.** The GPUs left go to elastic jobs (running,
    or starting in this pass) as extra workers: each job offers options "k more GPUs" (up to its
-   maximum) valued by the JCT reduction T(n) - T(n + k), T(n) = work left / speed at n GPUs (the
-   workload model's speed-vs-size curve); :mod:`.knapsack` picks the best set exactly. Extras
-   go to loaned servers first, nearest the job first.
+   maximum) valued by the JCT reduction T(n) - T(n + k), T = work left / speed, each at the
+   GPUs the extras would get (the workload model's speed on that placement: extras across
+   nodes may be slower than none); :mod:`.knapsack` picks the best set exactly. Extras go to
+   the job's own nodes first, then to loaned servers before owned ones.
 3. **Reclaim** (when the inference side needs servers back): the loaned servers with the lowest
    *server preemption cost*, one at a time, costs recomputed after each pick. A job on the
    server costs nothing when it can scale in (elastic, its GPUs elsewhere still at least its
@@ -87,6 +88,8 @@ class Aryl(Policy):
         self._rng = random.Random(seed)
         self.size: dict[str, tuple[JobState, int]] = {}  # running elastic jobs and their GPUs
         self.extra_total = 0  # GPUs held above base sizes, in total
+        # job id -> (GPUs, nodes, GPU types, sub-batches) -> its speed there (extras' values)
+        self._speeds: dict[str, dict[tuple, float]] = {}
 
     def params(self) -> dict:
         return {
@@ -121,6 +124,7 @@ class Aryl(Policy):
 
     def job_finished(self, job: JobState, now: float) -> None:
         self._untrack(job)
+        self._speeds.pop(job.job_id, None)
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._untrack(job)
@@ -254,20 +258,26 @@ class Aryl(Policy):
             if size < job.spec.gpu_range[1] and self._resizable(view, job, planned):
                 candidates.append((job, list(job.gpus), -1))
         groups, kept = [], []
+        loaned = view.loans.loaned
+        order = _extras_order(free, loaned)
         for job, held, index in candidates:
-            options = self._options(view, job, len(held), spare)
+            options = self._options(view, job, held, free, order)
             if options:
                 groups.append(options)
                 kept.append((job, held, index))
         if not groups:
             return
         chosen = knapsack.solve(groups, spare)
-        loaned = view.loans.loaned
         for (job, held, index), options, pick in zip(kept, groups, chosen):
             if pick < 0:
                 continue
             extra = _place_extras(
-                free, held, options[pick][0], job.spec.gpu_types, loaned, view.cluster.gpu_node
+                free,
+                held,
+                options[pick][0],
+                job.spec.gpu_types,
+                _extras_order(free, loaned),  # as free is now
+                view.cluster.gpu_node,
             )
             if not extra:
                 continue
@@ -279,18 +289,45 @@ class Aryl(Policy):
                 planned[job.job_id] = grown
 
     def _options(
-        self, view: PolicyView, job: JobState, size: int, spare: int
+        self, view: PolicyView, job: JobState, held: list[int], free: FreeGpus, order: list[int]
     ) -> list[knapsack.Option]:
-        """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, dominated ones dropped."""
-        base_time = self._time_left(view, job, size)
-        if base_time is None:
+        """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, each valued at the
+        GPUs it would get now (extras spanning more nodes may be slower than none), dominated
+        ones dropped."""
+        workload = view.workload
+        if workload.speed_at_size(job.spec, len(held)) is None:
+            return []  # no speed-vs-size curve: nothing grows
+        # A speed depends on the GPUs' count, nodes and types (and the sub-batch count): known
+        # speeds are kept per job, as every pass values the same jobs again.
+        known = self._speeds.setdefault(job.job_id, {})
+        cluster = view.cluster
+        gpu_node, nodes = cluster.gpu_node, cluster.nodes
+        on = {gpu_node[g] for g in held}
+        types = frozenset(nodes[n].gpu_type for n in on)
+        key = (len(held), len(on), types, job.accumulation)
+        speed = known.get(key)
+        if speed is None:
+            speed = known[key] = workload(job, tuple(held))
+        if not speed:
             return []
+        left = job.remaining_at(view.now)
+        base_time = left / speed
+        extra = _place_extras(
+            free, held, job.spec.gpu_range[1] - len(held), job.spec.gpu_types, order, gpu_node
+        )
         options: list[knapsack.Option] = []
         best = 0.0
-        for k in range(1, min(job.spec.gpu_range[1] - size, spare) + 1):
-            t = self._time_left(view, job, size + k)
-            if t is not None and base_time - t > best:
-                best = base_time - t
+        for k in range(1, len(extra) + 1):
+            nid = gpu_node[extra[k - 1]]
+            if nid not in on:
+                on.add(nid)
+                types = types | {nodes[nid].gpu_type}
+            key = (len(held) + k, len(on), types, job.accumulation)
+            grown = known.get(key)
+            if grown is None:
+                grown = known[key] = workload(job, (*held, *extra[:k]))
+            if grown and base_time - left / grown > best:
+                best = base_time - left / grown
                 options.append((k, best))
         return options
 
@@ -374,27 +411,31 @@ def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobState]:
     )
 
 
+def _extras_order(free: FreeGpus, loaned: Collection[int]) -> list[int]:
+    """The nodes with free GPUs in the order extras go to them after the job's own nodes:
+    loaned servers before owned ones, each time the fewest free GPUs first."""
+    usable = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]]
+    usable.sort(key=lambda n: (n not in loaned, len(free.free[n]), n))
+    return usable
+
+
 def _place_extras(
     free: FreeGpus,
     gpus: list[int],
     k: int,
     types: tuple[str, ...] | None,
-    loaned: Collection[int],
+    order: list[int],
     gpu_node: Sequence[int],
 ) -> tuple[int, ...]:
-    """Up to ``k`` GPUs for extra workers: loaned servers before owned ones, and within each,
-    the job's own nodes first, then the nodes with the fewest free GPUs."""
+    """Up to ``k`` GPUs for extra workers: on the job's own nodes first (extras across nodes
+    may be slower than none), then on the nodes in ``order`` (:func:`_extras_order` of
+    ``free``)."""
     own = {gpu_node[g] for g in gpus}
     nodes = free.cluster.nodes
-    usable = [
-        n
-        for c in range(1, len(free.buckets))
-        for n in free.buckets[c]
-        if types is None or nodes[n].gpu_type in types
-    ]
-    usable.sort(key=lambda n: (n not in loaned, n not in own, len(free.free[n]), n))
     taken: list[int] = []
-    for nid in usable:
+    for nid in [n for n in order if n in own] + [n for n in order if n not in own]:
+        if types is not None and nodes[nid].gpu_type not in types:
+            continue
         taken.extend(sorted(free.free[nid])[: k - len(taken)])
         if len(taken) == k:
             break

@@ -126,6 +126,9 @@ class Aryl(Policy):
         self._untrack(job)
         self._speeds.pop(job.job_id, None)
 
+    def job_cancelled(self, job: JobState, now: float) -> None:
+        self._speeds.pop(job.job_id, None)  # valued as planned to start, then cancelled
+
     def job_requeued(self, job: JobState, now: float) -> None:
         self._untrack(job)
 

@@ -106,6 +106,8 @@ def test_a_job_grows_onto_a_loaned_server_and_scales_in_when_it_is_reclaimed(ray
         assert pools["reclaim_scale_ins"] == 1 and pools["reclaim_preemptions"] == 0
         # the stand-in serves on i0 and holds every GPU unit there; nothing of training is left
         assert h.executor.inference_ready("i0")
+        stand_in = ray.get_actor("inference-i0", namespace="dlsched")
+        assert len(ray.get(stand_in.infer.remote([0.5] * 64), timeout=120)) == 8  # it serves
         available = ray.available_resources()
         assert all(available.get(f"dlsched_gpu_i0_{i}", 0) == 0 for i in range(2))
         assert not [p for p in training_there if alive(p)], (

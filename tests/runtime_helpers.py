@@ -9,10 +9,6 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Ray starts its workers at niceness 15. Next to the other pytest worker's CPU-bound tests
-# (niceness 0) they got so little CPU that a reclaim's scale-in and the stand-in's start took
-# twice the 20 s notice in CI; the tests time the workers, so they run at the tests' priority.
-os.environ.setdefault("RAY_worker_niceness", "0")
 
 # Ray as the server runs it (token auth, loopback only): set before any test imports Ray
 from dlsched.runtime.ray_setup import configure_ray  # noqa: E402

@@ -109,6 +109,40 @@ def test_an_on_time_job_waits_rather_than_start_where_it_would_miss():
     assert job_rows(result.jobs)[1]["mean_gpus"] == 4
 
 
+def test_a_bound_on_a_best_effort_job_s_slowdown_makes_it_wait_for_a_placement_near_its_best():
+    # issue 25, 2. X holds 3 of 4 GPUs from 0 to 100. L (no deadline, 4 GPUs asked) arrives at
+    # 1, predicted 400 s on 1 GPU, 300 on 2, 100 on 4; S (no deadline, 1 GPU, 150 s) at 2.
+    # By default a best-effort job takes the fastest placement idle now: L starts at 1 on the
+    # one idle GPU, and S, behind it, at 100. With best_effort_slowdown=2, L may start only
+    # within 200 s: on 4 GPUs. It waits; S takes the idle GPU (2-152, its trace duration), and
+    # L starts when all 4 are idle, at 152.
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.sim import SimConfig, simulate
+
+    jobs = [job("X", 0, 3, 100), job("L", 1, 4, 100), job("S", 2, 1, 150)]
+    tables = {"X": {3: 100.0}, "L": {1: 400.0, 2: 300.0, 4: 100.0}, "S": {1: 150.0}}
+    starts = {}
+    for bound in (None, 2.0):
+        policy = HandMade(tables)
+        policy.best_effort_slowdown = bound
+        result = simulate(
+            parse_cluster_spec("1x4"), jobs, policy, SimConfig(restart_overhead_s=0.0)
+        )
+        rows = {r["job_id"]: r for r in job_rows(result.jobs)}
+        starts[bound] = {
+            j.job_id: (j.first_start, rows[j.job_id]["mean_gpus"]) for j in result.jobs
+        }
+    assert starts[None]["L"] == (1.0, 1) and starts[None]["S"] == (100.0, 1)
+    assert starts[2.0]["L"] == (152.0, 4) and starts[2.0]["S"] == (2.0, 1)
+    assert Genie(best_effort_slowdown=float("inf")).best_effort_slowdown is None
+
+
+@pytest.mark.parametrize("bad", [0.5, -1, float("nan"), "fast"])
+def test_a_best_effort_slowdown_below_one_is_refused_by_name(bad):
+    with pytest.raises(SpecError, match="best_effort_slowdown"):
+        Genie(best_effort_slowdown=bad)
+
+
 def test_genie_may_run_a_job_on_fewer_gpus_but_the_state_refuses_that_to_others():
     from dlsched.policies.base import Plan
     from dlsched.policies.fifo import Fifo

@@ -6,11 +6,13 @@ GENIE is event-driven (a pass at every arrival and completion) and non-preemptiv
 waiting allowance is its deadline - now - its predicted run time left at its best placement
 (the fastest size it may use, on the fewest nodes). Waiting jobs are taken in order of
 allowance; those whose allowance is already negative, and those without a deadline, come after
-the others, in arrival order (best effort). Each gets, of the placements the idle GPUs allow now,
-the one with the fewest GPUs predicted to meet its deadline, else the fastest (a best-effort job:
-the fastest). A job may run on fewer GPUs than it asked for (GENIE chooses the number of
-workers, the global batch kept), never on more; sizes are its request and the powers of two
-below it whose per-GPU memory fits.
+the others, in arrival order (best effort). An on-time job gets, of the placements the idle GPUs
+allow now, the one with the fewest GPUs predicted to meet its deadline, or waits. A best-effort
+job gets the fastest placement the idle GPUs allow (with ``best_effort_slowdown``, only one
+predicted to run at most that many times as long as at the job's best size; else it waits). A
+job may run on fewer GPUs than it asked for (GENIE chooses the number of workers, the global
+batch kept), never on more; sizes are its request and the powers of two below it whose per-GPU
+memory fits.
 
 Predictions: ``predictor="profiled"`` fits :mod:`dlsched.perf.predictor` per job to its
 profiling samples: in the simulator the workload model's iteration times read with ``noise``;
@@ -137,9 +139,13 @@ class Genie(Policy):
         noise: float | None = None,
         seed: int = 0,
         placement: str = "best-fit",
+        best_effort_slowdown: float | None = None,
     ) -> None:
         """``noise``: the simulated profiling's relative error (None: the predictor's default,
-        :data:`dlsched.perf.predictor.DEFAULT_PROFILE_NOISE`)."""
+        :data:`dlsched.perf.predictor.DEFAULT_PROFILE_NOISE`). ``best_effort_slowdown``: how
+        much slower than at its best a late job or one without a deadline may start (>= 1;
+        None, the default, or ``inf``: on whatever is idle; a bound of 2 lowered QoS and raised
+        the mean JCT on Philly, docs/experiments/genie.md, "Late jobs")."""
         super().__init__(placement, "greedy")
         if predictor not in PREDICTORS:
             raise SpecError(
@@ -151,7 +157,18 @@ class Genie(Policy):
             noise = DEFAULT_PROFILE_NOISE
         if not (isinstance(noise, (int, float)) and 0 <= noise < 1):
             raise SpecError("noise", f"must be a number in [0, 1), got {noise!r}")
+        if best_effort_slowdown is not None and not (
+            isinstance(best_effort_slowdown, (int, float)) and best_effort_slowdown >= 1
+        ):
+            raise SpecError(
+                "best_effort_slowdown", f"must be a number >= 1, got {best_effort_slowdown!r}"
+            )
         self.predictor, self.noise, self.seed = predictor, float(noise), int(seed)
+        self.best_effort_slowdown = (
+            None
+            if best_effort_slowdown is None or best_effort_slowdown == math.inf
+            else float(best_effort_slowdown)
+        )
         self.predictions: dict[str, _Prediction] = {}  # made once, at a job's first wait
         # what predictions read; the same every pass (known from the first)
         self.workload: WorkloadModel | None = None
@@ -163,6 +180,7 @@ class Genie(Policy):
             "predictor": self.predictor,
             "noise": self.noise,
             "seed": self.seed,
+            "best_effort_slowdown": self.best_effort_slowdown,
         }
 
     def job_finished(self, job: JobState, now: float) -> None:
@@ -218,10 +236,14 @@ class Genie(Policy):
         """An on-time job: the fewest GPUs predicted to meet its deadline, or None (it waits:
         its allowance is not spent, and a placement started now that misses the deadline would
         lock the miss in, as GENIE never preempts or resizes). A late job or one without a
-        deadline: the fastest placement now."""
+        deadline: the fastest placement now, or None if even that is predicted to take more
+        than ``best_effort_slowdown`` times its best run time."""
         p = self.predictions[job.job_id]
         deadline = job.spec.deadline_s if on_time else None  # on time: it has one
         fastest, fastest_end = None, math.inf
+        slowest = math.inf  # for a best-effort job: the latest end it may start for
+        if not on_time and self.best_effort_slowdown is not None:
+            slowest = now + self.best_effort_slowdown * p.best_s(job)
         gpu_node = view.cluster.gpu_node
         for n in p.sizes:
             if n > free.total:
@@ -233,7 +255,7 @@ class Genie(Policy):
             if deadline is not None:
                 if end <= deadline:
                     return gpus
-            elif end < fastest_end:
+            elif end < fastest_end and end <= slowest:
                 fastest, fastest_end = gpus, end
         return fastest
 
@@ -244,8 +266,13 @@ class GenieOracle(Genie):
         "GENIE with exact predictions (the workload model): the policy without prediction error"
     )
 
-    def __init__(self, seed: int = 0, placement: str = "best-fit") -> None:
-        super().__init__("oracle", 0.0, seed, placement)
+    def __init__(
+        self,
+        seed: int = 0,
+        placement: str = "best-fit",
+        best_effort_slowdown: float | None = None,
+    ) -> None:
+        super().__init__("oracle", 0.0, seed, placement, best_effort_slowdown)
 
 
 def deadline_first(job: JobState) -> tuple:

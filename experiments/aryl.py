@@ -2,15 +2,19 @@
 (docs/experiments/aryl.md).
 
     .venv/bin/python experiments/aryl.py [--out out/aryl] [--skip-philly] [--workers 2]
+                                         [--workloads "NAME;..."] [--seeds 0]
 
 Workloads: (a) the full Philly trace on 64 x 8 V100 for training and 16 x 8 V100 for inference;
 (b) a synthetic Poisson workload (Philly's size and duration mix, models from the zoo, nominal
 load 2) on 16 x 8 training and 4 x 8 inference. Half of the jobs are elastic (the seeded rule
 of dlsched.elastic_jobs: min = request / 2, max = 2 x request). The inference pool follows the
 Alibaba GenAI QPS curve (dlsched.inference: peak = 90% of the pool, announced 120 s ahead);
-Philly is also run with Philly's own active-node curve as the demand. Policies: Aryl and its
-ablations; ``aryl-base`` (SJF with backfill, neither loaning nor elasticity) is the scheduler
-the paper compares against. Writes summary.md, results.json and loaning.png.
+Philly is also run with Philly's own active-node curve as the demand, at half its arrival rate
+(an unsaturated training cluster), and with an inference pool of T4s (slower than the training
+V100s). Policies: Aryl and its ablations; ``aryl-base`` (SJF with backfill, neither loaning nor
+elasticity) is the scheduler the paper compares against. With several seeds (the elastic jobs are
+drawn from them) each cell is a mean with its 95% interval, ratios taken per seed. Writes
+summary.md, results.json and loaning.png.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dlsched.metrics import summarize
 from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
+from dlsched.stats import format_ci
 
 POLICIES = [
     ("aryl-base", {}),
@@ -35,14 +40,25 @@ POLICIES = [
     ("aryl (random reclaim)", {"reclaim": "random"}),
     ("aryl", {}),
 ]
-WORKLOADS = {  # name: trace, training + inference cluster, trace parameters, demand curve
-    "philly": ("philly", "64x8:V100,16x8:V100@inference", {}, "genai"),
-    "philly, Philly-nodes demand": ("philly", "64x8:V100,16x8:V100@inference", {}, "philly-nodes"),
+WORKLOADS = {  # name: trace, training + inference cluster, trace parameters, demand curve, load
+    "philly": ("philly", "64x8:V100,16x8:V100@inference", {}, "genai", 1.0),
+    "philly, Philly-nodes demand": (
+        "philly",
+        "64x8:V100,16x8:V100@inference",
+        {},
+        "philly-nodes",
+        1.0,
+    ),
+    # like for like with the paper (issue 25, 6): a training cluster that is not saturated
+    # (Philly's arrivals spread over twice the time), and inference servers slower than training's
+    "philly, half the arrival rate": ("philly", "64x8:V100,16x8:V100@inference", {}, "genai", 0.5),
+    "philly, T4 inference": ("philly", "64x8:V100,16x8:T4@inference", {}, "genai", 1.0),
     "synthetic": (
         "synthetic",
         "16x8:V100,4x8:V100@inference",
         {"num_jobs": 3000, "load": 2.0},
         "genai",
+        1.0,
     ),
 }
 ELASTIC_FRACTION = 0.5
@@ -50,11 +66,18 @@ PLOT_DAYS = 3
 
 
 def run_one(task: tuple) -> dict:
-    workload, label = task
-    trace, cluster, params, source = WORKLOADS[workload]
+    workload, label, seed = task
+    trace, cluster, params, source, load = WORKLOADS[workload]
     name, policy_params = next((n, p) for n, p in POLICIES if n == label)
     policy = make_policy(name.split(" ")[0], **policy_params)
-    w = prepare(trace, cluster, elastic_fraction=ELASTIC_FRACTION, trace_params=params)
+    w = prepare(
+        trace,
+        cluster,
+        elastic_fraction=ELASTIC_FRACTION,
+        trace_params=params,
+        load=load,
+        seed=seed,
+    )
     servers = sum(1 for n in w.cluster.nodes if n.pool == "inference")
     demand = demand_cycle(load_curve(source), servers)
     t0 = time.perf_counter()
@@ -74,6 +97,7 @@ def run_one(task: tuple) -> dict:
     return {
         "workload": workload,
         "run": label,
+        "seed": seed,
         "wall_s": wall,
         "pools": s["pools"],
         "series": series[:: max(1, len(series) // 4000)],
@@ -91,33 +115,47 @@ def run_one(task: tuple) -> dict:
     }
 
 
+# the summary's columns after the policy: (value of a run r given the base run b of its seed,
+# digits, unit)
+COLUMNS = [
+    (lambda r, b: r["mean_queue_s"] / 3600, 2, ""),
+    (lambda r, b: b["mean_queue_s"] / r["mean_queue_s"], 2, "x"),
+    (lambda r, b: r["mean_jct_s"] / 3600, 2, ""),
+    (lambda r, b: b["mean_jct_s"] / r["mean_jct_s"], 2, "x"),
+    (lambda r, b: 100 * r["pools"]["cluster_usage"], 1, "%"),
+    (lambda r, b: 100 * (r["pools"]["cluster_usage"] / b["pools"]["cluster_usage"] - 1), 1, "%"),
+    (lambda r, b: r["pools"]["reclaims"], 0, ""),
+    (lambda r, b: r["pools"]["reclaim_scale_ins"], 0, ""),
+    (lambda r, b: r["pools"]["reclaim_preemptions"], 0, ""),
+    (lambda r, b: r["pools"]["forced_preemptions"], 0, ""),
+    (lambda r, b: r["pools"]["inference_shortfall_server_s"], 0, ""),
+    (lambda r, b: r["wall_s"], 1, ""),
+]
+
+
 def write_summary(results: list[dict], out: Path) -> None:
     lines = ["# Aryl reproduction: results", ""]
     for workload in WORKLOADS:
         rows = [r for r in results if r["workload"] == workload]
         if not rows:
             continue
-        base = next(r for r in rows if r["run"] == "aryl-base")
+        base = {r["seed"]: r for r in rows if r["run"] == "aryl-base"}
         lines += [
-            f"## {workload} ({rows[0]['jobs']:,} jobs)",
+            f"## {workload} ({rows[0]['jobs']:,} jobs; seeds {', '.join(map(str, sorted(base)))})",
             "",
             "| policy | mean queuing (h) | vs base | mean JCT (h) | vs base | usage, both pools | "
-            "reclaims | scale-ins | reclaim preemptions | of which at the deadline | inference "
-            "shortfall (server-s) | wall (s) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "vs base | reclaims | scale-ins | reclaim preemptions | of which at the deadline | "
+            "inference shortfall (server-s) | wall (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in rows:
-            p = r["pools"]
-            lines.append(
-                f"| {r['run']} | {r['mean_queue_s'] / 3600:.2f} | "
-                f"{base['mean_queue_s'] / r['mean_queue_s']:.2f}x | "
-                f"{r['mean_jct_s'] / 3600:.2f} | {base['mean_jct_s'] / r['mean_jct_s']:.2f}x | "
-                f"{p['cluster_usage']:.1%} "
-                f"({(p['cluster_usage'] / base['pools']['cluster_usage'] - 1):+.1%}) | "
-                f"{p['reclaims']:,} | {p['reclaim_scale_ins']:,} | {p['reclaim_preemptions']:,} | "
-                f"{p['forced_preemptions']:,} | "
-                f"{p['inference_shortfall_server_s']:g} | {r['wall_s']:.1f} |"
-            )
+        for run, _ in POLICIES:
+            rs = [r for r in rows if r["run"] == run]
+            if rs:
+                cells = [
+                    format_ci([f(r, base[r["seed"]]) for r in rs], digits) + unit
+                    for f, digits, unit in COLUMNS
+                ]
+                lines.append(f"| {run} | " + " | ".join(cells) + " |")
         lines.append("")
     (out / "summary.md").write_text("\n".join(lines))
 
@@ -163,11 +201,23 @@ def main() -> None:
     parser.add_argument("--out", default="out/aryl")
     parser.add_argument("--skip-philly", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--workloads",
+        help=f"separated by ';', of: {'; '.join(WORKLOADS)} (default: all)",
+    )
+    parser.add_argument("--seeds", default="0", help="comma-separated (default %(default)s)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    workloads = [w for w in WORKLOADS if not (args.skip_philly and w.startswith("philly"))]
-    tasks = [(w, label) for w in workloads for label, _ in POLICIES]
+    workloads = list(WORKLOADS)
+    if args.workloads:
+        workloads = [w.strip() for w in args.workloads.split(";")]
+        unknown = [w for w in workloads if w not in WORKLOADS]
+        if unknown:
+            parser.error(f"unknown workload '{unknown[0]}' (choose from: {'; '.join(WORKLOADS)})")
+    workloads = [w for w in workloads if not (args.skip_philly and w.startswith("philly"))]
+    seeds = [int(x) for x in args.seeds.split(",")]
+    tasks = [(w, label, seed) for w in workloads for label, _ in POLICIES for seed in seeds]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         results = list(pool.map(run_one, tasks))

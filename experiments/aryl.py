@@ -10,7 +10,7 @@ load 2) on 16 x 8 training and 4 x 8 inference. Half of the jobs are elastic (th
 of dlsched.elastic_jobs: min = request / 2, max = 2 x request). The inference pool follows the
 Alibaba GenAI QPS curve (dlsched.inference: peak = 90% of the pool, announced 120 s ahead);
 Philly is also run with Philly's own active-node curve as the demand, at half its arrival rate
-(an unsaturated training cluster), and with an inference pool of T4s (slower than the training
+(an unsaturated training cluster), and with an inference pool of P100s (slower than the training
 V100s). Policies: Aryl and its ablations; ``aryl-base`` (SJF with backfill, neither loaning nor
 elasticity) is the scheduler the paper compares against. With several seeds (the elastic jobs are
 drawn from them) each cell is a mean with its 95% interval, ratios taken per seed. Writes
@@ -52,7 +52,8 @@ WORKLOADS = {  # name: trace, training + inference cluster, trace parameters, de
     # like for like with the paper (issue 25, 6): a training cluster that is not saturated
     # (Philly's arrivals spread over twice the time), and inference servers slower than training's
     "philly, half the arrival rate": ("philly", "64x8:V100,16x8:V100@inference", {}, "genai", 0.5),
-    "philly, T4 inference": ("philly", "64x8:V100,16x8:T4@inference", {}, "genai", 1.0),
+    # P100: a type Gavel measured (dlsched.perf.model.type_speed); a T4 pool runs at V100 speed
+    "philly, P100 inference": ("philly", "64x8:V100,16x8:P100@inference", {}, "genai", 1.0),
     "synthetic": (
         "synthetic",
         "16x8:V100,4x8:V100@inference",

@@ -6,6 +6,7 @@ over the in-memory executor (no Ray), so a few thousand requests take seconds.""
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from types import SimpleNamespace
@@ -21,7 +22,9 @@ from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import SQLiteStore
 from fake_executor import Clock, FakeExecutor
 
-EXAMPLES = 120  # per operation; each is sent five times (a few thousand requests in all)
+# per operation; each is sent five times (a few thousand requests in all). `make check`, the inner
+# loop, runs a quarter of them; `make test` and CI all.
+EXAMPLES = int(os.environ.get("DLSCHED_FUZZ_EXAMPLES", "120"))
 SECRET_TENANT, SECRET_NAME = "zq-private-tenant", "zq-private-run-name"
 JOB_ID = re.compile(r"\bjob-\d+\b")
 

@@ -52,7 +52,7 @@ WORKLOADS = {  # name: trace, training + inference cluster, trace parameters, de
     # like for like with the paper (issue 25, 6): a training cluster that is not saturated
     # (Philly's arrivals spread over twice the time), and inference servers slower than training's
     "philly, half the arrival rate": ("philly", "64x8:V100,16x8:V100@inference", {}, "genai", 0.5),
-    # P100: a type Gavel measured (dlsched.perf.model.type_speed); a T4 pool runs at V100 speed
+    # P100: a type Gavel measured (dlsched.perf.model.type_speed); a T4 has no measured speed
     "philly, P100 inference": ("philly", "64x8:V100,16x8:P100@inference", {}, "genai", 1.0),
     "synthetic": (
         "synthetic",

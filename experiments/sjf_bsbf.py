@@ -51,7 +51,8 @@ def main() -> None:
     for k in range(1, 5):
         name = f"muri-{k}"
         nodes = max(4, math.ceil(offered_demand_gpus(name) / args.load / 8))
-        workloads.append((name, f"{nodes}x8:RTXA6000"))
+        # speed 1: the Muri traces' durations were recorded on these GPUs
+        workloads.append((name, f"{nodes}x8:RTXA6000*1"))
     if not args.skip_philly:
         workloads.append(("philly", "64x8:V100"))
     rows = []

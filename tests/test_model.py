@@ -30,6 +30,18 @@ def test_cluster_yaml(tmp_path):
     assert c.nodes[2].pool == "inference"
 
 
+def test_a_gpu_type_s_speed_in_the_spec_and_yaml_round_trips(tmp_path):
+    c = parse_cluster_spec("1x8:V100,2x4:T4*0.45@inference")
+    assert c.gpu_speeds == {"T4": 0.45}
+    assert load_cluster(c.spec()) == c and "T4*0.45" in c.describe()
+    f = tmp_path / "c.yaml"
+    f.write_text("groups:\n  - {count: 1, gpus_per_node: 4, gpu_type: A100, gpu_speed: 2.5}\n")
+    assert load_cluster(str(f)).gpu_speeds == {"A100": 2.5}
+    with pytest.raises(SpecError, match="one speed per GPU type") as err:
+        parse_cluster_spec("1x4:T4*0.4,1x4:T4*0.5@inference")
+    assert err.value.field == "groups[1].gpu_speed"
+
+
 @pytest.mark.parametrize(
     "spec, field",
     [
@@ -37,6 +49,8 @@ def test_cluster_yaml(tmp_path):
         ("0x8", "groups[0].count"),
         ("abc", "cluster"),
         ("2x4:Unknown", "groups[0].gpu_mem_mib"),
+        ("2x4:T4*0", "groups[0].gpu_speed"),
+        ("2x4:T4*fast", "cluster"),
     ],
 )
 def test_bad_cluster_specs_name_the_field(spec, field):

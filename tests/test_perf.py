@@ -6,6 +6,7 @@ import pytest
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import SpecError
+from dlsched.jobs import JobSpec, JobState
 from dlsched.perf.measurements import pollux_apps, pollux_points
 from dlsched.perf.scaling import fit_scaling, holdout_split, relative_errors, scaling_model
 
@@ -123,7 +124,24 @@ def test_gpu_type_speed_is_gavels_measured_ratio():
         perf.iteration_s("resnet18", 1) / expected
     )
     assert perf.type_speed("resnet18", "V100") == 1.0
+    assert perf.type_speed("resnet18", "V100M32") == 1.0  # the same chip with more memory
     assert PerfModel({"T4": 0.5}).type_speed("bert", "T4") == 0.5
+
+
+def test_a_gpu_type_nobody_measured_is_refused_unless_the_cluster_gives_its_speed():
+    # it ran at V100 speed, silently: an Aryl run with a T4 inference pool gave the V100 numbers
+    from dlsched.perf.speed import PerfSpeed
+
+    with pytest.raises(SpecError) as err:
+        PerfModel().type_speed("bert", "T4")
+    assert err.value.field == "gpu_speed" and "T4" in str(err.value)
+    with pytest.raises(SpecError, match="T4 has no measured speed"):
+        PerfSpeed(PerfModel(), parse_cluster_spec("1x2:V100,1x2:T4@inference"))
+    cluster = parse_cluster_spec("1x2:V100,1x2:T4*0.4@inference")
+    speed = PerfSpeed(PerfModel(), cluster)
+    job = JobState(JobSpec("a", 0, 1, 100.0, model="resnet18", batch_size=128), seq=0)
+    # a 1-GPU job on the T4 (GPU 2) runs at 0.4 of its V100 speed (GPU 0)
+    assert speed(job, (2,)) == pytest.approx(0.4 * speed(job, (0,)))
 
 
 def test_colocation_slowdowns_are_asymmetric_measurements():

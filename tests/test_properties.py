@@ -119,7 +119,7 @@ def model_workloads(draw):
     model_workloads(),
     st.sampled_from(["sjf-ffs", "sjf-bsbf", "sjf-bsbf-consolidated"]),
     st.sampled_from(["strict", "backfill", "greedy"]),
-    st.sampled_from(["V100", "RTXA6000"]),
+    st.sampled_from(["V100", "RTXA6000*1"]),  # its 48 GiB matter here, not its speed
 )
 def test_sharing_invariants(workload, policy, scan, gpu_type):
     from dlsched.perf.model import PerfModel

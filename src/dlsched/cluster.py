@@ -1,8 +1,10 @@
 """Cluster model: nodes with GPUs, grouped in pools (training / inference) and racks.
 
 A cluster is built from a short spec such as ``64x8:V100`` or
-``32x8:V100,16x4:T4@inference`` (``COUNTxGPUS[:TYPE][@POOL]``, comma separated), or from a
-YAML file (see :func:`load_cluster`). GPUs get global integer ids, numbered node by node.
+``32x8:V100,16x4:T4*0.5@inference`` (``COUNTxGPUS[:TYPE[/MEM_MIB][*SPEED]][@POOL]``, comma
+separated), or from a YAML file (see :func:`load_cluster`). GPUs get global integer ids,
+numbered node by node. ``SPEED`` is a GPU type's speed relative to a V100, for types no public
+source measured (the performance model knows K80, P100 and V100 only).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Node:
 @dataclass(slots=True)
 class Cluster:
     nodes: list[Node]
+    # speed relative to a V100 of GPU types the spec gave one (for every model; see perf.model)
+    gpu_speeds: dict[str, float] = field(default_factory=dict)
     gpu_node: list[int] = field(init=False)  # global GPU id -> node id
     largest_node_gpus: int = field(init=False)  # the most GPUs any node has (a fact, cached)
     _capacity: dict = field(init=False, repr=False, compare=False, default_factory=dict)
@@ -73,8 +77,9 @@ class Cluster:
     @classmethod
     def build(cls, groups: list[dict]) -> Cluster:
         """Build from groups of identical nodes: dicts with count, gpus_per_node and optional
-        gpu_type, gpu_mem_mib, cpus_per_node, pool, nodes_per_rack."""
+        gpu_type, gpu_mem_mib, gpu_speed, cpus_per_node, pool, nodes_per_rack."""
         nodes: list[Node] = []
+        speeds: dict[str, float] = {}
         rack_base = 0
         for gi, g in enumerate(groups):
             count = _positive_int(g.get("count"), f"groups[{gi}].count")
@@ -89,6 +94,14 @@ class Cluster:
                     )
                 mem = GPU_MEMORY_MIB[gpu_type]
             mem = _positive_int(mem, f"groups[{gi}].gpu_mem_mib")
+            if g.get("gpu_speed") is not None:
+                speed = _positive_float(g["gpu_speed"], f"groups[{gi}].gpu_speed")
+                if speeds.setdefault(gpu_type, speed) != speed:
+                    raise SpecError(
+                        f"groups[{gi}].gpu_speed",
+                        f"{gpu_type} was given speed {speeds[gpu_type]:g} and {speed:g}: "
+                        "one speed per GPU type",
+                    )
             cpus = _positive_int(
                 g.get("cpus_per_node", gpus * DEFAULT_CPUS_PER_GPU), f"groups[{gi}].cpus_per_node"
             )
@@ -117,7 +130,7 @@ class Cluster:
                     )
                 )
             rack_base = (nodes[-1].rack + 1) if nodes else 0
-        return cls(nodes)
+        return cls(nodes, speeds)
 
     @property
     def num_gpus(self) -> int:
@@ -147,14 +160,21 @@ class Cluster:
         for n in self.nodes:
             key = (n.num_gpus, n.gpu_type, n.gpu_mem_mib, n.pool)
             groups[key] = groups.get(key, 0) + 1
-        return ",".join(f"{c}x{g}:{t}/{m}@{p}" for (g, t, m, p), c in groups.items())
+        return ",".join(
+            f"{c}x{g}:{t}/{m}{self._speed_suffix(t)}@{p}" for (g, t, m, p), c in groups.items()
+        )
+
+    def _speed_suffix(self, gpu_type: str) -> str:
+        return f"*{self.gpu_speeds[gpu_type]:g}" if gpu_type in self.gpu_speeds else ""
 
     def describe(self) -> str:
         groups: dict[tuple, int] = {}
         for n in self.nodes:
             key = (n.num_gpus, n.gpu_type, n.pool)
             groups[key] = groups.get(key, 0) + 1
-        return ", ".join(f"{c}x{g}:{t}@{p}" for (g, t, p), c in groups.items())
+        return ", ".join(
+            f"{c}x{g}:{t}{self._speed_suffix(t)}@{p}" for (g, t, p), c in groups.items()
+        )
 
 
 def _positive_int(value, name: str) -> int:
@@ -169,26 +189,42 @@ def _positive_int(value, name: str) -> int:
     return as_int
 
 
-_GROUP = re.compile(r"^(\d+)x(\d+)(?::([A-Za-z0-9_\-]+)(?:/(\d+))?)?(?:@([a-z]+))?$")
+def _positive_float(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SpecError(name, f"must be a number > 0, got {value!r}")
+    try:
+        as_float = float(value)
+    except ValueError:
+        raise SpecError(name, f"must be a number > 0, got {value!r}") from None
+    if not 0 < as_float < float("inf"):
+        raise SpecError(name, f"must be a number > 0, got {value!r}")
+    return as_float
+
+
+_GROUP = re.compile(
+    r"^(\d+)x(\d+)(?::([A-Za-z0-9_\-]+)(?:/(\d+))?(?:\*([0-9.eE+-]+))?)?(?:@([a-z]+))?$"
+)
 
 
 def parse_cluster_spec(spec: str) -> Cluster:
-    """Parse ``COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL]`` groups separated by commas."""
+    """Parse ``COUNTxGPUS[:TYPE[/MEM_MIB][*SPEED]][@POOL]`` groups separated by commas."""
     groups = []
     for part in (p.strip() for p in spec.split(",")):
         m = _GROUP.match(part)
         if not m:
             raise SpecError(
                 "cluster",
-                f"cannot parse '{part}': expected COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],"
-                " e.g. 64x8:V100 or 16x4:T4@inference",
+                f"cannot parse '{part}': expected COUNTxGPUS[:TYPE[/MEM_MIB][*SPEED]][@POOL],"
+                " e.g. 64x8:V100 or 16x4:T4*0.5@inference",
             )
-        count, gpus, gtype, mem, pool = m.groups()
+        count, gpus, gtype, mem, speed, pool = m.groups()
         g: dict = {"count": int(count), "gpus_per_node": int(gpus)}
         if gtype:
             g["gpu_type"] = gtype
         if mem:
             g["gpu_mem_mib"] = int(mem)
+        if speed:
+            g["gpu_speed"] = speed
         if pool:
             g["pool"] = pool
         groups.append(g)

@@ -13,6 +13,8 @@ from .zoo import ModelProfile, profile
 
 # Gavel's throughputs are relative to the V100; trace durations are taken to be V100 times.
 REFERENCE_GPU = "V100"
+# Memory variants of a measured chip: the same compute, so the same speed.
+SAME_CHIP = {"V100M16": "V100", "V100M32": "V100"}
 
 
 @cache
@@ -52,14 +54,31 @@ class PerfModel:
         return fit.iteration_s(batch, gpus, nodes, accumulation) / self.type_speed(model, gpu_type)
 
     def type_speed(self, model: str, gpu_type: str) -> float:
-        """Speed on one GPU of ``gpu_type`` relative to a V100 (Gavel's measurement of the
-        model's job type; 1.0 for types nobody measured, unless overridden)."""
+        """Speed on one GPU of ``gpu_type`` relative to a V100: as overridden, else Gavel's
+        measurement of the model's job type; a type neither names is refused (SpecError)."""
         if gpu_type in self.type_speeds:
             return self.type_speeds[gpu_type]
-        if gpu_type in GAVEL_GPU_TYPES:
-            job_type = profile(model).gavel_type
-            return gavel_solo(job_type, gpu_type) / gavel_solo(job_type, REFERENCE_GPU)
-        return 1.0
+        measured = self._measured_type(gpu_type)
+        job_type = profile(model).gavel_type
+        return gavel_solo(job_type, measured) / gavel_solo(job_type, REFERENCE_GPU)
+
+    def check_types(self, gpu_types) -> None:
+        """Refuse at once (SpecError) a GPU type whose speed is neither measured nor given."""
+        for gpu_type in sorted(set(gpu_types) - set(self.type_speeds)):
+            self._measured_type(gpu_type)
+
+    @staticmethod
+    def _measured_type(gpu_type: str) -> str:
+        measured = SAME_CHIP.get(gpu_type, gpu_type)
+        if measured not in GAVEL_GPU_TYPES:
+            raise SpecError(
+                "gpu_speed",
+                f"GPU type {gpu_type} has no measured speed (Gavel measured "
+                f"{', '.join(GAVEL_GPU_TYPES)}): give its speed relative to a V100 in the "
+                "cluster (e.g. 16x8:T4*0.5, or gpu_speed in a cluster YAML) or run without the "
+                "performance model (--no-perf)",
+            )
+        return measured
 
     def memory_mib(self, model: str, local_batch: float | None = None) -> float | None:
         batch = default_local_batch(model) if local_batch is None else local_batch

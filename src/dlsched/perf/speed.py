@@ -20,6 +20,11 @@ class PerfSpeed:
     measures_real_runs = False
 
     def __init__(self, perf: PerfModel, cluster: Cluster) -> None:
+        """The cluster's own GPU speeds fill the types ``perf`` has no override for; a type
+        with neither a measurement nor a given speed is refused here, not mid-run."""
+        if cluster.gpu_speeds:
+            perf = PerfModel({**cluster.gpu_speeds, **perf.type_speeds})
+        perf.check_types(n.gpu_type for n in cluster.nodes)
         self.perf = perf
         self.cluster = cluster
         self._cache: dict[tuple, float] = {}

@@ -359,3 +359,81 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     )
     summary = json.loads((out / "fifo" / "summary.json").read_text())
     assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota layer
+
+
+# GENIE's profiling of a 4-GPU job with batch 8 (per worker 2; measured at 1 and 2): one worker,
+# two on one node, two on two nodes, as the runtime's profiling run reports them
+GENIE_PROFILE = {
+    "fixed_mib": 500.0,
+    "per_sample_mib": 10.0,
+    "c0_s": 0.01,
+    "c1_s": 0.001,
+    "local_batch": 2,
+    "placements": [
+        {"gpus": 1, "nodes": 1, "batch": 1, "iteration_s": 0.011},
+        {"gpus": 1, "nodes": 1, "batch": 2, "iteration_s": 0.012},
+        {"gpus": 2, "nodes": 1, "batch": 1, "iteration_s": 0.015},
+        {"gpus": 2, "nodes": 1, "batch": 2, "iteration_s": 0.016},
+        {"gpus": 2, "nodes": 2, "batch": 1, "iteration_s": 0.025},
+        {"gpus": 2, "nodes": 2, "batch": 2, "iteration_s": 0.026},
+    ],
+}
+
+
+def test_a_genie_history_replays_with_its_profiled_placements_and_molds_as_the_server_did(
+    tmp_path,
+):
+    # issue 25, 4: the export kept one worker's line only, so a replay ran GENIE's jobs as asked
+    s = Setup(tmp_path, policy="genie", nodes={"n0": 4})
+    a = s.submit(gpus=4, iterations=100, deadline=s.clock.t + 3600)
+    s.step()
+    s.executor.finish_profiling(GENIE_PROFILE)
+    s.step()  # an hour to spare: the fewest GPUs predicted to meet it
+    server_gpus = len(s.state(a).gpus)
+    assert server_gpus < 4
+    s.executor.report_progress(a, iteration=50, iterations=100, iteration_s=0.01)
+    s.step(2.0)
+    s.executor.finish(a)
+    s.step(1.0)
+    history = s.service.export(0.0, float("inf"))
+    [row] = history["jobs"]
+    assert row["placements"].count(";") == 5 and row["placements"].startswith("1/1/1/0.011;")
+    path = tmp_path / "history.csv"
+    path.write_text(history_csv(history))
+    assert load_trace(str(path)).replay[a]["profile"]["placements"] == GENIE_PROFILE["placements"]
+    out = tmp_path / "o"
+    argv = ["simulate", "--trace", str(path), "--cluster", history["cluster"], "--policy", "genie"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    [replayed] = (out / "jobs.csv").read_text().splitlines()[1:]
+    assert float(replayed.split(",")[16]) == server_gpus  # mean_gpus: molded as on the server
+
+
+def test_queued_and_cancelled_jobs_are_exported_with_the_work_they_had(tmp_path):
+    # issue 25, 4: only finished and running jobs were exported, so a replay missed the
+    # contention of the jobs still waiting and the GPU time of those cancelled
+    s = Setup(tmp_path, nodes={"n0": 2})
+    ran, holds = s.submit(gpus=1, iterations=100), s.submit(gpus=1, iterations=100)
+    s.step()
+    waits = s.submit(gpus=2, iterations=40, duration_s=80.0)  # estimated: 2 s an iteration
+    never = s.submit(gpus=2, iterations=10)
+    s.step()
+    s.executor.report_progress(ran, iteration=10, iterations=100, iteration_s=0.1)
+    s.step(2.0)
+    s.executor.report_progress(ran, iteration=30, iterations=100, iteration_s=0.1)
+    s.step(2.0)
+    s.store.update_job(never, cancel_requested=True)  # waiting, never ran: no GPU time
+    s.store.update_job(ran, cancel_requested=True)  # after 30 of its 100 iterations
+    s.step(1.0)
+    assert s.status(waits) == "queued" and s.status(holds) == "running"
+    history = s.service.export(0.0, float("inf"))
+    rows = {r["job_id"]: r for r in history["jobs"]}
+    assert set(rows) == {ran, holds, waits}
+    assert history["skipped"] == {"cancelled before it ran": 1}
+    assert rows[ran]["status"] == "cancelled" and rows[ran]["iterations"] == 30
+    assert rows[ran]["iteration_s"] == pytest.approx(0.1) and rows[ran]["estimate_s"] > 0
+    assert rows[waits]["status"] == "queued" and rows[waits]["iteration_source"] == "estimate"
+    assert rows[waits]["iteration_s"] == pytest.approx(2.0)
+    path = tmp_path / "history.csv"
+    path.write_text(history_csv(history))
+    durations = {j.job_id: j.duration_s for j in load_trace(str(path)).jobs}
+    assert durations[ran] == pytest.approx(3.0) and durations[waits] == pytest.approx(80.0)

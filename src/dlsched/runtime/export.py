@@ -1,15 +1,18 @@
 """The server's history as a trace the simulator replays (``dlsched export``, ``GET /v1/export``).
 
-Each finished or running job becomes one row: its spec (submit, GPUs, elastic range, batch,
-iterations, model, priority, deadline), the duration the server's policy believed before it ran
-(the user's estimate, or iterations x its profiling run's time or the default), and what its
-runs measured: the iteration time alone on
-its requested GPUs (:func:`.measure.solo_iteration_s`), its pauses before the first iteration at
-a start and at a restart, its slowdown while it shared a GPU, its profiling run's memory and
-compute line, and how long profiling held it before it could be scheduled. The outcome the
-server got (start, end, JCT, preemptions) rides along, so that a replay under the same policy
-can be held against it (:mod:`dlsched.replay`). Times are seconds after the first exported
-submission; ``t0`` is that submission in Unix seconds.
+Each job that finished, runs, waits or was cancelled after it ran becomes one row: its spec
+(submit, GPUs, elastic range, batch, iterations, model, priority, deadline), the duration the
+server's policy believed before it ran (the user's estimate, or iterations x its profiling run's
+time or the default), and what its runs measured: the iteration time alone on its requested GPUs
+(:func:`.measure.solo_iteration_s`), its pauses before the first iteration at a start and at a
+restart, its slowdown while it shared a GPU, its profiling run's memory, compute line and (GENIE)
+times on other placements, and how long profiling held it before it could be scheduled. The
+outcome the server got (start, end, JCT, preemptions) rides along, so that a replay under the
+same policy can be held against it (:mod:`dlsched.replay`). A waiting or running job not yet
+measured is timed by its profiling run or, without one, by its duration estimate
+(``iteration_source``); a
+cancelled job is exported with the iterations it ran, so a replay gives it the GPU time it had.
+Times are seconds after the first exported submission; ``t0`` is that submission in Unix seconds.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from dataclasses import replace
 
 from ..errors import SpecError
 from .jobspec import to_job_spec
 from .measure import JobMeter, shared_slowdown, solo_iteration_s
 from .speed import RuntimeSpeed
-from .store import DONE, RUNNING, Store
+from .store import CANCELLED, DONE, QUEUED, RUNNING, Store
 
 # The columns of the export format, in order (dlsched.traces.history reads them back).
 COLUMNS = (
@@ -49,6 +53,7 @@ COLUMNS = (
     "c0_s",
     "c1_s",
     "local_batch",
+    "placements",
     "status",
     "start_s",
     "end_s",
@@ -56,6 +61,7 @@ COLUMNS = (
     "preemptions",
 )
 PROFILE_FIELDS = ("fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch")
+EXPORTED = (DONE, RUNNING, QUEUED, CANCELLED)
 MAX_EXPORT_JOBS = 100_000  # one export's rows (a bound on the answer's size)
 
 
@@ -74,10 +80,11 @@ def export_history(
     until: float = float("inf"),
     tenant_id: str | None = None,
 ) -> dict:
-    """Jobs submitted in [since, until) that finished or are running, as trace rows."""
+    """Jobs submitted in [since, until) that finished, run, wait or were cancelled after they
+    ran, as trace rows."""
     rows = [
         r
-        for r in store.jobs(tenant_id=tenant_id, statuses=(DONE, RUNNING))
+        for r in store.jobs(tenant_id=tenant_id, statuses=EXPORTED)
         if since <= r["submitted"] < until
     ]
     if len(rows) > MAX_EXPORT_JOBS:
@@ -88,10 +95,16 @@ def export_history(
         )
     speed = RuntimeSpeed()
     jobs = []
+    skipped: dict[str, int] = {}
     for row in rows:
         spec = to_job_spec(
             row["spec"], row["id"], row["tenant_id"], row["submitted"], row["profile"]
         )
+        if row["status"] == CANCELLED:
+            if not row["iteration"]:
+                skipped["cancelled before it ran"] = skipped.get("cancelled before it ran", 0) + 1
+                continue
+            spec = replace(spec, iterations=row["iteration"])  # the work it was given
         if row["profile"]:
             speed.profiles[row["id"]] = row["profile"]
         meter = JobMeter.load(row["measured"])
@@ -104,7 +117,6 @@ def export_history(
         "restart_s": statistics.median([s for _, _, m, *_ in jobs for s in m.restarts] or [0.0]),
         "slowdown": typical_slowdown,
     }
-    skipped: dict[str, int] = {}
     measured = []
     for row, spec, meter, solo, slowdown in jobs:
         solo = solo or solo_iteration_s(meter, spec, speed, typical_slowdown)
@@ -115,6 +127,8 @@ def export_history(
             pause = meter.starts[0] if meter.starts else typical["startup_s"]
             run_s = row["finished"] - row["started"] - pause
             solo = (max(run_s, 0.001) / spec.iterations, "whole-run")
+        if solo is None and row["status"] in (QUEUED, RUNNING) and spec.iterations:
+            solo = (spec.duration_s / spec.iterations, "estimate")  # what the server believed
         if solo is None:
             skipped["no iteration measured yet"] = skipped.get("no iteration measured yet", 0) + 1
             continue
@@ -154,6 +168,7 @@ def export_history(
                 if row["profile"]
                 else None,
                 **{k: profile.get(k) for k in PROFILE_FIELDS},
+                "placements": format_placements(profile.get("placements")),
                 "status": row["status"],
                 "start_s": rel(row["started"]),
                 "end_s": rel(row["finished"]),
@@ -173,6 +188,16 @@ def export_history(
         "jobs": jobs,
         "skipped": skipped,
     }
+
+
+def format_placements(placements: list[dict] | None) -> str | None:
+    """GENIE's profiled placements as one cell: ``gpus/nodes/batch/iteration_s`` entries
+    separated by ``;`` (:func:`dlsched.traces.history.parse_placements` reads it back)."""
+    if not placements:
+        return None
+    return ";".join(
+        f"{p['gpus']}/{p['nodes']}/{p['batch']:g}/{p['iteration_s']:.6g}" for p in placements
+    )
 
 
 def history_csv(history: dict) -> str:

@@ -23,6 +23,32 @@ REQUIRED = (
 )
 PROFILE = ("fixed_mib", "per_sample_mib", "c0_s", "c1_s", "local_batch")
 OUTCOME = ("start_s", "end_s", "jct_s")
+MAX_PLACEMENTS = 64  # entries in one job's placements cell (the runtime measures 6)
+
+
+def parse_placements(cell: str) -> list[dict]:
+    """``gpus/nodes/batch/iteration_s`` entries separated by ``;`` (GENIE's profiled
+    placements, :func:`dlsched.runtime.export.format_placements`)."""
+    entries = [e for e in cell.split(";") if e.strip()]
+    if len(entries) > MAX_PLACEMENTS:
+        raise SpecError("placements", f"at most {MAX_PLACEMENTS} entries, got {len(entries)}")
+    placements = []
+    for entry in entries:
+        parts = entry.strip().split("/")
+        try:
+            gpus, nodes, batch, iteration_s = int(parts[0]), int(parts[1]), *map(float, parts[2:])
+        except (ValueError, IndexError):
+            parts = []
+        if len(parts) != 4 or not (gpus >= 1 and 1 <= nodes <= gpus):
+            raise SpecError(
+                "placements", f"'{entry}': expected gpus/nodes/batch/iteration_s, e.g. 2/1/8/0.05"
+            )
+        if not (0 < batch < float("inf") and 0 < iteration_s < float("inf")):
+            raise SpecError("placements", f"'{entry}': batch and iteration_s must be > 0")
+        placements.append(
+            {"gpus": gpus, "nodes": nodes, "batch": batch, "iteration_s": iteration_s}
+        )
+    return placements
 
 
 def _optional(row: dict[str, str], column: str, integer: bool = False):
@@ -60,9 +86,13 @@ def load_history(path, name: str = "history", skip_invalid: bool = False) -> Tra
             restart_s=number(row, "restart_s"),
             estimate_s=_optional(row, "estimate_s"),
         )
-        profile = {k: _optional(row, k) for k in PROFILE}
+        profile: dict | None = {k: _optional(row, k) for k in PROFILE}
+        if not all(v is not None for v in profile.values()):
+            profile = None
+        elif placements := (row.get("placements") or "").strip():
+            profile["placements"] = parse_placements(placements)
         trace.replay[job_id] = {
-            "profile": profile if all(v is not None for v in profile.values()) else None,
+            "profile": profile,
             "slowdown": _optional(row, "slowdown"),
             "profile_s": _optional(row, "profile_s"),
             "status": (row.get("status") or "").strip(),

@@ -77,7 +77,7 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument("--limit", type=int, help="use only the first N jobs by submit time")
     p.add_argument(
         "--cluster",
-        help="COUNTxGPUS[:TYPE[/MEM_MIB]][@POOL],... or a YAML file (default 64x8:V100; a "
+        help="COUNTxGPUS[:TYPE[/MEM_MIB][*SPEED]][@POOL],... or a YAML file (default 64x8:V100; a "
         "server's history: the cluster 'dlsched export' printed)",
     )
     p.add_argument(

@@ -206,3 +206,37 @@ def test_a_preemptive_policy_preempts_only_jobs_a_start_needs(
         SimConfig(restart_overhead_s=30.0),
     )
     needs_every_victim(sim).run()
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_workloads(), st.booleans(), st.sampled_from([0.0, 30.0]))
+def test_srtf_s_worst_running_job_is_the_one_with_the_most_work_left(workload, mixed, pause):
+    # SRTF keeps running jobs by slope of "now + work left" (speeds differ by model, placement and
+    # GPU type; a restart pauses progress): every pick equals a scan of every running job
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+    from dlsched.policies.sjf import Srtf
+
+    picks = []
+
+    class CheckedSrtf(Srtf):
+        def schedule(self, view):
+            self.view = view
+            return super().schedule(view)
+
+        def _peek_worst(self):
+            got = super()._peek_worst()
+            live = [j for j in self.view.running.values() if self.is_running(j.job_id)]
+            scan = min(live, key=self.order.exact_worst_first, default=None)
+            assert got is scan, (got, scan)
+            picks.append(got)
+            return got
+
+    shape, jobs = workload
+    nodes, per_node = map(int, shape.split("x"))
+    types = ["V100", "K80", "P100"] if mixed else ["V100"] * 3
+    spec = parse_cluster_spec(",".join(f"1x{per_node}:{types[n]}" for n in range(nodes)))
+    config = SimConfig(restart_overhead_s=pause)
+    sim = Simulator(spec, jobs, CheckedSrtf(), config, workload=PerfSpeed(PerfModel(), spec))
+    result = checked(sim).run()
+    assert all(j.status is Status.DONE for j in result.jobs)

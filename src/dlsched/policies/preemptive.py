@@ -36,15 +36,24 @@ class RunningEntry(NamedTuple):
     job: JobState
 
 
+class DriftingEntry(NamedTuple):
+    """A running job among those of one slope (``linear_key``), worst first."""
+
+    minus_intercept: float
+    minus_seq: int
+    stamp: int
+    job: JobState
+    until: float  # its key holds until then (a pause's end)
+
+
 class PreemptiveOrder:
     """How a preemptive policy ranks jobs. ``policy`` is set by the policy that uses it."""
 
     policy: PreemptivePolicy
 
     # True when running jobs' order drifts with time (SRTF: jobs progress at different speeds,
-    # and not at all while they pause to restart). ``worst_first`` is then a bound: never above
-    # the job's ``exact_worst_first`` at any later time while it runs, so the policy needs the
-    # exact key only of the jobs whose bound beats the worst exact key found so far.
+    # and not at all while they pause to restart). The policy then keeps running jobs by
+    # ``linear_key`` and compares them by ``exact_worst_first``.
     drifting_keys = False
 
     def rank(self, job: JobState, now: float) -> tuple:
@@ -55,6 +64,13 @@ class PreemptiveOrder:
 
     def exact_worst_first(self, job: JobState) -> tuple:
         """With ``drifting_keys``: the job's worst-first key at the time of the pass."""
+        raise NotImplementedError
+
+    def linear_key(self, job: JobState) -> tuple[float, float, float]:
+        """With ``drifting_keys``: (slope, intercept, until) such that, from the pass under way
+        until ``until`` while the job runs, its badness is slope x time + intercept, in the
+        order ``exact_worst_first`` sorts by (worse: larger). Jobs of one slope keep their
+        order; the policy compares only the worst of each slope."""
         raise NotImplementedError
 
     def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
@@ -138,6 +154,11 @@ class PreemptivePolicy(Policy):
         if elastic is not None:
             elastic.attach(self)
         self.running: list[RunningEntry] = []  # heap, worst first
+        # drifting keys: the running jobs by slope of their linear key, each a heap worst first
+        # (an entry whose key ends, a pause over, is re-keyed when it reaches the top)
+        self._by_slope: dict[float, list[DriftingEntry]] = {}
+        self._entries = 0  # entries in those heaps, stale ones included
+        self._now = 0.0
         # started by the last plan: they join the heap at the next pass, once running (a job
         # started in a pass is never a victim in it: later jobs in the scan rank worse; and a
         # drifting key's bound is known only once the job runs)
@@ -188,13 +209,30 @@ class PreemptivePolicy(Policy):
     def _push_running(self, job: JobState) -> None:
         self._worst = None
         self._next_stamp += 1
-        self._stamp[job.job_id] = self._next_stamp
-        heapq.heappush(
-            self.running, RunningEntry(self.order.worst_first(job), self._next_stamp, job)
-        )
+        stamp = self._stamp[job.job_id] = self._next_stamp
+        if self.order.drifting_keys:
+            slope, intercept, until = self.order.linear_key(job)
+            entry = DriftingEntry(-intercept, -job.seq, stamp, job, until)
+            heapq.heappush(self._by_slope.setdefault(slope, []), entry)
+            self._entries += 1
+            if self._entries > 2 * len(self._stamp) + 64:  # mostly stale: compact
+                self._compact_drifting()
+            return
+        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), stamp, job))
         if len(self.running) > 2 * len(self._stamp) + 64:  # mostly stale: compact
             self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
             heapq.heapify(self.running)
+
+    def _compact_drifting(self) -> None:
+        stamps = self._stamp
+        for slope, heap in list(self._by_slope.items()):
+            live = [e for e in heap if stamps.get(e.job.job_id) == e.stamp]
+            if live:
+                heapq.heapify(live)
+                self._by_slope[slope] = live
+            else:
+                del self._by_slope[slope]
+        self._entries = sum(len(h) for h in self._by_slope.values())
 
     def _pop_worst(self) -> JobState | None:
         job = self._peek_worst()
@@ -203,35 +241,43 @@ class PreemptivePolicy(Policy):
         return job
 
     def _peek_worst(self) -> JobState | None:
-        running, stamps = self.running, self._stamp
+        stamps = self._stamp
+        if self.order.drifting_keys:
+            cached = self._worst
+            if cached is not None and stamps.get(cached[1].job_id) == cached[0]:
+                return cached[1]  # nothing was pushed or popped since it was found
+            best = self._worst_drifting()
+            if best is not None:
+                self._worst = (stamps[best.job_id], best)
+            return best
+        running = self.running
         while running and stamps.get(running[0].job.job_id) != running[0].stamp:
             heapq.heappop(running)
-        if not running or not self.order.drifting_keys:
-            return running[0].job if running else None
-        cached = self._worst
-        if cached is not None and stamps.get(cached[1].job_id) == cached[0]:
-            return cached[1]  # nothing was pushed or popped since it was found
-        # drifting keys: take jobs off the top while their bound may beat the worst exact key
-        # found so far; put them back with bounds as of now (tighter)
-        exact = self.order.exact_worst_first
-        best_key, best, taken = None, None, []
-        while running:
-            entry = running[0]
-            if stamps.get(entry.job.job_id) != entry.stamp:
-                heapq.heappop(running)
-                continue
-            if best_key is not None and entry.worst_first >= best_key:
-                break
-            heapq.heappop(running)
-            taken.append(entry.job)
-            key = exact(entry.job)
-            if best_key is None or key < best_key:
-                best_key, best = key, entry.job
-        for job in taken:
-            self._push_running(job)
-        assert best is not None  # running held a live entry: at least one was taken
-        self._worst = (stamps[best.job_id], best)
-        return best
+        return running[0].job if running else None
+
+    def _worst_drifting(self) -> JobState | None:
+        """The worst of the slopes' worst: their order within a slope does not change."""
+        stamps, now = self._stamp, self._now
+        ended: list[JobState] = []
+        tops = []
+        for heap in self._by_slope.values():
+            while heap:
+                top = heap[0]
+                if stamps.get(top.job.job_id) != top.stamp:
+                    heapq.heappop(heap)
+                    self._entries -= 1
+                elif top.until <= now:  # its key ended (a pause over): re-keyed below
+                    heapq.heappop(heap)
+                    self._entries -= 1
+                    ended.append(top.job)
+                else:
+                    tops.append(top.job)
+                    break
+        if ended:
+            for job in ended:
+                self._push_running(job)
+            return self._worst_drifting()
+        return min(tops, key=self.order.exact_worst_first, default=None)
 
     def _started(self, job: JobState, now: float) -> None:
         self.order.started(job, now)
@@ -270,6 +316,7 @@ class PreemptivePolicy(Policy):
                 self._push_running(job)
         self._starting = {}
         self._worst = None
+        self._now = now
         self.order.on_timers(view)
         plan = Plan()
         scratch = None

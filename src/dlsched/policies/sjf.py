@@ -39,17 +39,16 @@ class SrtfOrder(PreemptiveOrder):
     def exact_worst_first(self, job: JobState) -> tuple:
         return (-(self.now + job.remaining_at(self.now)), -job.seq)
 
-    def worst_first(self, job: JobState) -> tuple:
-        """A bound that holds while it runs: from when its pause ends, its work left shrinks at
-        its speed r, so now + work left peaks then (r >= 1) or at its end (r < 1)."""
-        if job.rate <= 0:  # not started yet: bounded once it runs
-            return (-math.inf, -job.seq)
-        begin = max(job.resume_at, self.now)
-        left = job.remaining_at(self.now)
-        return (-(begin + (left if job.rate >= 1 else left / job.rate)), -job.seq)
+    def linear_key(self, job: JobState) -> tuple[float, float, float]:
+        """now + work left: t + R while it pauses (until it resumes), then (1 - r) t + R + r s
+        for work left R at s, the later of its last progress and its resume, at speed r."""
+        if job.resume_at > self.now or job.rate <= 0:
+            return 1.0, job.remaining_s, job.resume_at if job.rate > 0 else math.inf
+        since = max(job.progress_at, job.resume_at)
+        return 1.0 - job.rate, job.remaining_s + job.rate * since, math.inf
 
     def progressed(self, job: JobState, now: float) -> None:
-        # measured progress may have raised its work left: its old key no longer bounds it
+        # measured progress may have changed its work left: its old key is stale
         self.policy.rekey_running(job)
 
 

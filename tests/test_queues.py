@@ -122,3 +122,24 @@ def test_an_evicted_job_leaves_the_policy_queue_until_admitted_again():
     assert b.status.value == "pending"
     assert "b" not in ids(state.queue(fewest_first))
     assert ids(state.not_admitted(fewest_first)) == ["b"]
+
+
+def test_a_bucket_s_stamp_changes_with_its_jobs_and_never_comes_back():
+    # FTF reuses a tenant's sums over its waiting jobs while the stamp stays
+    from dlsched.jobs import JobState
+    from dlsched.state.queues import PendingQueue
+
+    a, b, c = (
+        JobState(JobSpec(n, float(i), 1, 10.0, tenant=t), seq=i)
+        for i, (n, t) in enumerate([("a", "x"), ("b", "y"), ("c", "x")])
+    )
+    queue = PendingQueue(lambda j: j.spec.submit_time_s, [a, b], bucket=lambda j: j.spec.tenant)
+    seen = {queue.bucket_stamp("x")}
+    queue.add(c)
+    assert queue.bucket_stamp("x") not in seen
+    seen.add(queue.bucket_stamp("x"))
+    y = queue.bucket_stamp("y")
+    queue.remove(a)
+    queue.remove(c)  # the bucket goes with its last job; back, it has a new stamp
+    queue.add(a)
+    assert queue.bucket_stamp("x") not in seen and queue.bucket_stamp("y") == y

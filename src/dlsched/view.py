@@ -124,6 +124,7 @@ class JobQueue(Protocol):
     def bucket_of(self, job: JobState) -> Any: ...
     @property
     def buckets(self) -> Mapping[Any, Sequence[tuple]]: ...
+    def bucket_stamp(self, bucket: Hashable) -> int: ...  # changes when the bucket's jobs do
 
 
 class PolicyView(Protocol):

@@ -17,10 +17,11 @@ rest of the pass (first in first out within a tenant, backfill across tenants).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from ..errors import SpecError
 from ..jobs import JobState
+from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
 from .queued import submit_order
 
@@ -72,8 +73,9 @@ class TenantFairShare(Policy):
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
 
-    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
-        """A pass begins over the tenants' waiting jobs (entries ``(key, seq, job)``)."""
+    def begin(self, queue: JobQueue) -> None:
+        """A pass begins over the tenants' waiting jobs (``queue.buckets``: entries ``(key,
+        seq, job)`` per tenant)."""
 
     def took(self, job: JobState) -> None:
         """The pass starts ``job``: it no longer waits."""
@@ -86,7 +88,7 @@ class TenantFairShare(Policy):
             return plan
         self.held, self.planned = view.tenant_gpus, {}
         self.waiting = {t: len(jobs) for t, jobs in tenants.items()}
-        self.begin(tenants)
+        self.begin(queue)
         total = view.cluster.pool_gpus("training")
         heap = [(self.score(t, view.now, total), t) for t in tenants]
         heapq.heapify(heap)
@@ -144,22 +146,37 @@ class Ftf(TenantFairShare):
         # within a pass, per tenant, over its waiting jobs: count, sum of submit times, of work
         # left, of GPUs x work
         self.sums: dict[str, list[float]] = {}
+        # per tenant, the sums over its whole bucket and the bucket's stamp they were taken at
+        # (a waiting job's values do not change: a sum is reused until the bucket changes)
+        self._bucket_sums: dict[str, tuple[int, list[float]]] = {}
+        self._summed: JobQueue | None = None
 
-    def _add(self, job: JobState, sign: int) -> None:
-        s = self.sums.setdefault(job.spec.tenant, [0.0, 0.0, 0.0, 0.0])
+    @staticmethod
+    def _add(s: list[float], job: JobState, sign: int) -> None:
         s[0] += sign
         s[1] += sign * job.spec.submit_time_s
         s[2] += sign * job.remaining_s
         s[3] += sign * job.num_gpus * job.remaining_s
 
-    def begin(self, tenants: Mapping[str, Sequence[tuple]]) -> None:
+    def begin(self, queue: JobQueue) -> None:
         self.sums = {}
-        for entries in tenants.values():
-            for entry in entries:
-                self._add(entry[2], +1)
+        if queue is not self._summed:  # stamps belong to one queue
+            self._summed, self._bucket_sums = queue, {}
+        cache: dict[str, tuple[int, list[float]]] = {}
+        for tenant, entries in queue.buckets.items():
+            stamp = queue.bucket_stamp(tenant)
+            cached = self._bucket_sums.get(tenant)
+            if cached is None or cached[0] != stamp:
+                total = [0.0, 0.0, 0.0, 0.0]
+                for entry in entries:
+                    self._add(total, entry[2], +1)
+                cached = (stamp, total)
+            cache[tenant] = cached
+            self.sums[tenant] = list(cached[1])
+        self._bucket_sums = cache  # tenants with no job waiting drop out
 
     def took(self, job: JobState) -> None:
-        self._add(job, -1)
+        self._add(self.sums[job.spec.tenant], job, -1)
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         return -self.rho(tenant, now, total_gpus)

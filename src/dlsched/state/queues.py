@@ -32,7 +32,7 @@ class PendingQueue(Sequence[JobState]):
     """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
     ``bucket_of(job)`` and ``buckets`` (bucket -> its jobs, best first)."""
 
-    __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets", "sizes")
+    __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets", "sizes", "_stamps", "_changes")
 
     def __init__(
         self, key: QueueKey, jobs: Iterable[JobState] = (), bucket: BucketKey | None = None
@@ -46,6 +46,9 @@ class PendingQueue(Sequence[JobState]):
         self._buckets: dict[Hashable, list[tuple]] = {}
         # GPUs asked for -> jobs waiting that ask for as many (a scan's quick "nothing fits")
         self.sizes: dict[int, int] = {}
+        # bucket -> the count of changes to the queue when it last changed (see bucket_stamp)
+        self._stamps: dict[Hashable, int] = {}
+        self._changes = 0
         for job in jobs:
             k = self._key(job)
             self._entries.append((k[0], k[1], job))
@@ -104,6 +107,11 @@ class PendingQueue(Sequence[JobState]):
         job."""
         return self._buckets
 
+    def bucket_stamp(self, bucket: Hashable) -> int:
+        """Changes when the bucket's jobs change, never back to an earlier value: a policy
+        that sums over a bucket may reuse its sum while the stamp stays (0: never changed)."""
+        return self._stamps.get(bucket, 0)
+
     # -- kept by the state ---------------------------------------------------------------------
     def add(self, job: JobState) -> None:
         key, seq, b = self._key(job)
@@ -111,6 +119,8 @@ class PendingQueue(Sequence[JobState]):
         _put(self._entries, entry)
         if self.bucket is not None:
             _put(self._buckets.setdefault(b, []), entry)
+            self._changes += 1
+            self._stamps[b] = self._changes
         n = job.num_gpus
         self.sizes[n] = self.sizes.get(n, 0) + 1
 
@@ -118,6 +128,8 @@ class PendingQueue(Sequence[JobState]):
         key, seq, b = self._keys.pop(job.job_id)
         _drop(self._entries, key, seq, job)
         if self.bucket is not None:
+            self._changes += 1
+            self._stamps[b] = self._changes
             same = self._buckets[b]
             if len(same) == 1:
                 del self._buckets[b]

@@ -1,13 +1,14 @@
 """Quotas and fair share on Philly's virtual clusters (docs/experiments/tenancy.md).
 
-    .venv/bin/python experiments/tenancy.py [--out out/tenancy] [--workers 2]
+    .venv/bin/python experiments/tenancy.py [--out out/tenancy] [--workers 2] [--seeds 0,1,2]
 
 The full Philly trace on 64 x 8 V100, its 15 virtual clusters (VCs) as tenants, nominal quotas
 from their node counts (Helios' artifact) scaled to the 512 GPUs (``--quotas philly-vc``; the
 4 VCs the file does not list get 0). Runs: Tiresias with no quotas; with hard quotas (no
 borrowing, as Philly ran); with borrowing within one cohort (Kueue-style reclaim); and the
-fair-share policies DRF and FTF alone and under the borrowing quotas. Writes summary.md and
-results.json.
+fair-share policies DRF and FTF alone and under the borrowing quotas. Each run once per seed
+(the seed draws the jobs' models, hence their speeds); the first table gives means with 95%
+intervals across seeds, the per-VC tables the first seed. Writes summary.md and results.json.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dlsched.policies.catalog import make_policy
 from dlsched.policies.quota import QuotaLayer
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
+from dlsched.stats import format_ci
 from dlsched.tenant_quotas import philly_vc
 
 RUNS = [
@@ -36,9 +38,9 @@ RUNS = [
 CLUSTER = "64x8:V100"
 
 
-def run_one(label: str) -> dict:
+def run_one(label: str, seed: int) -> dict:
     _, policy_name, quotas = next(r for r in RUNS if r[0] == label)
-    w = prepare("philly", CLUSTER)
+    w = prepare("philly", CLUSTER, seed=seed)
     policy = make_policy(policy_name)
     if quotas:
         config = philly_vc(w.cluster.pool_gpus("training"))
@@ -54,6 +56,7 @@ def run_one(label: str) -> dict:
             never[r["tenant"]] = never.get(r["tenant"], 0) + 1
     return {
         "run": label,
+        "seed": seed,
         "wall_s": wall,
         "mean_jct_s": s["mean_jct_s"],
         "mean_queue_s": s["mean_queue_s"],
@@ -72,22 +75,32 @@ def run_one(label: str) -> dict:
     }
 
 
-def write_summary(results: list[dict], out: Path) -> None:
+def write_summary(all_results: list[dict], out: Path) -> None:
     quotas = philly_vc(512)
+    seeds = sorted({r["seed"] for r in all_results})
     lines = [
         "# Tenancy on Philly: results",
+        "",
+        f"Means with 95% intervals over seeds {', '.join(map(str, seeds))}.",
         "",
         "| run | mean JCT (h) | mean queuing (h) | completed | preemptions | evictions | Jain | "
         "max rho | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in results:
+    for label, *_ in RUNS:
+        rs = [r for r in all_results if r["run"] == label]
         lines.append(
-            f"| {r['run']} | {r['mean_jct_s'] / 3600:.2f} | {r['mean_queue_s'] / 3600:.2f} | "
-            f"{r['jobs_completed']:,} | {r['preemptions']:,} | {r['evictions']:,} | "
-            f"{r['jain_index']:.3f} | "
-            f"{r['max_tenant_rho']:.1f} | {r['wall_s']:.1f} |"
+            f"| {label} | {format_ci([r['mean_jct_s'] for r in rs], 2, 1 / 3600)} | "
+            f"{format_ci([r['mean_queue_s'] for r in rs], 2, 1 / 3600)} | "
+            f"{format_ci([r['jobs_completed'] for r in rs], 0)} | "
+            f"{format_ci([r['preemptions'] for r in rs], 0)} | "
+            f"{format_ci([r['evictions'] for r in rs], 0)} | "
+            f"{format_ci([r['jain_index'] for r in rs], 3)} | "
+            f"{format_ci([r['max_tenant_rho'] for r in rs], 1)} | "
+            f"{format_ci([r['wall_s'] for r in rs], 1)} |"
         )
+    results = [r for r in all_results if r["seed"] == seeds[0]]
+    lines += ["", f"The tables below: seed {seeds[0]}."]
     tenants = sorted(results[0]["tenants"], key=lambda t: -results[0]["tenants"][t]["jobs"])
     lines += [
         "",
@@ -130,17 +143,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/tenancy")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
     args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(run_one, [r[0] for r in RUNS]))
+        grid = [(r[0], seed) for seed in seeds for r in RUNS]
+        results = list(pool.map(run_one, *zip(*grid)))
     (out / "results.json").write_text(json.dumps(results, indent=1))
     write_summary(results, out)
     print((out / "summary.md").read_text())
     print(
-        f"{len(RUNS)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, "
+        f"{len(results)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, "
         f"results.json"
     )
 

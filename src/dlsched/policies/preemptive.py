@@ -161,7 +161,7 @@ class PreemptivePolicy(Policy):
         self._now = 0.0
         # started by the last plan: they join the heap at the next pass, once running (a job
         # started in a pass is never a victim in it: later jobs in the scan rank worse; and a
-        # drifting key's bound is known only once the job runs)
+        # drifting key (its speed) is known only once the job runs)
         self._starting: dict[str, JobState] = {}
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0

@@ -1,3 +1,6 @@
+import os
+import tempfile
+
 import pytest
 
 from dlsched.cluster import parse_cluster_spec
@@ -18,6 +21,10 @@ def run(cluster, jobs, policy, config=None, **params):
         parse_cluster_spec(cluster), jobs, make_policy(policy, **params), config or SimConfig()
     )
     return {j.job_id: j for j in result.jobs}, result
+
+
+# prepared workloads (dlsched.workload_cache) in a folder of this run's, not the user's cache
+os.environ["DLSCHED_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlsched-test-cache-")
 
 
 def pytest_collection_modifyitems(items):

@@ -346,3 +346,46 @@ def test_jobs_that_never_ran_are_counted_shown_and_named(tmp_path, capsys):
     assert (
         "note: 1 jobs never ran and are not in the JCTs; by tenant: a 1 (quota 2 GPUs)" in printed
     )
+
+
+def test_a_prepared_workload_is_cached_reused_rebuilt_when_corrupt_and_missed_when_inputs_change(
+    tmp_path, monkeypatch
+):
+    # issue 26, 2: the second run of the same trace and options skips preparing it
+    import dlsched.prepare
+
+    cache = tmp_path / "cache"
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit,gpus,duration\na,0,1,100\nb,10,2,50\n")
+    argv = ["simulate", "--trace", str(trace), "--format", "generic", "--cluster", "1x2"]
+    argv += ["--map", "id=id,submit=submit,gpus=gpus,duration=duration", "--policy", "fifo"]
+
+    def simulate(out: str, *extra: str) -> None:
+        assert main([*argv, "--out", str(tmp_path / out), "--no-progress", *extra]) == 0
+
+    simulate("first", "--cache-dir", str(cache))
+    [entry] = (cache / "workloads").iterdir()
+    prepared = dlsched.prepare._prepare
+
+    def refuse(*a, **kw):
+        raise AssertionError("prepared again")
+
+    monkeypatch.setattr(dlsched.prepare, "_prepare", refuse)
+    simulate("second", "--cache-dir", str(cache))  # from the cache: _prepare not called
+    first, second = ((tmp_path / o / "jobs.csv").read_text() for o in ("first", "second"))
+    assert first == second
+    monkeypatch.setattr(dlsched.prepare, "_prepare", prepared)
+    entry.write_bytes(entry.read_bytes()[:-10] + b"tampered!!")  # corrupt: rebuilt, not read
+    simulate("third", "--cache-dir", str(cache))
+    assert (tmp_path / "third" / "jobs.csv").read_text() == first
+    assert len(list((cache / "workloads").iterdir())) == 1
+    monkeypatch.setattr(dlsched.prepare, "_prepare", refuse)
+    simulate("fourth", "--cache-dir", str(cache))  # the rebuilt entry is whole again
+    monkeypatch.setattr(dlsched.prepare, "_prepare", prepared)
+    trace.write_text("id,submit,gpus,duration\na,0,1,100\nb,10,2,60\n")
+    simulate("changed", "--cache-dir", str(cache))  # the trace's contents changed: a miss
+    assert len(list((cache / "workloads").iterdir())) == 2
+    simulate("seed", "--cache-dir", str(cache), "--seed", "3")  # an option changed: a miss
+    assert len(list((cache / "workloads").iterdir())) == 3
+    simulate("none", "--cache-dir", str(cache / "unused"), "--no-cache")
+    assert not (cache / "unused").exists()

@@ -168,6 +168,14 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         help="run every job at its trace speed instead of the performance model's",
     )
     p.add_argument(
+        "--cache-dir",
+        help="where prepared workloads are kept (parsed, validated, models assigned) for the "
+        "next run with the same inputs (default $DLSCHED_CACHE_DIR, else ~/.cache/dlsched)",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="prepare the workload afresh and keep nothing"
+    )
+    p.add_argument(
         "--deadlines",
         action="store_true",
         help="give jobs without a deadline one: submit + factor x solo run time, the factor "
@@ -211,6 +219,7 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
 
 def _load_workload(args):
     from .prepare import prepare
+    from .workload_cache import default_cache_dir
 
     return prepare(
         args.trace,
@@ -224,6 +233,7 @@ def _load_workload(args):
         elastic_fraction=args.elastic_fraction,
         limit=args.limit,
         deadlines=args.deadlines,
+        cache_dir=None if args.no_cache else (args.cache_dir or default_cache_dir()),
     )
 
 

@@ -5,6 +5,7 @@ make a share of them elastic, keep the first N, and check that every job fits th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from .cluster import Cluster, load_cluster
 from .elastic_jobs import make_elastic
@@ -56,12 +57,57 @@ def prepare(
     elastic_fraction: float = 0.0,
     limit: int | None = None,
     deadlines: bool = False,
+    cache_dir: str | Path | None = None,
 ) -> Workload:
-    """``load`` replays the trace with every arrival time after the first divided by it (2.0:
-    twice the arrival rate); ``deadlines`` gives jobs without one a generated deadline
+    """``cache_dir``: keep the prepared workload there, and read it from there when the same
+    inputs were prepared before (:mod:`dlsched.workload_cache`; None: no cache). ``load``
+    replays the trace with every arrival time after the first divided by it (2.0: twice the
+    arrival rate); ``deadlines`` gives jobs without one a generated deadline
     (:mod:`dlsched.qos`). Jobs larger than the cluster stop with an error naming the first,
     or with ``skip_invalid`` are dropped and counted in ``trace.dropped``. ``cluster`` None is
     :data:`DEFAULT_CLUSTER`, except for a server's history, which replays on the server's own."""
+    options = dict(
+        fmt=fmt,
+        mapping=mapping,
+        trace_params=trace_params,
+        skip_invalid=skip_invalid,
+        perf=perf,
+        seed=seed,
+        load=load,
+        elastic_fraction=elastic_fraction,
+        limit=limit,
+        deadlines=deadlines,
+    )
+    if cache_dir is None:
+        return _prepare(trace, cluster, **options)
+    from . import workload_cache
+
+    cluster_key = cluster.spec() if isinstance(cluster, Cluster) else cluster
+    path = workload_cache.entry_path(
+        Path(cache_dir), {"trace": trace, "cluster": cluster_key, **options}
+    )
+    workload = workload_cache.load(path, Workload)
+    if workload is None:
+        workload = _prepare(trace, cluster, **options)
+        workload_cache.store(path, workload)
+    return workload
+
+
+def _prepare(
+    trace: str,
+    cluster: str | Cluster | None,
+    *,
+    fmt: str | None,
+    mapping: str | None,
+    trace_params: dict | None,
+    skip_invalid: bool,
+    perf: bool,
+    seed: int,
+    load: float,
+    elastic_fraction: float,
+    limit: int | None,
+    deadlines: bool,
+) -> Workload:
     params = dict(trace_params or {})
     if isinstance(cluster, str):
         cluster = load_cluster(cluster)

@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dashboard.py
 	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
 	$(BIN)/python benchmarks/scaling.py --repeat 3
+	$(BIN)/python benchmarks/whole_process.py
 
 clean:
 	rm -rf $(VENV) out build src/*.egg-info

@@ -8,7 +8,7 @@ size; the performance model changes it when a job is spread, shares or is resize
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from .errors import SpecError
@@ -44,6 +44,11 @@ class JobSpec:
     def __post_init__(self) -> None:
         validate_spec(self)
 
+    def __reduce__(self) -> tuple:
+        # pickled as its fields and rebuilt through the constructor: validated again (a cached
+        # workload read back is checked as a trace is), and faster than the slots' state
+        return (JobSpec, tuple(getattr(self, name) for name in JOB_SPEC_FIELDS))
+
     @property
     def elastic(self) -> bool:
         return self.min_gpus is not None or self.max_gpus is not None
@@ -58,6 +63,9 @@ class JobSpec:
         chooses a rigid job's size (GENIE; the global batch is kept)."""
         low, high = self.gpu_range
         return (1 if moldable and not self.elastic else low, high)
+
+
+JOB_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 
 
 def _finite_number(v) -> bool:

@@ -155,4 +155,5 @@ def _prepare(
             )
         loaded.dropped["larger than the cluster"] = len(too_big)
         jobs = [j for j, why in problems if not why]
+    loaded.jobs = []  # the workload's are ``jobs``: the trace's own are not kept (nor cached)
     return Workload(loaded, cluster, jobs, perf, elastic_fraction)

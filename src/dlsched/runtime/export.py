@@ -10,9 +10,9 @@ times on other placements, and how long profiling held it before it could be sch
 outcome the server got (start, end, JCT, preemptions) rides along, so that a replay under the
 same policy can be held against it (:mod:`dlsched.replay`). A waiting or running job not yet
 measured is timed by its profiling run or, without one, by its duration estimate
-(``iteration_source``); a
-cancelled job is exported with the iterations it ran, so a replay gives it the GPU time it had.
-Times are seconds after the first exported submission; ``t0`` is that submission in Unix seconds.
+(``iteration_source``); a cancelled job is exported with the iterations it ran, so a replay
+gives it the GPU time it had. Times are seconds after the first exported submission; ``t0`` is
+that submission in Unix seconds.
 """
 
 from __future__ import annotations

@@ -205,3 +205,20 @@ def test_the_synthetic_load_is_relative_to_the_cluster_it_runs_on():
     ).jobs
     assert [j.num_gpus for j in small] == [j.num_gpus for j in large]
     assert [j.submit_time_s for j in large] == pytest.approx([j.submit_time_s / 2 for j in small])
+
+
+def test_the_synthetic_realized_load_is_the_offered_load_of_the_drawn_jobs():
+    # issue 26, 3: the nominal load uses the log-normal's mean; a finite draw of its heavy tail
+    # offers less (here 0.812)
+    from dlsched.traces.synthetic import offered_load
+
+    nominal = synthetic(2000, 512, 0.9, seed=4)
+    assert offered_load(nominal.jobs, 512) < 0.9  # lighter than its name says
+    realized = synthetic(2000, 512, 0.9, seed=4, realized_load=0.9)
+    assert offered_load(realized.jobs, 512) == pytest.approx(0.9)
+    assert [(j.num_gpus, j.duration_s) for j in realized.jobs] == [
+        (j.num_gpus, j.duration_s) for j in nominal.jobs
+    ]  # the same jobs, arriving faster
+    assert "realized_load=0.9" in realized.name
+    with pytest.raises(SpecError, match="realized_load"):
+        synthetic(10, 64, realized_load=0)

@@ -1,6 +1,6 @@
 """Invariants every policy must keep, on random workloads and clusters."""
 
-from hypothesis import given, settings
+from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
 from dlsched.cluster import parse_cluster_spec
@@ -240,3 +240,4 @@ def test_srtf_s_worst_running_job_is_the_one_with_the_most_work_left(workload, m
     sim = Simulator(spec, jobs, CheckedSrtf(), config, workload=PerfSpeed(PerfModel(), spec))
     result = checked(sim).run()
     assert all(j.status is Status.DONE for j in result.jobs)
+    target(float(len(picks)))  # steer the search to workloads with many preemption decisions

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 from ..errors import SpecError
 from ..jobs import JobSpec
@@ -78,10 +79,7 @@ def synthetic(
     name = f"synthetic(n={num_jobs},load={load},seed={seed})"
     if realized_load is not None:
         stretch = offered_load(jobs, cluster_gpus) / realized_load
-        jobs = [
-            JobSpec(j.job_id, j.submit_time_s * stretch, j.num_gpus, j.duration_s, j.tenant)
-            for j in jobs
-        ]
+        jobs = [replace(j, submit_time_s=j.submit_time_s * stretch) for j in jobs]
         name = f"synthetic(n={num_jobs},realized_load={realized_load},seed={seed})"
     trace = Trace(name, jobs)
     trace.rows = num_jobs

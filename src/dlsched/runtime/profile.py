@@ -10,6 +10,7 @@ process's peak resident memory, the same quantity two co-located emulated jobs c
 
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import time
@@ -79,7 +80,10 @@ def _median_pass_s(workload, model, batch: int, repeats: int) -> float:
 
 
 def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
-    torch, workload, local, batches = _build(config)
+    return _profile_alone(*_build(config), repeats)
+
+
+def _profile_alone(torch, workload, local: int, batches: list[int], repeats: int) -> dict:
     points = []
     for batch in batches:
         t = _median_pass_s(workload, workload.model, batch, repeats)
@@ -98,23 +102,48 @@ def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
     }
 
 
-def profile_group(
+def profile_placements(
     config: dict, rank: int, world: int, master: str, repeats: int = PROFILE_REPEATS
-) -> list[dict]:
-    """One worker of a profiling group (GENIE's 2-GPU placements): the job's model under DDP
-    in a gloo (CPU) or NCCL group of ``world``, each pass timed with its gradient all-reduce,
-    at the per-worker batches b / 2 and b."""
-    torch, workload, _, batches = _build(config)
+) -> dict | None:
+    """One worker of GENIE's profiling group of ``world`` processes (2, or 3 where the cluster
+    has a second node): ranks 0 and 1 on one node, rank 2 on another. Rank 0 first profiles the
+    job alone (:func:`profile_program`'s result), then each pair, {0, 1} (2 GPUs of one node)
+    and {0, 2} (two nodes), times the model under DDP in a gloo (CPU) or NCCL group, each pass
+    with its gradient all-reduce, at the per-worker batches b / 2 and b, while the third rank
+    waits. Rank 0 returns the profile with its ``placements`` (gpus, nodes, batch,
+    iteration_s); the others None. A worker's one process serves all its measurements: the
+    program's build (torch's import, most of a profiling run's cost) is paid once per worker."""
+    torch, workload, local, batches = _build(config)
+    # DDP's constructor imports torch._dynamo (1.5 s of CPU here): every rank at once, while
+    # rank 0 profiles alone, not each in its pair's turn with its partner waiting
+    importlib.import_module("torch._dynamo")
+
+    alone = _profile_alone(torch, workload, local, batches, repeats) if rank == 0 else None
     import torch.distributed as dist
     from torch import nn
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://{master}", rank=rank, world_size=world)
+    placements = [
+        {"gpus": 1, "nodes": 1, "batch": p["batch"], "iteration_s": p["iteration_s"]}
+        for p in (alone["points"] if alone else [])
+    ]
     try:
-        model = nn.parallel.DistributedDataParallel(workload.model)
-        return [
-            {"batch": b, "iteration_s": _median_pass_s(workload, model, b, repeats)}
-            for b in batches
-        ]
+        for partner in range(1, world):  # rank 1 shares rank 0's node, rank 2 does not
+            group = dist.new_group([0, partner])  # a collective: every rank, in the same order
+            if rank in (0, partner):
+                model = nn.parallel.DistributedDataParallel(workload.model, process_group=group)
+                placements += [
+                    {
+                        "gpus": 2,
+                        "nodes": partner,
+                        "batch": b,
+                        "iteration_s": _median_pass_s(workload, model, b, repeats),
+                    }
+                    for b in batches
+                ]
+                del model  # its gradient hooks go before the next pair wraps the same model
+            dist.barrier()  # one pair at a time
     finally:
         dist.destroy_process_group()
+    return {**alone, "placements": placements} if alone else None

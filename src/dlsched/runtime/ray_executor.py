@@ -118,16 +118,19 @@ class _Networked:
 
 @ray.remote(num_cpus=0)
 class ProfileWorker(_Networked):
-    """One worker of a profiling group (GENIE's 2-GPU placements), in its tenant process."""
+    """One worker of GENIE's profiling group (:func:`.profile.profile_placements`), in its
+    tenant process."""
 
     def __init__(self, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> None:
         self.args = (sandbox, job_id, Path(job_dir), Path(log_path))
 
-    def measure(self, config: dict, rank: int, world: int, master: str, network: str) -> list[dict]:
+    def measure(
+        self, config: dict, rank: int, world: int, master: str, network: str
+    ) -> dict | None:
         self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES="")
         try:
             return self.process.call(
-                "profile_group",
+                "profile_placements",
                 PROFILE_TIMEOUT_S,
                 config=config,
                 rank=rank,
@@ -437,38 +440,10 @@ class RayExecutor:
         args = (job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
         outcome = Outcome(job_id, 0, "failed", detail="profiling failed: no result")
         try:
-            result = ray.get(_profile_task.remote(config, *args))
             if placements:
-                result["placements"] = [
-                    {"gpus": 1, "nodes": 1, "batch": p["batch"], "iteration_s": p["iteration_s"]}
-                    for p in result["points"]
-                ]
-                config = {**config, "memory_limit_mib": self.sandbox.memory_mib}
-                for nodes in self._profile_node_pairs():
-                    workers = [
-                        ProfileWorker.options(
-                            scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)
-                        ).remote(*args)
-                        for n in nodes
-                    ]
-                    network = self._network(nodes, workers[0])
-                    try:
-                        master = ray.get(
-                            workers[0].address.remote(network), timeout=self.start_timeout_s
-                        )
-                        points = ray.get(
-                            [
-                                w.measure.remote(config, rank, 2, master, network)
-                                for rank, w in enumerate(workers)
-                            ],
-                            timeout=PROFILE_TIMEOUT_S,
-                        )[0]
-                    finally:
-                        for w in workers:  # a failed one leaves its partner waiting
-                            ray.kill(w)
-                    result["placements"] += [
-                        {"gpus": 2, "nodes": len(set(nodes)), **p} for p in points
-                    ]
+                result = self._profile_placements(config, args)
+            else:
+                result = ray.get(_profile_task.remote(config, *args))
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
         except Exception as e:  # a program that cannot even build
             detail = f"profiling failed: {_error_text(e)}"
@@ -507,12 +482,33 @@ class RayExecutor:
     def _ray_nodes(self, placement: list[tuple[str, int]]) -> list[str]:
         return [self._ray_ids.get(node, "?") for node, _ in placement]
 
-    def _profile_node_pairs(self) -> list[tuple[str, str]]:
-        """Ray node ids for 2 workers on one node, and (when there are two) on two nodes."""
+    def _profile_placements(self, config: dict, args: tuple) -> dict:
+        """GENIE's profile (:func:`.profile.profile_placements`): the job alone, on 2 workers of
+        one node and (where there is a second node) on 2 nodes, by one group of workers."""
         alive = [
             self._ray_ids[n.name] for n in self.inventory() if n.alive and n.name in self._ray_ids
         ]
-        return [(alive[0], alive[0])] + ([(alive[0], alive[1])] if len(alive) > 1 else [])
+        nodes = [alive[0], alive[0], *alive[1:2]]
+        workers = [
+            ProfileWorker.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)
+            ).remote(*args)
+            for n in nodes
+        ]
+        config = {**config, "memory_limit_mib": self.sandbox.memory_mib}
+        try:
+            network = self._network(nodes, workers[0])
+            master = ray.get(workers[0].address.remote(network), timeout=self.start_timeout_s)
+            return ray.get(
+                [
+                    w.measure.remote(config, rank, len(workers), master, network)
+                    for rank, w in enumerate(workers)
+                ],
+                timeout=PROFILE_TIMEOUT_S,
+            )[0]
+        finally:
+            for w in workers:  # a failed one leaves the others waiting
+                ray.kill(w)
 
     def resize(self, job_id: str, placement: list[tuple[str, int]]) -> None:
         """Background scaling (Amoeba/EDL): workers for the added GPUs start and prepare while

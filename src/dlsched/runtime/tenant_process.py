@@ -5,7 +5,7 @@ dlsched's worker (trusted, a Ray actor) starts one tenant process per job worker
 
 - requests ``{"id": n, "op": ..., **args}``: ``train`` (the job's config, its rank and world:
   builds the :class:`~.train.Trainer`), ``setup``, ``prepare``, ``regroup``, ``run``,
-  ``profile``, ``profile_group`` (one worker of a 2-worker profiling group); answered in order by
+  ``profile``, ``profile_placements`` (one worker of GENIE's profiling group); answered in order by
   ``{"id": n, "ok": result}`` or ``{"id": n, "error": text}``;
 - ``progress``, answered at once even while ``run`` goes on;
 - ``stop`` and ``switch``, which only set the trainer's flags (no answer).
@@ -288,7 +288,7 @@ def log_line(line: str) -> None:
 
 def serve(sock: socket.socket) -> None:
     """Answer the worker's requests until the channel closes."""
-    from .profile import profile_group, profile_program
+    from .profile import profile_placements, profile_program
     from .train import Trainer
 
     lock = threading.Lock()
@@ -326,8 +326,8 @@ def serve(sock: socket.socket) -> None:
                 result = None
             elif op == "profile":
                 result = profile_program(message["config"])
-            elif op == "profile_group":
-                result = profile_group(**message)
+            elif op == "profile_placements":
+                result = profile_placements(**message)
             elif op in ("setup", "prepare", "regroup", "run"):
                 result = getattr(trainer[0], op)(**message)
             else:

@@ -103,13 +103,37 @@ def loaned_state(**policy_params):
 
 
 def start(state, spec, gpus):
-    """Submit a job and start it on ``gpus`` by hand, telling the policy through its public
-    notifications as a layer above would: it leaves the queue, and runs at that size."""
+    """Submit a job and start it on ``gpus`` by hand (Aryl reads it from the state)."""
     job = state.submit(spec)
-    state.policy.job_cancelled(job, state.now)
     state.apply(Plan(start=[(job, tuple(gpus))]))
-    state.policy.job_resized(job, tuple(gpus), state.now)
     return job
+
+
+def test_the_state_counts_running_elastic_jobs_and_their_gpus_above_base():
+    state = ClusterState(parse_cluster_spec("2x4:V100"), make_policy("aryl"), workload=PowerLaw())
+    e = start(state, JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4), [0, 1, 2])  # base 1
+    rigid = start(state, JobSpec("r", 0.0, 2, 1000.0), [4, 5])
+    assert list(state.running_elastic) == ["e"] and state.elastic_extra_gpus == 2
+    state.apply(Plan(resize=[(e, (0, 1, 2, 3))]))
+    assert state.elastic_extra_gpus == 3
+    # a what-if where it scaled in to GPUs 0 and 1: 1 above its base, those GPUs its own
+    view = state.without(freed=[(e, (2, 3))])
+    assert view.elastic_extra_gpus == 1 and view.gpus_of(e) == (0, 1) and e.gpus == (0, 1, 2, 3)
+    assert state.without(gone=[e]).running_elastic == {} and state.elastic_extra_gpus == 3
+    state.apply(Plan(preempt=[e]))
+    assert state.running_elastic == {} and state.elastic_extra_gpus == 0
+    assert rigid.job_id in state.running
+
+
+def test_a_plan_that_was_not_applied_leaves_no_trace_in_the_next_pass():
+    # an elastic job (request 2, up to 4) on GPUs 0-1 of a 4-GPU server: the pass grows it onto
+    # GPUs 2-3. Refused (not applied), the next pass must plan the same growth again: Aryl
+    # reads the job's size from the state, not from its own last plan.
+    state = ClusterState(parse_cluster_spec("1x4:V100"), make_policy("aryl"), workload=PowerLaw())
+    e = start(state, JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4), [0, 1])
+    first = state.policy.schedule(state)
+    assert first.resize == [(e, (0, 1, 2, 3))]
+    assert state.policy.schedule(state).resize == first.resize
 
 
 def test_reclaim_scales_in_extras_first_then_preempts_the_cheapest_server_only():

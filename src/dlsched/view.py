@@ -142,6 +142,10 @@ class PolicyView(Protocol):
     @property
     def running(self) -> Mapping[str, JobState]: ...
     @property
+    def running_elastic(self) -> Mapping[str, JobState]: ...  # the elastic ones, by start
+    @property
+    def elastic_extra_gpus(self) -> int: ...  # GPUs they hold above their base sizes
+    @property
     def occupancy(self) -> Holders: ...  # which jobs hold each GPU, their memory
     @property
     def workload(self) -> WorkloadModel: ...  # speed, memory, co-location
@@ -157,6 +161,10 @@ class PolicyView(Protocol):
         buckets by ``bucket`` when given, kept by the state from the first call on
         (:mod:`dlsched.state.queues`): read it, do not copy or sort it. Pass the same
         functions every time (module-level functions or bound methods of the policy)."""
+
+    def gpus_of(self, job: JobState) -> tuple[int, ...]:
+        """The GPUs a running job holds as this view sees them (``job.gpus``, but in a
+        what-if where the job scaled in)."""
 
     def projected_finish(self, job: JobState) -> float:
         """When a running job ends at its current speed (inf when not running)."""

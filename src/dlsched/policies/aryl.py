@@ -11,8 +11,9 @@ A pass:
    take GPUs back from elastic jobs' extra workers (scaled in, background, no preemption), those
    whose loss lengthens their job least first; if even all extras would not make room, nothing
    is taken. Later jobs may start past one that cannot (``scan="backfill"``).
-2. **Extra workers by a multiple-choice knapsack.** The GPUs left go to elastic jobs (running,
-   or starting in this pass) as extra workers: each job offers options "k more GPUs" (up to its
+2. **Extra workers by a multiple-choice knapsack.** The GPUs left go to elastic jobs (those
+   starting in this pass, then the running ones in the order they started, as the cluster state
+   lists them) as extra workers: each job offers options "k more GPUs" (up to its
    maximum) valued by the JCT reduction T(n) - T(n + k), T = work left / speed, each at the
    GPUs the extras would get (the workload model's speed on that placement: extras across
    nodes may be slower than none); :mod:`.knapsack` picks the best set exactly. Extras go to
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from ..errors import SpecError
@@ -86,8 +87,6 @@ class Aryl(Policy):
         self.reclaim_rule = reclaim
         self.seed = seed
         self._rng = random.Random(seed)
-        self.size: dict[str, tuple[JobState, int]] = {}  # running elastic jobs and their GPUs
-        self.extra_total = 0  # GPUs held above base sizes, in total
         # job id -> (GPUs, nodes, GPU types, sub-batches) -> its speed there (extras' values)
         self._speeds: dict[str, dict[tuple, float]] = {}
 
@@ -109,31 +108,21 @@ class Aryl(Policy):
         """The queue's buckets: what a pass needs to know of a job to tell whether it can start."""
         return (self.base(job), job.spec.gpu_types)
 
-    # -- indexes ------------------------------------------------------------------------------
+    # -- the running elastic jobs, as the state keeps them ------------------------------------
+    def _elastic(self, view: PolicyView) -> Mapping[str, JobState]:
+        """The running jobs extras may go to or come from (none without elasticity)."""
+        return view.running_elastic if self.elasticity else {}
 
-    def _track(self, job: JobState, size: int) -> None:
-        self._untrack(job)
-        if self.elasticity and job.spec.elastic:
-            self.size[job.job_id] = (job, size)
-            self.extra_total += size - self.base(job)
+    def _extra_gpus(self, view: PolicyView) -> int:
+        """GPUs the running jobs hold above their base sizes: what scale-ins could free."""
+        return view.elastic_extra_gpus if self.elasticity else 0
 
-    def _untrack(self, job: JobState) -> None:
-        entry = self.size.pop(job.job_id, None)
-        if entry is not None:
-            self.extra_total -= entry[1] - self.base(job)
-
+    # a cache of the workload model's answers, not of the cluster's state
     def job_finished(self, job: JobState, now: float) -> None:
-        self._untrack(job)
         self._speeds.pop(job.job_id, None)
 
     def job_cancelled(self, job: JobState, now: float) -> None:
         self._speeds.pop(job.job_id, None)  # valued as planned to start, then cancelled
-
-    def job_requeued(self, job: JobState, now: float) -> None:
-        self._untrack(job)
-
-    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
-        self._track(job, len(gpus))
 
     # -- JCT model ----------------------------------------------------------------------------
     @staticmethod
@@ -149,7 +138,8 @@ class Aryl(Policy):
         planned: dict[str, tuple[int, ...]] = {}  # this pass's shrinks and growths
         queue = view.queue(shortest_first, self.kind)  # SJF, bucketed by kind
         kinds = queue.buckets
-        if queue and view.free.total + self.extra_total >= min(k[0] for k in kinds):
+        extra_gpus = self._extra_gpus(view)
+        if queue and view.free.total + extra_gpus >= min(k[0] for k in kinds):
             free = scratch = view.free.copy()
             failed: set = set()
             for job in queue:
@@ -162,7 +152,7 @@ class Aryl(Policy):
                     if need <= free.total
                     else None
                 )
-                if gpus is None and self.extra_total and need <= free.total + self.extra_total:
+                if gpus is None and extra_gpus and need <= free.total + extra_gpus:
                     free, gpus = self._make_room(view, free, need, job.spec.gpu_types, planned)
                     scratch = free
                 if gpus is None:
@@ -174,14 +164,14 @@ class Aryl(Policy):
                     continue
                 free.take(gpus)
                 plan.start.append((job, gpus))
-        if self.elasticity and (scratch or view.free).total > 0 and (self.size or plan.start):
+        if (
+            self.elasticity
+            and (scratch or view.free).total > 0
+            and (view.running_elastic or plan.start)
+        ):
             self._grow(view, plan, scratch or view.free.copy(), planned)
-        for job, gpus in plan.start:
-            self._track(job, len(gpus))
         for jid, gpus in planned.items():
-            job = self.size[jid][0]
-            plan.resize.append((job, gpus))
-            self._track(job, len(gpus))
+            plan.resize.append((view.running[jid], gpus))
         return plan
 
     def _place_base(
@@ -216,7 +206,8 @@ class Aryl(Policy):
         shrunk: dict[str, list[int]] = {}
         floor: dict[str, int] = {}  # the fewest GPUs each may keep: its base, if memory fits
         heap = []
-        for jid, (job, size) in self.size.items():
+        for jid, job in self._elastic(view).items():
+            size = len(view.gpus_of(job))
             if size > self.base(job) and self._resizable(view, job, planned):
                 fewest = smallest_fitting(job, self.base(job), view)
                 if fewest is None or fewest >= size:
@@ -229,8 +220,8 @@ class Aryl(Policy):
         gpu_node = view.cluster.gpu_node
         while heap:
             _, _, jid = heapq.heappop(heap)
-            job = self.size[jid][0]
-            gpus = shrunk.setdefault(jid, list(job.gpus))
+            job = view.running[jid]
+            gpus = shrunk.setdefault(jid, list(view.gpus_of(job)))
             kept = keep_consolidated(tuple(gpus), len(gpus) - 1, gpu_node)
             trial.release([g for g in gpus if g not in kept])
             gpus[:] = kept
@@ -257,9 +248,10 @@ class Aryl(Policy):
         for i, (job, gpus) in enumerate(plan.start):
             if job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
                 candidates.append((job, list(gpus), i))
-        for job, size in self.size.values():
-            if size < job.spec.gpu_range[1] and self._resizable(view, job, planned):
-                candidates.append((job, list(job.gpus), -1))
+        for job in self._elastic(view).values():
+            gpus = view.gpus_of(job)
+            if len(gpus) < job.spec.gpu_range[1] and self._resizable(view, job, planned):
+                candidates.append((job, list(gpus), -1))
         groups, kept = [], []
         loaned = view.loans.loaned
         order = _extras_order(free, loaned)
@@ -363,10 +355,8 @@ class Aryl(Policy):
             keep = self._kept_if_scaled_in(view, job, leaving)
             if keep is not None:
                 plan.resize.append((job, keep))
-                self._track(job, len(keep))
             else:
                 plan.preempt.append(job)
-                self._untrack(job)
         return chosen, plan
 
     def server_cost(self, view: PolicyView, nid: int, leaving: set[int]) -> float:

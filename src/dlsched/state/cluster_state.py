@@ -87,6 +87,10 @@ class ClusterState:
         self.now = now
         self.pending: dict[str, JobState] = {}
         self.running: dict[str, JobState] = {}
+        # the running elastic jobs (in start order), and the GPUs they hold above their base
+        # sizes, together (what shrinking them could free)
+        self.running_elastic: dict[str, JobState] = {}
+        self.elastic_extra_gpus = 0
         self.down_nodes: set[int] = set()
         self.changes = Changes()
         # capacity loaning: inference servers lent to training and asked back (Aryl)
@@ -105,6 +109,9 @@ class ClusterState:
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
+    def gpus_of(self, job: JobState) -> tuple[int, ...]:
+        return job.gpus
+
     def projected_finish(self, job: JobState) -> float:
         return job.finish_time
 
@@ -457,6 +464,9 @@ class ClusterState:
         job.rate = self._rate(job)
         self._unwait(job)
         self.running[job.job_id] = job
+        if job.spec.elastic:
+            self.running_elastic[job.job_id] = job
+            self.elastic_extra_gpus -= job.base_gpus  # _held added its GPUs
         self._schedule_completion(job)
         for partner in partners:
             self._refresh(partner)
@@ -593,6 +603,8 @@ class ClusterState:
     def _held(self, job: JobState, change: int) -> None:
         tenant = job.spec.tenant
         held = self.tenant_gpus[tenant] = self.tenant_gpus.get(tenant, 0) + change
+        if job.spec.elastic:
+            self.elastic_extra_gpus += change
         if self.tenant_log is not None and change:
             self.tenant_log.append((self.now, tenant, held))
 
@@ -604,6 +616,8 @@ class ClusterState:
         partners = self._vacate(job)
         job.switch_at = None
         del self.running[job.job_id]
+        if self.running_elastic.pop(job.job_id, None) is not None:
+            self.elastic_extra_gpus += job.base_gpus
         return partners
 
     def _vacate(self, job: JobState) -> set[JobState]:

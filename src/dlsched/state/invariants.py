@@ -62,4 +62,10 @@ def problems(state: ClusterState) -> list[str]:
         out.append(f"free {free.total} + busy {busy} != usable {usable}")
     if occupancy.shared_gpus != sum(1 for h in occupancy.jobs if len(h) > 1):
         out.append("the shared-GPU count is off")
+    elastic = [j for j in state.running.values() if j.spec.elastic]
+    if sorted(state.running_elastic) != sorted(j.job_id for j in elastic):
+        out.append(f"running elastic jobs {sorted(state.running_elastic)} are not the running ones")
+    extra = sum(len(j.gpus) - j.base_gpus for j in elastic)
+    if state.elastic_extra_gpus != extra:
+        out.append(f"elastic jobs hold {extra} GPUs above base, not {state.elastic_extra_gpus}")
     return out

@@ -28,16 +28,29 @@ class WhatIfView:
         gone = list(gone)
         freed = list(freed)
         free = base.free.copy()
-        free.release([g for j in gone for g in j.gpus] + [g for _, gpus in freed for g in gpus])
+        free.release(
+            [g for j in gone for g in base.gpus_of(j)] + [g for _, gpus in freed for g in gpus]
+        )
         self._free = free
         ids = {j.job_id for j in gone}
         self._running = {k: v for k, v in base.running.items() if k not in ids}
+        self._running_elastic = {k: v for k, v in base.running_elastic.items() if k not in ids}
         held = dict(base.tenant_gpus)
+        extra = base.elastic_extra_gpus
         for job in gone:
-            held[job.spec.tenant] -= len(job.gpus)
+            held[job.spec.tenant] -= len(base.gpus_of(job))
+            if job.job_id in base.running_elastic:
+                extra -= len(base.gpus_of(job)) - job.base_gpus
+        self._gpus_of: dict[str, tuple[int, ...]] = {}
         for job, gpus in freed:
             held[job.spec.tenant] -= len(gpus)
+            if job.job_id in base.running_elastic:
+                extra -= len(gpus)
+            off = set(gpus)
+            kept = self._gpus_of.get(job.job_id, base.gpus_of(job))
+            self._gpus_of[job.job_id] = tuple(g for g in kept if g not in off)
         self._tenant_gpus = held
+        self._elastic_extra_gpus = extra
 
     def without(
         self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
@@ -65,6 +78,14 @@ class WhatIfView:
         return self._running
 
     @property
+    def running_elastic(self) -> Mapping[str, JobState]:
+        return self._running_elastic
+
+    @property
+    def elastic_extra_gpus(self) -> int:
+        return self._elastic_extra_gpus
+
+    @property
     def occupancy(self) -> Holders:
         return self.base.occupancy
 
@@ -84,6 +105,10 @@ class WhatIfView:
         self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
     ) -> JobQueue:
         return self.base.queue(key, bucket)
+
+    def gpus_of(self, job: JobState) -> tuple[int, ...]:
+        kept = self._gpus_of.get(job.job_id)
+        return self.base.gpus_of(job) if kept is None else kept
 
     def projected_finish(self, job: JobState) -> float:
         return self.base.projected_finish(job)

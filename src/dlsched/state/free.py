@@ -12,9 +12,9 @@ from ..cluster import Cluster
 
 
 class FreeGpus:
-    """Copies are copy-on-write: a copy shares every node's free list and every bucket with its
-    original until either side changes one, so a scheduling pass that plans against a copy
-    costs what it touches, not the size of the cluster."""
+    """Copies are copy-on-write: a copy shares every node's free list, every bucket and the set
+    of usable nodes with its original until either side changes one, so a scheduling pass that
+    plans against a copy costs what it touches, not the size of the cluster."""
 
     __slots__ = (
         "cluster",
@@ -25,6 +25,7 @@ class FreeGpus:
         "_shared",
         "_own_free",
         "_own_buckets",
+        "_own_usable",
     )
 
     def __init__(self, cluster: Cluster, usable_nodes: Iterable[int] | None = None) -> None:
@@ -37,6 +38,7 @@ class FreeGpus:
         self._shared = False  # inner lists and sets may be another index's too
         self._own_free: set[int] = set()  # while shared: the nodes whose lists are ours
         self._own_buckets: set[int] = set()
+        self._own_usable = True  # False while the usable set may be another index's
         nodes = (
             (n.node_id for n in cluster.nodes if n.pool == "training")
             if usable_nodes is None
@@ -50,10 +52,11 @@ class FreeGpus:
         other.cluster = self.cluster
         other.free = self.free[:]
         other.buckets = self.buckets[:]
-        other.usable = self.usable.copy()
+        other.usable = self.usable
         other.total = self.total
         for index in (self, other):
             index._shared, index._own_free, index._own_buckets = True, set(), set()
+            index._own_usable = False
         return other
 
     def _node_list(self, nid: int) -> list[int]:
@@ -70,12 +73,19 @@ class FreeGpus:
             self._own_buckets.add(count)
         return self.buckets[count]
 
+    def _usable_set(self) -> set[int]:
+        """The usable nodes, ours to change."""
+        if not self._own_usable:
+            self.usable = self.usable.copy()
+            self._own_usable = True
+        return self.usable
+
     # -- node membership (pools, failures, loans) ------------------------------------------
     def add_node(self, nid: int) -> None:
         """Make a whole idle node usable."""
         if nid in self.usable:
             raise ValueError(f"node {nid} is already usable")
-        self.usable.add(nid)
+        self._usable_set().add(nid)
         self.free[nid] = list(self.cluster.nodes[nid].gpu_ids)
         self._own_free.add(nid)
         self._bucket(len(self.free[nid])).add(nid)
@@ -94,7 +104,7 @@ class FreeGpus:
         self.total -= len(self.free[nid])
         self.free[nid] = []
         self._own_free.add(nid)
-        self.usable.discard(nid)
+        self._usable_set().discard(nid)
 
     # -- taking and releasing --------------------------------------------------------------
     def take(self, gpus: Iterable[int]) -> None:

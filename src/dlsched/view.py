@@ -73,7 +73,7 @@ class IdleGpus(Protocol):
     @property
     def free(self) -> Sequence[Sequence[int]]: ...  # per node, its idle GPU ids
     @property
-    def buckets(self) -> Sequence[AbstractSet[int]]: ...  # idle count -> nodes with that many
+    def buckets(self) -> Sequence[AbstractSet[int]]: ...  # idle count (1..) -> nodes with that many
     @property
     def usable(self) -> AbstractSet[int]: ...
 

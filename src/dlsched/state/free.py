@@ -1,5 +1,7 @@
 """The free-GPU index: per usable node its free GPU ids, nodes bucketed by free count, so that
-a best-fit lookup costs O(GPUs per node) instead of a scan of the cluster. The cluster state
+a best-fit lookup costs O(GPUs per node) instead of a scan of the cluster. Bucket 0 stays empty:
+no lookup wants a node without a free GPU, and on a busy cluster it would be the bucket of
+nearly every node, copied by every planning pass that fills or frees one. The cluster state
 keeps the live one; policies read it and place against a ``copy()`` when they plan several
 starts.
 """
@@ -88,7 +90,8 @@ class FreeGpus:
         self._usable_set().add(nid)
         self.free[nid] = list(self.cluster.nodes[nid].gpu_ids)
         self._own_free.add(nid)
-        self._bucket(len(self.free[nid])).add(nid)
+        if self.free[nid]:
+            self._bucket(len(self.free[nid])).add(nid)
         self.total += len(self.free[nid])
 
     def remove_node(self, nid: int) -> None:
@@ -100,7 +103,8 @@ class FreeGpus:
     def retire_node(self, nid: int) -> None:
         """Stop offering a node whose GPUs may still be in use (a reclaimed loan): its free
         GPUs leave the index now, and GPUs its jobs release later are not given back."""
-        self._bucket(len(self.free[nid])).discard(nid)
+        if self.free[nid]:
+            self._bucket(len(self.free[nid])).discard(nid)
         self.total -= len(self.free[nid])
         self.free[nid] = []
         self._own_free.add(nid)
@@ -119,7 +123,8 @@ class FreeGpus:
             n = len(f)
             f.remove(g)
             self._bucket(n).discard(nid)
-            self._bucket(n - 1).add(nid)
+            if n > 1:
+                self._bucket(n - 1).add(nid)
             taken += 1
         self.total -= taken
 
@@ -134,7 +139,8 @@ class FreeGpus:
             f = self._node_list(nid)
             n = len(f)
             f.append(g)
-            self._bucket(n).discard(nid)
+            if n:
+                self._bucket(n).discard(nid)
             self._bucket(n + 1).add(nid)
             self.total += 1
 

@@ -60,6 +60,12 @@ def problems(state: ClusterState) -> list[str]:
     busy = sum(1 for g, h in enumerate(occupancy.jobs) if h and cluster.gpu_node[g] in free.usable)
     if free.total + busy != usable:
         out.append(f"free {free.total} + busy {busy} != usable {usable}")
+    for count, bucket in enumerate(free.buckets):
+        wrong = sorted(n for n in bucket if n not in free.usable or len(free.free[n]) != count)
+        if wrong or (count == 0 and bucket):
+            out.append(f"free-count bucket {count} lists nodes {sorted(bucket)}")
+    if sum(len(b) for b in free.buckets) != sum(1 for n in free.usable if free.free[n]):
+        out.append("a usable node with free GPUs is missing from the buckets")
     if occupancy.shared_gpus != sum(1 for h in occupancy.jobs if len(h) > 1):
         out.append("the shared-GPU count is off")
     elastic = [j for j in state.running.values() if j.spec.elastic]

@@ -110,18 +110,27 @@ def start(state, spec, gpus):
 
 
 def test_the_state_counts_running_elastic_jobs_and_their_gpus_above_base():
+    # e asks 2 of 1..4 (base 1: no memory limit) and speeds up with every GPU (power law)
     state = ClusterState(parse_cluster_spec("2x4:V100"), make_policy("aryl"), workload=PowerLaw())
     e = start(state, JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4), [0, 1, 2])  # base 1
     rigid = start(state, JobSpec("r", 0.0, 2, 1000.0), [4, 5])
     assert list(state.running_elastic) == ["e"] and state.elastic_extra_gpus == 2
+    assert state.elastic_grown_gpus == 1  # above its request
+    assert list(state.elastic_above_base) == list(state.elastic_growable) == ["e"]
     state.apply(Plan(resize=[(e, (0, 1, 2, 3))]))
-    assert state.elastic_extra_gpus == 3
+    assert state.elastic_extra_gpus == 3 and state.elastic_grown_gpus == 2
+    assert state.elastic_growable == {}  # at its maximum
     # a what-if where it scaled in to GPUs 0 and 1: 1 above its base, those GPUs its own
     view = state.without(freed=[(e, (2, 3))])
     assert view.elastic_extra_gpus == 1 and view.gpus_of(e) == (0, 1) and e.gpus == (0, 1, 2, 3)
-    assert state.without(gone=[e]).running_elastic == {} and state.elastic_extra_gpus == 3
+    assert view.elastic_grown_gpus == 0 and list(view.elastic_growable) == ["e"]
+    gone = state.without(gone=[e])
+    assert gone.running_elastic == gone.elastic_above_base == gone.elastic_growable == {}
+    assert gone.elastic_extra_gpus == gone.elastic_grown_gpus == 0
+    assert state.elastic_extra_gpus == 3 and list(state.elastic_above_base) == ["e"]
     state.apply(Plan(preempt=[e]))
-    assert state.running_elastic == {} and state.elastic_extra_gpus == 0
+    assert state.running_elastic == state.elastic_above_base == {}
+    assert state.elastic_extra_gpus == state.elastic_grown_gpus == 0
     assert rigid.job_id in state.running
 
 

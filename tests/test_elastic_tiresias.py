@@ -200,3 +200,26 @@ def test_elastic_fifo_without_elastic_jobs_is_fifo():
         result = Simulator(parse_cluster_spec("2x8"), jobs, make_policy(name), SimConfig()).run()
         finishes[name] = {j.job_id: j.finish for j in result.jobs}
     assert finishes["fifo"] == finishes["elastic-fifo"]
+
+
+@pytest.mark.parametrize("name", ["elastic-tiresias", "elastic-fifo"])
+def test_a_plan_that_is_never_applied_leaves_nothing_behind(name):
+    # The state refused the plan, or the runtime's executor failed it: the next pass must see
+    # the cluster as it is. E (asks 1 of 1..4) runs alone on 1 of 4 GPUs: each pass plans to grow
+    # it to 4 (the first did not change the policy's idea of its size) and counts no GPU above
+    # its request (one preempting could free).
+    from dlsched.state.cluster_state import ClusterState
+    from dlsched.view import Plan
+
+    policy = make_policy(name)
+    state = ClusterState(parse_cluster_spec("1x4"), policy, workload=SizeTable(LINEARISH))
+    e = state.submit(JobSpec("e", 0.0, 1, 100.0, model="m", min_gpus=1, max_gpus=4))
+    state.apply(Plan(start=[(e, (0,))]))
+    first = policy.schedule(state)
+    second = policy.schedule(state)
+    assert [(j.job_id, g) for j, g in first.resize] == [("e", (0, 1, 2, 3))]
+    assert [(j.job_id, g) for j, g in second.resize] == [("e", (0, 1, 2, 3))]
+    assert policy.elastic.extra_gpus == 3  # in the pass: what its plan grew
+    state.apply(second)
+    assert state.elastic_grown_gpus == 3 and state.elastic_growable == {}
+    assert policy.schedule(state).resize == []

@@ -32,6 +32,9 @@ class TableSpeed:
     def accumulation_cost(self, spec, accumulation):
         return self.cost.get(accumulation, 1.0)
 
+    def speed_at_size(self, spec, gpus):
+        return None  # not modelled: no elastic job grows
+
 
 def run(policy, jobs, speed, cluster="1x1:V100"):
     sim = Simulator(

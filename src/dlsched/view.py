@@ -144,7 +144,13 @@ class PolicyView(Protocol):
     @property
     def running_elastic(self) -> Mapping[str, JobState]: ...  # the elastic ones, by start
     @property
+    def elastic_above_base(self) -> Mapping[str, JobState]: ...  # those above their base sizes
+    @property
+    def elastic_growable(self) -> Mapping[str, JobState]: ...  # those one more GPU speeds up
+    @property
     def elastic_extra_gpus(self) -> int: ...  # GPUs they hold above their base sizes
+    @property
+    def elastic_grown_gpus(self) -> int: ...  # GPUs they hold above their requests
     @property
     def occupancy(self) -> Holders: ...  # which jobs hold each GPU, their memory
     @property

@@ -74,3 +74,13 @@ class TraceModel:
 
 
 TRACE_MODEL = TraceModel()
+
+
+def one_more_gpu_helps(model: WorkloadModel, spec: JobSpec, gpus: int) -> bool:
+    """Whether an elastic job on ``gpus`` GPUs may take one more (it is below its maximum) and
+    runs faster on it, as far as ``model`` knows (a pure function of the spec and the size in
+    every model)."""
+    if gpus >= spec.gpu_range[1]:
+        return False
+    now, more = model.speed_at_size(spec, gpus), model.speed_at_size(spec, gpus + 1)
+    return now is not None and more is not None and more > now

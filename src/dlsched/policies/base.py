@@ -77,8 +77,9 @@ class Policy:
 
     def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
         """A layer above (the quota layer) changed the size this policy planned for a job, in
-        this pass: it runs (or starts) on ``gpus`` instead. Policies that resize jobs update
-        their indexes; the others need not."""
+        this pass: it runs (or starts) on ``gpus`` instead. A notification: no built-in
+        policy needs it (the view shows a scale-in decided before the pass, ``gpus_of``, and
+        the next pass the sizes applied)."""
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:

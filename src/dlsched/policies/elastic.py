@@ -23,8 +23,8 @@ would shrink. A job resized in a pass is not resized again in it, and a preempte
 is dropped. Without a performance model (``--no-perf``) speeds at other sizes are unknown, so
 nothing grows.
 
-The policy keeps the planned size of every running elastic job and three small indexes (grown,
-shrinkable by rule 3, growable), so a pass touches only the jobs it may resize.
+The state keeps the running elastic jobs, those above their base sizes and the GPUs held above
+requests (:class:`~dlsched.view.PolicyView`), so a pass touches only the jobs it may resize.
 """
 
 from __future__ import annotations
@@ -64,7 +64,11 @@ def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tup
 
 
 class ElasticGrowth:
-    """Rules 2-4 above, as a part of a :class:`PreemptivePolicy`."""
+    """Rules 2-4 above, as a part of a :class:`PreemptivePolicy`. It keeps nothing between
+    passes: the running elastic jobs, their sizes and the GPUs they hold above their requests
+    are the view's. Within a pass it keeps its plan: the jobs it resized (and those a layer
+    above scaled in, which the view shows on fewer GPUs), not resized again, and how the plan
+    so far changes the GPUs held above requests."""
 
     policy: PreemptivePolicy
     is_low_priority: Callable[[JobState], bool]
@@ -72,14 +76,11 @@ class ElasticGrowth:
 
     def __init__(self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
         self.shrink_when_waiting = int(shrink_when_waiting)
-        self.size: dict[str, int] = {}  # running elastic job -> GPUs once planned
-        self.grown: dict[str, JobState] = {}  # holding more than requested
-        self.shrinkable: dict[str, JobState] = {}  # low priority, above its minimum
-        self.growable: dict[str, JobState] = {}  # below its maximum with a positive gain
-        self.extra_gpus = 0  # GPUs held above requests, in total
+        self._view: PolicyView | None = None  # this pass's
         self._planned: dict[str, tuple[int, ...]] = {}  # this pass's resizes
-        # the quota layer's scale-ins, told before the pass they belong to: (time, GPUs kept)
-        self._layer_resized: dict[str, tuple[float, tuple[int, ...]]] = {}
+        # GPUs held above requests once this pass's plan so far applies (preempting their jobs
+        # could free them too)
+        self.extra_gpus = 0
         self._speed_at: Callable[[JobSpec, int], float | None] | None = None
 
     def params(self) -> dict:
@@ -92,28 +93,6 @@ class ElasticGrowth:
         self.is_low_priority = policy.order.is_low_priority
         self.worst_first = policy.order.worst_first
 
-    # -- indexes ----------------------------------------------------------------------------
-    def _track(self, job: JobState, size: int) -> None:
-        jid, (low, high) = job.job_id, job.spec.gpu_range
-        self._untrack(job)
-        self.size[jid] = size
-        if size > job.num_gpus:
-            self.grown[jid] = job
-            self.extra_gpus += size - job.num_gpus
-        if size > low and self.is_low_priority(job):
-            self.shrinkable[jid] = job
-        if size < high and self._gain(job, size) > 0:
-            self.growable[jid] = job
-
-    def _untrack(self, job: JobState) -> None:
-        jid = job.job_id
-        size = self.size.pop(jid, None)
-        if size is not None and size > job.num_gpus:
-            self.extra_gpus -= size - job.num_gpus
-        self.grown.pop(jid, None)
-        self.shrinkable.pop(jid, None)
-        self.growable.pop(jid, None)
-
     def _gain(self, job: JobState, size: int) -> float:
         """Speed gained by one more GPU, relative to the speed at the request (0 if unknown)."""
         if self._speed_at is None:
@@ -121,35 +100,28 @@ class ElasticGrowth:
         now, more = self._speed_at(job.spec, size), self._speed_at(job.spec, size + 1)
         return 0.0 if now is None or more is None else more - now
 
-    def started(self, job: JobState) -> None:
-        if job.spec.elastic:
-            self._track(job, job.num_gpus)
-
-    def stopped(self, job: JobState) -> None:
-        self._untrack(job)
-
-    def resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
-        """A layer above changed its planned size (see :meth:`Policy.job_resized`). A scale-in
-        told before this pass is this pass's resize of the job: it is not resized again, and
-        its GPUs are the ones kept (the layer's view has the others free already)."""
-        if job.spec.elastic:
-            self._track(job, len(gpus))
-            self._layer_resized[job.job_id] = (now, tuple(gpus))
-
-    def rekeyed(self, job: JobState) -> None:
-        if job.job_id in self.size:  # its priority changed: so may its rule-3 status
-            self._track(job, self.size[job.job_id])
-
     def planned_gpus(self, job: JobState) -> tuple[int, ...]:
-        return self._planned.get(job.job_id, job.gpus)
+        planned = self._planned.get(job.job_id)
+        if planned is not None:
+            return planned
+        return job.gpus if self._view is None else self._view.gpus_of(job)
+
+    def _plan_resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
+        before = len(self.planned_gpus(job))
+        self.extra_gpus += _above_request(job, len(gpus)) - _above_request(job, before)
+        self._planned[job.job_id] = gpus
 
     def victim_preempted(self, victim: JobState, plan: Plan) -> None:
+        self.extra_gpus -= _above_request(victim, len(self.planned_gpus(victim)))
         if self._planned.pop(victim.job_id, None) is not None:
             plan.resize = [(j, g) for j, g in plan.resize if j is not victim]
 
     def _resizable(self, job: JobState, view: PolicyView) -> bool:
+        """Not resized in this pass (by this part or a layer above), nor resizing, nor
+        sharing a GPU."""
         return (
             job.job_id not in self._planned
+            and view.gpus_of(job) == job.gpus
             and not view.resizing(job)
             and not view.occupancy.partners(job)
         )
@@ -160,8 +132,7 @@ class ElasticGrowth:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)
         scratch.release([g for g in job.gpus if g not in kept])
         plan.resize.append((job, kept))
-        self._planned[job.job_id] = kept
-        self._track(job, size)
+        self._plan_resize(job, kept)
 
     def _head_need(self, free_total: int, waiting: Iterable[JobState]) -> int:
         """GPUs the jobs at the head of the queue, in order, could use if the grown jobs gave
@@ -176,27 +147,29 @@ class ElasticGrowth:
 
     # -- before the pass: give back extras, shrink when many wait (rules 2 and 3) -------------
     def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
-        self._planned = {j: gpus for j, (t, gpus) in self._layer_resized.items() if t == view.now}
-        self._layer_resized = {}
+        self._view, self._planned, self.extra_gpus = view, {}, view.elastic_grown_gpus
         self._speed_at = view.workload.speed_at_size
-        if not self.grown and not self.shrinkable:
+        above_base = view.elastic_above_base  # (those grown are above their base too)
+        if not above_base:
             return
         count, waiting = self.policy.waiting_after(view, plan)
         if not count:
             return
-        if self.grown:
+        if view.elastic_grown_gpus:
             missing = self._head_need(scratch.total, waiting) - scratch.total
             if missing > 0:
-                for job in sorted(self.grown.values(), key=self.worst_first):
+                grown = [j for j in above_base.values() if len(view.gpus_of(j)) > j.num_gpus]
+                for job in sorted(grown, key=self.worst_first):
                     if missing <= 0:
                         break
                     if self._resizable(job, view):
                         size = smallest_fitting(job, job.num_gpus, view)
                         if size is not None:
-                            missing -= self.size[job.job_id] - size
+                            missing -= len(job.gpus) - size
                             self._shrink(job, size, view, plan, scratch)
-        if count > self.shrink_when_waiting and self.shrinkable:
-            for job in sorted(self.shrinkable.values(), key=self.worst_first):
+        if count > self.shrink_when_waiting:
+            low = [j for j in above_base.values() if self.is_low_priority(j)]
+            for job in sorted(low, key=self.worst_first):
                 if self._resizable(job, view):
                     size = smallest_fitting(job, job.base_gpus, view)
                     if size is not None:
@@ -204,51 +177,69 @@ class ElasticGrowth:
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
-        if not scratch.total or not self.growable:
+        if not scratch.total or not (view.elastic_growable or plan.start):
             return  # (what is spare is at most what is idle)
         count, waiting = self.policy.waiting_after(view, plan)
         spare = scratch.total - self._head_need(scratch.total, waiting) if count else scratch.total
-        if spare <= 0 or not self.growable:
+        if spare <= 0:
             return
         many_wait = count > self.shrink_when_waiting
         starting = {job.job_id: index for index, (job, _) in enumerate(plan.start)}
+        leaving = {job.job_id for job in plan.preempt}
         sizes: dict[str, list[int]] = {}  # job id -> its GPUs as planned, growing
+        jobs: dict[str, JobState] = {}
         heap: list[tuple[float, int, str]] = []
-        for jid, job in self.growable.items():
-            if (many_wait and self.is_low_priority(job)) or not (
-                jid in starting or self._resizable(job, view)
+
+        def candidate(job: JobState, gpus: tuple[int, ...], gain: float) -> None:
+            sizes[job.job_id], jobs[job.job_id] = list(gpus), job
+            heap.append((-gain, job.seq, job.job_id))
+
+        for jid, job in view.elastic_growable.items():  # one more GPU speeds them up
+            if not (
+                jid in leaving
+                or (many_wait and self.is_low_priority(job))
+                or not self._resizable(job, view)
             ):
-                continue
-            sizes[jid] = list(plan.start[starting[jid]][1] if jid in starting else job.gpus)
-            heap.append((-self._gain(job, len(sizes[jid])), job.seq, jid))
+                candidate(job, job.gpus, self._gain(job, len(job.gpus)))
+        for job, gpus in plan.start:
+            if job.spec.elastic and not (many_wait and self.is_low_priority(job)):
+                if len(gpus) < job.spec.gpu_range[1] and (gain := self._gain(job, len(gpus))) > 0:
+                    candidate(job, gpus, gain)
+        if not heap:
+            return
         heapq.heapify(heap)
         grown: dict[str, JobState] = {}
         gpu_node = view.cluster.gpu_node
         while heap and spare > 0:
             _, _, jid = heapq.heappop(heap)
-            job, gpus = self.growable[jid], sizes[jid]
+            job, planned = jobs[jid], sizes[jid]
             near = [
-                g for nid in sorted({gpu_node[x] for x in gpus}) for g in sorted(scratch.free[nid])
+                g
+                for nid in sorted({gpu_node[x] for x in planned})
+                for g in sorted(scratch.free[nid])
             ]
             pick = (near[0],) if near else best_fit(scratch, 1, job.spec.gpu_types)
             if not pick:
                 continue
             scratch.take(pick)
             spare -= 1
-            gpus.append(pick[0])
+            planned.append(pick[0])
             grown[jid] = job
-            if len(gpus) < job.spec.gpu_range[1]:
-                gain = self._gain(job, len(gpus))
+            if len(planned) < job.spec.gpu_range[1]:
+                gain = self._gain(job, len(planned))
                 if gain > 0:
                     heapq.heappush(heap, (-gain, job.seq, jid))
         for jid, job in grown.items():
-            planned = tuple(sizes[jid])
+            gpus = tuple(sizes[jid])
             if jid in starting:
-                plan.start[starting[jid]] = (job, planned)
+                plan.start[starting[jid]] = (job, gpus)
             else:
-                plan.resize.append((job, planned))
-                self._planned[jid] = planned
-            self._track(job, len(planned))
+                plan.resize.append((job, gpus))
+                self._plan_resize(job, gpus)
+
+
+def _above_request(job: JobState, size: int) -> int:
+    return max(0, size - job.num_gpus)
 
 
 class NoPreemptionFifo(PreemptiveOrder):

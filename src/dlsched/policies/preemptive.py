@@ -109,16 +109,12 @@ class ResizingPart(Protocol):
     """What a preemptive policy asks of a part that resizes elastic jobs around its pass
     (:class:`~dlsched.policies.elastic.ElasticGrowth`)."""
 
-    extra_gpus: int  # GPUs held above requests: preempting could free them too
+    extra_gpus: int  # GPUs held above requests in the pass: preempting could free them too
 
     def attach(self, policy: PreemptivePolicy) -> None: ...
     def params(self) -> dict: ...
     def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
-    def started(self, job: JobState) -> None: ...
-    def stopped(self, job: JobState) -> None: ...
-    def rekeyed(self, job: JobState) -> None: ...
-    def resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None: ...
     def planned_gpus(self, job: JobState) -> tuple[int, ...]: ...
     def victim_preempted(self, victim: JobState, plan: Plan) -> None: ...
 
@@ -180,8 +176,6 @@ class PreemptivePolicy(Policy):
     def rekey_running(self, job: JobState) -> None:
         """The running job's rank changed (the old heap entry goes stale)."""
         self._push_running(job)
-        if self.elastic is not None:
-            self.elastic.rekeyed(job)
 
     def pending_rank(self, job: JobState) -> tuple:
         """A waiting job's rank: the key of the state's queue (fixed while it waits; an order
@@ -279,34 +273,20 @@ class PreemptivePolicy(Policy):
             return self._worst_drifting()
         return min(tops, key=self.order.exact_worst_first, default=None)
 
-    def _started(self, job: JobState, now: float) -> None:
-        self.order.started(job, now)
-        if self.elastic is not None:
-            self.elastic.started(job)
-
-    def _stopped(self, job: JobState, now: float) -> None:
-        self.order.stopped(job, now)
-        if self.elastic is not None:
-            self.elastic.stopped(job)
-
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self._starting.pop(job.job_id, None)
-        self._stopped(job, now)
+        self.order.stopped(job, now)
 
     def job_requeued(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self._starting.pop(job.job_id, None)
-        self._stopped(job, now)
+        self.order.stopped(job, now)
 
     def job_progressed(self, job: JobState, now: float) -> None:
         if self.is_running(job.job_id):
             self.order.progressed(job, now)
-
-    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
-        if self.elastic is not None:
-            self.elastic.resized(job, gpus, now)
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
@@ -377,7 +357,7 @@ class PreemptivePolicy(Policy):
             scratch.take(gpus)
             plan.start.append((job, gpus))
             self._push_next(by_kind, heads, entry, kind)
-            self._started(job, now)
+            self.order.started(job, now)
             self._starting[job.job_id] = job
         if elastic is not None:
             assert scratch is not None  # made before the pass for the elastic part
@@ -449,5 +429,5 @@ class PreemptivePolicy(Policy):
             if self.elastic is not None:
                 self.elastic.victim_preempted(victim, plan)
             plan.preempt.append(victim)
-            self._stopped(victim, now)
+            self.order.stopped(victim, now)
         return gpus

@@ -25,7 +25,7 @@ from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobSpec, JobState, Status
 from ..view import Applied, Plan, PolicyHooks, PolicyView
-from ..workload_model import TRACE_MODEL, WorkloadModel
+from ..workload_model import TRACE_MODEL, WorkloadModel, one_more_gpu_helps
 from .costs import Costs
 from .free import FreeGpus
 from .loans import LoanBook
@@ -87,10 +87,14 @@ class ClusterState:
         self.now = now
         self.pending: dict[str, JobState] = {}
         self.running: dict[str, JobState] = {}
-        # the running elastic jobs (in start order), and the GPUs they hold above their base
-        # sizes, together (what shrinking them could free)
+        # the running elastic jobs (in start order); those holding more than their base sizes;
+        # those below their maximum that one GPU more makes faster; and the GPUs held above base
+        # sizes (what shrinking them could free) and above requests, together (_size_elastic)
         self.running_elastic: dict[str, JobState] = {}
+        self.elastic_above_base: dict[str, JobState] = {}
+        self.elastic_growable: dict[str, JobState] = {}
         self.elastic_extra_gpus = 0
+        self.elastic_grown_gpus = 0
         self.down_nodes: set[int] = set()
         self.changes = Changes()
         # capacity loaning: inference servers lent to training and asked back (Aryl)
@@ -465,8 +469,7 @@ class ClusterState:
         self._unwait(job)
         self.running[job.job_id] = job
         if job.spec.elastic:
-            self.running_elastic[job.job_id] = job
-            self.elastic_extra_gpus -= job.base_gpus  # _held added its GPUs
+            self._size_elastic(job, 0, len(gpus))
         self._schedule_completion(job)
         for partner in partners:
             self._refresh(partner)
@@ -516,6 +519,8 @@ class ClusterState:
         self._vacate(job)
         self.free.take([g for g in gpus if g in old])  # _vacate freed all its GPUs
         self._held(job, len(gpus) - len(old))
+        if spec.elastic:
+            self._size_elastic(job, len(old), len(gpus))
         job.gpus = tuple(gpus)
         job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
         self.occupancy.attach(job)
@@ -603,8 +608,6 @@ class ClusterState:
     def _held(self, job: JobState, change: int) -> None:
         tenant = job.spec.tenant
         held = self.tenant_gpus[tenant] = self.tenant_gpus.get(tenant, 0) + change
-        if job.spec.elastic:
-            self.elastic_extra_gpus += change
         if self.tenant_log is not None and change:
             self.tenant_log.append((self.now, tenant, held))
 
@@ -612,13 +615,35 @@ class ClusterState:
         """The job's run ends now (finished, stopped or cancelled): account it, take the job off
         its GPUs and out of the running jobs; return its former partners."""
         self._held(job, -len(job.gpus))
+        if job.spec.elastic:
+            self._size_elastic(job, len(job.gpus), 0)
         self._account_run(job)
         partners = self._vacate(job)
         job.switch_at = None
         del self.running[job.job_id]
-        if self.running_elastic.pop(job.job_id, None) is not None:
-            self.elastic_extra_gpus += job.base_gpus
         return partners
+
+    def _size_elastic(self, job: JobState, old: int, new: int) -> None:
+        """An elastic job's GPUs went from ``old`` to ``new`` (0: not running): its place in
+        the indexes of running elastic jobs."""
+        jid, base, request = job.job_id, job.base_gpus, job.num_gpus
+        if old:
+            self.elastic_extra_gpus -= old - base
+            self.elastic_grown_gpus -= max(0, old - request)
+        if new:
+            self.elastic_extra_gpus += new - base
+            self.elastic_grown_gpus += max(0, new - request)
+            self.running_elastic[jid] = job  # (a resized job keeps its place)
+        else:
+            del self.running_elastic[jid]
+        if new > base:
+            self.elastic_above_base[jid] = job
+        else:
+            self.elastic_above_base.pop(jid, None)
+        if new and one_more_gpu_helps(self.workload, job.spec, new):
+            self.elastic_growable[jid] = job
+        else:
+            self.elastic_growable.pop(jid, None)
 
     def _vacate(self, job: JobState) -> set[JobState]:
         """Take the job off its GPUs; free those nobody else holds; return its partners."""

@@ -4,6 +4,7 @@ of random workloads, in the simulator and in the runtime's service."""
 from __future__ import annotations
 
 from ..jobs import Status
+from ..workload_model import one_more_gpu_helps
 from .cluster_state import ClusterState
 
 
@@ -74,4 +75,15 @@ def problems(state: ClusterState) -> list[str]:
     extra = sum(len(j.gpus) - j.base_gpus for j in elastic)
     if state.elastic_extra_gpus != extra:
         out.append(f"elastic jobs hold {extra} GPUs above base, not {state.elastic_extra_gpus}")
+    grown = sum(max(0, len(j.gpus) - j.num_gpus) for j in elastic)
+    if state.elastic_grown_gpus != grown:
+        out.append(f"elastic jobs hold {grown} GPUs above request, not {state.elastic_grown_gpus}")
+    above = sorted(j.job_id for j in elastic if len(j.gpus) > j.base_gpus)
+    if sorted(state.elastic_above_base) != above:
+        out.append(f"elastic jobs above base {sorted(state.elastic_above_base)}, not {above}")
+    growable = sorted(
+        j.job_id for j in elastic if one_more_gpu_helps(state.workload, j.spec, len(j.gpus))
+    )
+    if sorted(state.elastic_growable) != growable:
+        out.append(f"growable elastic jobs {sorted(state.elastic_growable)}, not {growable}")
     return out

@@ -10,7 +10,7 @@ from typing import Any
 from ..cluster import Cluster
 from ..jobs import JobState
 from ..view import Holders, IdleGpus, JobQueue, Loans, PolicyView
-from ..workload_model import WorkloadModel
+from ..workload_model import WorkloadModel, one_more_gpu_helps
 
 
 class WhatIfView:
@@ -35,22 +35,38 @@ class WhatIfView:
         ids = {j.job_id for j in gone}
         self._running = {k: v for k, v in base.running.items() if k not in ids}
         self._running_elastic = {k: v for k, v in base.running_elastic.items() if k not in ids}
+        self._above_base = dict(base.elastic_above_base)
+        self._growable = dict(base.elastic_growable)
+        self._extra = base.elastic_extra_gpus
+        self._grown = base.elastic_grown_gpus
         held = dict(base.tenant_gpus)
-        extra = base.elastic_extra_gpus
         for job in gone:
-            held[job.spec.tenant] -= len(base.gpus_of(job))
-            if job.job_id in base.running_elastic:
-                extra -= len(base.gpus_of(job)) - job.base_gpus
+            size = len(base.gpus_of(job))
+            held[job.spec.tenant] -= size
+            self._resized_elastic(job, size, 0)
         self._gpus_of: dict[str, tuple[int, ...]] = {}
         for job, gpus in freed:
             held[job.spec.tenant] -= len(gpus)
-            if job.job_id in base.running_elastic:
-                extra -= len(gpus)
             off = set(gpus)
             kept = self._gpus_of.get(job.job_id, base.gpus_of(job))
             self._gpus_of[job.job_id] = tuple(g for g in kept if g not in off)
+            self._resized_elastic(job, len(kept), len(self._gpus_of[job.job_id]))
         self._tenant_gpus = held
-        self._elastic_extra_gpus = extra
+
+    def _resized_elastic(self, job: JobState, old: int, new: int) -> None:
+        """The indexes of running elastic jobs (as the state keeps them) after a job went from
+        ``old`` GPUs to ``new`` (0: gone)."""
+        if job.job_id not in self.base.running_elastic:
+            return
+        base, request = job.base_gpus, job.num_gpus
+        self._extra += (new - base if new else 0) - (old - base)
+        self._grown += max(0, new - request) - max(0, old - request)
+        if new <= base:
+            self._above_base.pop(job.job_id, None)
+        if new and one_more_gpu_helps(self.base.workload, job.spec, new):
+            self._growable[job.job_id] = job
+        else:
+            self._growable.pop(job.job_id, None)
 
     def without(
         self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
@@ -82,8 +98,20 @@ class WhatIfView:
         return self._running_elastic
 
     @property
+    def elastic_above_base(self) -> Mapping[str, JobState]:
+        return self._above_base
+
+    @property
+    def elastic_growable(self) -> Mapping[str, JobState]:
+        return self._growable
+
+    @property
     def elastic_extra_gpus(self) -> int:
-        return self._elastic_extra_gpus
+        return self._extra
+
+    @property
+    def elastic_grown_gpus(self) -> int:
+        return self._grown
 
     @property
     def occupancy(self) -> Holders:

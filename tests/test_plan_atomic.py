@@ -108,3 +108,36 @@ def test_an_elastic_job_resized_twice_in_one_plan_is_refused():
     with pytest.raises(PlanError, match="resizes it twice"):
         state.apply(Plan(resize=[(e, (0,)), (e, (0, 1, 2))]))
     assert books(state) == before
+
+
+def test_a_preemption_never_applied_is_planned_again_at_the_next_pass():
+    # SRTF on 4 GPUs: a (4 GPUs, 1000 s) runs; b (4 GPUs, 50 s) arrives at 10 and preempts it.
+    # The plan is not applied (refused, or skipped by the runtime): a still runs, and the next
+    # pass must see it as running, and preempt it again.
+    policy = make_policy("srtf")
+    state = ClusterState(parse_cluster_spec("1x4:V100"), policy)
+    state.submit(JobSpec("a", 0.0, 4, 1000.0))
+    state.apply(policy.schedule(state))
+    state.advance_to(10.0)
+    state.submit(JobSpec("b", 10.0, 4, 50.0))
+    first = policy.schedule(state)
+    again = policy.schedule(state)
+    for plan in (first, again):
+        assert [j.job_id for j in plan.preempt] == ["a"]
+        assert [j.job_id for j, _ in plan.start] == ["b"]
+    assert policy.resyncs == 1
+    state.apply(again)
+    policy.schedule(state)
+    assert policy.resyncs == 1  # an applied plan needs none
+
+
+def test_a_start_never_applied_is_not_counted_by_tiresias():
+    # Tiresias counts running GPUs per queue (its bound on what preempting could free): a start
+    # planned but never applied must not stay in the count.
+    policy = make_policy("tiresias")
+    state = ClusterState(parse_cluster_spec("1x4:V100"), policy)
+    state.submit(JobSpec("a", 0.0, 4, 1000.0))
+    policy.schedule(state)  # not applied
+    plan = policy.schedule(state)
+    assert [j.job_id for j, _ in plan.start] == ["a"]
+    assert policy.order.level_gpus[0] == 4  # once, for the start planned now

@@ -98,6 +98,10 @@ class PreemptiveOrder:
     def stopped(self, job: JobState, now: float) -> None:
         """``job`` was preempted, requeued or finished."""
 
+    def resync(self, view: PolicyView) -> None:
+        """The last plan was not applied: recount what ``started`` and ``stopped`` count from
+        the running jobs of ``view``."""
+
     def progressed(self, job: JobState, now: float) -> None:
         """A running job's measured progress replaced the prediction."""
 
@@ -163,6 +167,7 @@ class PreemptivePolicy(Policy):
         self._next_stamp = 0
         self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
+        self.resyncs = 0  # passes that found the last plan not applied
 
     def params(self) -> dict:
         params = {**super().params(), **self.order.params()}
@@ -273,6 +278,16 @@ class PreemptivePolicy(Policy):
             return self._worst_drifting()
         return min(tops, key=self.order.exact_worst_first, default=None)
 
+    def _resync(self, view: PolicyView) -> None:
+        """The last plan was not applied (the state refused it, or the runtime skipped it): its
+        starts did not happen and its victims still run. Rebuild the running jobs' heaps, and
+        the order's counts, from the state."""
+        self.resyncs += 1
+        self.running, self._by_slope, self._entries, self._stamp = [], {}, 0, {}
+        self.order.resync(view)
+        for job in view.running.values():
+            self._push_running(job)
+
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobState, now: float) -> None:
         self._stamp.pop(job.job_id, None)
@@ -291,10 +306,15 @@ class PreemptivePolicy(Policy):
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
+        unstarted = False
         for job in self._starting.values():
             if job.status is Status.RUNNING:
                 self._push_running(job)
+            else:
+                unstarted = True
         self._starting = {}
+        if unstarted or len(self._stamp) != len(view.running):
+            self._resync(view)
         self._worst = None
         self._now = now
         self.order.on_timers(view)

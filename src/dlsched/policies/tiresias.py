@@ -134,6 +134,11 @@ class TiresiasOrder(PreemptiveOrder):
             run = now - job.segment_start
             self._timer(now + self.starvation_factor * run, "promote", job, now)
 
+    def resync(self, view: PolicyView) -> None:
+        self.level_gpus = [0] * len(self.level_gpus)
+        for job in view.running.values():
+            self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
+
     def on_timers(self, view: PolicyView) -> None:
         now = view.now
         while self.timers and self.timers[0][0] <= now:

@@ -46,10 +46,6 @@ class SharingPart(Protocol):
     def kind(self, job: JobState) -> tuple: ...
     def params(self) -> dict: ...
     def begin(self, view: PolicyView) -> SharingPass: ...
-    def started(
-        self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView
-    ) -> None: ...
-    def stopped(self, job: JobState) -> None: ...
 
 
 class QueuedPolicy(Policy):
@@ -69,14 +65,6 @@ class QueuedPolicy(Policy):
     def params(self) -> dict:
         params = super().params()
         return params if self.sharing is None else {**params, **self.sharing.params()}
-
-    def job_requeued(self, job: JobState, now: float) -> None:
-        if self.sharing is not None:
-            self.sharing.stopped(job)
-
-    def job_finished(self, job: JobState, now: float) -> None:
-        if self.sharing is not None:
-            self.sharing.stopped(job)
 
     def schedule(self, view: PolicyView) -> Plan:
         backfill = self.backfill
@@ -132,7 +120,4 @@ class QueuedPolicy(Policy):
                 break
         if not starts:
             return _NO_PLAN
-        if self.sharing is not None:
-            for job, gpus in starts:
-                self.sharing.started(job, gpus, accumulation.get(job.job_id, 1), view)
         return Plan(starts, accumulation=accumulation)

@@ -47,6 +47,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..cluster import Cluster
 from ..jobs import JobState
 from ..view import IdleGpus
 from .base import PolicyView
@@ -154,24 +155,17 @@ class GpuSharing:
         self.partners = partners
         self.consolidated = placement == "consolidated"
         self.max_accumulation = max_accumulation
-        # running jobs that could ever take a partner (a model and a known memory): a pass
-        # groups these, not every running job
-        self.candidates: dict[str, JobState] = {}
-
-    def started(
-        self, job: JobState, gpus: tuple[int, ...], accumulation: int, view: PolicyView
-    ) -> None:
-        if (
-            job.spec.model is not None
-            and view.workload.memory_mib(job.spec, len(gpus), accumulation) is not None
-        ):
-            self.candidates[job.job_id] = job
-
-    def stopped(self, job: JobState) -> None:
-        self.candidates.pop(job.job_id, None)
+        self._gpu_mem: tuple[Cluster, list[int]] | None = None
 
     def params(self) -> dict:
         return {"max_accumulation": self.max_accumulation}
+
+    def gpu_memory(self, cluster: Cluster) -> list[int]:
+        """Each GPU's memory in MiB (the cluster's, computed once)."""
+        if self._gpu_mem is None or self._gpu_mem[0] is not cluster:
+            nodes = cluster.nodes
+            self._gpu_mem = (cluster, [nodes[n].gpu_mem_mib for n in cluster.gpu_node])
+        return self._gpu_mem[1]
 
     def begin(self, view: PolicyView) -> _SharingPass:
         return _SharingPass(self, view)
@@ -204,20 +198,16 @@ class _SharingPass:
     def _groups(self) -> list[_Group]:
         """Running jobs that could take a partner, grouped and sorted by finish time."""
         view = self.view
-        occupancy, cluster, finish_of = view.occupancy, view.cluster, view.projected_finish
-        holders = occupancy.jobs
+        finish_of = view.projected_finish
+        gpu_mem = self.part.gpu_memory(view.cluster)
         by_key: dict[tuple, list[JobState]] = {}
-        for job in self.part.candidates.values():
-            if job.memory_mib is None:
+        for job in view.running.values():
+            # a job without a model or a known memory shares with nobody; one sharing already
+            # (the state marks it) takes no second partner
+            if job.sharing or job.memory_mib is None or job.spec.model is None:
                 continue
             gpus = job.gpus
-            if (
-                len(holders[gpus[0]]) != 1
-                if len(gpus) == 1
-                else any(len(holders[g]) != 1 for g in gpus)
-            ):
-                continue
-            capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
+            capacity = gpu_mem[gpus[0]] if len(gpus) == 1 else min(gpu_mem[g] for g in gpus)
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)
         groups = []
         for (model, memory, capacity), jobs in by_key.items():

@@ -6,10 +6,10 @@ among equals), and later jobs take GPUs that the first cannot use (backfill). No
 """
 
 from dlsched import Plan, Policy, PolicyView
-from dlsched.jobs import JobState
+from dlsched.jobs import JobView
 
 
-def fewest_gpus_first(job: JobState) -> tuple:
+def fewest_gpus_first(job: JobView) -> tuple:
     return (job.num_gpus, job.spec.submit_time_s)
 
 

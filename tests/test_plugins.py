@@ -176,3 +176,44 @@ def test_a_plug_in_s_invalid_plan_is_skipped_and_the_server_keeps_serving(tmp_pa
     executor.finish(a)
     service.step()
     assert store.job(b)["status"] == RUNNING and store.job(c)["status"] == RUNNING
+
+
+def _mypy(path: Path) -> str:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--follow-imports=silent",
+            "--cache-dir=/dev/null",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=path.parent,
+    )
+    return result.stdout
+
+
+def test_the_type_checker_holds_a_plug_in_to_a_read_only_view(tmp_path):
+    # dlsched ships its types (py.typed): a plug-in's author who runs mypy learns that a policy
+    # may read a job but not change it; the tutorial's policy checks clean
+    meddler = tmp_path / "meddler.py"
+    meddler.write_text(
+        "from dlsched.policies.base import Plan, Policy, PolicyView\n\n\n"
+        "class Meddler(Policy):\n"
+        "    def schedule(self, view: PolicyView) -> Plan:\n"
+        "        for job in view.running.values():\n"
+        "            job.gpus = ()\n"
+        "        for job in view.queue(lambda j: j.seq):\n"
+        "            job.admitted = True\n"
+        "        return Plan()\n"
+    )
+    out = _mypy(meddler)
+    assert 'Property "gpus" defined in "JobView" is read-only' in out, out
+    assert 'Property "admitted" defined in "JobView" is read-only' in out, out
+    tutorial = Path(__file__).parent.parent / "examples" / "smallest_first.py"
+    assert "Success: no issues found" in _mypy(tutorial)

@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .cluster import Cluster
-from .jobs import JobState
+from .jobs import JobState, JobView
 from .state.free import FreeGpus
 from .workload_model import WorkloadModel
 
 
 @dataclass(slots=True)
 class Plan:
-    start: list[tuple[JobState, tuple[int, ...]]] = field(default_factory=list)
-    preempt: list[JobState] = field(default_factory=list)
-    resize: list[tuple[JobState, tuple[int, ...]]] = field(
+    start: list[tuple[JobView, tuple[int, ...]]] = field(default_factory=list)
+    preempt: list[JobView] = field(default_factory=list)
+    resize: list[tuple[JobView, tuple[int, ...]]] = field(
         default_factory=list
     )  # elastic jobs' new GPUs
     wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
@@ -38,28 +38,23 @@ class Plan:
 
 class Applied:
     """What a plan changed, as :meth:`ClusterState.apply` returns it: the jobs it preempted,
-    resized and started, each read after the commit (a started or resized job's GPUs and
-    sub-batch count are ``job.gpus`` and ``job.accumulation``)."""
+    resized and started (the state's own), each read after the commit (a started or resized
+    job's GPUs and sub-batch count are ``job.gpus`` and ``job.accumulation``)."""
 
-    __slots__ = ("plan",)
+    __slots__ = ("preempted", "resized", "started")
 
-    def __init__(self, plan: Plan | None = None) -> None:
-        self.plan = plan
+    def __init__(
+        self,
+        preempted: list[JobState] | None = None,
+        resized: list[JobState] | None = None,
+        started: list[JobState] | None = None,
+    ) -> None:
+        self.preempted = preempted or []
+        self.resized = resized or []
+        self.started = started or []
 
     def __bool__(self) -> bool:
-        return bool(self.plan)
-
-    @property
-    def started(self) -> list[JobState]:
-        return [job for job, _ in self.plan.start] if self.plan else []
-
-    @property
-    def preempted(self) -> list[JobState]:
-        return list(self.plan.preempt) if self.plan else []
-
-    @property
-    def resized(self) -> list[JobState]:
-        return [job for job, _ in self.plan.resize] if self.plan else []
+        return bool(self.preempted or self.resized or self.started)
 
 
 class IdleGpus(Protocol):
@@ -89,12 +84,12 @@ class Holders(Protocol):
     @property
     def max_jobs_per_gpu(self) -> int: ...
     @property
-    def jobs(self) -> Sequence[Sequence[JobState]]: ...
+    def jobs(self) -> Sequence[Sequence[JobView]]: ...
     @property
     def memory(self) -> Sequence[float | None]: ...
 
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None: ...
-    def partners(self, job: JobState) -> set[JobState]: ...
+    def partners(self, job: JobView) -> AbstractSet[JobView]: ...
 
 
 class Loans(Protocol):
@@ -112,16 +107,16 @@ class JobQueue(Protocol):
     read only): iterate, ``len``, index; with buckets, each bucket's entries ``(key, seq,
     job)`` best first."""
 
-    def __iter__(self) -> Iterator[JobState]: ...
+    def __iter__(self) -> Iterator[JobView]: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, i: int) -> JobState: ...
+    def __getitem__(self, i: int) -> JobView: ...
     @property
     def sizes(self) -> Mapping[int, int]: ...  # GPUs asked for -> jobs waiting that ask so many
     @property
     def entries(self) -> Sequence[tuple]: ...
-    def rerank(self, job: JobState) -> None: ...  # the policy's own key for the job changed
-    def key_of(self, job: JobState) -> Any: ...
-    def bucket_of(self, job: JobState) -> Any: ...
+    def rerank(self, job: JobView) -> None: ...  # the policy's own key for the job changed
+    def key_of(self, job: JobView) -> Any: ...
+    def bucket_of(self, job: JobView) -> Any: ...
     @property
     def buckets(self) -> Mapping[Any, Sequence[tuple]]: ...
     def bucket_stamp(self, bucket: Hashable) -> int: ...  # changes when the bucket's jobs do
@@ -138,15 +133,15 @@ class PolicyView(Protocol):
     @property
     def free(self) -> IdleGpus: ...  # idle GPUs of usable nodes
     @property
-    def pending(self) -> Mapping[str, JobState]: ...  # in arrival order
+    def pending(self) -> Mapping[str, JobView]: ...  # in arrival order
     @property
-    def running(self) -> Mapping[str, JobState]: ...
+    def running(self) -> Mapping[str, JobView]: ...
     @property
-    def running_elastic(self) -> Mapping[str, JobState]: ...  # the elastic ones, by start
+    def running_elastic(self) -> Mapping[str, JobView]: ...  # the elastic ones, by start
     @property
-    def elastic_above_base(self) -> Mapping[str, JobState]: ...  # those above their base sizes
+    def elastic_above_base(self) -> Mapping[str, JobView]: ...  # those above their base sizes
     @property
-    def elastic_growable(self) -> Mapping[str, JobState]: ...  # those one more GPU speeds up
+    def elastic_growable(self) -> Mapping[str, JobView]: ...  # those one more GPU speeds up
     @property
     def elastic_extra_gpus(self) -> int: ...  # GPUs they hold above their base sizes
     @property
@@ -161,31 +156,31 @@ class PolicyView(Protocol):
     def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs each tenant's running jobs hold
 
     def queue(
-        self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
+        self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
     ) -> JobQueue:
         """The admitted pending jobs in the order of ``key`` (smallest first), split into
         buckets by ``bucket`` when given, kept by the state from the first call on
         (:mod:`dlsched.state.queues`): read it, do not copy or sort it. Pass the same
         functions every time (module-level functions or bound methods of the policy)."""
 
-    def gpus_of(self, job: JobState) -> tuple[int, ...]:
+    def gpus_of(self, job: JobView) -> tuple[int, ...]:
         """The GPUs a running job holds as this view sees them (``job.gpus``, but in a
         what-if where the job scaled in)."""
 
-    def projected_finish(self, job: JobState) -> float:
+    def projected_finish(self, job: JobView) -> float:
         """When a running job ends at its current speed (inf when not running)."""
 
-    def executed_gpu_s(self, job: JobState) -> float:
+    def executed_gpu_s(self, job: JobView) -> float:
         """GPU-seconds the job has spent making progress up to now (restart pauses excluded)."""
 
-    def resizing(self, job: JobState) -> bool:
+    def resizing(self, job: JobView) -> bool:
         """A background resize of the running job is under way."""
 
-    def preemption_cost_gpu_s(self, job: JobState) -> float:
+    def preemption_cost_gpu_s(self, job: JobView) -> float:
         """GPU-seconds a preemption of the running job now would waste."""
 
     def without(
-        self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
+        self, gone: Iterable[JobView] = (), freed: Iterable[tuple[JobView, tuple[int, ...]]] = ()
     ) -> PolicyView:
         """The view if the running jobs ``gone`` were off their GPUs and the ``freed`` GPUs of
         other running jobs were idle (a what-if; nothing changes)."""
@@ -196,12 +191,12 @@ class AdmissionBooks(PolicyView, Protocol):
     jobs the policy under it may schedule (its queues list only admitted jobs)."""
 
     def not_admitted(
-        self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
+        self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
     ) -> JobQueue:
         """The pending jobs not admitted (as :meth:`PolicyView.queue` orders them)."""
 
-    def admit(self, job: JobState) -> None: ...
-    def dismiss(self, job: JobState) -> None: ...
+    def admit(self, job: JobView) -> None: ...
+    def dismiss(self, job: JobView) -> None: ...
 
 
 class PolicyHooks(Protocol):
@@ -216,8 +211,8 @@ class PolicyHooks(Protocol):
         """Which ``count`` loaned servers to give back, and the plan that takes its jobs off
         them (shrinks and preemptions); called only when ``loans_servers``."""
 
-    def job_arrived(self, job: JobState, now: float) -> None: ...
-    def job_finished(self, job: JobState, now: float) -> None: ...
-    def job_requeued(self, job: JobState, now: float) -> None: ...
-    def job_cancelled(self, job: JobState, now: float) -> None: ...
-    def job_progressed(self, job: JobState, now: float) -> None: ...
+    def job_arrived(self, job: JobView, now: float) -> None: ...
+    def job_finished(self, job: JobView, now: float) -> None: ...
+    def job_requeued(self, job: JobView, now: float) -> None: ...
+    def job_cancelled(self, job: JobView, now: float) -> None: ...
+    def job_progressed(self, job: JobView, now: float) -> None: ...

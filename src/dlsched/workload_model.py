@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from .jobs import JobSpec, JobState
+from .jobs import JobSpec, JobView
 
 
 @runtime_checkable
 class WorkloadModel(Protocol):
     measures_real_runs: bool  # its iteration times are measured (the runtime), not modelled
 
-    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+    def __call__(self, job: JobView, gpus: tuple[int, ...]) -> float:
         """The job's speed (solo seconds of work per second) on ``gpus`` at its current
         sub-batch count, alone on them."""
 
@@ -25,7 +25,7 @@ class WorkloadModel(Protocol):
         """Speed on ``gpus`` GPUs of the reference type on the fewest nodes, global batch kept
         (1.0 at its request); None when unknown."""
 
-    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+    def slowdown(self, job: JobView, partner: JobView) -> float | None:
         """How much slower ``job`` runs beside ``partner`` on one GPU; None when unmeasured
         (then the two may not share)."""
 
@@ -51,13 +51,13 @@ class TraceModel:
 
     measures_real_runs = False
 
-    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+    def __call__(self, job: JobView, gpus: tuple[int, ...]) -> float:
         return 1.0
 
     def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
         return None
 
-    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+    def slowdown(self, job: JobView, partner: JobView) -> float | None:
         return None
 
     def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dlsched.jobs import JobState
+from dlsched.jobs import JobView
 from dlsched.policies.base import Plan, Policy, PolicyView
 from dlsched.policies.queued import QueuedPolicy
 
 
-def fewest_gpus_first(job: JobState) -> tuple:
+def fewest_gpus_first(job: JobView) -> tuple:
     return (job.num_gpus, job.spec.submit_time_s)
 
 

@@ -11,7 +11,7 @@ its slowdown next to a partner.
 from __future__ import annotations
 
 from ..cluster import Cluster
-from ..jobs import JobSpec, JobState
+from ..jobs import JobSpec, JobView
 from .model import REFERENCE_GPU, PerfModel, default_local_batch
 from .zoo import profile
 
@@ -32,7 +32,7 @@ class PerfSpeed:
     def reference_nodes(self, gpus: int) -> int:
         return self.cluster.min_nodes_for(gpus)
 
-    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+    def __call__(self, job: JobView, gpus: tuple[int, ...]) -> float:
         spec = job.spec
         if spec.model is None:
             return 1.0
@@ -130,7 +130,7 @@ class PerfSpeed:
         """Its checkpoint's size, or None when the model's parameter count is unknown."""
         return None if spec.model is None else profile(spec.model).checkpoint_mib
 
-    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+    def slowdown(self, job: JobView, partner: JobView) -> float | None:
         """The job's slowdown next to ``partner`` on one GPU, or None if not measured."""
         if job.spec.model is None or partner.spec.model is None:
             return None

@@ -39,7 +39,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from ..errors import SpecError
-from ..jobs import JobState
+from ..jobs import JobView
 from ..state.free import FreeGpus
 from ..view import IdleGpus
 from . import knapsack
@@ -99,17 +99,17 @@ class Aryl(Policy):
             "seed": self.seed,
         }
 
-    def base(self, job: JobState) -> int:
+    def base(self, job: JobView) -> int:
         """The size a job starts at (before extras): its base size (an elastic job's minimum,
         raised to where its memory fits), or its request without elasticity."""
         return job.base_gpus if self.elasticity else job.num_gpus
 
-    def kind(self, job: JobState) -> tuple:
+    def kind(self, job: JobView) -> tuple:
         """The queue's buckets: what a pass needs to know of a job to tell whether it can start."""
         return (self.base(job), job.spec.gpu_types)
 
     # -- the running elastic jobs, as the state keeps them ------------------------------------
-    def _elastic(self, view: PolicyView) -> Mapping[str, JobState]:
+    def _elastic(self, view: PolicyView) -> Mapping[str, JobView]:
         """The running jobs extras may go to or come from (none without elasticity)."""
         return view.running_elastic if self.elasticity else {}
 
@@ -118,15 +118,15 @@ class Aryl(Policy):
         return view.elastic_extra_gpus if self.elasticity else 0
 
     # a cache of the workload model's answers, not of the cluster's state
-    def job_finished(self, job: JobState, now: float) -> None:
+    def job_finished(self, job: JobView, now: float) -> None:
         self._speeds.pop(job.job_id, None)
 
-    def job_cancelled(self, job: JobState, now: float) -> None:
+    def job_cancelled(self, job: JobView, now: float) -> None:
         self._speeds.pop(job.job_id, None)  # valued as planned to start, then cancelled
 
     # -- JCT model ----------------------------------------------------------------------------
     @staticmethod
-    def _time_left(view: PolicyView, job: JobState, gpus: int) -> float | None:
+    def _time_left(view: PolicyView, job: JobView, gpus: int) -> float | None:
         """Seconds the job needs to finish at ``gpus`` GPUs (None: speed unknown)."""
         speed = view.workload.speed_at_size(job.spec, gpus)
         return None if not speed else job.remaining_at(view.now) / speed
@@ -185,7 +185,7 @@ class Aryl(Policy):
                 return gpus
         return self.place(free, need, types)
 
-    def _resizable(self, view: PolicyView, job: JobState, planned: dict) -> bool:
+    def _resizable(self, view: PolicyView, job: JobView, planned: dict) -> bool:
         return (
             job.job_id not in planned
             and not view.resizing(job)
@@ -237,14 +237,14 @@ class Aryl(Policy):
                     return trial, placed
         return free, None
 
-    def _shrink_loss(self, view: PolicyView, job: JobState, size: int) -> float | None:
+    def _shrink_loss(self, view: PolicyView, job: JobView, size: int) -> float | None:
         now, fewer = self._time_left(view, job, size), self._time_left(view, job, size - 1)
         return None if now is None or fewer is None else fewer - now
 
     def _grow(self, view: PolicyView, plan: Plan, free: FreeGpus, planned: dict) -> None:
         """Hand the spare GPUs to elastic jobs by the knapsack on JCT reduction."""
         spare = free.total
-        candidates: list[tuple[JobState, list[int], int]] = []  # job, its GPUs, plan.start index
+        candidates: list[tuple[JobView, list[int], int]] = []  # job, its GPUs, plan.start index
         for i, (job, gpus) in enumerate(plan.start):
             if job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
                 candidates.append((job, list(gpus), i))
@@ -284,7 +284,7 @@ class Aryl(Policy):
                 planned[job.job_id] = grown
 
     def _options(
-        self, view: PolicyView, job: JobState, held: list[int], free: FreeGpus, order: list[int]
+        self, view: PolicyView, job: JobView, held: list[int], free: FreeGpus, order: list[int]
     ) -> list[knapsack.Option]:
         """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, each valued at the
         GPUs it would get now (extras spanning more nodes may be slower than none), dominated
@@ -372,7 +372,7 @@ class Aryl(Policy):
         return cost
 
     def _kept_if_scaled_in(
-        self, view: PolicyView, job: JobState, leaving: set[int]
+        self, view: PolicyView, job: JobView, leaving: set[int]
     ) -> tuple[int, ...] | None:
         """The GPUs the job keeps when it scales in off ``leaving`` (all of them if it has none
         there), or None when it must be preempted."""
@@ -397,7 +397,7 @@ class Aryl(Policy):
         return sum(1 for g in view.cluster.nodes[nid].gpu_ids if view.occupancy.jobs[g])
 
 
-def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobState]:
+def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobView]:
     jobs = view.occupancy.jobs
     return list(
         dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g])

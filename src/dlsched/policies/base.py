@@ -13,7 +13,7 @@ a plan it returned was applied.
 from __future__ import annotations
 
 from ..errors import SpecError
-from ..jobs import JobState
+from ..jobs import JobView
 from ..view import Plan, PolicyView
 from .placement import PLACEMENTS, Placement
 
@@ -57,25 +57,25 @@ class Policy:
         return self.scan != "strict"
 
     # -- notifications from the backend ----------------------------------------------------
-    def job_arrived(self, job: JobState, now: float) -> None:
+    def job_arrived(self, job: JobView, now: float) -> None:
         """A job entered the queue for the first time."""
 
-    def job_finished(self, job: JobState, now: float) -> None:
+    def job_finished(self, job: JobView, now: float) -> None:
         """A running job completed and released its GPUs."""
 
-    def job_requeued(self, job: JobState, now: float) -> None:
+    def job_requeued(self, job: JobView, now: float) -> None:
         """A running job was stopped by something other than this policy's plan (node failure,
         a worker crash, a failed start) and is pending again."""
 
-    def job_cancelled(self, job: JobState, now: float) -> None:
+    def job_cancelled(self, job: JobView, now: float) -> None:
         """A pending job left the queue for good (a user cancelled it; the runtime only). A
         cancelled running job is reported as finished."""
 
-    def job_progressed(self, job: JobState, now: float) -> None:
+    def job_progressed(self, job: JobView, now: float) -> None:
         """A running job's measured progress replaced the prediction (the runtime only): its
         remaining work and projected finish changed."""
 
-    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+    def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
         """A layer above (the quota layer) changed the size this policy planned for a job, in
         this pass: it runs (or starts) on ``gpus`` instead. A notification: no built-in
         policy needs it (the view shows a scale-in decided before the pass, ``gpus_of``, and

@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from ..jobs import JobSpec, JobState
+from ..jobs import JobSpec, JobView
 from ..state.free import FreeGpus
 from .base import Plan, PolicyView
 from .placement import best_fit
@@ -42,7 +42,7 @@ from .tiresias import DEFAULT_STARVATION_FACTOR, DEFAULT_THRESHOLDS_GPU_S, Tires
 DEFAULT_SHRINK_WHEN_WAITING = 10  # the third-party implementation's threshold
 
 
-def smallest_fitting(job: JobState, size: int, view: PolicyView) -> int | None:
+def smallest_fitting(job: JobView, size: int, view: PolicyView) -> int | None:
     """The smallest size from ``size`` up (below its current one) at which a running job's
     memory per GPU, its global batch kept, fits its GPUs; None if none does. Unknown memory
     fits. Every scale-in asks this: fewer GPUs hold a larger share of the batch."""
@@ -71,8 +71,8 @@ class ElasticGrowth:
     so far changes the GPUs held above requests."""
 
     policy: PreemptivePolicy
-    is_low_priority: Callable[[JobState], bool]
-    worst_first: Callable[[JobState], tuple]
+    is_low_priority: Callable[[JobView], bool]
+    worst_first: Callable[[JobView], tuple]
 
     def __init__(self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
         self.shrink_when_waiting = int(shrink_when_waiting)
@@ -93,30 +93,30 @@ class ElasticGrowth:
         self.is_low_priority = policy.order.is_low_priority
         self.worst_first = policy.order.worst_first
 
-    def _gain(self, job: JobState, size: int) -> float:
+    def _gain(self, job: JobView, size: int) -> float:
         """Speed gained by one more GPU, relative to the speed at the request (0 if unknown)."""
         if self._speed_at is None:
             return 0.0
         now, more = self._speed_at(job.spec, size), self._speed_at(job.spec, size + 1)
         return 0.0 if now is None or more is None else more - now
 
-    def planned_gpus(self, job: JobState) -> tuple[int, ...]:
+    def planned_gpus(self, job: JobView) -> tuple[int, ...]:
         planned = self._planned.get(job.job_id)
         if planned is not None:
             return planned
         return job.gpus if self._view is None else self._view.gpus_of(job)
 
-    def _plan_resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
+    def _plan_resize(self, job: JobView, gpus: tuple[int, ...]) -> None:
         before = len(self.planned_gpus(job))
         self.extra_gpus += _above_request(job, len(gpus)) - _above_request(job, before)
         self._planned[job.job_id] = gpus
 
-    def victim_preempted(self, victim: JobState, plan: Plan) -> None:
+    def victim_preempted(self, victim: JobView, plan: Plan) -> None:
         self.extra_gpus -= _above_request(victim, len(self.planned_gpus(victim)))
         if self._planned.pop(victim.job_id, None) is not None:
             plan.resize = [(j, g) for j, g in plan.resize if j is not victim]
 
-    def _resizable(self, job: JobState, view: PolicyView) -> bool:
+    def _resizable(self, job: JobView, view: PolicyView) -> bool:
         """Not resized in this pass (by this part or a layer above), nor resizing, nor
         sharing a GPU."""
         return (
@@ -127,14 +127,14 @@ class ElasticGrowth:
         )
 
     def _shrink(
-        self, job: JobState, size: int, view: PolicyView, plan: Plan, scratch: FreeGpus
+        self, job: JobView, size: int, view: PolicyView, plan: Plan, scratch: FreeGpus
     ) -> None:
         kept = keep_consolidated(job.gpus, size, view.cluster.gpu_node)
         scratch.release([g for g in job.gpus if g not in kept])
         plan.resize.append((job, kept))
         self._plan_resize(job, kept)
 
-    def _head_need(self, free_total: int, waiting: Iterable[JobState]) -> int:
+    def _head_need(self, free_total: int, waiting: Iterable[JobView]) -> int:
         """GPUs the jobs at the head of the queue, in order, could use if the grown jobs gave
         their extras back."""
         budget, need = free_total + self.extra_gpus, 0
@@ -187,10 +187,10 @@ class ElasticGrowth:
         starting = {job.job_id: index for index, (job, _) in enumerate(plan.start)}
         leaving = {job.job_id for job in plan.preempt}
         sizes: dict[str, list[int]] = {}  # job id -> its GPUs as planned, growing
-        jobs: dict[str, JobState] = {}
+        jobs: dict[str, JobView] = {}
         heap: list[tuple[float, int, str]] = []
 
-        def candidate(job: JobState, gpus: tuple[int, ...], gain: float) -> None:
+        def candidate(job: JobView, gpus: tuple[int, ...], gain: float) -> None:
             sizes[job.job_id], jobs[job.job_id] = list(gpus), job
             heap.append((-gain, job.seq, job.job_id))
 
@@ -208,7 +208,7 @@ class ElasticGrowth:
         if not heap:
             return
         heapq.heapify(heap)
-        grown: dict[str, JobState] = {}
+        grown: dict[str, JobView] = {}
         gpu_node = view.cluster.gpu_node
         while heap and spare > 0:
             _, _, jid = heapq.heappop(heap)
@@ -238,7 +238,7 @@ class ElasticGrowth:
                 self._plan_resize(job, gpus)
 
 
-def _above_request(job: JobState, size: int) -> int:
+def _above_request(job: JobView, size: int) -> int:
     return max(0, size - job.num_gpus)
 
 
@@ -246,16 +246,16 @@ class NoPreemptionFifo(PreemptiveOrder):
     """FIFO by submit time that never preempts: with elastic growth, the simplest elastic
     baseline, where only elasticity changes who runs when."""
 
-    def rank(self, job: JobState, now: float) -> tuple:
+    def rank(self, job: JobView, now: float) -> tuple:
         return (job.spec.submit_time_s, job.seq)
 
-    def worst_first(self, job: JobState) -> tuple:
+    def worst_first(self, job: JobView) -> tuple:
         return (-job.spec.submit_time_s, -job.seq)
 
-    def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
+    def outranks(self, job: JobView, victim: JobView, now: float) -> bool:
         return False
 
-    def preemptible_gpus(self, job: JobState) -> float:
+    def preemptible_gpus(self, job: JobView) -> float:
         return 0.0
 
 

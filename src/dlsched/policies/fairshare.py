@@ -20,7 +20,7 @@ import heapq
 from collections.abc import Mapping
 
 from ..errors import SpecError
-from ..jobs import JobState
+from ..jobs import JobView
 from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
 from .queued import submit_order
@@ -51,7 +51,7 @@ def parse_weights(text: str | dict | None) -> dict[str, float]:
     return out
 
 
-def tenant_of(job: JobState) -> str:
+def tenant_of(job: JobView) -> str:
     return job.spec.tenant
 
 
@@ -77,7 +77,7 @@ class TenantFairShare(Policy):
         """A pass begins over the tenants' waiting jobs (``queue.buckets``: entries ``(key,
         seq, job)`` per tenant)."""
 
-    def took(self, job: JobState) -> None:
+    def took(self, job: JobView) -> None:
         """The pass starts ``job``: it no longer waits."""
 
     def schedule(self, view: PolicyView) -> Plan:
@@ -152,7 +152,7 @@ class Ftf(TenantFairShare):
         self._summed: JobQueue | None = None
 
     @staticmethod
-    def _add(s: list[float], job: JobState, sign: int) -> None:
+    def _add(s: list[float], job: JobView, sign: int) -> None:
         s[0] += sign
         s[1] += sign * job.spec.submit_time_s
         s[2] += sign * job.remaining_s
@@ -175,7 +175,7 @@ class Ftf(TenantFairShare):
             self.sums[tenant] = list(cached[1])
         self._bucket_sums = cache  # tenants with no job waiting drop out
 
-    def took(self, job: JobState) -> None:
+    def took(self, job: JobView) -> None:
         self._add(self.sums[job.spec.tenant], job, -1)
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:

@@ -33,7 +33,7 @@ from itertools import chain
 
 from ..cluster import Cluster
 from ..errors import SpecError
-from ..jobs import JobState
+from ..jobs import JobView
 from ..state.free import FreeGpus
 from ..workload_model import WorkloadModel
 from .base import Plan, Policy, PolicyView
@@ -44,7 +44,7 @@ Measure = Callable[[int, int, float], "float | None"]  # (GPUs, nodes, per-GPU b
 PREDICTORS = ("profiled", "oracle")
 
 
-def arrival_order(job: JobState) -> int:
+def arrival_order(job: JobView) -> int:
     return job.seq
 
 
@@ -53,7 +53,7 @@ class _Prediction:
 
     def __init__(
         self,
-        job: JobState,
+        job: JobView,
         workload: WorkloadModel,
         cluster: Cluster,
         predictor: str,
@@ -109,7 +109,7 @@ class _Prediction:
         ] or [spec.num_gpus]
         self.reference_nodes = {n: cluster.min_nodes_for(n) for n in self.sizes}
 
-    def run_s(self, job: JobState, gpus: int, nodes: int) -> float:
+    def run_s(self, job: JobView, gpus: int, nodes: int) -> float:
         """Predicted run time left on ``gpus`` GPUs over ``nodes`` nodes."""
         duration = job.spec.duration_s  # (the runtime re-estimates it as the job runs)
         left = max(0.0, 1.0 - job.done_s / duration)
@@ -121,7 +121,7 @@ class _Prediction:
             return left * self.iterations * iteration_s
         return left * duration
 
-    def best_s(self, job: JobState) -> float:
+    def best_s(self, job: JobView) -> float:
         return min(self.run_s(job, n, self.reference_nodes[n]) for n in self.sizes)
 
 
@@ -183,19 +183,19 @@ class Genie(Policy):
             "best_effort_slowdown": self.best_effort_slowdown,
         }
 
-    def job_finished(self, job: JobState, now: float) -> None:
+    def job_finished(self, job: JobView, now: float) -> None:
         self.predictions.pop(job.job_id, None)
 
-    def job_cancelled(self, job: JobState, now: float) -> None:
+    def job_cancelled(self, job: JobView, now: float) -> None:
         self.predictions.pop(job.job_id, None)
 
-    def predict(self, job: JobState) -> _Prediction:
+    def predict(self, job: JobView) -> _Prediction:
         """The job's predictions (made once, when it first waits)."""
         assert self.workload is not None and self.cluster is not None
         return _Prediction(job, self.workload, self.cluster, self.predictor, self.noise, self.seed)
 
     # -- the queue ---------------------------------------------------------------------------
-    def allowance_at_zero(self, job: JobState) -> float:
+    def allowance_at_zero(self, job: JobView) -> float:
         """The job's waiting allowance at time 0, its key in the state's queue while it waits:
         deadline - predicted run time left at its best size (its allowance is that minus now;
         -inf: no deadline, best effort)."""
@@ -231,7 +231,7 @@ class Genie(Policy):
         return plan
 
     def _choose(
-        self, job: JobState, on_time: bool, free: FreeGpus, now: float, view: PolicyView
+        self, job: JobView, on_time: bool, free: FreeGpus, now: float, view: PolicyView
     ) -> tuple[int, ...] | None:
         """An on-time job: the fewest GPUs predicted to meet its deadline, or None (it waits:
         its allowance is not spent, and a placement started now that misses the deadline would
@@ -275,7 +275,7 @@ class GenieOracle(Genie):
         super().__init__("oracle", 0.0, seed, placement, best_effort_slowdown)
 
 
-def deadline_first(job: JobState) -> tuple:
+def deadline_first(job: JobView) -> tuple:
     """Earliest deadline first; jobs without one after, in arrival order."""
     deadline = job.spec.deadline_s
     return (deadline is None, deadline if deadline is not None else 0.0, job.spec.submit_time_s)

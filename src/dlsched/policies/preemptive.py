@@ -21,7 +21,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple, Protocol
 
-from ..jobs import JobState, Status
+from ..jobs import JobView, Status
 from ..state.free import FreeGpus
 from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
@@ -33,7 +33,7 @@ class RunningEntry(NamedTuple):
 
     worst_first: tuple
     stamp: int  # unique: comparisons stop here
-    job: JobState
+    job: JobView
 
 
 class DriftingEntry(NamedTuple):
@@ -42,7 +42,7 @@ class DriftingEntry(NamedTuple):
     minus_intercept: float
     minus_seq: int
     stamp: int
-    job: JobState
+    job: JobView
     until: float  # its key holds until then (a pause's end)
 
 
@@ -56,33 +56,33 @@ class PreemptiveOrder:
     # ``linear_key`` and compares them by ``exact_worst_first``.
     drifting_keys = False
 
-    def rank(self, job: JobState, now: float) -> tuple:
+    def rank(self, job: JobView, now: float) -> tuple:
         raise NotImplementedError
 
-    def worst_first(self, job: JobState) -> tuple:
+    def worst_first(self, job: JobView) -> tuple:
         raise NotImplementedError
 
-    def exact_worst_first(self, job: JobState) -> tuple:
+    def exact_worst_first(self, job: JobView) -> tuple:
         """With ``drifting_keys``: the job's worst-first key at the time of the pass."""
         raise NotImplementedError
 
-    def linear_key(self, job: JobState) -> tuple[float, float, float]:
+    def linear_key(self, job: JobView) -> tuple[float, float, float]:
         """With ``drifting_keys``: (slope, intercept, until) such that, from the pass under way
         until ``until`` while the job runs, its badness is slope x time + intercept, in the
         order ``exact_worst_first`` sorts by (worse: larger). Jobs of one slope keep their
         order; the policy compares only the worst of each slope."""
         raise NotImplementedError
 
-    def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
+    def outranks(self, job: JobView, victim: JobView, now: float) -> bool:
         """May ``job`` preempt ``victim``? By default when its rank is strictly better."""
         return self.rank(victim, now) > self.rank(job, now)
 
-    def preemptible_gpus(self, job: JobState) -> float:
+    def preemptible_gpus(self, job: JobView) -> float:
         """An upper bound on the GPUs that preempting could free for ``job``; lets a pass skip
         a futile search. By default no bound."""
         return float("inf")
 
-    def is_low_priority(self, job: JobState) -> bool:
+    def is_low_priority(self, job: JobView) -> bool:
         """For elastic growth: a job that shrinks first when many jobs wait."""
         return True
 
@@ -92,17 +92,17 @@ class PreemptiveOrder:
     def next_timer(self) -> float | None:
         return None
 
-    def started(self, job: JobState, now: float) -> None:
+    def started(self, job: JobView, now: float) -> None:
         """``job`` was just put in a plan to start."""
 
-    def stopped(self, job: JobState, now: float) -> None:
+    def stopped(self, job: JobView, now: float) -> None:
         """``job`` was preempted, requeued or finished."""
 
     def resync(self, view: PolicyView) -> None:
         """The last plan was not applied: recount what ``started`` and ``stopped`` count from
         the running jobs of ``view``."""
 
-    def progressed(self, job: JobState, now: float) -> None:
+    def progressed(self, job: JobView, now: float) -> None:
         """A running job's measured progress replaced the prediction."""
 
     def params(self) -> dict:
@@ -119,13 +119,13 @@ class ResizingPart(Protocol):
     def params(self) -> dict: ...
     def before_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None: ...
-    def planned_gpus(self, job: JobState) -> tuple[int, ...]: ...
-    def victim_preempted(self, victim: JobState, plan: Plan) -> None: ...
+    def planned_gpus(self, job: JobView) -> tuple[int, ...]: ...
+    def victim_preempted(self, victim: JobView, plan: Plan) -> None: ...
 
 
 def _with_victims(
     entries: Iterable[tuple], started: set[str], victims: list[tuple]
-) -> Iterator[JobState]:
+) -> Iterator[JobView]:
     """The queue's jobs but those started, with the (few, sorted) victims at their places."""
     v, last = 0, len(victims)
     for entry in entries:
@@ -162,7 +162,7 @@ class PreemptivePolicy(Policy):
         # started by the last plan: they join the heap at the next pass, once running (a job
         # started in a pass is never a victim in it: later jobs in the scan rank worse; and a
         # drifting key (its speed) is known only once the job runs)
-        self._starting: dict[str, JobState] = {}
+        self._starting: dict[str, JobView] = {}
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
         self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
@@ -178,11 +178,11 @@ class PreemptivePolicy(Policy):
         """The job runs and is not a victim of the pass under way."""
         return job_id in self._stamp
 
-    def rekey_running(self, job: JobState) -> None:
+    def rekey_running(self, job: JobView) -> None:
         """The running job's rank changed (the old heap entry goes stale)."""
         self._push_running(job)
 
-    def pending_rank(self, job: JobState) -> tuple:
+    def pending_rank(self, job: JobView) -> tuple:
         """A waiting job's rank: the key of the state's queue (fixed while it waits; an order
         that changes it, Tiresias' promotion, re-ranks the job through ``queue.rerank``)."""
         return self.order.rank(job, job.pending_since)
@@ -191,7 +191,7 @@ class PreemptivePolicy(Policy):
         """The admitted waiting jobs, best first, bucketed by size and GPU types."""
         return view.queue(self._rank, size_kind)
 
-    def waiting_after(self, view: PolicyView, plan: Plan) -> tuple[int, Iterable[JobState]]:
+    def waiting_after(self, view: PolicyView, plan: Plan) -> tuple[int, Iterable[JobView]]:
         """How many jobs wait once ``plan`` applies, and those jobs best first: the queue
         without the jobs it starts, with the jobs it preempts at their ranks."""
         queue = self.queue(view)
@@ -205,7 +205,7 @@ class PreemptivePolicy(Policy):
         victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
         return count, _with_victims(entries, started, victims)
 
-    def _push_running(self, job: JobState) -> None:
+    def _push_running(self, job: JobView) -> None:
         self._worst = None
         self._next_stamp += 1
         stamp = self._stamp[job.job_id] = self._next_stamp
@@ -233,13 +233,13 @@ class PreemptivePolicy(Policy):
                 del self._by_slope[slope]
         self._entries = sum(len(h) for h in self._by_slope.values())
 
-    def _pop_worst(self) -> JobState | None:
+    def _pop_worst(self) -> JobView | None:
         job = self._peek_worst()
         if job is not None:
             del self._stamp[job.job_id]  # its heap entry is stale now
         return job
 
-    def _peek_worst(self) -> JobState | None:
+    def _peek_worst(self) -> JobView | None:
         stamps = self._stamp
         if self.order.drifting_keys:
             cached = self._worst
@@ -254,10 +254,10 @@ class PreemptivePolicy(Policy):
             heapq.heappop(running)
         return running[0].job if running else None
 
-    def _worst_drifting(self) -> JobState | None:
+    def _worst_drifting(self) -> JobView | None:
         """The worst of the slopes' worst: their order within a slope does not change."""
         stamps, now = self._stamp, self._now
-        ended: list[JobState] = []
+        ended: list[JobView] = []
         tops = []
         for heap in self._by_slope.values():
             while heap:
@@ -289,17 +289,17 @@ class PreemptivePolicy(Policy):
             self._push_running(job)
 
     # -- notifications ---------------------------------------------------------------------
-    def job_finished(self, job: JobState, now: float) -> None:
+    def job_finished(self, job: JobView, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self._starting.pop(job.job_id, None)
         self.order.stopped(job, now)
 
-    def job_requeued(self, job: JobState, now: float) -> None:
+    def job_requeued(self, job: JobView, now: float) -> None:
         self._stamp.pop(job.job_id, None)
         self._starting.pop(job.job_id, None)
         self.order.stopped(job, now)
 
-    def job_progressed(self, job: JobState, now: float) -> None:
+    def job_progressed(self, job: JobView, now: float) -> None:
         if self.is_running(job.job_id):
             self.order.progressed(job, now)
 
@@ -393,7 +393,7 @@ class PreemptivePolicy(Policy):
         if j < len(same):
             heapq.heappush(heads, (same[j], kind))
 
-    def _can_preempt_for(self, job: JobState, now: float, free_total: int) -> bool:
+    def _can_preempt_for(self, job: JobView, now: float, free_total: int) -> bool:
         extra = 0 if self.elastic is None else self.elastic.extra_gpus
         if free_total + self.order.preemptible_gpus(job) + extra < job.num_gpus:
             return False
@@ -401,12 +401,12 @@ class PreemptivePolicy(Policy):
         return worst is not None and self.order.outranks(job, worst, now)
 
     def _make_room(
-        self, job: JobState, now: float, scratch: FreeGpus, plan: Plan
+        self, job: JobView, now: float, scratch: FreeGpus, plan: Plan
     ) -> tuple[int, ...] | None:
         """Preempt worse-ranked running jobs, worst first, until ``job`` can be placed; then
         spare those it can be placed without. Leaves everything as it was if no placement is
         possible."""
-        popped: list[JobState] = []
+        popped: list[JobView] = []
         gpus = None
         planned = (lambda j: j.gpus) if self.elastic is None else self.elastic.planned_gpus
         worst_before = self._peek_worst()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ..jobs import JobState
+from ..jobs import JobView
 from ..state.free import FreeGpus
 from ..view import IdleGpus
 from .base import Plan, Policy, PolicyView
@@ -20,22 +20,22 @@ from .base import Plan, Policy, PolicyView
 _NO_PLAN = Plan()
 
 
-def submit_order(job: JobState) -> tuple:
+def submit_order(job: JobView) -> tuple:
     return (job.spec.submit_time_s,)
 
 
-def shortest_first(job: JobState) -> tuple:
+def shortest_first(job: JobView) -> tuple:
     """By (oracle) duration, then submit time."""
     return (job.spec.duration_s, job.spec.submit_time_s)
 
 
-def size_kind(job: JobState) -> tuple:
+def size_kind(job: JobView) -> tuple:
     """What a pass needs to know of a job to tell whether it can start on idle GPUs."""
     return (job.num_gpus, job.spec.gpu_types)
 
 
 class SharingPass(Protocol):
-    def find(self, job: JobState, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
+    def find(self, job: JobView, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` beside running jobs (and idle ones), and its sub-batch count."""
 
 
@@ -43,7 +43,7 @@ class SharingPart(Protocol):
     """What a queue policy asks of a part that shares GPUs
     (:class:`~dlsched.policies.sharing.GpuSharing`)."""
 
-    def kind(self, job: JobState) -> tuple: ...
+    def kind(self, job: JobView) -> tuple: ...
     def params(self) -> dict: ...
     def begin(self, view: PolicyView) -> SharingPass: ...
 
@@ -51,7 +51,7 @@ class SharingPart(Protocol):
 class QueuedPolicy(Policy):
     def __init__(
         self,
-        key: Callable[[JobState], tuple],
+        key: Callable[[JobView], tuple],
         placement: str = "best-fit",
         scan: str = "strict",
         sharing: SharingPart | None = None,
@@ -83,7 +83,7 @@ class QueuedPolicy(Policy):
                 return _NO_PLAN
         free: IdleGpus = view.free  # copied only once something starts
         scratch: FreeGpus | None = None
-        starts: list[tuple[JobState, tuple[int, ...]]] = []
+        starts: list[tuple[JobView, tuple[int, ...]]] = []
         accumulation: dict[str, int] = {}
         # A kind of job that could not start cannot start later in the pass: idle GPUs only
         # shrink (and placement fails monotonically), claimed partners only grow, and in SJF

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from ..jobs import JobState, Status
+from ..jobs import JobView, Status
 from ..tenant_quotas import TenantConfig, TenantQuota
 from ..view import AdmissionBooks, JobQueue
 from .base import Plan, Policy, PolicyView
@@ -62,18 +62,18 @@ class TenantUsage:
         return max(0, self.used - self.quota.nominal)
 
 
-def reservation(job: JobState) -> int:
+def reservation(job: JobView) -> int:
     """What a job not running counts against its tenant's quota once admitted: its base size
     (an elastic job's minimum, raised to where its memory fits)."""
     return job.base_gpus
 
 
-def admission_order(job: JobState) -> tuple:
+def admission_order(job: JobView) -> tuple:
     """Jobs waiting for admission: by priority class, then submit time (then arrival)."""
     return (-job.spec.priority, job.spec.submit_time_s)
 
 
-def admission_bucket(job: JobState) -> tuple:
+def admission_bucket(job: JobView) -> tuple:
     """A pass looks at the head of each bucket: one tenant, priority class and size."""
     return (job.spec.tenant, job.spec.priority, reservation(job))
 
@@ -93,13 +93,13 @@ class QuotaLayer(Policy):
         # pass, then as the pass plans (between passes: as the last pass planned)
         self.used: dict[str, int] = {}
         # tenant -> job id -> (order, job)
-        self.admitted: dict[str, dict[str, tuple[int, JobState]]] = {}
+        self.admitted: dict[str, dict[str, tuple[int, JobView]]] = {}
         # admitted jobs not running, which count their base size: ids, and per tenant the sum
         self.waiting_ids: set[str] = set()
         self.waiting_gpus: dict[str, int] = {}
         # the last plan's starts and preemptions: whether they happened is read from the
         # state at the next pass (a plan may have been refused)
-        self._planned: list[JobState] = []
+        self._planned: list[JobView] = []
         self._changed = False  # a reservation was released or a job arrived since the last pass
         # per cohort: nominal quotas and reservations, summed (tenants the config does not name
         # add the default's nominal quota once seen)
@@ -117,7 +117,7 @@ class QuotaLayer(Policy):
         self.evictions: dict[str, int] = {}  # tenant -> its jobs evicted (reclaim or priority)
         # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s) and
         # ("evicted", job, reason)
-        self.log: list[tuple[str, JobState, object]] | None = None
+        self.log: list[tuple[str, JobView, object]] | None = None
         self._last_t: float | None = None
 
     def params(self) -> dict:
@@ -145,7 +145,7 @@ class QuotaLayer(Policy):
         return gpus <= self._room(tenant)
 
     # -- notifications --------------------------------------------------------------------------
-    def job_arrived(self, job: JobState, now: float) -> None:
+    def job_arrived(self, job: JobView, now: float) -> None:
         """It waits in the state's queue of jobs not admitted; its tenant may be new."""
         tenant = job.spec.tenant
         if tenant not in self._seen:
@@ -157,26 +157,26 @@ class QuotaLayer(Policy):
 
     # Each change of a reservation first charges the interval that ends now at the
     # reservations that held over it (borrowed and lent GPU-seconds).
-    def job_finished(self, job: JobState, now: float) -> None:
+    def job_finished(self, job: JobView, now: float) -> None:
         self._account(now)
         self._release(job)
         self.inner.job_finished(job, now)
 
-    def job_requeued(self, job: JobState, now: float) -> None:
+    def job_requeued(self, job: JobView, now: float) -> None:
         self._account(now)
         self._count_waiting(job)  # still admitted, at its base size
         self.inner.job_requeued(job, now)
 
-    def job_cancelled(self, job: JobState, now: float) -> None:
+    def job_cancelled(self, job: JobView, now: float) -> None:
         if self._is_admitted(job):  # (one not admitted leaves the state's queue: nothing here)
             self._account(now)
             self._release(job)
             self.inner.job_cancelled(job, now)
 
-    def job_progressed(self, job: JobState, now: float) -> None:
+    def job_progressed(self, job: JobView, now: float) -> None:
         self.inner.job_progressed(job, now)
 
-    def job_resized(self, job: JobState, gpus: tuple[int, ...], now: float) -> None:
+    def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
         self._account(now)
         self.inner.job_resized(job, gpus, now)
 
@@ -185,22 +185,22 @@ class QuotaLayer(Policy):
         self._planned.extend(plan.preempt)  # their jobs wait again, at their base size
         return nodes, plan
 
-    def _is_admitted(self, job: JobState) -> bool:
+    def _is_admitted(self, job: JobView) -> bool:
         return job.job_id in self.admitted.get(job.spec.tenant, {})
 
-    def _count_waiting(self, job: JobState) -> None:
+    def _count_waiting(self, job: JobView) -> None:
         """An admitted job that does not run counts its base size."""
         if job.job_id not in self.waiting_ids and self._is_admitted(job):
             self.waiting_ids.add(job.job_id)
             t = job.spec.tenant
             self.waiting_gpus[t] = self.waiting_gpus.get(t, 0) + reservation(job)
 
-    def _uncount_waiting(self, job: JobState) -> None:
+    def _uncount_waiting(self, job: JobView) -> None:
         if job.job_id in self.waiting_ids:
             self.waiting_ids.discard(job.job_id)
             self.waiting_gpus[job.spec.tenant] -= reservation(job)
 
-    def _admit(self, books: AdmissionBooks, job: JobState, now: float) -> None:
+    def _admit(self, books: AdmissionBooks, job: JobView, now: float) -> None:
         books.admit(job)
         self._admissions += 1
         self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
@@ -211,7 +211,7 @@ class QuotaLayer(Policy):
             self.log.append(("admitted", job, now - job.pending_since))
         self.inner.job_arrived(job, now)
 
-    def _release(self, job: JobState) -> None:
+    def _release(self, job: JobView) -> None:
         """The job leaves admission (finished, cancelled or evicted)."""
         tenant = job.spec.tenant
         if self.admitted.get(tenant, {}).pop(job.job_id, None) is not None:
@@ -220,7 +220,7 @@ class QuotaLayer(Policy):
             self._changed = True
 
     @staticmethod
-    def _counts(job: JobState, shrunk: dict) -> int:
+    def _counts(job: JobView, shrunk: dict) -> int:
         """What an admitted job counts against its tenant now (``shrunk``: this pass's
         scale-ins)."""
         if job.job_id in shrunk:
@@ -320,7 +320,7 @@ class QuotaLayer(Policy):
         unused = self.cohort_nominal.get(cohort, 0) - self.cohort_used.get(cohort, 0)
         return unused + max(0, self.loaned_gpus - others)
 
-    def _prioritize(self, job: JobState, sign: int) -> None:
+    def _prioritize(self, job: JobView, sign: int) -> None:
         tenant = job.spec.tenant
         counts = self.priorities.setdefault(tenant, {})
         counts[job.spec.priority] = counts.get(job.spec.priority, 0) + sign
@@ -343,8 +343,8 @@ class QuotaLayer(Policy):
         now = view.now
         self._recount(view)
         self._account(now)
-        evicted: list[JobState] = []
-        shrunk: dict[str, tuple[JobState, tuple[int, ...]]] = {}  # the layer's scale-ins
+        evicted: list[JobView] = []
+        shrunk: dict[str, tuple[JobView, tuple[int, ...]]] = {}  # the layer's scale-ins
         if self._changed:
             self._changed = False
             buckets = self._held_back(view).buckets
@@ -450,8 +450,8 @@ class QuotaLayer(Policy):
         plan.resize = resizes
 
     def _victims(
-        self, view: PolicyView, job: JobState, need: int, shrunk: dict
-    ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
+        self, view: PolicyView, job: JobView, need: int, shrunk: dict
+    ) -> tuple[list[tuple[JobView, tuple[int, ...]]], list[JobView]] | None:
         """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
         when none may. As Kueue decides it in one step: the tenant's own jobs of a lower
         class give way as far as the job needs to fit its tenant's nominal quota, then
@@ -464,7 +464,7 @@ class QuotaLayer(Policy):
             return self._reclaim(view, tenant, need - self._cohort_room(q.cohort), shrunk)
         if not any(p < job.spec.priority for p in self.priorities.get(tenant, {})):
             return None
-        own: list[JobState] = []
+        own: list[JobView] = []
         freed = 0
         for _, victim in self._giving_way_first([tenant], below=job.spec.priority):
             if self.fits(tenant, need - freed):
@@ -482,7 +482,7 @@ class QuotaLayer(Policy):
 
     def _reclaim_within_nominal(
         self, view: PolicyView, tenant: str, need: int, freed: int, shrunk: dict
-    ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
+    ) -> tuple[list[tuple[JobView, tuple[int, ...]]], list[JobView]] | None:
         """Reclaim for ``need`` GPUs once the tenant's own jobs gave ``freed`` back, when that
         brings the job within its nominal quota (else None)."""
         q = self.config.quota(tenant)
@@ -492,7 +492,7 @@ class QuotaLayer(Policy):
 
     def _reclaim(
         self, view: PolicyView, tenant: str, short: int, shrunk: dict
-    ) -> tuple[list[tuple[JobState, tuple[int, ...]]], list[JobState]] | None:
+    ) -> tuple[list[tuple[JobView, tuple[int, ...]]], list[JobView]] | None:
         """Scale-ins and evictions of borrowers in the tenant's cohort that give back
         ``short`` GPUs, or None when they cannot."""
         cohort = self.config.quota(tenant).cohort
@@ -537,7 +537,7 @@ class QuotaLayer(Policy):
 
     def _giving_way_first(
         self, tenants: list[str], below: int | None = None, running_only: bool = False
-    ) -> list[tuple[int, JobState]]:
+    ) -> list[tuple[int, JobView]]:
         """The tenants' admitted jobs (of a priority below ``below``, when given) in the order
         they give way: not started before running (evicting one costs no work), then, as
         Kueue orders candidates, lower priority first, then the most recently admitted."""
@@ -555,9 +555,9 @@ class QuotaLayer(Policy):
     def _evict(
         self,
         books: AdmissionBooks,
-        victim: JobState,
+        victim: JobView,
         now: float,
-        evicted: list[JobState],
+        evicted: list[JobView],
         reason: str,
         shrunk: dict,
     ) -> None:

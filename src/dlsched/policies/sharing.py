@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from ..jobs import JobState
+from ..jobs import JobView
 from ..view import IdleGpus
 from .base import PolicyView
 from .queued import QueuedPolicy, shortest_first
@@ -76,8 +76,8 @@ class _Group:
     memory_mib: float
     capacity_mib: int  # the smallest GPU memory under its members
     finish: list[float]  # sorted
-    jobs: list[JobState]  # in finish order
-    by_gpu: list[JobState]  # in GPU order
+    jobs: list[JobView]  # in finish order
+    by_gpu: list[JobView]  # in GPU order
     first: int = 0  # jobs[:first] are all claimed in this pass
     first_by_gpu: int = 0  # likewise for by_gpu
 
@@ -97,14 +97,12 @@ class _Pairing:
     t_a_factor: float  # T_a(k) / T_a(1)
 
 
-Partners = Callable[
-    [JobState, "_Group", "_Pairing", float, float], Iterator[tuple[float, JobState]]
-]
+Partners = Callable[[JobView, "_Group", "_Pairing", float, float], Iterator[tuple[float, JobView]]]
 
 
 def benefit_partners(
-    job: JobState, group: _Group, pairing: _Pairing, t_a: float, now: float
-) -> Iterator[tuple[float, JobState]]:
+    job: JobView, group: _Group, pairing: _Pairing, t_a: float, now: float
+) -> Iterator[tuple[float, JobView]]:
     """SJF-BSBF: (t_con, partner) of the group's members that pass the benefit test, best first.
     ``t_a`` is the job's remaining solo time at its full batch."""
     xi_a, xi_b = (
@@ -128,14 +126,14 @@ def benefit_partners(
 
 
 def first_fit_partners(
-    job: JobState, group: _Group, pairing: _Pairing, t_a: float, now: float
-) -> Iterator[tuple[float, JobState]]:
+    job: JobView, group: _Group, pairing: _Pairing, t_a: float, now: float
+) -> Iterator[tuple[float, JobView]]:
     """SJF-FFS: every member whose memory fits, in GPU order (no benefit test)."""
     for partner in group.by_gpu[group.first_by_gpu :]:
         yield partner.gpus[0], partner
 
 
-def sharing_kind(job: JobState) -> tuple:
+def sharing_kind(job: JobView) -> tuple:
     spec = job.spec
     return (spec.model, spec.batch_size, spec.num_gpus, spec.gpu_types)
 
@@ -181,7 +179,7 @@ class _SharingPass:
         self.claimed: set[int] = set()  # seq of running jobs given a partner in this pass
         self.feasible: dict[tuple, list] = {}  # job signature -> [(group, pairing)]
 
-    def find(self, job: JobState, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
+    def find(self, job: JobView, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` (idle ones first, then partners', best first) and its sub-batch
         count; (None, 1) if not enough."""
         if job.spec.gpu_types is not None:
@@ -200,7 +198,7 @@ class _SharingPass:
         view = self.view
         finish_of = view.projected_finish
         gpu_mem = self.part.gpu_memory(view.cluster)
-        by_key: dict[tuple, list[JobState]] = {}
+        by_key: dict[tuple, list[JobView]] = {}
         for job in view.running.values():
             # a job without a model or a known memory shares with nobody; one sharing already
             # (the state marks it) takes no second partner
@@ -224,7 +222,7 @@ class _SharingPass:
             )
         return groups
 
-    def _pairing(self, job: JobState, group: _Group) -> _Pairing | None:
+    def _pairing(self, job: JobView, group: _Group) -> _Pairing | None:
         """Sub-batch and slowdowns for ``job`` beside a member of ``group``, or None."""
         workload = self.view.workload
         partner = group.jobs[0]
@@ -242,8 +240,8 @@ class _SharingPass:
         return None
 
     def _share(
-        self, job: JobState, free: IdleGpus, groups: list[_Group]
-    ) -> tuple[tuple[int, ...], int, list[JobState]] | None:
+        self, job: JobView, free: IdleGpus, groups: list[_Group]
+    ) -> tuple[tuple[int, ...], int, list[JobView]] | None:
         t_a1 = job.remaining_s
         signature = (job.spec.model, job.spec.batch_size, job.spec.num_gpus)
         feasible = self.feasible.get(signature)
@@ -251,7 +249,7 @@ class _SharingPass:
             feasible = self.feasible[signature] = [
                 (g, p) for g in groups if (p := self._pairing(job, g)) is not None
             ]
-        offers: list[tuple[float, JobState, _Pairing]] = []
+        offers: list[tuple[float, JobView, _Pairing]] = []
         for group, pairing in feasible:
             offers.extend(self._candidates(job, group, pairing, t_a1))
         if not offers:
@@ -259,7 +257,7 @@ class _SharingPass:
         offers.sort(key=lambda o: (o[0], o[1].seq))
         need = job.num_gpus
         gpus = sorted(g for nid in free.usable for g in free.free[nid])[:need] if free.total else []
-        partners: list[JobState] = []
+        partners: list[JobView] = []
         k = 1
         for _, partner, pairing in offers:
             if len(gpus) >= need:
@@ -276,8 +274,8 @@ class _SharingPass:
         return tuple(gpus), k, partners
 
     def _candidates(
-        self, job: JobState, group: _Group, pairing: _Pairing, t_a1: float
-    ) -> list[tuple[float, JobState, _Pairing]]:
+        self, job: JobView, group: _Group, pairing: _Pairing, t_a1: float
+    ) -> list[tuple[float, JobView, _Pairing]]:
         """This group's partners for ``job``, best first, with their sort keys: unclaimed ones
         until they hold enough GPUs."""
         claimed = self.claimed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..jobs import JobState
+from ..jobs import JobView
 from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 from .queued import QueuedPolicy, shortest_first
@@ -28,7 +28,7 @@ class SrtfOrder(PreemptiveOrder):
     def __init__(self) -> None:
         self.now = 0.0
 
-    def rank(self, job: JobState, now: float) -> tuple:
+    def rank(self, job: JobView, now: float) -> tuple:
         return (job.remaining_at(now), job.seq)
 
     def on_timers(self, view: PolicyView) -> None:
@@ -36,10 +36,10 @@ class SrtfOrder(PreemptiveOrder):
 
     # Keys are in "time its work left would reach zero at speed 1 from now" (now + work left),
     # so keys computed at different times compare: a larger one is more work left.
-    def exact_worst_first(self, job: JobState) -> tuple:
+    def exact_worst_first(self, job: JobView) -> tuple:
         return (-(self.now + job.remaining_at(self.now)), -job.seq)
 
-    def linear_key(self, job: JobState) -> tuple[float, float, float]:
+    def linear_key(self, job: JobView) -> tuple[float, float, float]:
         """now + work left: t + R while it pauses (until it resumes), then (1 - r) t + R + r s
         for work left R at s, the later of its last progress and its resume, at speed r."""
         if job.resume_at > self.now or job.rate <= 0:
@@ -47,7 +47,7 @@ class SrtfOrder(PreemptiveOrder):
         since = max(job.progress_at, job.resume_at)
         return 1.0 - job.rate, job.remaining_s + job.rate * since, math.inf
 
-    def progressed(self, job: JobState, now: float) -> None:
+    def progressed(self, job: JobView, now: float) -> None:
         # measured progress may have changed its work left: its old key is stale
         self.policy.rekey_running(job)
 

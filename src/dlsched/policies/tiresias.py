@@ -30,7 +30,7 @@ import heapq
 from collections.abc import Iterable
 
 from ..errors import SpecError
-from ..jobs import JobState, Status
+from ..jobs import JobView, Status
 from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 
@@ -82,7 +82,7 @@ class TiresiasOrder(PreemptiveOrder):
         self.level: dict[str, int] = {}  # job id -> queue index
         self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.level_gpus: list[int] = [0] * (len(self.thresholds) + 1)  # running GPUs per queue
-        self.timers: list[tuple[float, int, str, JobState, float]] = []
+        self.timers: list[tuple[float, int, str, JobView, float]] = []
         self._timer_seq = 0
 
     def params(self) -> dict:
@@ -91,32 +91,32 @@ class TiresiasOrder(PreemptiveOrder):
             "starvation_factor": self.starvation_factor,
         }
 
-    def rank(self, job: JobState, now: float) -> tuple:
+    def rank(self, job: JobView, now: float) -> tuple:
         return (self.level.get(job.job_id, 0), job.spec.submit_time_s, job.seq)
 
-    def outranks(self, job: JobState, victim: JobState, now: float) -> bool:
+    def outranks(self, job: JobView, victim: JobView, now: float) -> bool:
         # Only a higher queue preempts: within a queue, order decides who starts next, but a
         # running job is never stopped for a peer (that would thrash at every promotion).
         return self.level.get(victim.job_id, 0) > self.level.get(job.job_id, 0)
 
-    def worst_first(self, job: JobState) -> tuple:
+    def worst_first(self, job: JobView) -> tuple:
         return (-self.level.get(job.job_id, 0), -job.spec.submit_time_s, -job.seq)
 
-    def _timer(self, at: float, kind: str, job: JobState, tag: float) -> None:
+    def _timer(self, at: float, kind: str, job: JobView, tag: float) -> None:
         self._timer_seq += 1
         heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
 
-    def preemptible_gpus(self, job: JobState) -> float:
+    def preemptible_gpus(self, job: JobView) -> float:
         return sum(self.level_gpus[self.level.get(job.job_id, 0) + 1 :])
 
-    def is_low_priority(self, job: JobState) -> bool:
+    def is_low_priority(self, job: JobView) -> bool:
         return self.level.get(job.job_id, 0) > 0
 
-    def started(self, job: JobState, now: float) -> None:
+    def started(self, job: JobView, now: float) -> None:
         self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
         self._arm_demotion(job, now, job.executed_gpu_s, run_start=now)
 
-    def _arm_demotion(self, job: JobState, now: float, executed: float, run_start: float) -> None:
+    def _arm_demotion(self, job: JobView, now: float, executed: float, run_start: float) -> None:
         """Wake up when the job's executed service may cross its queue's threshold (at the
         earliest: a restart pause only delays it, which the timer then finds out)."""
         level = self.level.get(job.job_id, 0)
@@ -124,7 +124,7 @@ class TiresiasOrder(PreemptiveOrder):
             left = self.thresholds[level] - (executed - self.offset.get(job.job_id, 0.0))
             self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
 
-    def stopped(self, job: JobState, now: float) -> None:
+    def stopped(self, job: JobView, now: float) -> None:
         self.level_gpus[self.level.get(job.job_id, 0)] -= job.num_gpus
         if job.status in (Status.DONE, Status.CANCELLED):
             self.level.pop(job.job_id, None)

@@ -8,7 +8,7 @@ import statistics
 from collections import deque
 from functools import lru_cache
 
-from ..jobs import JobSpec, JobState
+from ..jobs import JobSpec, JobView
 
 # Chosen: how many finished jobs' measured sharing slowdowns the cluster's typical one is taken
 # over.
@@ -80,7 +80,7 @@ class RuntimeSpeed:
             self._typical = statistics.median(votes) if votes else statistics.median(pairs)
         return self._typical
 
-    def __call__(self, job: JobState, gpus: tuple[int, ...]) -> float:
+    def __call__(self, job: JobView, gpus: tuple[int, ...]) -> float:
         return self.speed_at_size(job.spec, len(gpus)) / self.accumulation_cost(
             job.spec, job.accumulation
         )
@@ -101,7 +101,7 @@ class RuntimeSpeed:
         batch = spec.batch_size / spec.num_gpus
         return (accumulation * p["c0_s"] + p["c1_s"] * batch) / (p["c0_s"] + p["c1_s"] * batch)
 
-    def slowdown(self, job: JobState, partner: JobState) -> float | None:
+    def slowdown(self, job: JobView, partner: JobView) -> float | None:
         if job.job_id in self.profiles and partner.job_id in self.profiles:
             return self.slowdowns.get(job.job_id) or self.typical_slowdown()
         return None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
-from ..jobs import JobSpec, JobState, Status
+from ..jobs import JobSpec, JobState, JobView, Status
 from ..view import Applied, Plan, PolicyHooks, PolicyView
 from ..workload_model import TRACE_MODEL, WorkloadModel, one_more_gpu_helps
 from .costs import Costs
@@ -113,19 +113,19 @@ class ClusterState:
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
-    def gpus_of(self, job: JobState) -> tuple[int, ...]:
+    def gpus_of(self, job: JobView) -> tuple[int, ...]:
         return job.gpus
 
-    def projected_finish(self, job: JobState) -> float:
+    def projected_finish(self, job: JobView) -> float:
         return job.finish_time
 
-    def executed_gpu_s(self, job: JobState) -> float:
+    def executed_gpu_s(self, job: JobView) -> float:
         return job.executed_at(self.now)
 
-    def resizing(self, job: JobState) -> bool:
+    def resizing(self, job: JobView) -> bool:
         return job.switch_at is not None
 
-    def preemption_cost_gpu_s(self, job: JobState) -> float:
+    def preemption_cost_gpu_s(self, job: JobView) -> float:
         """GPU-seconds a preemption of the running job now would waste: its restart pause, and
         the work since its last checkpoint unless preemptions checkpoint first."""
         lost = self.costs.start_pause_s(job.spec, first=False)
@@ -157,14 +157,22 @@ class ClusterState:
         """The pending jobs not admitted, as :meth:`queue` orders and buckets them."""
         return self._order(self._held_back, key, bucket, admitted=False)
 
-    def admit(self, job: JobState) -> None:
+    def admit(self, job: JobView) -> None:
         """The admission stage lets the policy schedule ``job`` (pending or running)."""
-        self._set_admitted(job, True)
+        self._set_admitted(self._own(job), True)
 
-    def dismiss(self, job: JobState) -> None:
+    def dismiss(self, job: JobView) -> None:
         """The admission stage takes ``job`` back (evicted): it leaves the policy's queues
         (a running one leaves its GPUs by the stage's plan, and waits to be admitted again)."""
-        self._set_admitted(job, False)
+        self._set_admitted(self._own(job), False)
+
+    def _own(self, job: JobView) -> JobState:
+        """The state's own record of a live job a policy names."""
+        jid = job.job_id
+        own = self.pending.get(jid) or self.running.get(jid)
+        if own is None or own is not job:
+            raise PlanError(f"policy {self.policy.name} named job {jid}, not a live job here")
+        return own
 
     def _set_admitted(self, job: JobState, admitted: bool) -> None:
         """Move a waiting job between the policy's queues and the admission stage's."""
@@ -178,7 +186,7 @@ class ClusterState:
             self._queue(job)
 
     def without(
-        self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
+        self, gone: Iterable[JobView] = (), freed: Iterable[tuple[JobView, tuple[int, ...]]] = ()
     ) -> PolicyView:
         return WhatIfView(self, gone, freed)
 
@@ -235,11 +243,16 @@ class ClusterState:
         return self._commit(plan, check)
 
     def _commit(self, plan: Plan, check: PlanCheck) -> Applied:
-        for job in plan.preempt:
+        """Apply a checked plan to the state's own records of its jobs (the check found each
+        entry's job to be one)."""
+        preempted = [self.running[job.job_id] for job in plan.preempt]
+        resized = [(self.running[job.job_id], gpus) for job, gpus in plan.resize]
+        started = [(self.pending[job.job_id], gpus) for job, gpus in plan.start]
+        for job in preempted:
             self._stop(job, by_policy=True)
-        for job, gpus in plan.resize:
+        for job, gpus in resized:
             self._resize(job, tuple(gpus))
-        for job, gpus in plan.start:
+        for job, gpus in started:
             jid = job.job_id
             joined = check.joined.get(jid)
             self._start(job, tuple(gpus), plan.accumulation.get(jid, 1), check.memory[jid], joined)
@@ -247,7 +260,7 @@ class ClusterState:
                 actual, job.actual_s = job.actual_s, None
                 self.observe_progress(job, 0.0, actual)
         self._settle_reclaims()
-        return Applied(plan)
+        return Applied(preempted, [j for j, _ in resized], [j for j, _ in started])
 
     # -- capacity loaning ----------------------------------------------------------------------
     def set_inference_demand(self, servers: int) -> Applied:

@@ -8,7 +8,7 @@ footprint) may run alone but nobody may join it.
 from __future__ import annotations
 
 from ..cluster import Cluster
-from ..jobs import JobState
+from ..jobs import JobState, JobView
 
 
 class GpuOccupancy:
@@ -85,7 +85,7 @@ class GpuOccupancy:
             total += other.memory_mib
         return total
 
-    def partners(self, job: JobState) -> set[JobState]:
+    def partners(self, job: JobView) -> set[JobState]:
         out: set[JobState] = set()
         for g in job.gpus:
             holders = self.jobs[g]

@@ -10,12 +10,12 @@ joins) is kept for the commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..cluster import Cluster
 from ..errors import PlanError
-from ..jobs import JobState, Status
+from ..jobs import JobView, Status
 from ..view import Plan, PolicyHooks
 from ..workload_model import WorkloadModel
 from .free import FreeGpus
@@ -30,8 +30,12 @@ class Books(Protocol):
     workload: WorkloadModel
     free: FreeGpus
     occupancy: GpuOccupancy
-    pending: dict[str, JobState]
-    running: dict[str, JobState]
+
+    @property
+    def pending(self) -> Mapping[str, JobView]: ...
+    @property
+    def running(self) -> Mapping[str, JobView]: ...
+
     restore_full_batch: bool
 
 
@@ -66,9 +70,9 @@ class PlanCheck:
         self.memory: dict[str, float | None] = {}  # job id -> MiB per GPU where it starts
         self.joined: dict[str, list[int]] = {}  # job id -> GPUs it starts on beside others
         self.status: dict[str, Status] = {}  # job id -> its status once the entries so far apply
-        self.leaving: set[JobState] = set()  # running jobs preempted by the plan
+        self.leaving: set[JobView] = set()  # running jobs preempted by the plan
         self.resized: set[str] = set()
-        self.started: list[tuple[JobState, tuple[int, ...]]] = []  # the starts checked so far
+        self.started: list[tuple[JobView, tuple[int, ...]]] = []  # the starts checked so far
 
     def run(self, plan: Plan) -> None:
         for job in plan.preempt:
@@ -78,10 +82,10 @@ class PlanCheck:
         for job, gpus in plan.start:
             self.start(job, tuple(gpus), plan.accumulation.get(job.job_id, 1))
 
-    def _fail(self, job: JobState, what: str, why: str) -> PlanError:
+    def _fail(self, job: JobView, what: str, why: str) -> PlanError:
         return PlanError(f"policy {self.state.policy.name} {what} job {job.job_id}: {why}")
 
-    def _status(self, job: JobState, what: str) -> Status:
+    def _status(self, job: JobView, what: str) -> Status:
         jid, state = job.job_id, self.state
         status = self.status.get(jid)
         if status is not None:
@@ -90,13 +94,13 @@ class PlanCheck:
             raise self._fail(job, what, "it is not a live job of this cluster")
         return job.status
 
-    def _holders(self, g: int) -> list[tuple[JobState, float | None]]:
+    def _holders(self, g: int) -> list[tuple[JobView, float | None]]:
         """Who holds GPU ``g`` once the entries so far apply, with their memory per GPU."""
         occupancy = self.state.occupancy
         out = [(h, self._memory_after(h)) for h in occupancy.jobs[g] if h not in self.leaving]
         return out + [(j, self.memory[j.job_id]) for j, gpus in self.started if g in gpus]
 
-    def _memory_after(self, job: JobState) -> float | None:
+    def _memory_after(self, job: JobView) -> float | None:
         """A running job's memory per GPU once the preemptions apply: one left with no partner
         goes back to its full batch (when the state restores it)."""
         state = self.state
@@ -106,7 +110,7 @@ class PlanCheck:
             return job.memory_mib
         return state.workload.memory_mib(job.spec, len(job.gpus), 1)
 
-    def preempt(self, job: JobState) -> None:
+    def preempt(self, job: JobView) -> None:
         status = self._status(job, "preempted")
         if status is not Status.RUNNING:
             raise self._fail(job, "preempted", f"it is {status.value}")
@@ -118,7 +122,7 @@ class PlanCheck:
             [g for g in job.gpus if len(holders[g]) == 1 or all(h in leaving for h in holders[g])]
         )
 
-    def resize(self, job: JobState, gpus: tuple[int, ...]) -> None:
+    def resize(self, job: JobView, gpus: tuple[int, ...]) -> None:
         state = self.state
         status = self._status(job, "resized")
         low, high = job.spec.gpu_range
@@ -156,7 +160,7 @@ class PlanCheck:
         self._release([g for g in job.gpus if g not in new])
         self.resized.add(job.job_id)
 
-    def start(self, job: JobState, gpus: tuple[int, ...], accumulation: int) -> None:
+    def start(self, job: JobView, gpus: tuple[int, ...], accumulation: int) -> None:
         state, jid = self.state, job.job_id
         if state.pending.get(jid) is not job or jid in self.memory:  # else: waiting, not started
             status = Status.RUNNING if jid in self.memory else self._status(job, "started")
@@ -222,7 +226,7 @@ class PlanCheck:
                 self.released.add(g)
                 self.claimed.discard(g)
 
-    def _why_not_join(self, job: JobState, g: int, memory: float | None) -> str | None:
+    def _why_not_join(self, job: JobView, g: int, memory: float | None) -> str | None:
         """As :meth:`GpuOccupancy.why_not_join`, on the GPU's holders once the plan so far
         applies."""
         state = self.state

@@ -21,21 +21,21 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from operator import itemgetter
 from typing import Any, overload
 
-from ..jobs import JobState
+from ..jobs import JobView
 
-QueueKey = Callable[[JobState], Any]
+QueueKey = Callable[[JobView], Any]
 _job = itemgetter(2)  # an entry's job
-BucketKey = Callable[[JobState], Hashable]
+BucketKey = Callable[[JobView], Hashable]
 
 
-class PendingQueue(Sequence[JobState]):
+class PendingQueue(Sequence[JobView]):
     """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
     ``bucket_of(job)`` and ``buckets`` (bucket -> its jobs, best first)."""
 
     __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets", "sizes", "_stamps", "_changes")
 
     def __init__(
-        self, key: QueueKey, jobs: Iterable[JobState] = (), bucket: BucketKey | None = None
+        self, key: QueueKey, jobs: Iterable[JobView] = (), bucket: BucketKey | None = None
     ) -> None:
         self.key = key
         self.bucket = bucket
@@ -58,12 +58,12 @@ class PendingQueue(Sequence[JobState]):
             for e in self._entries:
                 self._buckets.setdefault(self._keys[e[2].job_id][2], []).append(e)
 
-    def _key(self, job: JobState) -> tuple:
+    def _key(self, job: JobView) -> tuple:
         k = (self.key(job), job.seq, None if self.bucket is None else self.bucket(job))
         self._keys[job.job_id] = k
         return k
 
-    def __iter__(self) -> Iterator[JobState]:
+    def __iter__(self) -> Iterator[JobView]:
         return map(_job, self._entries)
 
     def __len__(self) -> int:
@@ -73,10 +73,10 @@ class PendingQueue(Sequence[JobState]):
         return bool(self._entries)
 
     @overload
-    def __getitem__(self, i: int) -> JobState: ...
+    def __getitem__(self, i: int) -> JobView: ...
     @overload
-    def __getitem__(self, i: slice) -> list[JobState]: ...
-    def __getitem__(self, i: int | slice) -> JobState | list[JobState]:
+    def __getitem__(self, i: slice) -> list[JobView]: ...
+    def __getitem__(self, i: int | slice) -> JobView | list[JobView]:
         if isinstance(i, slice):
             return [e[2] for e in self._entries[i]]
         return self._entries[i][2]
@@ -86,18 +86,18 @@ class PendingQueue(Sequence[JobState]):
         """The entries ``(key, seq, job)``, best first."""
         return self._entries
 
-    def rerank(self, job: JobState) -> None:
+    def rerank(self, job: JobView) -> None:
         """The policy's key for this waiting job changed (its own order: Tiresias promotes a
         starved job): it moves to its new place. Nothing when the job is not in the queue."""
         if job.job_id in self._keys:
             self.remove(job)
             self.add(job)
 
-    def key_of(self, job: JobState) -> Any:
+    def key_of(self, job: JobView) -> Any:
         """The key of a job in the queue (computed when it started waiting)."""
         return self._keys[job.job_id][0]
 
-    def bucket_of(self, job: JobState) -> Any:
+    def bucket_of(self, job: JobView) -> Any:
         """The bucket of a job in the queue (None without buckets)."""
         return self._keys[job.job_id][2]
 
@@ -113,7 +113,7 @@ class PendingQueue(Sequence[JobState]):
         return self._stamps.get(bucket, 0)
 
     # -- kept by the state ---------------------------------------------------------------------
-    def add(self, job: JobState) -> None:
+    def add(self, job: JobView) -> None:
         key, seq, b = self._key(job)
         entry = (key, seq, job)
         _put(self._entries, entry)
@@ -124,7 +124,7 @@ class PendingQueue(Sequence[JobState]):
         n = job.num_gpus
         self.sizes[n] = self.sizes.get(n, 0) + 1
 
-    def remove(self, job: JobState) -> None:
+    def remove(self, job: JobView) -> None:
         key, seq, b = self._keys.pop(job.job_id)
         _drop(self._entries, key, seq, job)
         if self.bucket is not None:
@@ -146,7 +146,7 @@ def _put(entries: list[tuple], entry: tuple) -> None:
         insort(entries, entry)
 
 
-def _drop(entries: list[tuple], key: Any, seq: int, job: JobState) -> None:
+def _drop(entries: list[tuple], key: Any, seq: int, job: JobView) -> None:
     if entries[0][2] is job:
         del entries[0]
     else:

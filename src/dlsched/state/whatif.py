@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..cluster import Cluster
-from ..jobs import JobState
+from ..jobs import JobView
 from ..view import Holders, IdleGpus, JobQueue, Loans, PolicyView
 from ..workload_model import WorkloadModel, one_more_gpu_helps
 
@@ -21,8 +21,8 @@ class WhatIfView:
     def __init__(
         self,
         base: PolicyView,
-        gone: Iterable[JobState] = (),
-        freed: Iterable[tuple[JobState, tuple[int, ...]]] = (),
+        gone: Iterable[JobView] = (),
+        freed: Iterable[tuple[JobView, tuple[int, ...]]] = (),
     ) -> None:
         self.base = base
         gone = list(gone)
@@ -53,7 +53,7 @@ class WhatIfView:
             self._resized_elastic(job, len(kept), len(self._gpus_of[job.job_id]))
         self._tenant_gpus = held
 
-    def _resized_elastic(self, job: JobState, old: int, new: int) -> None:
+    def _resized_elastic(self, job: JobView, old: int, new: int) -> None:
         """The indexes of running elastic jobs (as the state keeps them) after a job went from
         ``old`` GPUs to ``new`` (0: gone)."""
         if job.job_id not in self.base.running_elastic:
@@ -69,7 +69,7 @@ class WhatIfView:
             self._growable.pop(job.job_id, None)
 
     def without(
-        self, gone: Iterable[JobState] = (), freed: Iterable[tuple[JobState, tuple[int, ...]]] = ()
+        self, gone: Iterable[JobView] = (), freed: Iterable[tuple[JobView, tuple[int, ...]]] = ()
     ) -> WhatIfView:
         return WhatIfView(self, gone, freed)
 
@@ -86,23 +86,23 @@ class WhatIfView:
         return self._free
 
     @property
-    def pending(self) -> Mapping[str, JobState]:
+    def pending(self) -> Mapping[str, JobView]:
         return self.base.pending
 
     @property
-    def running(self) -> Mapping[str, JobState]:
+    def running(self) -> Mapping[str, JobView]:
         return self._running
 
     @property
-    def running_elastic(self) -> Mapping[str, JobState]:
+    def running_elastic(self) -> Mapping[str, JobView]:
         return self._running_elastic
 
     @property
-    def elastic_above_base(self) -> Mapping[str, JobState]:
+    def elastic_above_base(self) -> Mapping[str, JobView]:
         return self._above_base
 
     @property
-    def elastic_growable(self) -> Mapping[str, JobState]:
+    def elastic_growable(self) -> Mapping[str, JobView]:
         return self._growable
 
     @property
@@ -130,22 +130,22 @@ class WhatIfView:
         return self._tenant_gpus
 
     def queue(
-        self, key: Callable[[JobState], Any], bucket: Callable[[JobState], Hashable] | None = None
+        self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
     ) -> JobQueue:
         return self.base.queue(key, bucket)
 
-    def gpus_of(self, job: JobState) -> tuple[int, ...]:
+    def gpus_of(self, job: JobView) -> tuple[int, ...]:
         kept = self._gpus_of.get(job.job_id)
         return self.base.gpus_of(job) if kept is None else kept
 
-    def projected_finish(self, job: JobState) -> float:
+    def projected_finish(self, job: JobView) -> float:
         return self.base.projected_finish(job)
 
-    def executed_gpu_s(self, job: JobState) -> float:
+    def executed_gpu_s(self, job: JobView) -> float:
         return self.base.executed_gpu_s(job)
 
-    def resizing(self, job: JobState) -> bool:
+    def resizing(self, job: JobView) -> bool:
         return self.base.resizing(job)
 
-    def preemption_cost_gpu_s(self, job: JobState) -> float:
+    def preemption_cost_gpu_s(self, job: JobView) -> float:
         return self.base.preemption_cost_gpu_s(job)

@@ -60,7 +60,7 @@ def run_one(task: tuple) -> dict:
     )
     wall = time.perf_counter() - t0
     rows = job_rows(result.jobs)
-    s = summarize(result, rows)
+    s = summarize(result)
     late = sorted(r["finish_s"] - r["deadline_s"] for r in rows if r["met_deadline"] is False)
     return {
         "workload": workload_name,

@@ -49,7 +49,7 @@ def run_one(label: str, seed: int) -> dict:
     result = simulate(w.cluster, w.jobs, policy, SimConfig(), workload=w.model())
     wall = time.perf_counter() - t0
     rows = job_rows(result.jobs)
-    s = summarize(result, rows)
+    s = summarize(result)
     never: dict[str, int] = {}
     for r in rows:
         if r["first_start_s"] is None:

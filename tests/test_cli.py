@@ -389,3 +389,19 @@ def test_a_prepared_workload_is_cached_reused_rebuilt_when_corrupt_and_missed_wh
     assert len(list((cache / "workloads").iterdir())) == 3
     simulate("none", "--cache-dir", str(cache / "unused"), "--no-cache")
     assert not (cache / "unused").exists()
+
+
+def test_a_cached_workload_reads_back_equal_job_for_job():
+    # the cache stores jobs as columns (numbers in arrays): every field survives, None and
+    # tuples included (elastic ranges, deadlines and classes, GPU types)
+    import pickle
+    from dataclasses import replace
+
+    from dlsched.prepare import prepare
+
+    workload = prepare("muri-3", "16x8:V100", elastic_fraction=0.5, deadlines=True)
+    jobs = [*workload.jobs[:5], replace(workload.jobs[5], gpu_types=("V100",), priority=2)]
+    workload.jobs = jobs
+    back = pickle.loads(pickle.dumps(workload))
+    assert back.jobs == jobs and back.cluster == workload.cluster
+    assert any(j.elastic for j in jobs) and any(j.deadline_s is not None for j in jobs)

@@ -88,11 +88,16 @@ def test_a_malformed_weight_is_refused_naming_the_field(weights):
 def test_rho_on_a_two_tenant_example():
     # 4 GPUs, 2 tenants: each tenant's own cluster is 2 GPUs. a's 1-GPU job ran 150 s for 100 s
     # of work: 1.5. b's 4-GPU job needs 2x longer on 2 GPUs (200 s) and took 500 s: 2.5.
-    rows = [
-        {"tenant": "a", "jct_s": 150.0, "duration_s": 100.0, "num_gpus": 1, "gpu_time_s": 100.0},
-        {"tenant": "b", "jct_s": 500.0, "duration_s": 100.0, "num_gpus": 4, "gpu_time_s": 400.0},
-    ]
-    f = fairness_summary(rows, 4)
+    from dlsched.jobs import JobSpec, JobState
+
+    jobs = []
+    for seq, (tenant, gpus, jct, gpu_time) in enumerate(
+        [("a", 1, 150.0, 100.0), ("b", 4, 500.0, 400.0)]
+    ):
+        j = JobState(JobSpec(tenant, 0.0, gpus, 100.0, tenant=tenant), seq)
+        j.finish, j.attained_gpu_s = jct, gpu_time
+        jobs.append(j)
+    f = fairness_summary(jobs, 4)
     assert f["rho_by_tenant"] == {"a": 1.5, "b": 2.5} and f["max_tenant_rho"] == 2.5
     assert f["jain_index"] == pytest.approx((100 + 400) ** 2 / (2 * (100**2 + 400**2)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .jobs import JobState
@@ -36,41 +37,56 @@ JOB_COLUMNS = (
 
 
 def job_rows(jobs: list[JobState]) -> list[dict]:
-    rows = []
+    """One dict per job, the columns of jobs.csv."""
+    return list(iter_job_rows(jobs))
+
+
+def iter_job_rows(jobs: list[JobState]) -> Iterator[dict]:
+    """The rows of :func:`job_rows`, one at a time (jobs.csv is written without holding them)."""
     for j in jobs:
         s = j.spec
-        done = j.finish is not None
-        jct = j.finish - s.submit_time_s if done else None
-        rows.append(
-            {
-                "job_id": s.job_id,
-                "tenant": s.tenant,
-                "num_gpus": s.num_gpus,
-                "model": s.model or "",
-                "submit_s": s.submit_time_s,
-                "first_start_s": j.first_start,
-                "finish_s": j.finish,
-                "jct_s": jct,
-                # queuing delay: time not running between submission and finish (all waits,
-                # including after preemptions)
-                "queue_s": jct - j.run_time_s if done else None,
-                "run_s": j.run_time_s,
-                "mean_gpus": j.attained_gpu_s / j.run_time_s if j.run_time_s else None,
-                "resizes": j.resizes,
-                "resize_lost_gpu_s": j.resize_lost_gpu_s,
-                "preemptions": j.preemptions,
-                "failures": j.failures,
-                "gpu_time_s": j.attained_gpu_s,
-                "duration_s": s.duration_s,
-                # time spent sharing a GPU, and the mean slowdown over that time
-                "shared_s": j.shared_s,
-                "sharing_slowdown": j.shared_slowdown_s / j.shared_s if j.shared_s else None,
-                "deadline_s": s.deadline_s,
-                "qos_class": s.qos_class,
-                "met_deadline": None if s.deadline_s is None else done and j.finish <= s.deadline_s,
-            }
-        )
-    return rows
+        jct = _jct(j)
+        done = jct is not None
+        yield {
+            "job_id": s.job_id,
+            "tenant": s.tenant,
+            "num_gpus": s.num_gpus,
+            "model": s.model or "",
+            "submit_s": s.submit_time_s,
+            "first_start_s": j.first_start,
+            "finish_s": j.finish,
+            "jct_s": jct,
+            # queuing delay: time not running between submission and finish (all waits,
+            # including after preemptions)
+            "queue_s": jct - j.run_time_s if done else None,
+            "run_s": j.run_time_s,
+            "mean_gpus": j.attained_gpu_s / j.run_time_s if j.run_time_s else None,
+            "resizes": j.resizes,
+            "resize_lost_gpu_s": j.resize_lost_gpu_s,
+            "preemptions": j.preemptions,
+            "failures": j.failures,
+            "gpu_time_s": j.attained_gpu_s,
+            "duration_s": s.duration_s,
+            # time spent sharing a GPU, and the mean slowdown over that time
+            "shared_s": j.shared_s,
+            "sharing_slowdown": _sharing_slowdown(j),
+            "deadline_s": s.deadline_s,
+            "qos_class": s.qos_class,
+            "met_deadline": _met_deadline(j),
+        }
+
+
+def _jct(j: JobState) -> float | None:
+    return None if j.finish is None else j.finish - j.spec.submit_time_s
+
+
+def _sharing_slowdown(j: JobState) -> float | None:
+    return j.shared_slowdown_s / j.shared_s if j.shared_s else None
+
+
+def _met_deadline(j: JobState) -> bool | None:
+    deadline = j.spec.deadline_s
+    return None if deadline is None else j.finish is not None and j.finish <= deadline
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -82,63 +98,67 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
 
 
-def _stats(rows: list[dict]) -> dict:
-    done = [r for r in rows if r["jct_s"] is not None]
-    jcts = sorted(r["jct_s"] for r in done)
+def _stats(jobs: list[JobState]) -> dict:
+    """The summary's statistics of ``jobs`` (the summary is computed from the jobs' states, not
+    from rows: a million rows of dicts would double the memory of a run)."""
+    done = [j for j in jobs if j.finish is not None]
+    jcts = sorted(j.finish - j.spec.submit_time_s for j in done)
     n = len(done)
     return {
-        "jobs": len(rows),
+        "jobs": len(jobs),
         "jobs_completed": n,
         # never ran (a hard quota below its size, the end of the trace): not in the JCTs
-        "never_started": sum(1 for r in rows if r["first_start_s"] is None),
+        "never_started": sum(1 for j in jobs if j.first_start is None),
         "mean_jct_s": sum(jcts) / n if n else math.nan,
         "median_jct_s": percentile(jcts, 50),
         "p95_jct_s": percentile(jcts, 95),
         "p99_jct_s": percentile(jcts, 99),
-        "mean_queue_s": sum(r["queue_s"] for r in done) / n if n else math.nan,
-        "preemptions": sum(r["preemptions"] for r in rows),
-        "failures": sum(r["failures"] for r in rows),
-        "resizes": sum(r["resizes"] for r in rows),
-        "resize_lost_gpu_s": sum(r["resize_lost_gpu_s"] for r in rows),
+        "mean_queue_s": (
+            sum(j.finish - j.spec.submit_time_s - j.run_time_s for j in done) / n if n else math.nan
+        ),
+        "preemptions": sum(j.preemptions for j in jobs),
+        "failures": sum(j.failures for j in jobs),
+        "resizes": sum(j.resizes for j in jobs),
+        "resize_lost_gpu_s": sum(j.resize_lost_gpu_s for j in jobs),
         # GPUs held on average, time-weighted, over what the jobs asked for
         "mean_size_vs_requested": (
-            sum(r["gpu_time_s"] for r in rows) / requested
-            if (requested := sum(r["num_gpus"] * r["run_s"] for r in rows))
+            sum(j.attained_gpu_s for j in jobs) / requested
+            if (requested := sum(j.spec.num_gpus * j.run_time_s for j in jobs))
             else None
         ),
-        "jobs_shared": sum(1 for r in rows if r["shared_s"]),
+        "jobs_shared": sum(1 for j in jobs if j.shared_s),
         "mean_sharing_slowdown": (
-            sum(r["sharing_slowdown"] * r["shared_s"] for r in rows if r["shared_s"]) / shared
-            if (shared := sum(r["shared_s"] for r in rows))
+            sum(j.shared_slowdown_s / j.shared_s * j.shared_s for j in jobs if j.shared_s) / shared
+            if (shared := sum(j.shared_s for j in jobs))
             else None
         ),
         # the jobs' GPU-time: each job's GPUs x time held, summed (a GPU two jobs share counts
         # twice); the cluster's allocated GPU-time is in the summary
-        "job_gpu_time_s": sum(r["gpu_time_s"] for r in rows),
+        "job_gpu_time_s": sum(j.attained_gpu_s for j in jobs),
     }
 
 
-def qos_summary(rows: list[dict]) -> dict | None:
+def qos_summary(jobs: list[JobState]) -> dict | None:
     """QoS-guarantee percentage (finished by the deadline, of the jobs with one) overall, per
     class and per tenant; lateness of the late jobs (finish - deadline); None when no job has a
     deadline. A job that never finished counts as missed."""
-    judged = [r for r in rows if r.get("deadline_s") is not None]
+    judged = [j for j in jobs if j.spec.deadline_s is not None]
     if not judged:
         return None
 
-    def share(rs: list[dict]) -> float:
-        return 100.0 * sum(bool(r["met_deadline"]) for r in rs) / len(rs)
+    def share(js: list[JobState]) -> float:
+        return 100.0 * sum(bool(_met_deadline(j)) for j in js) / len(js)
 
     def grouped(key: str) -> dict:
-        groups: dict[str, list[dict]] = {}
-        for r in judged:
-            groups.setdefault(r[key] or "", []).append(r)
+        groups: dict[str, list[JobState]] = {}
+        for j in judged:
+            groups.setdefault(getattr(j.spec, key) or "", []).append(j)
         return {k: {"jobs": len(v), "qos_pct": share(v)} for k, v in sorted(groups.items())}
 
     late = sorted(
-        r["finish_s"] - r["deadline_s"]
-        for r in judged
-        if r["finish_s"] is not None and not r["met_deadline"]
+        j.finish - j.spec.deadline_s
+        for j in judged
+        if j.finish is not None and not _met_deadline(j)
     )
     return {
         "jobs": len(judged),
@@ -150,10 +170,10 @@ def qos_summary(rows: list[dict]) -> dict | None:
     }
 
 
-def summarize(result, rows: list[dict] | None = None) -> dict:
+def summarize(result) -> dict:
     """The summary of a :class:`~dlsched.sim.engine.SimResult`."""
-    rows = rows if rows is not None else job_rows(result.jobs)
-    summary = _stats(rows)
+    jobs = result.jobs
+    summary = _stats(jobs)
     summary["makespan_s"] = result.end_s - result.start_s
     summary["gpu_utilization"] = (
         result.gpu_busy_s / result.gpu_capacity_s if result.gpu_capacity_s else 0.0
@@ -163,16 +183,16 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     )
     summary["allocated_gpu_time_s"] = result.gpu_busy_s  # GPU-seconds with at least one job
     summary["events"] = result.events  # arrivals, completions, switches, node events, wake-ups
-    tenants: dict[str, list[dict]] = {}
-    for r in rows:
-        tenants.setdefault(r["tenant"], []).append(r)
-    summary["tenants"] = {t: _stats(rs) for t, rs in sorted(tenants.items())}
-    qos = qos_summary(rows)
+    tenants: dict[str, list[JobState]] = {}
+    for j in jobs:
+        tenants.setdefault(j.spec.tenant, []).append(j)
+    summary["tenants"] = {t: _stats(js) for t, js in sorted(tenants.items())}
+    qos = qos_summary(jobs)
     summary["qos_pct"] = qos["qos_pct"] if qos else None
     if qos is not None:
         summary["qos"] = qos
     fairness = fairness_summary(
-        rows, result.cluster.pool_gpus("training"), getattr(result.policy, "config", None)
+        jobs, result.cluster.pool_gpus("training"), getattr(result.policy, "config", None)
     )
     summary["jain_index"] = fairness["jain_index"] if fairness else None
     summary["max_tenant_rho"] = fairness["max_tenant_rho"] if fairness else None
@@ -189,7 +209,7 @@ def summarize(result, rows: list[dict] | None = None) -> dict:
     return summary
 
 
-def fairness_summary(rows: list[dict], training_gpus: int, config=None) -> dict | None:
+def fairness_summary(jobs: list[JobState], training_gpus: int, config=None) -> dict | None:
     """Between tenants (None with fewer than two):
 
     - Jain's index of normalized shares: each tenant's GPU-seconds over its entitlement (its
@@ -198,20 +218,20 @@ def fairness_summary(rows: list[dict], training_gpus: int, config=None) -> dict 
       time on the tenant's own 1/N of the cluster (N tenants; a job on it takes its duration x
       max(1, its GPUs / (GPUs / N))); and the largest.
     """
-    tenants: dict[str, list[dict]] = {}
-    for r in rows:
-        tenants.setdefault(r["tenant"], []).append(r)
+    tenants: dict[str, list[JobState]] = {}
+    for j in jobs:
+        tenants.setdefault(j.spec.tenant, []).append(j)
     if len(tenants) < 2:
         return None
     share = training_gpus / len(tenants)
     rho, x = {}, []
-    for t, rs in sorted(tenants.items()):
-        done = [r for r in rs if r["jct_s"] is not None]
-        isolated = sum(r["duration_s"] * max(1.0, r["num_gpus"] / share) for r in done)
-        rho[t] = sum(r["jct_s"] for r in done) / isolated if isolated else None
+    for t, js in sorted(tenants.items()):
+        done = [j for j in js if j.finish is not None]
+        isolated = sum(j.spec.duration_s * max(1.0, j.spec.num_gpus / share) for j in done)
+        rho[t] = sum(j.finish - j.spec.submit_time_s for j in done) / isolated if isolated else None
         entitlement = config.quota(t).nominal if config is not None else 1.0
         if entitlement > 0:
-            x.append(sum(r["gpu_time_s"] for r in rs) / entitlement)
+            x.append(sum(j.attained_gpu_s for j in js) / entitlement)
     jain = (sum(x) ** 2 / (len(x) * sum(v * v for v in x))) if x and any(x) else None
     rhos = [v for v in rho.values() if v is not None]
     return {"jain_index": jain, "rho_by_tenant": rho, "max_tenant_rho": max(rhos) if rhos else None}
@@ -386,8 +406,9 @@ def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
     ]
 
 
-def write_outputs(result, out_dir: str | Path, summary: dict, rows: list[dict]) -> None:
-    """Write summary.json, jobs.csv (``rows``: :func:`job_rows`) and timeseries.csv."""
+def write_outputs(result, out_dir: str | Path, summary: dict, rows: Iterable[dict]) -> None:
+    """Write summary.json, jobs.csv (``rows``: :func:`job_rows`, or :func:`iter_job_rows` to
+    hold none at once) and timeseries.csv."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _write_csv(out / "jobs.csv", JOB_COLUMNS, rows)

@@ -4,13 +4,14 @@ make a share of them elastic, keep the first N, and check that every job fits th
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .cluster import Cluster, load_cluster
 from .elastic_jobs import make_elastic
 from .errors import SpecError
-from .jobs import JobSpec
+from .jobs import JOB_SPEC_FIELDS, JobSpec
 from .state.cluster_state import unplaceable
 from .traces import load_trace
 from .traces.base import Trace
@@ -25,6 +26,15 @@ class Workload:
     perf: bool  # job speeds from the performance model
     elastic_fraction: float = 0.0  # share of jobs made elastic by the seeded rule
 
+    def __reduce__(self) -> tuple:
+        # pickled with its jobs as columns (numbers in arrays): a cached workload of a million
+        # jobs loads without a tuple of arguments per job held until the end (workload_cache)
+        columns = [_column([getattr(j, name) for j in self.jobs]) for name in JOB_SPEC_FIELDS]
+        return (
+            _from_columns,
+            (self.trace, self.cluster, columns, self.perf, self.elastic_fraction),
+        )
+
     def model(self) -> WorkloadModel:
         """A fresh workload model for one simulation (the performance model keeps caches); a
         server's history replays with the runtime's model and its measurements."""
@@ -38,6 +48,24 @@ class Workload:
         from .perf.speed import PerfSpeed
 
         return PerfSpeed(PerfModel(), self.cluster)
+
+
+def _column(values: list) -> array | list:
+    """A column of job fields: an array when every value is a float, or every one an int."""
+    for code, kind in (("d", float), ("q", int)):
+        if values and all(type(v) is kind for v in values):
+            try:
+                return array(code, values)
+            except OverflowError:
+                break
+    return values
+
+
+def _from_columns(
+    trace: Trace, cluster: Cluster, columns: list, perf: bool, elastic_fraction: float
+) -> Workload:
+    jobs = [JobSpec(*fields) for fields in zip(*columns, strict=True)]  # validated again
+    return Workload(trace, cluster, jobs, perf, elastic_fraction)
 
 
 DEFAULT_CLUSTER = "64x8:V100"

@@ -12,9 +12,9 @@ and per-job rows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,19 @@ from .prepare import Workload
 from .sim.engine import SimConfig, SimResult, Simulator
 
 
-@dataclass
 class Run:
     """A finished simulation: ``summary`` (the fields of summary.json) and ``jobs`` (one dict
-    per job, the columns of jobs.csv)."""
+    per job, the columns of jobs.csv; made on first use: a million of them take gigabytes)."""
 
-    result: SimResult
-    summary: dict
-    jobs: list[dict]
+    def __init__(self, result: SimResult, summary: dict) -> None:
+        self.result = result
+        self.summary = summary
+
+    @functools.cached_property
+    def jobs(self) -> list[dict]:
+        from .metrics import job_rows
+
+        return job_rows(self.result.jobs)
 
     def dataframe(self) -> Any:
         """The per-job rows as a pandas DataFrame (pandas is not a dependency of dlsched)."""
@@ -45,9 +50,10 @@ class Run:
     def write(self, out_dir: str | Path) -> None:
         """summary.json, jobs.csv and timeseries.csv (and tenants_timeseries.csv) in
         ``out_dir``, as ``dlsched simulate --out`` writes them."""
-        from .metrics import write_outputs
+        from .metrics import iter_job_rows, write_outputs
 
-        write_outputs(self.result, out_dir, self.summary, self.jobs)
+        rows = self.__dict__.get("jobs") or iter_job_rows(self.result.jobs)
+        write_outputs(self.result, out_dir, self.summary, rows)
 
 
 def simulate(
@@ -73,7 +79,7 @@ def simulate(
     inference pool) is an error naming it. Other keywords are
     :class:`~dlsched.sim.SimConfig` fields (``restart_overhead_s``, ``schedule_interval_s``,
     ``node_events``...)."""
-    from .metrics import job_rows, summarize
+    from .metrics import summarize
     from .policies.catalog import make_policy
 
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
@@ -114,8 +120,7 @@ def simulate(
         cluster, jobs, policy, sim_config, workload=workload.model(), progress=progress
     ).run()
     wall = time.perf_counter() - started
-    rows = job_rows(result.jobs)
-    summary = summarize(result, rows)
+    summary = summarize(result)
     summary.update(
         {
             "policy": name,
@@ -129,7 +134,7 @@ def simulate(
             "config": dataclasses.asdict(sim_config),
         }
     )
-    return Run(result, summary, rows)
+    return Run(result, summary)
 
 
 def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, costs) -> None:

@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-ENTRY_FORMAT = 1  # bump when the payload's shape changes
+ENTRY_FORMAT = 2  # bump when the payload's shape changes (2: jobs as columns)
 _DIGEST_BYTES = 64  # the hex SHA-256 that heads an entry
 
 
@@ -68,7 +68,7 @@ def load(path: Path, kind: type) -> Any | None:
         data = path.read_bytes()
     except OSError:
         return None
-    digest, payload = data[:_DIGEST_BYTES], data[_DIGEST_BYTES + 1 :]
+    digest, payload = data[:_DIGEST_BYTES], memoryview(data)[_DIGEST_BYTES + 1 :]  # no copy
     try:
         if hashlib.sha256(payload).hexdigest().encode() != digest:
             raise ValueError("checksum")

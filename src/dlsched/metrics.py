@@ -378,10 +378,10 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
 def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
     """Per tenant, the time-weighted mean of the GPUs its jobs held in equal bins."""
     log = result.tenant_log
-    tenants = sorted({t for _, t, _ in log})
+    tenants = sorted(log.names)
     if len(tenants) < 2:
         return []
-    start, end = result.start_s, max(result.end_s, log[-1][0])
+    start, end = result.start_s, max(result.end_s, log.times[-1])
     if end <= start:
         return []
     width = (end - start) / bins

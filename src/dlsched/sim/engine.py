@@ -26,6 +26,7 @@ from ..policies.base import Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
 from ..state.loans import LoanStats
+from ..state.tenant_log import TenantLog
 from ..workload_model import TRACE_MODEL, WorkloadModel
 
 INF = math.inf
@@ -105,9 +106,7 @@ class SimResult:
     ts_used: array = field(default_factory=lambda: array("l"))
     ts_usable: array = field(default_factory=lambda: array("l"))
     loaning: LoaningResult = field(default_factory=LoaningResult)
-    tenant_log: list = field(
-        default_factory=list
-    )  # (time, tenant, GPUs its jobs hold) at each change
+    tenant_log: TenantLog = field(default_factory=TenantLog)  # GPUs per tenant at each change
     # the same integrals up to the last arrival: usage over the window every policy shares
     arrivals_end_s: float = 0.0
     gpu_busy_arrivals_s: float = 0.0

@@ -32,6 +32,7 @@ from .loans import LoanBook
 from .occupancy import GpuOccupancy
 from .plan_check import PlanCheck
 from .queues import BucketKey, PendingQueue, QueueKey
+from .tenant_log import TenantLog
 from .whatif import WhatIfView
 
 INF = math.inf
@@ -99,10 +100,10 @@ class ClusterState:
         self.changes = Changes()
         # capacity loaning: inference servers lent to training and asked back (Aryl)
         self.loans = LoanBook.for_cluster(cluster, reclaim_notice_s)
-        # GPUs each tenant's running jobs hold; with ``tenant_log`` a list, every change is
+        # GPUs each tenant's running jobs hold; with a ``tenant_log``, every change is
         # appended to it as (time, tenant, GPUs held)
         self.tenant_gpus: dict[str, int] = {}
-        self.tenant_log: list[tuple[float, str, int]] | None = None
+        self.tenant_log: TenantLog | None = None
         # the orders (and buckets) policies asked for, of the admitted pending jobs
         self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
         # the same of the pending jobs not admitted, for the admission stage
@@ -622,7 +623,7 @@ class ClusterState:
         tenant = job.spec.tenant
         held = self.tenant_gpus[tenant] = self.tenant_gpus.get(tenant, 0) + change
         if self.tenant_log is not None and change:
-            self.tenant_log.append((self.now, tenant, held))
+            self.tenant_log.append(self.now, tenant, held)
 
     def _leave_gpus(self, job: JobState) -> set[JobState]:
         """The job's run ends now (finished, stopped or cancelled): account it, take the job off

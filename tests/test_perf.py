@@ -267,3 +267,18 @@ def test_scaling_curve_for_the_report_is_measured_data():
         assert any(throughput == pytest.approx(t) for t in measured[(gpus, nodes)])
         assert nodes == min(n for g, n in measured if g == gpus)
     assert scaling_figure_svg().startswith("<svg")
+
+
+def test_the_stored_scaling_fits_are_a_fresh_fit_of_every_application():
+    # a simulation reads the fits stored in the package (no numpy, no fitting); they must be
+    # exactly what fitting the shipped measurements gives now
+    from dlsched.perf import scaling
+
+    stored = scaling._stored_fits()
+    assert stored == scaling.fits_document()["fits"], (
+        "the measurements changed: run "
+        "python -c 'from dlsched.perf.scaling import write_fits; write_fits()'"
+    )
+    assert sorted(stored) == pollux_apps()
+    for app in stored:
+        assert scaling.scaling_model(app) == scaling.fit_scaling(app, pollux_points(app))

@@ -16,14 +16,18 @@ sub-batches an optimizer step costs k compute passes at the sub-batch and one sy
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
-
-import numpy as np
+from importlib import resources
+from typing import TYPE_CHECKING
 
 from ..errors import SpecError
-from .measurements import Point, pollux_points
+from .measurements import Point, pollux_apps, pollux_points
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COEFFICIENTS = ("c0", "c1", "s0", "s1", "r0", "r1")
 
@@ -69,6 +73,8 @@ class ScalingFit:
 
 
 def _features(points: Sequence[Point]) -> np.ndarray:
+    import numpy as np  # here: a simulation reads the stored fits and needs no numpy
+
     rows = []
     for p in points:
         local = 1.0 if p.gpus > 1 and p.nodes == 1 else 0.0
@@ -82,6 +88,8 @@ def _features(points: Sequence[Point]) -> np.ndarray:
 def nonnegative_fit(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Least squares of ``a @ coef = y`` weighted by 1/y (relative error), every coefficient
     >= 0: one that comes out negative is held at 0 and the rest refitted."""
+    import numpy as np
+
     w = 1.0 / y
     active = list(range(a.shape[1]))
     while True:
@@ -100,6 +108,8 @@ def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
         raise SpecError(
             "points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients"
         )
+    import numpy as np
+
     coef = nonnegative_fit(_features(points), np.array([p.step_s for p in points]))
     full = dict(zip(COEFFICIENTS, map(float, coef)))
     sources = sorted({p.source for p in points})
@@ -108,8 +118,28 @@ def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
 
 @cache
 def scaling_model(app: str) -> ScalingFit:
-    """The fit to every measured point of ``app``."""
-    return fit_scaling(app, pollux_points(app))
+    """The fit to every measured point of ``app``: as stored in the package (the same fit, made
+    once: :func:`write_fits` writes it, tests/test_perf.py checks it), else fitted now."""
+    stored = _stored_fits().get(app)
+    return ScalingFit(**stored) if stored else fit_scaling(app, pollux_points(app))
+
+
+FITS_FILE = "scaling_fits.json"  # in dlsched/data/profiles/pollux
+
+
+@cache
+def _stored_fits() -> dict[str, dict]:
+    path = resources.files("dlsched") / "data" / "profiles" / "pollux" / FITS_FILE
+    return json.loads(path.read_text())["fits"] if path.is_file() else {}
+
+
+def fits_document() -> dict:
+    """What FITS_FILE holds: every measured application's fit, made now."""
+    return {
+        "about": "fit_scaling of every application's measured points (dlsched.perf.scaling); "
+        "written by dlsched.perf.scaling.write_fits(), checked against a fresh fit by the tests",
+        "fits": {app: asdict(fit_scaling(app, pollux_points(app))) for app in pollux_apps()},
+    }
 
 
 def relative_errors(fit: ScalingFit, points: Sequence[Point]) -> list[float]:
@@ -124,3 +154,10 @@ def holdout_split(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
         [p for i, p in enumerate(points) if i % 3],
         [p for i, p in enumerate(points) if i % 3 == 0],
     )
+
+
+def write_fits() -> None:
+    """Store every fit in the package (run after the measurements change; the tests say when)."""
+    target = resources.files("dlsched") / "data" / "profiles" / "pollux" / FITS_FILE
+    with resources.as_file(target) as path:
+        path.write_text(json.dumps(fits_document(), indent=1, sort_keys=True) + "\n")

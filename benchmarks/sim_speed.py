@@ -12,6 +12,8 @@ runs every job at its trace speed.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 
 from dlsched.inference import demand_cycle, load_curve
@@ -28,6 +30,12 @@ def main() -> None:
     parser.add_argument("--cluster", default="64x8:V100")
     parser.add_argument("--policies", default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf")
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy; the best is shown")
+    parser.add_argument(
+        "--calls",
+        action="store_true",
+        help="also count the function calls of one more run per policy under cProfile (a "
+        "measure of work that this machine's timing noise does not blur)",
+    )
     parser.add_argument("--no-perf", action="store_true", help="trace speeds, no performance model")
     parser.add_argument(
         "--elastic-fraction",
@@ -71,36 +79,43 @@ def main() -> None:
     demand = demand_cycle(load_curve(args.inference_demand), servers) if servers else None
     print(
         f"{'policy':<16} {'wall s':>8} {'jobs/s':>10} {'events/s':>10} {'passes':>9} "
-        f"{'resizes':>8} {'mean JCT h':>11}"
+        f"{'resizes':>8} {'mean JCT h':>11}" + (f" {'calls':>12}" if args.calls else "")
     )
+
+    def fresh(name: str):
+        policy = make_policy(name)
+        if args.quotas:
+            config = load_tenants(
+                args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training")
+            )
+            policy = QuotaLayer(policy, config)
+        return policy
+
+    def run(name: str):
+        config = SimConfig(resize_mechanism=args.resize_mechanism, inference_demand=demand)
+        return simulate(cluster, jobs, fresh(name), config, workload=workload.model())
+
     for name in args.policies.split(","):
         best = None
         for _ in range(args.repeat):
-            policy = make_policy(name)
-            if args.quotas:
-                config = load_tenants(
-                    args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training")
-                )
-                policy = QuotaLayer(policy, config)
             t0 = time.perf_counter()
-            result = simulate(
-                cluster,
-                jobs,
-                policy,
-                SimConfig(resize_mechanism=args.resize_mechanism, inference_demand=demand),
-                workload=workload.model(),
-            )
+            result = run(name)
             wall = time.perf_counter() - t0
             if best is None or wall < best[0]:
                 best = (wall, result)
         wall, result = best
+        calls = ""
+        if args.calls:
+            profile = cProfile.Profile()
+            profile.runcall(run, name)
+            calls = f" {pstats.Stats(profile).total_calls:>12,}"
         done = [j for j in result.jobs if j.finish is not None]
         mean_jct_h = sum(j.finish - j.spec.submit_time_s for j in done) / len(done) / 3600
         resizes = sum(j.resizes for j in result.jobs)
         print(
             f"{name:<16} {wall:8.2f} {len(result.jobs) / wall:10,.0f} "
             f"{result.events / wall:10,.0f} "
-            f"{result.schedule_calls:9,} {resizes:8,} {mean_jct_h:11.2f}"
+            f"{result.schedule_calls:9,} {resizes:8,} {mean_jct_h:11.2f}{calls}"
         )
 
 

@@ -448,6 +448,10 @@ class RayExecutor:
         except Exception as e:  # a program that cannot even build
             detail = f"profiling failed: {_error_text(e)}"
             outcome = Outcome(job_id, 0, "failed", detail=detail)
+            if not isinstance(_cause(e), TenantError):  # ours, not the tenant's: where it broke
+                logging.getLogger("dlsched.executor").error(
+                    "profiling of %s failed outside its program", job_id, exc_info=e
+                )
             try:
                 self.log(job_id, detail)
             except Exception:  # a full disk: the outcome (and its slot) must still come back
@@ -800,9 +804,15 @@ def _tenant_failed(e: BaseException) -> bool:
     return isinstance(e, TenantError)
 
 
+def _cause(e: BaseException) -> BaseException:
+    """What a Ray worker raised, without Ray's wrapping."""
+    if isinstance(e, ray.exceptions.RayTaskError) and getattr(e, "cause", None) is not None:
+        return e.cause
+    return e
+
+
 def _error_text(e: BaseException) -> str:
     """The whole reason a run failed: the tenant's own traceback when it raised, else Ray's
     error, without terminal colour codes."""
-    if isinstance(e, ray.exceptions.RayTaskError) and getattr(e, "cause", None) is not None:
-        e = e.cause  # what the worker raised, without Ray's wrapping
+    e = _cause(e)
     return plain(str(e) if isinstance(e, TenantError) else f"{type(e).__name__}: {e}")

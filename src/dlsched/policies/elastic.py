@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 
 from ..jobs import JobSpec, JobView
 from ..state.free import FreeGpus
+from ..workload_model import one_more_gpu_helps
 from .base import Plan, PolicyView
 from .placement import best_fit
 from .preemptive import PreemptiveOrder, PreemptivePolicy
@@ -203,8 +204,8 @@ class ElasticGrowth:
                 candidate(job, job.gpus, self._gain(job, len(job.gpus)))
         for job, gpus in plan.start:
             if job.spec.elastic and not (many_wait and self.is_low_priority(job)):
-                if len(gpus) < job.spec.gpu_range[1] and (gain := self._gain(job, len(gpus))) > 0:
-                    candidate(job, gpus, gain)
+                if one_more_gpu_helps(view.workload, job.spec, len(gpus)):  # as the state's index
+                    candidate(job, gpus, self._gain(job, len(gpus)))
         if not heap:
             return
         heapq.heapify(heap)

@@ -171,7 +171,7 @@ class ClusterState:
         """The state's own record of a live job a policy names."""
         jid = job.job_id
         own = self.pending.get(jid) or self.running.get(jid)
-        if own is None or own is not job:
+        if own is not job:
             raise PlanError(f"policy {self.policy.name} named job {jid}, not a live job here")
         return own
 

@@ -25,6 +25,7 @@ from ..jobs import JobView, Status
 from ..state.free import FreeGpus
 from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
+from .drifting import DriftingIndex, rounding_margin
 from .queued import size_kind
 
 
@@ -36,16 +37,6 @@ class RunningEntry(NamedTuple):
     job: JobView
 
 
-class DriftingEntry(NamedTuple):
-    """A running job among those of one slope (``linear_key``), worst first."""
-
-    minus_intercept: float
-    minus_seq: int
-    stamp: int
-    job: JobView
-    until: float  # its key holds until then (a pause's end)
-
-
 class PreemptiveOrder:
     """How a preemptive policy ranks jobs. ``policy`` is set by the policy that uses it."""
 
@@ -53,7 +44,8 @@ class PreemptiveOrder:
 
     # True when running jobs' order drifts with time (SRTF: jobs progress at different speeds,
     # and not at all while they pause to restart). The policy then keeps running jobs by
-    # ``linear_key`` and compares them by ``exact_worst_first``.
+    # ``linear_key`` (:mod:`.drifting`) and compares them by ``exact_worst_first``; such an
+    # order's ``outranks`` must follow ``rank`` (a pass relies on it to stop asking).
     drifting_keys = False
 
     def rank(self, job: JobView, now: float) -> tuple:
@@ -154,18 +146,16 @@ class PreemptivePolicy(Policy):
         if elastic is not None:
             elastic.attach(self)
         self.running: list[RunningEntry] = []  # heap, worst first
-        # drifting keys: the running jobs by slope of their linear key, each a heap worst first
-        # (an entry whose key ends, a pause over, is re-keyed when it reaches the top)
-        self._by_slope: dict[float, list[DriftingEntry]] = {}
-        self._entries = 0  # entries in those heaps, stale ones included
-        self._now = 0.0
+        self._drifting = DriftingIndex()  # instead, with drifting keys
+        self._now = 0.0  # the pass under way's
         # started by the last plan: they join the heap at the next pass, once running (a job
         # started in a pass is never a victim in it: later jobs in the scan rank worse; and a
         # drifting key (its speed) is known only once the job runs)
         self._starting: dict[str, JobView] = {}
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
-        self._worst: tuple | None = None  # drifting keys: (stamp, job) found worst this pass
+        self._worst: tuple | None = None  # (stamp, job) found worst since the last change
+        self._cannot_outrank: tuple | None = None  # a ``_worst`` a job of the pass could not
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
         self.resyncs = 0  # passes that found the last plan not applied
 
@@ -210,42 +200,35 @@ class PreemptivePolicy(Policy):
         self._next_stamp += 1
         stamp = self._stamp[job.job_id] = self._next_stamp
         if self.order.drifting_keys:
-            slope, intercept, until = self.order.linear_key(job)
-            entry = DriftingEntry(-intercept, -job.seq, stamp, job, until)
-            heapq.heappush(self._by_slope.setdefault(slope, []), entry)
-            self._entries += 1
-            if self._entries > 2 * len(self._stamp) + 64:  # mostly stale: compact
-                self._compact_drifting()
+            self._drifting.add(job, *self.order.linear_key(job))
             return
         heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), stamp, job))
         if len(self.running) > 2 * len(self._stamp) + 64:  # mostly stale: compact
             self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
             heapq.heapify(self.running)
 
-    def _compact_drifting(self) -> None:
-        stamps = self._stamp
-        for slope, heap in list(self._by_slope.items()):
-            live = [e for e in heap if stamps.get(e.job.job_id) == e.stamp]
-            if live:
-                heapq.heapify(live)
-                self._by_slope[slope] = live
-            else:
-                del self._by_slope[slope]
-        self._entries = sum(len(h) for h in self._by_slope.values())
+    def _forget(self, job_id: str) -> None:
+        """The job no longer runs, or is a victim of the pass under way."""
+        self._stamp.pop(job_id, None)  # its heap entry is stale now
+        self._drifting.remove(job_id)
 
     def _pop_worst(self) -> JobView | None:
         job = self._peek_worst()
         if job is not None:
-            del self._stamp[job.job_id]  # its heap entry is stale now
+            self._forget(job.job_id)
         return job
+
+    def _is_worst(self, found: tuple) -> bool:
+        """Whether ``found`` (stamp, job) is still the worst: nothing was pushed or popped."""
+        return self._stamp.get(found[1].job_id) == found[0]
 
     def _peek_worst(self) -> JobView | None:
         stamps = self._stamp
         if self.order.drifting_keys:
             cached = self._worst
-            if cached is not None and stamps.get(cached[1].job_id) == cached[0]:
-                return cached[1]  # nothing was pushed or popped since it was found
-            best = self._worst_drifting()
+            if cached is not None and self._is_worst(cached):
+                return cached[1]
+            best = self._drifting.worst(self.order.exact_worst_first, self._now)
             if best is not None:
                 self._worst = (stamps[best.job_id], best)
             return best
@@ -254,48 +237,30 @@ class PreemptivePolicy(Policy):
             heapq.heappop(running)
         return running[0].job if running else None
 
-    def _worst_drifting(self) -> JobView | None:
-        """The worst of the slopes' worst: their order within a slope does not change."""
-        stamps, now = self._stamp, self._now
-        ended: list[JobView] = []
-        tops = []
-        for heap in self._by_slope.values():
-            while heap:
-                top = heap[0]
-                if stamps.get(top.job.job_id) != top.stamp:
-                    heapq.heappop(heap)
-                    self._entries -= 1
-                elif top.until <= now:  # its key ended (a pause over): re-keyed below
-                    heapq.heappop(heap)
-                    self._entries -= 1
-                    ended.append(top.job)
-                else:
-                    tops.append(top.job)
-                    break
-        if ended:
-            for job in ended:
-                self._push_running(job)
-            return self._worst_drifting()
-        return min(tops, key=self.order.exact_worst_first, default=None)
+    def drifting_gpus_from(self, badness: float, now: float) -> int:
+        """With drifting keys: an upper bound on the GPUs held by the running jobs whose
+        badness (in ``linear_key``'s units) is at least ``badness`` at ``now``; a margin covers
+        the rounding of keys computed differently."""
+        return self._drifting.gpus_from(badness - rounding_margin(badness, now), now)
 
     def _resync(self, view: PolicyView) -> None:
         """The last plan was not applied (the state refused it, or the runtime skipped it): its
         starts did not happen and its victims still run. Rebuild the running jobs' heaps, and
         the order's counts, from the state."""
         self.resyncs += 1
-        self.running, self._by_slope, self._entries, self._stamp = [], {}, 0, {}
+        self.running, self._drifting, self._stamp = [], DriftingIndex(), {}
         self.order.resync(view)
         for job in view.running.values():
             self._push_running(job)
 
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobView, now: float) -> None:
-        self._stamp.pop(job.job_id, None)
+        self._forget(job.job_id)
         self._starting.pop(job.job_id, None)
         self.order.stopped(job, now)
 
     def job_requeued(self, job: JobView, now: float) -> None:
-        self._stamp.pop(job.job_id, None)
+        self._forget(job.job_id)
         self._starting.pop(job.job_id, None)
         self.order.stopped(job, now)
 
@@ -318,6 +283,9 @@ class PreemptivePolicy(Policy):
         self._worst = None
         self._now = now
         self.order.on_timers(view)
+        if self.order.drifting_keys:
+            for job in self._drifting.ended(now):  # a pause over: its speed is known now
+                self._push_running(job)
         plan = Plan()
         scratch = None
         elastic = self.elastic
@@ -395,8 +363,21 @@ class PreemptivePolicy(Policy):
 
     def _can_preempt_for(self, job: JobView, now: float, free_total: int) -> bool:
         extra = 0 if self.elastic is None else self.elastic.extra_gpus
+        if self.order.drifting_keys:  # its bound costs more than a look at the worst job
+            # The scan goes best ranked first: past a job that cannot outrank the worst running
+            # job, none can until the running jobs change.
+            beaten = self._cannot_outrank
+            if beaten is not None and beaten is self._worst and self._is_worst(beaten):
+                return False
+            if not self._outranks_worst(job, now):
+                self._cannot_outrank = self._worst
+                return False
+            return free_total + self.order.preemptible_gpus(job) + extra >= job.num_gpus
         if free_total + self.order.preemptible_gpus(job) + extra < job.num_gpus:
             return False
+        return self._outranks_worst(job, now)
+
+    def _outranks_worst(self, job: JobView, now: float) -> bool:
         worst = self._peek_worst()
         return worst is not None and self.order.outranks(job, worst, now)
 

@@ -1,0 +1,120 @@
+"""Running jobs whose order drifts with time (SRTF's), kept so that a preemptive pass finds the
+worst one, and the GPUs a job could free by preemption, without visiting every job.
+
+Each job has a linear key (:meth:`~.preemptive.PreemptiveOrder.linear_key`): from the pass
+under way until ``until``, its badness is ``slope x time + intercept``. Jobs of one slope keep
+their order, so each slope is a list sorted by intercept (the worst last); a job whose key ends
+(a pause over) is handed back to be re-keyed. With a handful of slopes (the distinct speeds of
+running jobs) the worst job is the worst of the slopes' last ones, and the GPUs held by jobs at
+least as bad as a badness are a bisection and a sum per slope.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left
+from collections.abc import Callable
+
+from ..jobs import JobView
+
+
+class _Slope:
+    """The jobs of one slope, ascending by (intercept, seq); the GPUs each may hold, aligned."""
+
+    __slots__ = ("keys", "jobs", "gpus", "total")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[float, int]] = []
+        self.jobs: list[JobView] = []
+        self.gpus: list[int] = []
+        self.total = 0  # sum of gpus
+
+
+class DriftingIndex:
+    def __init__(self) -> None:
+        self._slopes: dict[float, _Slope] = {}
+        self._where: dict[str, tuple[float, tuple[float, int]]] = {}  # job id -> slope, key
+        # keys that end (paused jobs' resumes), soonest first; stale once the job moved
+        self._ending: list[tuple[float, int, JobView, float, tuple[float, int]]] = []
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def add(self, job: JobView, slope: float, intercept: float, until: float) -> None:
+        """Index a running job under its linear key (replacing the one it had)."""
+        self.remove(job.job_id)
+        key = (intercept, job.seq)
+        same = self._slopes.get(slope)
+        if same is None:
+            same = self._slopes[slope] = _Slope()
+        i = bisect_left(same.keys, key)
+        same.keys.insert(i, key)
+        same.jobs.insert(i, job)
+        # at most its largest size: an elastic job's GPUs may change while it is indexed
+        gpus = max(len(job.gpus), job.spec.gpu_range[1])
+        same.gpus.insert(i, gpus)
+        same.total += gpus
+        self._where[job.job_id] = (slope, key)
+        if until < math.inf:
+            heapq.heappush(self._ending, (until, job.seq, job, slope, key))
+
+    def remove(self, job_id: str) -> None:
+        found = self._where.pop(job_id, None)
+        if found is None:
+            return
+        slope, key = found
+        same = self._slopes[slope]
+        i = bisect_left(same.keys, key)
+        same.total -= same.gpus[i]
+        del same.keys[i], same.jobs[i], same.gpus[i]
+        if not same.keys:
+            del self._slopes[slope]
+
+    def ended(self, now: float) -> list[JobView]:
+        """The jobs whose keys hold no longer at ``now``: to be re-keyed (``add``)."""
+        due = []
+        ending, where = self._ending, self._where
+        while ending and ending[0][0] <= now:
+            _, _, job, slope, key = heapq.heappop(ending)
+            if where.get(job.job_id) == (slope, key):
+                due.append(job)
+        return due
+
+    def worst(self, exact_worst_first: Callable[[JobView], tuple], now: float) -> JobView | None:
+        """The worst running job: the least ``exact_worst_first`` of the slopes' worst, asked
+        only of those whose linear badness at ``now`` is within the rounding of the largest
+        (the two keys may differ in their last places)."""
+        tops = [
+            (slope * now + same.keys[-1][0], same.jobs[-1]) for slope, same in self._slopes.items()
+        ]
+        if len(tops) < 2:
+            return tops[0][1] if tops else None
+        largest = max(tops, key=_first)[0]
+        cut = largest - rounding_margin(largest, now)
+        candidates = [job for badness, job in tops if badness >= cut]
+        if len(candidates) == 1:
+            return candidates[0]
+        return min(candidates, key=exact_worst_first)
+
+    def gpus_from(self, badness: float, now: float) -> int:
+        """An upper bound on the GPUs held by the jobs whose badness at ``now`` is at least
+        ``badness``."""
+        total = 0
+        for slope, same in self._slopes.items():
+            i = bisect_left(same.keys, (badness - slope * now,))
+            if 2 * i < len(same.keys):  # the shorter side: most jobs are usually above
+                total += same.total - sum(same.gpus[:i])
+            else:
+                total += sum(same.gpus[i:])
+        return total
+
+
+def rounding_margin(badness: float, now: float) -> float:
+    """More than the rounding between a linear key's badness at ``now`` and the order's exact
+    key (a few units in the last place of numbers this large)."""
+    return 1e-9 * (abs(badness) + abs(now)) + 1e-9
+
+
+def _first(pair: tuple) -> float:
+    return pair[0]

@@ -89,10 +89,7 @@ def main() -> None:
             free.take(gpus)
             plan.start.append((job, gpus))
         free.release([g for _, gpus in plan.start for g in gpus])
-        policy.queue.clear(), policy.base_sizes.clear()
-        state.apply(plan)
-        for job, gpus in plan.start:
-            policy._track(job, len(gpus))
+        state.apply(plan)  # the policy reads its running jobs from the state
         return state
 
     solves = []

@@ -32,6 +32,8 @@ class _Slope:
 
 
 class DriftingIndex:
+    """The running jobs of one policy by slope; each job once (``add`` replaces its key)."""
+
     def __init__(self) -> None:
         self._slopes: dict[float, _Slope] = {}
         self._where: dict[str, tuple[float, tuple[float, int]]] = {}  # job id -> slope, key

@@ -154,8 +154,10 @@ class PreemptivePolicy(Policy):
         self._starting: dict[str, JobView] = {}
         self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
         self._next_stamp = 0
-        self._worst: tuple | None = None  # (stamp, job) found worst since the last change
-        self._cannot_outrank: tuple | None = None  # a ``_worst`` a job of the pass could not
+        # drifting keys: (stamp, job) found worst since the last push or pop, and such a worst
+        # job that a job of the pass could not outrank
+        self._worst: tuple | None = None
+        self._cannot_outrank: tuple | None = None
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
         self.resyncs = 0  # passes that found the last plan not applied
 

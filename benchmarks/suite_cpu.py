@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from dlsched.runtime.reaper import process_table
+
 TICK = os.sysconf("SC_CLK_TCK")
 # the first of these found in a process's program (its first three words: a daemon's command
 # line also names the worker command it starts) names its kind
@@ -49,19 +51,9 @@ def kind(cmdline: str) -> str:
 
 def cpu_times() -> dict[int, tuple[float, str]]:
     """pid -> (CPU seconds so far, command line) of every process readable now."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline") as f:
-                cmdline = f.read().replace("\0", " ")
-        except OSError:
-            continue  # gone meanwhile
-        out[int(entry)] = ((int(fields[11]) + int(fields[12])) / TICK, cmdline)
-    return out
+    return {
+        pid: ((int(f[11]) + int(f[12])) / TICK, cmd) for pid, (f, cmd) in process_table().items()
+    }
 
 
 def machine_ticks() -> tuple[int, int]:

@@ -32,8 +32,9 @@ def start_reaper() -> int:
     return write
 
 
-def _processes() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, start time, command line) of every process."""
+def process_table() -> dict[int, tuple[list[str], str]]:
+    """pid -> (the fields of /proc/pid/stat after the command name, command line) of every
+    process readable now (``benchmarks/suite_cpu.py`` reads its CPU times from them too)."""
     out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -44,9 +45,14 @@ def _processes() -> dict[int, tuple[int, str, str]]:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
-            continue
-        out[int(entry)] = (int(fields[1]), fields[19], cmdline)
+            continue  # gone meanwhile
+        out[int(entry)] = (fields, cmdline)
     return out
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, start time, command line) of every process."""
+    return {pid: (int(f[1]), f[19], cmd) for pid, (f, cmd) in process_table().items()}
 
 
 def descendants(

@@ -67,3 +67,53 @@ def test_every_sample_once_per_epoch_across_grows_and_shrinks():
     assert sorted(first_epoch) == list(range(size))  # each index exactly once
     assert len(next_epoch) == 8 and len(set(next_epoch)) == 8
     assert first_epoch != sorted(first_epoch)  # and in a shuffled order
+
+
+def _worker_of_two(rank: int, master: str, checkpoint: str, out: str, accumulation: int) -> None:
+    torch.set_num_threads(1)
+    t = Trainer(
+        {
+            **LM,
+            "batch_size": 16,
+            "iterations": 6,
+            "checkpoint_every": 0,
+            "checkpoint_path": checkpoint,
+            "accumulation": accumulation,
+        },
+        rank,
+        2,
+        lambda line: None,
+    )
+    t.setup(master)
+    t.run()
+    if rank == 0:
+        torch.save(t.plain_model.state_dict(), out)
+    t.close()
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_two_workers_give_the_parameters_of_one(tmp_path, accumulation):
+    import multiprocessing
+    import socket
+
+    one = trained(tmp_path, "one", 6)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        master = f"127.0.0.1:{s.getsockname()[1]}"
+    ctx = multiprocessing.get_context("spawn")
+    out = tmp_path / "two.pt"
+    workers = [
+        ctx.Process(
+            target=_worker_of_two,
+            args=(rank, master, str(tmp_path / "two-ckpt.pt"), str(out), accumulation),
+        )
+        for rank in range(2)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    assert [w.exitcode for w in workers] == [0, 0]
+    two = torch.load(out, weights_only=True)
+    for name, value in one.items():
+        torch.testing.assert_close(two[name], value, rtol=1e-5, atol=1e-6, msg=name)

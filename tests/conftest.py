@@ -25,6 +25,12 @@ def run(cluster, jobs, policy, config=None, **params):
 
 # prepared workloads (dlsched.workload_cache) in a folder of this run's, not the user's cache
 os.environ["DLSCHED_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlsched-test-cache-")
+# Ray starts its workers, and so every job's tenant process, 15 niceness steps below the
+# process that started its cluster (its raylet's `worker_niceness`). Beside a CPU-bound test on
+# the other pytest worker, or a server starting up, they then get a twenty-eighth of a core:
+# a torch import took over a minute, and runtime tests timed out. In the suite they run at the
+# tests' own priority; `dlsched server` keeps Ray's default.
+os.environ["RAY_worker_niceness"] = "0"
 
 
 def pytest_collection_modifyitems(items):

@@ -20,8 +20,9 @@ import time
 from dlsched.runtime.reaper import process_table
 
 TICK = os.sysconf("SC_CLK_TCK")
-# the first of these found in a process's program (its first three words: a daemon's command
-# line also names the worker command it starts) names its kind
+# the first of these found in a process's program (its first five words, as pytest-xdist's
+# workers are `python -u -c "import sys;exec(...)"`; a daemon's command line also names the
+# worker command it starts, further on) names its kind
 KINDS = [
     ("tenant_process", "tenant processes (with bubblewrap's wrappers)"),
     ("ray::", "Ray worker processes (actors, tasks)"),  # their titles once they run
@@ -41,7 +42,7 @@ KINDS = [
 
 
 def kind(cmdline: str) -> str:
-    program = " ".join(cmdline.split(" ")[:3])
+    program = " ".join(cmdline.split(" ")[:5])
     tenant = "tenant_process" in cmdline  # started through bubblewrap: named at the end
     for marker, name in KINDS:
         if marker in program or (tenant and marker == "tenant_process"):
@@ -78,8 +79,10 @@ def main() -> None:
     while child.poll() is None:
         for pid, (cpu, cmdline) in cpu_times().items():
             spent = cpu - before.get(pid, (0.0, ""))[0]
-            if pid != os.getpid() and spent > seen.get(pid, (0.0, ""))[0]:
-                seen[pid] = (spent, cmdline)
+            known = seen.get(pid, (0.0, ""))
+            if pid != os.getpid() and spent > known[0]:
+                # an exiting process (a zombie) has no command line left: keep the one it had
+                seen[pid] = (spent, cmdline or known[1])
         time.sleep(args.every)
     wall = time.monotonic() - started
     busy1, total1 = machine_ticks()

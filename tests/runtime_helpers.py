@@ -109,10 +109,10 @@ def log_of(h: Harness, job_id: str) -> str:
 
 LM = {"entrypoint": "dlsched.workloads.lm:build", "args": {"samples": 256, "dim": 32, "layers": 1}}
 RESNET = {"entrypoint": "dlsched.workloads.resnet:build", "args": {"samples": 256, "width": 8}}
-# Real training (model, gradient all-reduce, checkpoints) whose device time is emulated: a
-# worker sleeps 20 ms + 1 ms per sample of its batch instead of holding a core, so four workers
-# on two cores run as four devices would, leave the CPU to start-ups and profiling runs, and a
-# job's length is set by its iterations (about 30 ms each here), not by the load.
+# Real training (model, DDP, checkpoints) whose device time is emulated: a worker sleeps
+# 20 ms + 1 ms per sample of its batch instead of holding a core, so four workers on two cores
+# run as four devices would, leave the CPU to start-ups and profiling runs, and a job's length
+# is set by its iterations (about 30 ms each here), not by the load.
 EMULATED = {
     "entrypoint": "dlsched.workloads.emulated:build",
     "args": {"samples": 256, "fixed_ms": 20.0, "per_sample_ms": 1.0},

@@ -88,7 +88,9 @@ def _worker_of_two(rank: int, master: str, checkpoint: str, out: str, accumulati
     t.run()
     if rank == 0:
         torch.save(t.plain_model.state_dict(), out)
-    t.close()
+    # no teardown: a rank freeing DDP after its group is destroyed hangs now and then with gloo
+    # (the runtime kills a tenant process once its run has answered)
+    os._exit(0)
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])

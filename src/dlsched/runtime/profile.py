@@ -10,6 +10,7 @@ process's peak resident memory, the same quantity two co-located emulated jobs c
 
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import time
@@ -57,9 +58,8 @@ def _build(config: dict):
     return torch, workload, local, sorted({max(1, local // 2), local})
 
 
-def _median_pass_s(workload, model, batch: int, repeats: int, after_backward=None) -> float:
-    """The median time of a forward and backward pass at ``batch`` (after one warm-up), with
-    ``after_backward`` (a data-parallel group's gradient averaging) in each."""
+def _median_pass_s(workload, model, batch: int, repeats: int) -> float:
+    """The median time of a forward and backward pass at ``batch`` (after one warm-up)."""
     from .train import collate
 
     data = workload.dataset
@@ -73,9 +73,7 @@ def _median_pass_s(workload, model, batch: int, repeats: int, after_backward=Non
         else:
             inputs, targets = items
             loss = workload.loss(model(inputs), targets)
-        loss.backward()
-        if after_backward is not None:
-            after_backward()
+        loss.backward()  # under DDP: the gradient all-reduce too
         if r:
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
@@ -110,18 +108,19 @@ def profile_placements(
     """One worker of GENIE's profiling group of ``world`` processes (2, or 3 where the cluster
     has a second node): ranks 0 and 1 on one node, rank 2 on another. Rank 0 first profiles the
     job alone (:func:`profile_program`'s result), then each pair, {0, 1} (2 GPUs of one node)
-    and {0, 2} (two nodes), times the model in a gloo (CPU) or NCCL group, each pass with its
-    gradient averaging as training does it (:class:`~.train.DataParallel`), at the per-worker
-    batches b / 2 and b, while the third rank waits. Rank 0 returns the profile with its
-    ``placements`` (gpus, nodes, batch, iteration_s); the others None. A worker's one process
-    serves all its measurements: the program's build (torch's import, most of a profiling run's
-    cost) is paid once per worker."""
-    from .train import DataParallel
-
+    and {0, 2} (two nodes), times the model under DDP in a gloo (CPU) or NCCL group, each pass
+    with its gradient all-reduce, at the per-worker batches b / 2 and b, while the third rank
+    waits. Rank 0 returns the profile with its ``placements`` (gpus, nodes, batch,
+    iteration_s); the others None. A worker's one process serves all its measurements: the
+    program's build (torch's import, most of a profiling run's cost) is paid once per worker."""
     torch, workload, local, batches = _build(config)
-    DataParallel.warm_up()  # every rank at once, not in its pair's turn with its partner waiting
+    # DDP's constructor imports torch._dynamo (1.5 s of CPU here): every rank at once, while
+    # rank 0 profiles alone, not each in its pair's turn with its partner waiting
+    importlib.import_module("torch._dynamo")
+
     alone = _profile_alone(torch, workload, local, batches, repeats) if rank == 0 else None
     import torch.distributed as dist
+    from torch import nn
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://{master}", rank=rank, world_size=world)
@@ -133,19 +132,17 @@ def profile_placements(
         for partner in range(1, world):  # rank 1 shares rank 0's node, rank 2 does not
             group = dist.new_group([0, partner])  # a collective: every rank, in the same order
             if rank in (0, partner):
-                pair = DataParallel(workload.model, group)
+                model = nn.parallel.DistributedDataParallel(workload.model, process_group=group)
                 placements += [
                     {
                         "gpus": 2,
                         "nodes": partner,
                         "batch": b,
-                        "iteration_s": _median_pass_s(
-                            workload, pair.module, b, repeats, pair.average_gradients
-                        ),
+                        "iteration_s": _median_pass_s(workload, model, b, repeats),
                     }
                     for b in batches
                 ]
-                del pair  # DDP's gradient hooks go before the next pair wraps the same model
+                del model  # its gradient hooks go before the next pair wraps the same model
             dist.barrier()  # one pair at a time
     finally:
         dist.destroy_process_group()

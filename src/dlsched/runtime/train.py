@@ -8,9 +8,8 @@ stopped and sees every sample once per epoch), periodic checkpoints and one on p
 from the last checkpoint, and progress reports.
 
 Every iteration processes the job's global batch: each of the W workers takes its share of the
-positions and scales its mean loss by (its samples x W / batch), so once the group averages the
-gradients (:class:`DataParallel`) they are exactly the gradient of the global batch's mean loss,
-whatever W is. With
+positions and scales its mean loss by (its samples x W / batch), so after DDP averages the
+gradients they are exactly the gradient of the global batch's mean loss, whatever W is. With
 ``accumulation`` k (GPU sharing: a smaller sub-batch so that two jobs fit on one GPU), a worker
 runs its share as k sub-batches, each scaled the same way, and gradients add up before the one
 optimizer step: the step, and the global batch, are unchanged (exactly so for models whose
@@ -119,86 +118,6 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer) -> int:
     return int(state["iteration"])
 
 
-class DataParallel:
-    """A worker's part in data-parallel training over ``group`` (the default group if None):
-    :meth:`average_gradients`, after the backward of an iteration's last sub-batch, makes every
-    gradient the group's mean. The group starts from its first rank's parameters and buffers, and
-    buffers follow that rank's after every step, as PyTorch's DistributedDataParallel (DDP) does.
-
-    On CUDA it is DDP, which overlaps the all-reduce with the backward. On CPU (gloo: emulated
-    GPUs) it is one all-reduce of every gradient after the backward: the same mean, without an
-    overlap a CPU cannot use and without DDP's constructor, which imports ``torch._dynamo``
-    (2.3 s of CPU in every worker on this project's 2-core machine: more than a short test job
-    trains)."""
-
-    def __init__(self, model: nn.Module, group: Any = None) -> None:
-        self.plain, self.group = model, group
-        self.ddp = (
-            nn.parallel.DistributedDataParallel(model, process_group=group)
-            if torch.cuda.is_available()
-            else None
-        )
-        if self.ddp is None:
-            self._from_first_rank(list(model.parameters()) + list(model.buffers()))
-
-    @staticmethod
-    def warm_up() -> None:
-        """Import what the constructor needs: a worker calls this before it joins a group, so
-        that the group does not wait for one worker's imports."""
-        if torch.cuda.is_available():
-            importlib.import_module("torch._dynamo")
-
-    @property
-    def module(self) -> nn.Module:
-        """What the forward pass runs."""
-        return self.ddp if self.ddp is not None else self.plain
-
-    def no_sync(self) -> contextlib.AbstractContextManager:
-        """For the backward of a sub-batch that is not an iteration's last."""
-        return self.ddp.no_sync() if self.ddp is not None else contextlib.nullcontext()
-
-    def average_gradients(self) -> None:
-        if self.ddp is not None:
-            return  # DDP's backward did it
-        import torch.distributed as dist
-
-        params = [p for p in self.plain.parameters() if p.requires_grad]
-        for p in params:  # a parameter this worker's batch did not reach has a zero gradient
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        for grads in _by_dtype([p.grad for p in params]):
-            flat = torch.cat([g.reshape(-1) for g in grads])
-            dist.all_reduce(flat, group=self.group)
-            flat /= dist.get_world_size(self.group)
-            _copy_back(flat, grads)
-        self._from_first_rank(list(self.plain.buffers()))
-
-    def _from_first_rank(self, tensors: list[torch.Tensor]) -> None:
-        import torch.distributed as dist
-
-        first = 0 if self.group is None else dist.get_global_rank(self.group, 0)
-        with torch.no_grad():
-            for group in _by_dtype(tensors):
-                flat = torch.cat([t.reshape(-1) for t in group])
-                dist.broadcast(flat, src=first, group=self.group)
-                _copy_back(flat, group)
-
-
-def _by_dtype(tensors: list[torch.Tensor]) -> list[list[torch.Tensor]]:
-    """Tensors grouped by element type and device, each group flattened into one collective."""
-    groups: dict[tuple, list[torch.Tensor]] = {}
-    for t in tensors:
-        groups.setdefault((t.dtype, t.device), []).append(t)
-    return list(groups.values())
-
-
-def _copy_back(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
-    offset = 0
-    for t in tensors:
-        t.copy_(flat[offset : offset + t.numel()].view_as(t))
-        offset += t.numel()
-
-
 class Trainer:
     """One worker of a job: rank ``rank`` of ``world``. ``run`` trains until the job's
     iterations are done or ``request_stop`` is called (then every worker stops after the same
@@ -217,7 +136,6 @@ class Trainer:
         self.last_loss = None
         self._stop = self._switch = False
         self.plain_model = None
-        self.parallel: DataParallel | None = None  # with more than one worker
 
     def setup(self, master: str | None = None) -> int:
         """Prepare, join the job's group and load the last checkpoint: a (re)start."""
@@ -236,7 +154,6 @@ class Trainer:
         self.plain_model = self.workload.model.to(self.device)
         self.optimizer = self.workload.optimizer(self.plain_model.parameters())
         self.order = EpochOrder(len(self.workload.dataset), int(self.config.get("seed", 0)))
-        DataParallel.warm_up()
         if self.iterations is None:
             self.iterations = -(
                 -int(self.config["epochs"]) * len(self.workload.dataset) // self.batch
@@ -246,7 +163,7 @@ class Trainer:
         """(Re)form the process group as ``rank`` of ``world``."""
         self.close()
         self.rank, self.world, self._stop, self._switch = rank, world, False, False
-        self.model, self.parallel = self.plain_model, None
+        self.model = self.plain_model
         if world > 1:
             import torch.distributed as dist
 
@@ -254,8 +171,7 @@ class Trainer:
             dist.init_process_group(
                 backend, init_method=f"tcp://{master}", rank=rank, world_size=world
             )
-            self.parallel = DataParallel(self.plain_model)
-            self.model = self.parallel.module
+            self.model = nn.parallel.DistributedDataParallel(self.plain_model)
 
     def regroup(self, master: str | None, rank: int, world: int) -> int:
         """Background scaling's switch: join the new group and take rank 0's model, optimizer
@@ -312,9 +228,8 @@ class Trainer:
             sub = positions[part * len(positions) // k : (part + 1) * len(positions) // k]
             batch = _to(collate([data[self.order(p)] for p in sub]), self.device)
             last = part == k - 1
-            parallel = self.parallel
-            sync = contextlib.nullcontext() if last or parallel is None else parallel.no_sync()
-            with sync:  # the summed gradients are averaged once, after the last sub-batch
+            sync = contextlib.nullcontext() if last or self.world == 1 else self.model.no_sync()
+            with sync:  # DDP all-reduces the summed gradients once, with the last sub-batch
                 if self.workload.step is not None:
                     loss = self.workload.step(self.model, batch)
                 else:
@@ -322,8 +237,6 @@ class Trainer:
                     loss = self.workload.loss(self.model(inputs), targets)
                 (loss * (len(sub) * self.world / self.batch)).backward()
             total += float(loss.detach()) * len(sub)
-        if self.parallel is not None:
-            self.parallel.average_gradients()
         self.optimizer.step()
         if self.samples_path:
             with open(self.samples_path, "a") as f:

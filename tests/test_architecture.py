@@ -75,16 +75,23 @@ def test_the_cli_imports_no_heavy_package():
 
 
 @pytest.mark.parametrize(
-    "cluster, policy", [("16x8:V100", "tiresias"), ("16x8:V100,4x8:V100@inference", "aryl")]
+    "cluster, policy, options",
+    [
+        ("16x8:V100", "tiresias", ["--elastic-fraction", "0.5"]),
+        ("16x8:V100,4x8:V100@inference", "aryl", ["--elastic-fraction", "0.5"]),
+        ("16x8:V100", "genie", ["--deadlines"]),
+    ],
 )
-def test_a_simulation_with_the_performance_model_imports_no_numpy(tmp_path, cluster, policy):
-    # the scaling fits are stored in the package and Aryl's knapsack is plain Python: numpy (16
-    # MiB of a run's memory) is imported only by what fits at run time (GENIE's predictor, the
-    # validation commands)
+def test_a_simulation_with_the_performance_model_imports_no_numpy(
+    tmp_path, cluster, policy, options
+):
+    # the scaling fits are stored in the package, GENIE's per-job fits and Aryl's knapsack are
+    # plain Python: numpy (10-16 MiB of a run's memory) is imported only by the validation
+    # commands
     code = (
         "import sys; from dlsched.cli import main; "
         f"main(['simulate', '--trace', 'muri-3', '--cluster', {cluster!r}, '--policy', "
-        f"{policy!r}, '--elastic-fraction', '0.5', '--out', {str(tmp_path)!r}, '--no-progress']); "
+        f"{policy!r}, *{options!r}, '--out', {str(tmp_path)!r}, '--no-progress']); "
         "print('numpy' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -23,8 +23,6 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from .measurements import Point, pollux_points
 from .scaling import nonnegative_fit
 
@@ -57,9 +55,8 @@ class GenieFit:
 
 def fit(samples: list[tuple[float, int, int, float]]) -> GenieFit:
     """Least squares on ``(local_batch, gpus, nodes, seconds)`` samples."""
-    a = np.array([features(b, n, m) for b, n, m, _ in samples])
-    y = np.array([t for *_, t in samples])
-    return GenieFit(*map(float, nonnegative_fit(a, y)))
+    rows = [features(b, n, m) for b, n, m, _ in samples]
+    return GenieFit(*nonnegative_fit(rows, [t for *_, t in samples]))
 
 
 def profile_samples(

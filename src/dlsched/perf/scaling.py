@@ -17,17 +17,14 @@ sub-batches an optimizer step costs k compute passes at the sub-batch and one sy
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING
 
 from ..errors import SpecError
 from .measurements import Point, pollux_apps, pollux_points
-
-if TYPE_CHECKING:
-    import numpy as np
 
 COEFFICIENTS = ("c0", "c1", "s0", "s1", "r0", "r1")
 
@@ -72,9 +69,7 @@ class ScalingFit:
         return gpus * local_batch / self.iteration_s(local_batch, gpus, nodes)
 
 
-def _features(points: Sequence[Point]) -> np.ndarray:
-    import numpy as np  # here: a simulation reads the stored fits and needs no numpy
-
+def _features(points: Sequence[Point]) -> list[tuple[float, ...]]:
     rows = []
     for p in points:
         local = 1.0 if p.gpus > 1 and p.nodes == 1 else 0.0
@@ -82,25 +77,63 @@ def _features(points: Sequence[Point]) -> np.ndarray:
         rows.append(
             (1.0, p.local_batch, local, local * (p.gpus - 2), remote, remote * (p.gpus - 2))
         )
-    return np.array(rows)
+    return rows
 
 
-def nonnegative_fit(a: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least squares of ``a @ coef = y`` weighted by 1/y (relative error), every coefficient
+def nonnegative_fit(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
+    """Least squares of ``rows @ coef = y`` weighted by 1/y (relative error), every coefficient
     >= 0: one that comes out negative is held at 0 and the rest refitted."""
-    import numpy as np
-
-    w = 1.0 / y
-    active = list(range(a.shape[1]))
+    w = [1.0 / t for t in y]
+    weighted = [[v * wi for v in row] for row, wi in zip(rows, w)]
+    target = [t * wi for t, wi in zip(y, w)]
+    active = list(range(len(rows[0])))
     while True:
-        coef, *_ = np.linalg.lstsq(a[:, active] * w[:, None], y * w, rcond=None)
+        coef = least_squares([[row[j] for j in active] for row in weighted], target)
         negative = [active[i] for i, c in enumerate(coef) if c < 0]
         if not negative:
             break
         active.remove(negative[0])
-    full = np.zeros(a.shape[1])
-    full[active] = coef
+    full = [0.0] * len(rows[0])
+    for j, c in zip(active, coef):
+        full[j] = c
     return full
+
+
+def least_squares(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
+    """The x that minimizes |rows @ x - y|, by Householder QR in plain Python: the systems are
+    small (a GENIE job's 6 samples, an application's few dozen points) and a simulation then
+    needs no numpy (10 MiB of its peak memory). A column that adds nothing to the earlier ones
+    (all zero, or their combination up to rounding) gets 0, as the minimum-norm solution gives
+    an all-zero column."""
+    a = [list(map(float, row)) for row in rows]
+    b = list(map(float, y))
+    m, k = len(a), len(a[0])
+    pivot_row: list[int | None] = []
+    r = 0
+    for j in range(k):
+        original = math.sqrt(sum(a[i][j] ** 2 for i in range(m)))
+        norm = math.sqrt(sum(a[i][j] ** 2 for i in range(r, m)))
+        if r >= m or norm <= 1e-12 * original or original == 0.0:
+            pivot_row.append(None)
+            continue
+        alpha = -norm if a[r][j] > 0 else norm
+        v = [0.0] * r + [a[r][j] - alpha] + [a[i][j] for i in range(r + 1, m)]
+        vv = sum(x * x for x in v[r:])
+        for jj in range(j, k):
+            f = 2.0 * sum(v[i] * a[i][jj] for i in range(r, m)) / vv
+            for i in range(r, m):
+                a[i][jj] -= f * v[i]
+        f = 2.0 * sum(v[i] * b[i] for i in range(r, m)) / vv
+        for i in range(r, m):
+            b[i] -= f * v[i]
+        pivot_row.append(r)
+        r += 1
+    x = [0.0] * k
+    for j in reversed(range(k)):
+        row = pivot_row[j]
+        if row is not None:
+            x[j] = (b[row] - sum(a[row][jj] * x[jj] for jj in range(j + 1, k))) / a[row][j]
+    return x
 
 
 def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
@@ -108,10 +141,8 @@ def fit_scaling(app: str, points: Sequence[Point]) -> ScalingFit:
         raise SpecError(
             "points", f"{app}: {len(points)} points cannot fit {len(COEFFICIENTS)} coefficients"
         )
-    import numpy as np
-
-    coef = nonnegative_fit(_features(points), np.array([p.step_s for p in points]))
-    full = dict(zip(COEFFICIENTS, map(float, coef)))
+    coef = nonnegative_fit(_features(points), [p.step_s for p in points])
+    full = dict(zip(COEFFICIENTS, coef))
     sources = sorted({p.source for p in points})
     return ScalingFit(app=app, points=len(points), source=", ".join(sources), **full)
 

@@ -93,8 +93,7 @@ def _worker_of_two(rank: int, master: str, checkpoint: str, out: str, accumulati
     os._exit(0)
 
 
-@pytest.mark.parametrize("accumulation", [1, 2])
-def test_two_workers_give_the_parameters_of_one(tmp_path, accumulation):
+def test_two_workers_accumulating_give_the_parameters_of_one(tmp_path):
     import multiprocessing
     import socket
 
@@ -107,7 +106,7 @@ def test_two_workers_give_the_parameters_of_one(tmp_path, accumulation):
     workers = [
         ctx.Process(
             target=_worker_of_two,
-            args=(rank, master, str(tmp_path / "two-ckpt.pt"), str(out), accumulation),
+            args=(rank, master, str(tmp_path / "two-ckpt.pt"), str(out), 2),
         )
         for rank in range(2)
     ]
@@ -115,7 +114,10 @@ def test_two_workers_give_the_parameters_of_one(tmp_path, accumulation):
         w.start()
     for w in workers:
         w.join(120)
-    assert [w.exitcode for w in workers] == [0, 0]
+    codes = [w.exitcode for w in workers]
+    for w in workers:
+        w.kill()  # one that hung
+    assert codes == [0, 0]
     two = torch.load(out, weights_only=True)
     for name, value in one.items():
         torch.testing.assert_close(two[name], value, rtol=1e-5, atol=1e-6, msg=name)

@@ -86,8 +86,8 @@ def test_a_simulation_with_the_performance_model_imports_no_numpy(
     tmp_path, cluster, policy, options
 ):
     # the scaling fits are stored in the package, GENIE's per-job fits and Aryl's knapsack are
-    # plain Python: numpy (10-16 MiB of a run's memory) is imported only by the validation
-    # commands
+    # plain Python: dlsched imports no numpy (10-16 MiB of a run's memory); matplotlib, for
+    # reports and figures, does
     code = (
         "import sys; from dlsched.cli import main; "
         f"main(['simulate', '--trace', 'muri-3', '--cluster', {cluster!r}, '--policy', "

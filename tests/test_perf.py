@@ -283,7 +283,7 @@ def test_the_stored_scaling_fits_are_a_fresh_fit_of_every_application():
         assert {k: v for k, v in fit.items() if k not in scaling.COEFFICIENTS} == {
             k: v for k, v in fresh[app].items() if k not in scaling.COEFFICIENTS
         }
-        assert scaling.scaling_model(app) == scaling.ScalingFit(**fit)
+        assert scaling.scaling_model(app) == scaling.ScalingFit(**fit)  # read, not refitted
         for name in scaling.COEFFICIENTS:
             assert fit[name] == pytest.approx(fresh[app][name], rel=1e-9, abs=1e-15), (
                 f"{app} {name}: the measurements changed: run "
@@ -300,7 +300,7 @@ def test_least_squares_solves_exact_and_overdetermined_systems_and_zeroes_an_emp
     assert least_squares([[1, 0], [1, 1], [1, 2]], [1, 2, 4]) == pytest.approx([5 / 6, 1.5])
     # a column of zeros (no multi-node sample) gets 0, as numpy's minimum-norm solution does
     assert least_squares([[1, 0], [1, 0]], [2, 4]) == pytest.approx([3, 0])
-    # a negative coefficient is held at 0 and the rest refitted (weights 1/y: y = 2x exactly)
+    # y = 2x exactly: the intercept is 0 (held at 0 if rounding makes it negative)
     assert nonnegative_fit([[1, 1], [1, 2], [1, 3]], [2, 4, 6]) == pytest.approx([0, 2])
     # y = 4 - x exactly: the slope goes, and the constant c minimizes ((c - 3) / 3)^2 +
     # ((c - 2) / 2)^2: c = (1/3 + 1/2) / (1/9 + 1/4) = 30/13

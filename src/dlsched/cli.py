@@ -16,8 +16,8 @@ from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
 from .policies.catalog import make_policy, policy_descriptions, takes_parameter
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
-# Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), numpy
-# (the performance model), httpx (the client), FastAPI, Ray and torch (the server).
+# Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), httpx (the
+# client), FastAPI, Ray and torch (the server).
 
 
 def _parse_value(text: str):

@@ -63,7 +63,10 @@ class _Prediction:
         spec = job.spec
         self.batch = float(spec.batch_size or 0)
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
-        from ..perf.predictor import fit, profile_samples  # numpy: only once a job is predicted
+        from ..perf.predictor import (
+            fit,
+            profile_samples,
+        )  # the perf package: once a job is predicted
 
         measure: Measure | None = None
         if spec.batch_size:

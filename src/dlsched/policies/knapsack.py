@@ -5,14 +5,13 @@ the taken weights must fit the capacity (spare GPUs) and their summed value (JCT
 maximized. Solved exactly by dynamic programming over the capacity: O(options x capacity), in
 plain Python. A simulation then imports no numpy, and at its sizes numpy's calls cost more than
 the work (full Philly under aryl: 4,308 solves, 9.6 s with numpy, 1.0 s without); one pass over
-thousands of jobs and GPUs (``benchmarks/knapsack.py``) takes about ten times numpy's time
-(68 ms against 7 ms), still far below a scheduling interval.
+thousands of jobs and GPUs (``benchmarks/knapsack.py``) takes 44-68 ms against numpy's 7-14 ms,
+still far below a scheduling interval.
 
 When every group's options are 1, 2, .., K extra GPUs with positive, non-increasing marginal
 values (diminishing returns, the usual shape of a speedup curve), taking the largest marginals
 overall is also exact and much cheaper; :func:`solve` checks that and otherwise runs the
-dynamic program. ``benchmarks/knapsack.py`` measures both,
-and HiGHS on the same instances.
+dynamic program. ``benchmarks/knapsack.py`` measures both, and HiGHS on the same instances.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import cProfile
 import pstats
 import time
 
+from dlsched.admission import QuotaAdmission
 from dlsched.inference import demand_cycle, load_curve
 from dlsched.policies.catalog import make_policy
-from dlsched.policies.quota import QuotaLayer
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 from dlsched.tenant_quotas import load_tenants
@@ -50,7 +50,7 @@ def main() -> None:
         "--deadlines", action="store_true", help="generated deadlines (for edf and genie)"
     )
     parser.add_argument(
-        "--quotas", help="the quota layer over each policy: equal, philly-vc or a YAML file"
+        "--quotas", help="the quota stage before each policy: equal, philly-vc or a YAML file"
     )
     parser.add_argument(
         "--inference-demand",
@@ -82,18 +82,22 @@ def main() -> None:
         f"{'resizes':>8} {'mean JCT h':>11}" + (f" {'calls':>12}" if args.calls else "")
     )
 
-    def fresh(name: str):
-        policy = make_policy(name)
-        if args.quotas:
-            config = load_tenants(
-                args.quotas, [j.tenant for j in jobs], cluster.pool_gpus("training")
-            )
-            policy = QuotaLayer(policy, config)
-        return policy
+    def admission():
+        if not args.quotas:
+            return None
+        tenants = [j.tenant for j in jobs]
+        return QuotaAdmission(load_tenants(args.quotas, tenants, cluster.pool_gpus("training")))
 
     def run(name: str):
         config = SimConfig(resize_mechanism=args.resize_mechanism, inference_demand=demand)
-        return simulate(cluster, jobs, fresh(name), config, workload=workload.model())
+        return simulate(
+            cluster,
+            jobs,
+            make_policy(name),
+            config,
+            workload=workload.model(),
+            admission=admission(),
+        )
 
     for name in args.policies.split(","):
         best = None

@@ -19,9 +19,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from dlsched.admission import QuotaAdmission
 from dlsched.metrics import job_rows, summarize
 from dlsched.policies.catalog import make_policy
-from dlsched.policies.quota import QuotaLayer
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
 from dlsched.stats import format_ci
@@ -42,11 +42,14 @@ def run_one(label: str, seed: int) -> dict:
     _, policy_name, quotas = next(r for r in RUNS if r[0] == label)
     w = prepare("philly", CLUSTER, seed=seed)
     policy = make_policy(policy_name)
+    admission = None
     if quotas:
         config = philly_vc(w.cluster.pool_gpus("training"))
-        policy = QuotaLayer(policy, config.without_borrowing() if quotas == "hard" else config)
+        admission = QuotaAdmission(config.without_borrowing() if quotas == "hard" else config)
     t0 = time.perf_counter()
-    result = simulate(w.cluster, w.jobs, policy, SimConfig(), workload=w.model())
+    result = simulate(
+        w.cluster, w.jobs, policy, SimConfig(), workload=w.model(), admission=admission
+    )
     wall = time.perf_counter() - t0
     rows = job_rows(result.jobs)
     s = summarize(result)

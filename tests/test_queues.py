@@ -1,13 +1,13 @@
 """The state's pending queues: the policy's order and buckets, kept through every transition,
-and admission (a quota layer's queue holds only the jobs it admitted). Hand-made cases."""
+and admission (the quota stage's queue holds only the jobs it admitted). Hand-made cases."""
 
 import pytest
 
+from dlsched.admission import QuotaAdmission, schedule_pass
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import PlanError
 from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
-from dlsched.policies.quota import QuotaLayer
 from dlsched.state.cluster_state import ClusterState
 from dlsched.tenant_quotas import TenantConfig, TenantQuota
 from dlsched.view import Plan
@@ -75,18 +75,18 @@ def quota_state():
     config = TenantConfig(
         {"x": TenantQuota(nominal=2), "y": TenantQuota(nominal=4)}, TenantQuota(nominal=0)
     )
-    layer = QuotaLayer(make_policy("fifo"), config)
-    return ClusterState(parse_cluster_spec("1x8:V100"), layer), layer
+    stage = QuotaAdmission(config)
+    return ClusterState(parse_cluster_spec("1x8:V100"), make_policy("fifo"), admission=stage)
 
 
 def test_under_quotas_the_policy_queue_lists_only_admitted_jobs():
-    state, layer = quota_state()
+    state = quota_state()
     a = state.submit(spec("a", 2, 0.0, "x"))
     b = state.submit(spec("b", 2, 1.0, "x"))  # x's quota is 2: b waits for it
     state.submit(spec("c", 1, 2.0, "y"))
     queue = state.queue(fewest_first)
     assert ids(queue) == []  # nothing admitted before the first pass
-    plan = layer.schedule(state)
+    plan = schedule_pass(state, state.policy, state.admission)
     assert ids(j for j, _ in plan.start) == ["a", "c"]
     assert ids(queue) == ["c", "a"]  # admitted, not started yet: b is not among them
     assert ids(state.not_admitted(fewest_first)) == ["b"]
@@ -97,7 +97,7 @@ def test_under_quotas_the_policy_queue_lists_only_admitted_jobs():
     state.apply(plan)
     assert ids(queue) == []
     state.finish(a)  # x's quota comes back: b is admitted at the next pass
-    plan = layer.schedule(state)
+    plan = schedule_pass(state, state.policy, state.admission)
     assert ids(j for j, _ in plan.start) == ["b"] and b.admitted
 
 
@@ -109,14 +109,15 @@ def test_an_evicted_job_leaves_the_policy_queue_until_admitted_again():
         },
         TenantQuota(nominal=0),
     )
-    layer = QuotaLayer(make_policy("fifo"), config)
-    state = ClusterState(parse_cluster_spec("1x8:V100"), layer)
+    state = ClusterState(
+        parse_cluster_spec("1x8:V100"), make_policy("fifo"), admission=QuotaAdmission(config)
+    )
     a = state.submit(spec("a", 2, 0.0, "x"))
     b = state.submit(spec("b", 4, 1.0, "x"))  # borrows y's unused quota
-    state.apply(layer.schedule(state))
+    state.apply(schedule_pass(state, state.policy, state.admission))
     assert a.status.value == b.status.value == "running"
     state.submit(spec("c", 4, 2.0, "y"))  # y takes its quota back: x's youngest goes
-    plan = layer.schedule(state)
+    plan = schedule_pass(state, state.policy, state.admission)
     assert ids(plan.preempt) == ["b"] and not b.admitted
     state.apply(plan)
     assert b.status.value == "pending"

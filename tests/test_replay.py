@@ -358,7 +358,7 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
         report["measured"]["jobs"] == 1 and report["policies"]["fifo"]["calibration"]["jobs"] == 1
     )
     summary = json.loads((out / "fifo" / "summary.json").read_text())
-    assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota layer
+    assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota stage
 
 
 # GENIE's profiling of a 4-GPU job with batch 8 (per worker 2; measured at 1 and 2): one worker,

@@ -1,16 +1,16 @@
-"""Tenants: the quota layer (admission, borrowing, reclaim, priority), DRF and finish-time
-fairness, with answers worked out by hand; and the layer's guarantees on random workloads."""
+"""Tenants: the quota stage (admission, borrowing, reclaim, priority), DRF and finish-time
+fairness, with answers worked out by hand; and the stage's guarantees on random workloads."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dlsched.admission import QuotaAdmission, reservation, schedule_pass
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec, Status
 from dlsched.metrics import fairness_summary, quota_summary
 from dlsched.policies.catalog import make_policy
-from dlsched.policies.quota import QuotaLayer, reservation
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems
@@ -18,9 +18,13 @@ from dlsched.tenant_quotas import TenantConfig, TenantQuota, equal_shares, load_
 
 
 def run(jobs, config, policy="fifo", cluster="1x4", **params):
-    layer = QuotaLayer(make_policy(policy, **params), config)
+    layer = QuotaAdmission(config)
     result = Simulator(
-        parse_cluster_spec(cluster), jobs, layer, SimConfig(restart_overhead_s=0.0)
+        parse_cluster_spec(cluster),
+        jobs,
+        make_policy(policy, **params),
+        SimConfig(restart_overhead_s=0.0),
+        admission=layer,
     ).run()
     return {j.job_id: j for j in result.jobs}, layer
 
@@ -178,7 +182,7 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
     from dlsched.inference import DemandCycle, DemandStep
 
     cluster, config, jobs = case
-    layer = QuotaLayer(make_policy(policy), config)
+    layer = QuotaAdmission(config)
     demand = None
     if policy == "aryl":  # an inference server, loaned and reclaimed in turn (notice 60 s)
         cluster += ",1x4@inference"
@@ -187,9 +191,10 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
     sim = Simulator(
         parse_cluster_spec(cluster),
         jobs,
-        layer,
+        make_policy(policy),
         SimConfig(restart_overhead_s=0.0, inference_demand=demand),
         workload=PowerLaw(),
+        admission=layer,
     )
     state, apply = sim.state, sim.state.apply
 
@@ -224,7 +229,7 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
 @pytest.mark.parametrize("policy", ["elastic-fifo", "elastic-tiresias"])
 def test_a_quota_scale_in_is_not_shrunk_again_by_the_elastic_policy(policy):
     """Found by the property test above. Tenant b (nominal 3 of 8 GPUs) borrows: j11 is elastic
-    (1..4 GPUs). When the layer scales j11 in to admit another tenant's job, it frees the GPUs
+    (1..4 GPUs). When the stage scales j11 in to admit another tenant's job, it frees the GPUs
     in the view it gives the policy; the policy's own shrink rule then released the same GPUs
     again ("GPU 7 is already free") and the simulation stopped."""
     rows = [
@@ -244,9 +249,10 @@ def test_a_quota_scale_in_is_not_shrunk_again_by_the_elastic_policy(policy):
     sim = Simulator(
         parse_cluster_spec("1x8"),
         jobs,
-        QuotaLayer(make_policy(policy), config),
+        make_policy(policy),
         SimConfig(restart_overhead_s=0.0),
         workload=PowerLaw(),
+        admission=QuotaAdmission(config),
     )
     state, apply = sim.state, sim.state.apply
 
@@ -291,14 +297,15 @@ def test_a_reclaim_shrinks_a_borrowers_elastic_job_before_it_preempts_anyone():
         JobSpec("e", 0.0, 2, 1000.0, tenant="a", min_gpus=1, max_gpus=4),
         JobSpec("b1", 10.0, 2, 50.0, tenant="b"),
     ]
-    layer = QuotaLayer(make_policy("elastic-fifo"), config)
+    layer = QuotaAdmission(config)
     sizes = []
     sim = Simulator(
         parse_cluster_spec("1x4"),
         spec,
-        layer,
+        make_policy("elastic-fifo"),
         SimConfig(restart_overhead_s=0.0),
         workload=PowerLaw(),
+        admission=layer,
     )
     apply = sim.state.apply
 
@@ -319,9 +326,14 @@ def test_growth_is_held_to_the_quota():
     # hard quota 2: the elastic job may not grow into the 2 idle GPUs beyond it
     config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})
     spec = [JobSpec("e", 0.0, 1, 100.0, tenant="a", min_gpus=1, max_gpus=4)]
-    layer = QuotaLayer(make_policy("elastic-fifo"), config)
+    layer = QuotaAdmission(config)
     result = Simulator(
-        parse_cluster_spec("1x4"), spec, layer, SimConfig(), workload=PowerLaw()
+        parse_cluster_spec("1x4"),
+        spec,
+        make_policy("elastic-fifo"),
+        SimConfig(),
+        workload=PowerLaw(),
+        admission=layer,
     ).run()
     e = result.jobs[0]
     assert e.attained_gpu_s / e.run_time_s == pytest.approx(2.0)  # it ran on 2 GPUs, not 4
@@ -373,7 +385,7 @@ class BatchInMemory(PowerLaw):
 def test_a_reclaim_scales_a_borrower_in_only_as_far_as_its_memory_fits():
     # 1x4, a lab of a (nominal 1) and b (nominal 3). a's elastic E (1..4) borrows all 4 GPUs.
     # b's 3-GPU job arrives: scaling E in to 1 GPU would give b its quota, but E needs 2 for
-    # its memory (the layer planned 1 and the state refused it); so E is evicted instead.
+    # its memory (the stage planned 1 and the state refused it); so E is evicted instead.
     jobs = [
         JobSpec("E", 0.0, 2, 1000.0, tenant="a", min_gpus=1, max_gpus=4),
         JobSpec("B", 10.0, 3, 100.0, tenant="b"),
@@ -384,9 +396,10 @@ def test_a_reclaim_scales_a_borrower_in_only_as_far_as_its_memory_fits():
     sim = Simulator(
         parse_cluster_spec("1x4:V100/16384"),
         jobs,
-        QuotaLayer(make_policy("elastic-fifo"), config),
+        make_policy("elastic-fifo"),
         SimConfig(),
         workload=BatchInMemory(),
+        admission=QuotaAdmission(config),
     )
     done = {j.job_id: j for j in sim.run().jobs}
     assert done["B"].first_start == 10.0 and done["E"].preemptions == 1
@@ -395,7 +408,7 @@ def test_a_reclaim_scales_a_borrower_in_only_as_far_as_its_memory_fits():
 
 # -- fair share and quotas count what the state counts ------------------------------------------
 def _pass(state):
-    return state.apply(state.policy.schedule(state))
+    return state.apply(schedule_pass(state, state.policy, state.admission))
 
 
 def _fair_share_after(event, cluster):
@@ -433,9 +446,9 @@ def test_drf_after_a_cancel_counts_the_gpus_the_tenant_gave_up():
     _fair_share_after(cancel, "2x2")  # z0's node is free
 
 
-def test_drf_under_quotas_counts_a_start_the_layer_cut():
+def test_drf_under_quotas_counts_a_start_the_stage_cut():
     # 1 x 8 GPUs; z may use 4 (hard), b 8. z_run (2) and b_run (2) start at 0. At 1 the elastic
-    # z0 (asks 4, at least 1) arrives: DRF plans 4, the layer cuts it to 1 + the 1 GPU z has
+    # z0 (asks 4, at least 1) arrives: DRF plans 4, the stage cuts it to 1 + the 1 GPU z has
     # left = 2. b_fill (2) takes the last 2 GPUs. At 2, z1 (2) and b1 (2) arrive: z1 does not
     # fit z's quota (4 + 2 > 4), b1 is admitted but no GPU is free. At 50 z_run ends: z holds 2
     # (z0) and b 4, so z1 (admitted now: 2 + 2 = 4) starts before b1.
@@ -463,9 +476,12 @@ def test_the_quota_charge_follows_aryl_s_reclaim_scale_in():
     from dlsched.state.cluster_state import ClusterState
 
     config = TenantConfig({"z": TenantQuota(8)})
-    layer = QuotaLayer(make_policy("aryl"), config)
+    layer = QuotaAdmission(config)
     state = ClusterState(
-        parse_cluster_spec("1x4:V100,1x4:V100@inference"), layer, workload=PowerLaw()
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
+        make_policy("aryl"),
+        workload=PowerLaw(),
+        admission=layer,
     )
     state.set_inference_demand(0)
     e = state.submit(JobSpec("e", 0.0, 4, 1000.0, tenant="z", min_gpus=2, max_gpus=8))
@@ -488,10 +504,13 @@ def test_the_quota_charge_follows_a_reclaim_preemption():
     from dlsched.state.cluster_state import ClusterState
 
     config = TenantConfig({"z": TenantQuota(8)})
-    layer = QuotaLayer(make_policy("aryl"), config)
+    layer = QuotaAdmission(config)
     layer.log = []
     state = ClusterState(
-        parse_cluster_spec("1x4:V100,1x4:V100@inference"), layer, workload=PowerLaw()
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
+        make_policy("aryl"),
+        workload=PowerLaw(),
+        admission=layer,
     )
     r = state.submit(JobSpec("r", 0.0, 4, 1000.0, tenant="z"))
     _pass(state)
@@ -519,12 +538,13 @@ def test_borrowed_and_lent_gpu_hours_count_up_to_the_finish_and_name_the_lender(
     # a (nominal 2) runs one 4-GPU job for 1,000 s on 1x4 and borrows b's 2 GPUs all along; b
     # submits nothing. Borrowed by a = lent by b = 2 GPUs x 1,000 s = 2,000/3,600 GPU-h.
     config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
-    layer = QuotaLayer(make_policy("fifo"), config)
+    layer = QuotaAdmission(config)
     result = Simulator(
         parse_cluster_spec("1x4"),
         [JobSpec("a1", 0.0, 4, 1000.0, tenant="a")],
-        layer,
+        make_policy("fifo"),
         SimConfig(restart_overhead_s=0.0),
+        admission=layer,
     ).run()
     table = quota_summary(result)["tenants"]
     assert table["a"]["borrowed_gpu_h"] == pytest.approx(2000 / 3600)
@@ -532,11 +552,11 @@ def test_borrowed_and_lent_gpu_hours_count_up_to_the_finish_and_name_the_lender(
     assert table["a"]["lent_gpu_h"] == table["b"]["borrowed_gpu_h"] == 0.0
 
 
-def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_layer():
+def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_stage():
     """Found by a random search over small cases (Philly under philly-vc quotas and
     elastic-tiresias stopped the same way). 1x2, cohort lab: a nominal 1, b 2, c 1. At t=144
     j4 (a, elastic 1..4) runs on both GPUs, borrowing 1, and has left Tiresias' first queue. At
-    t=250 j2 (b, within its nominal quota) arrives: the layer scales j4 in to 1 GPU to reclaim
+    t=250 j2 (b, within its nominal quota) arrives: the stage scales j4 in to 1 GPU to reclaim
     b's quota, and in the same pass elastic-tiresias preempts j4 for j2 (a higher queue). The
     plan held both, and the state refused it ("resized job j4: it is pending"): the run
     stopped. The preemption must win: j4 leaves both GPUs, once, and is not resized."""
@@ -548,15 +568,13 @@ def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_layer():
         JobSpec("j4", 91.0, 2, 709.0, tenant="a", min_gpus=1, max_gpus=4),
         JobSpec("j5", 44.0, 1, 1592.0, tenant="b", min_gpus=1, max_gpus=2),
     ]
-    layer = QuotaLayer(
-        make_policy("elastic-tiresias", thresholds_gpu_s="100,1000"), TenantConfig(q)
-    )
     result = Simulator(
         parse_cluster_spec("1x2"),
         spec,
-        layer,
+        make_policy("elastic-tiresias", thresholds_gpu_s="100,1000"),
         SimConfig(restart_overhead_s=0.0),
         workload=PowerLaw(),
+        admission=QuotaAdmission(TenantConfig(q)),
     ).run()
     jobs = {j.job_id: j for j in result.jobs}
     assert jobs["j4"].first_start == 144.0 and jobs["j2"].first_start == 250.0
@@ -567,7 +585,7 @@ def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_layer():
 @pytest.mark.parametrize("policy", ["elastic-fifo", "elastic-tiresias", "aryl"])
 def test_a_quota_cut_never_starts_an_elastic_job_below_where_its_memory_fits(policy):
     # 1x4 of 16,384 MiB GPUs, a's hard quota 2. R (1 GPU) runs 0-100; E (elastic 1..4, asks 2,
-    # 24,000 MiB: fits on 2 or more) arrives at 1. Before, the quota layer counted E at its
+    # 24,000 MiB: fits on 2 or more) arrives at 1. Before, the quota stage counted E at its
     # minimum, 1, admitted it beside R and cut its start to 1 GPU: 24,000 MiB on one GPU. Its
     # base size is now 2, the fewest where it fits: it waits for R, then runs 100-200 on 2.
     jobs = [
@@ -578,9 +596,10 @@ def test_a_quota_cut_never_starts_an_elastic_job_below_where_its_memory_fits(pol
     sim = Simulator(
         parse_cluster_spec("1x4:V100/16384"),
         jobs,
-        QuotaLayer(make_policy(policy), config),
+        make_policy(policy),
         SimConfig(restart_overhead_s=0.0),
         workload=BatchInMemory(),
+        admission=QuotaAdmission(config),
     )
     sizes = []
     apply = sim.state.apply
@@ -625,12 +644,13 @@ def test_loaned_inference_servers_are_borrowable_by_the_cohort():
     config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
     jobs = [JobSpec(f"a{i}", 0.0, 1, 100.0, tenant="a") for i in range(6)]
     jobs.append(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
-    layer = QuotaLayer(make_policy("aryl"), config)
+    layer = QuotaAdmission(config)
     sim = Simulator(
         parse_cluster_spec("1x4:V100,1x4:V100@inference"),
         jobs,
-        layer,
+        make_policy("aryl"),
         SimConfig(restart_overhead_s=0.0, inference_demand=idle),
+        admission=layer,
     )
     done = {j.job_id: j for j in sim.run().jobs}
     assert [done[f"a{i}"].first_start for i in range(6)] == [0.0] * 6
@@ -652,8 +672,9 @@ def test_a_job_no_quota_admits_ends_the_simulation_under_a_demand_cycle():
     sim = Simulator(
         parse_cluster_spec("1x4,1x4@inference"),
         jobs,
-        QuotaLayer(make_policy("aryl"), config),
+        make_policy("aryl"),
         SimConfig(inference_demand=demand),
+        admission=QuotaAdmission(config),
     )
     done = {j.job_id: j for j in sim.run().jobs}
     assert done["a1"].status is Status.DONE and done["c1"].first_start is None

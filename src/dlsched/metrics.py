@@ -192,7 +192,9 @@ def summarize(result) -> dict:
     if qos is not None:
         summary["qos"] = qos
     fairness = fairness_summary(
-        jobs, result.cluster.pool_gpus("training"), getattr(result.policy, "config", None)
+        jobs,
+        result.cluster.pool_gpus("training"),
+        result.admission.config if result.admission is not None else None,
     )
     summary["jain_index"] = fairness["jain_index"] if fairness else None
     summary["max_tenant_rho"] = fairness["max_tenant_rho"] if fairness else None
@@ -238,14 +240,14 @@ def fairness_summary(jobs: list[JobState], training_gpus: int, config=None) -> d
 
 
 def quota_summary(result) -> dict | None:
-    """With the quota layer: per tenant its quota, borrowed and lent GPU-hours, jobs evicted to
+    """With quotas: per tenant its quota, borrowed and lent GPU-hours, jobs evicted to
     reclaim quota or for a higher priority, and jobs never admitted."""
-    policy = result.policy
-    config = getattr(policy, "config", None)
-    if config is None or not hasattr(policy, "borrowed_gpu_s"):
+    stage = result.admission
+    if stage is None:
         return None
+    config = stage.config
     # lenders too, which may have submitted nothing
-    tenants = sorted({j.spec.tenant for j in result.jobs} | set(policy.lent_gpu_s))
+    tenants = sorted({j.spec.tenant for j in result.jobs} | set(stage.lent_gpu_s))
     never = {}
     for j in result.jobs:
         if j.first_start is None:
@@ -257,14 +259,14 @@ def quota_summary(result) -> dict | None:
                 "nominal_gpus": config.quota(t).nominal,
                 "cohort": config.quota(t).cohort,
                 "borrowing_limit": config.quota(t).borrowing_limit,
-                "borrowed_gpu_h": policy.borrowed_gpu_s.get(t, 0.0) / 3600,
-                "lent_gpu_h": policy.lent_gpu_s.get(t, 0.0) / 3600,
-                "evicted": policy.evictions.get(t, 0),
+                "borrowed_gpu_h": stage.borrowed_gpu_s.get(t, 0.0) / 3600,
+                "lent_gpu_h": stage.lent_gpu_s.get(t, 0.0) / 3600,
+                "evicted": stage.evictions.get(t, 0),
                 "never_started": never.get(t, 0),
             }
             for t in tenants
         },
-        "evictions": sum(policy.evictions.values()),
+        "evictions": sum(stage.evictions.values()),
     }
 
 

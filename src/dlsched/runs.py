@@ -1,6 +1,6 @@
 """One simulation run, composed the same way for ``dlsched simulate``/``compare`` and for
 Python callers (``dlsched.simulate``): the policy (a name, ``module:Class`` or an object), the
-quota layer above it, the inference pool's demand, the simulator's costs; then the summary
+quota stage before it, the inference pool's demand, the simulator's costs; then the summary
 and per-job rows.
 
     import dlsched
@@ -72,7 +72,7 @@ def simulate(
 
     ``policy`` is a built-in name, ``package.module:ClassName`` or a policy object (a fresh
     one per run: policies keep state); ``params`` go to a named policy's constructor.
-    ``quotas`` puts the quota layer above it (``equal``, ``philly-vc`` or a YAML file;
+    ``quotas`` runs the quota stage before it (``equal``, ``philly-vc`` or a YAML file;
     ``hard_quotas``: no borrowing). ``inference_demand`` (default ``genai``) and ``peak_share``
     drive the inference pool (``none``: it never reclaims). An option that would do nothing
     here (``hard_quotas`` without ``quotas``; an inference option on a cluster without an
@@ -100,12 +100,13 @@ def simulate(
         from .replay import with_profiling
 
         jobs = with_profiling(jobs, trace.replay, policy)
+    admission = None
     if quotas:
-        from .policies.quota import QuotaLayer
+        from .admission import QuotaAdmission
         from .tenant_quotas import load_tenants
 
         config = load_tenants(quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
-        policy = QuotaLayer(policy, config.without_borrowing() if hard_quotas else config)
+        admission = QuotaAdmission(config.without_borrowing() if hard_quotas else config)
     sim_config = SimConfig(
         inference_demand=_demand(
             cluster,
@@ -117,14 +118,22 @@ def simulate(
     )
     started = time.perf_counter()
     result = Simulator(
-        cluster, jobs, policy, sim_config, workload=workload.model(), progress=progress
+        cluster,
+        jobs,
+        policy,
+        sim_config,
+        workload=workload.model(),
+        progress=progress,
+        admission=admission,
     ).run()
     wall = time.perf_counter() - started
     summary = summarize(result)
     summary.update(
         {
             "policy": name,
-            "params": policy.params(),
+            "params": policy.params()
+            if admission is None
+            else {**policy.params(), "quotas": admission.config.source},
             "trace": trace.name,
             "cluster": cluster.describe(),
             "dropped": trace.dropped,

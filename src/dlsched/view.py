@@ -186,9 +186,29 @@ class PolicyView(Protocol):
         other running jobs were idle (a what-if; nothing changes)."""
 
 
+class Admissions(Protocol):
+    """The admitted live jobs, as the state keeps them for the admission stage
+    (:mod:`dlsched.state.admitted`)."""
+
+    @property
+    def by_tenant(self) -> Mapping[str, Mapping[str, tuple[int, JobView]]]:
+        """tenant -> job id -> (admission number, job), in the order of admission."""
+
+    @property
+    def priorities(self) -> Mapping[str, Mapping[int, int]]:
+        """tenant -> priority class -> its admitted live jobs."""
+
+    @property
+    def waiting_gpus(self) -> Mapping[str, int]:
+        """tenant -> the base sizes of its admitted jobs that wait."""
+
+
 class AdmissionBooks(PolicyView, Protocol):
-    """What an admission stage (the quota layer) may change besides planning: which pending
-    jobs the policy under it may schedule (its queues list only admitted jobs)."""
+    """What the admission stage (:mod:`dlsched.admission`) reads and may change besides
+    planning: which pending jobs the policy may schedule (its queues list only admitted jobs)."""
+
+    @property
+    def admissions(self) -> Admissions: ...
 
     def not_admitted(
         self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
@@ -199,13 +219,21 @@ class AdmissionBooks(PolicyView, Protocol):
     def dismiss(self, job: JobView) -> None: ...
 
 
+class AdmissionHooks(Protocol):
+    """What the state tells the admission stage of the jobs it admitted (arrivals: all)."""
+
+    def job_arrived(self, job: JobView, now: float) -> None: ...
+    def job_finished(self, job: JobView, now: float) -> None: ...
+    def job_requeued(self, job: JobView, now: float) -> None: ...
+    def job_cancelled(self, job: JobView, now: float) -> None: ...
+
+
 class PolicyHooks(Protocol):
     """What the state tells a policy (:class:`dlsched.policies.base.Policy` implements it)."""
 
     name: str
     moldable: bool  # may start a job on 1..its request GPUs (at its requested global batch)
     loans_servers: bool  # borrows the inference servers the inference side does not need
-    admits: bool  # an admission stage: the state admits no arrival by itself
 
     def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
         """Which ``count`` loaned servers to give back, and the plan that takes its jobs off

@@ -30,7 +30,7 @@ SCANS = ("strict", "backfill", "greedy")
 class Policy:
     """Base class: override :meth:`schedule`, and the hooks when the policy keeps indexes."""
 
-    # class attributes of each policy; a wrapper (the quota layer) copies its inner policy's
+    # class attributes of each policy
     name: str = ""
     description: str = ""
     shares_gpus: bool = False  # may put two jobs on one GPU (needs their memory)
@@ -38,7 +38,6 @@ class Policy:
     # orders jobs by their deadlines: a simulated workload where no job has one is refused
     needs_deadlines: bool = False
     loans_servers: bool = False  # borrows idle inference servers (Aryl)
-    admits: bool = False  # an admission stage: arrivals wait until it admits them (quotas)
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:
@@ -76,10 +75,10 @@ class Policy:
         remaining work and projected finish changed."""
 
     def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
-        """A layer above (the quota layer) changed the size this policy planned for a job, in
-        this pass: it runs (or starts) on ``gpus`` instead. A notification: no built-in
-        policy needs it (the view shows a scale-in decided before the pass, ``gpus_of``, and
-        the next pass the sizes applied)."""
+        """The admission stage (quotas, :mod:`dlsched.admission`) changed the size this policy
+        planned for a job, or shrank a running job, in this pass: it runs (or starts) on
+        ``gpus`` instead. A notification: no built-in policy needs it (the view shows a
+        scale-in decided before the pass, ``gpus_of``, and the next pass the sizes applied)."""
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:

@@ -67,8 +67,8 @@ def keep_consolidated(gpus: tuple[int, ...], k: int, gpu_node: list[int]) -> tup
 class ElasticGrowth:
     """Rules 2-4 above, as a part of a :class:`PreemptivePolicy`. It keeps nothing between
     passes: the running elastic jobs, their sizes and the GPUs they hold above their requests
-    are the view's. Within a pass it keeps its plan: the jobs it resized (and those a layer
-    above scaled in, which the view shows on fewer GPUs), not resized again, and how the plan
+    are the view's. Within a pass it keeps its plan: the jobs it resized (and those the quota stage
+    scaled in, which the view shows on fewer GPUs), not resized again, and how the plan
     so far changes the GPUs held above requests."""
 
     policy: PreemptivePolicy
@@ -118,7 +118,7 @@ class ElasticGrowth:
             plan.resize = [(j, g) for j, g in plan.resize if j is not victim]
 
     def _resizable(self, job: JobView, view: PolicyView) -> bool:
-        """Not resized in this pass (by this part or a layer above), nor resizing, nor
+        """Not resized in this pass (by this part or the quota stage), nor resizing, nor
         sharing a GPU."""
         return (
             job.job_id not in self._planned

@@ -1,5 +1,5 @@
 """Fair share between tenants: weighted max-min on GPUs (DRF with one resource) and finish-time
-fairness (Themis' rho), both non-preemptive, with the quota layer usable above them.
+fairness (Themis' rho), both non-preemptive, with the quota stage usable before them.
 
 A pass repeatedly picks the tenant that is worst off and starts the oldest of its waiting jobs
 if it can be placed (best fit); a tenant whose oldest job does not fit is passed over for the
@@ -61,7 +61,7 @@ class TenantFairShare(Policy):
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
         # within a pass: GPUs each tenant holds (the state's count: it follows failures,
-        # reclaims, cancels and a layer's cuts), what the pass has planned so far, and each
+        # reclaims, cancels and the quota stage's cuts), what the pass has planned so far, and each
         # tenant's jobs still waiting
         self.held: Mapping[str, int] = {}
         self.planned: dict[str, int] = {}

@@ -191,7 +191,7 @@ class RuntimeMetrics:
                     self._counted[key] = value
 
     def _observe_quotas(self, service) -> None:
-        usage = service.policy.usage_by_tenant(service.state)
+        usage = service.admission.usage_by_tenant(service.state)
         pending: Counter = Counter(j.spec.tenant for j in service.state.pending.values())
         by_label: dict[tuple[str, str], int] = {}
         for tenant in set(pending) | self._tenants:

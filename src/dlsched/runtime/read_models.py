@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..admission import TenantUsage
 from ..jobs import JobState
-from ..policies.quota import TenantUsage
 from .export import export_history
 
 # ``service`` below is the SchedulerService that uses this module (not imported: it imports us)
@@ -70,7 +70,7 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
         }
     over = {
         t: {"nominal": u.quota.nominal, "reserved": u.used}
-        for t, u in service.policy.usage_by_tenant(state).items()
+        for t, u in service.admission.usage_by_tenant(state).items()
         if u.borrowed and (tenant is None or t == tenant)
     }
     return {
@@ -89,10 +89,11 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
 def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict:
     """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
     the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
-    layer, state = service.policy, service.state
-    usage = layer.usage_by_tenant(state)
+    admission, state = service.admission, service.state
+    usage = admission.usage_by_tenant(state)
     if tenant is not None:
-        usage = {tenant: usage.get(tenant) or TenantUsage(layer.config.quota(tenant), 0, 0, 0)}
+        quota = admission.config.quota(tenant)
+        usage = {tenant: usage.get(tenant) or TenantUsage(quota, 0, 0, 0)}
     waiting_all: Counter = Counter(j.spec.tenant for j in state.pending.values())
     out = {}
     for t, u in usage.items():
@@ -109,7 +110,7 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
             "waiting_for_quota": u.waiting_for_quota,
             "waiting_for_gpus": waiting_all.get(t, 0) - u.waiting_for_quota,
         }
-    return {"source": layer.config.source, "tenants": out}
+    return {"source": admission.config.source, "tenants": out}
 
 
 def export(
@@ -125,7 +126,7 @@ def export(
         until,
         tenant,
     )
-    config = service.policy.config
+    config = service.admission.config
     # the quotas in force now (a replay applies them); other tenants' only to the admin
     quotas = config.as_dict() if config.source != "none" and tenant is None else None
     return {

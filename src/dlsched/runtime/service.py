@@ -22,12 +22,12 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..admission import QuotaAdmission, schedule_pass
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
-from ..policies.quota import QuotaLayer
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
@@ -108,12 +108,13 @@ class SchedulerService:
         # the tenants' turn (a tenant served goes to the back)
         self._to_profile: dict[str, deque[str]] = {}
         self.policy_params = dict(policy_params or {})
-        # every policy runs under the quota layer; without quotas no tenant is ever held back
-        self.policy = QuotaLayer(
-            make_policy(policy, **(policy_params or {})),
-            quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none"),
+        self.policy = make_policy(policy, **(policy_params or {}))
+        # the server always runs the admission stage (it keeps the books the quota API and
+        # metrics read); without quotas no tenant is ever held back
+        self.admission = QuotaAdmission(
+            quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none")
         )
-        self.policy.log = []
+        self.admission.log = []
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
         inventory = [n for n in executor.inventory() if n.alive]
@@ -142,6 +143,7 @@ class SchedulerService:
             workload=self.speed,
             now=self.clock(),
             reclaim_notice_s=reclaim_notice_s,
+            admission=self.admission,
         )
         self.loaning = ServerLoaning(self)
         self.live: dict[str, LiveJob] = {}
@@ -216,7 +218,7 @@ class SchedulerService:
         """The policy's plan, applied whole or not at all, then carried out by the executor
         and recorded in the store (a refused plan is logged and skipped)."""
         state = self.state
-        plan = self.policy.schedule(state)
+        plan = schedule_pass(state, self.policy, self.admission)
         evicted = self._quota_events()
         try:
             applied = state.apply(plan)
@@ -263,7 +265,7 @@ class SchedulerService:
         """The admin API: a tenant's quota, now (validated as a quota file's entry)."""
         quota = quota_from(fields, f"tenants.{tenant}")
         with self._lock:
-            self.policy.set_quota(tenant, quota)
+            self.admission.set_quota(tenant, quota)
         self.wake()
         return self.quotas(tenant)["tenants"][tenant]
 
@@ -542,10 +544,10 @@ class SchedulerService:
         ]
 
     def _quota_events(self) -> dict[str, str]:
-        """The quota layer's admissions and evictions of this pass, for the metrics; returns
+        """The admission stage's admissions and evictions of this pass, for the metrics; returns
         the evicted jobs' reasons."""
         evicted = {}
-        for kind, job, detail in self.policy.log:
+        for kind, job, detail in self.admission.log:
             tenant = job.spec.tenant
             if kind == "admitted":
                 self.metrics.admitted(tenant, detail)
@@ -556,7 +558,7 @@ class SchedulerService:
                     self.store.update_job(
                         job.job_id, event=f"admission withdrawn ({self._why(detail)})"
                     )
-        self.policy.log.clear()
+        self.admission.log.clear()
         return evicted
 
     @staticmethod

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..admission import QuotaAdmission, schedule_pass
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
@@ -110,6 +111,7 @@ class SimResult:
     # the same integrals up to the last arrival: usage over the window every policy shares
     arrivals_end_s: float = 0.0
     gpu_busy_arrivals_s: float = 0.0
+    admission: QuotaAdmission | None = None  # the quota stage, when the run had quotas
 
 
 class Simulator:
@@ -125,9 +127,11 @@ class Simulator:
         config: SimConfig | None = None,
         workload: WorkloadModel = TRACE_MODEL,
         progress: Callable[[int], None] | None = None,
+        admission: QuotaAdmission | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
+        self.admission = admission
         self.config = config = config or SimConfig()
         self.progress = progress
         specs = sorted(jobs, key=lambda s: s.submit_time_s)  # stable: ties keep input order
@@ -151,6 +155,7 @@ class Simulator:
             config.restore_full_batch,
             now=specs[0].submit_time_s if specs else 0.0,
             reclaim_notice_s=config.reclaim_notice_s,
+            admission=admission,
         )
         self._node_events = sorted(config.node_events)
         demand = config.inference_demand
@@ -183,9 +188,11 @@ class Simulator:
         free), ask the policy once, apply its plan."""
         jobs, n, state = self.jobs, len(self.jobs), self.state
         policy, completions, switches = self.policy, self._completions, self._switches
+        admission = self.admission
         node_events, cfg = self._node_events, self.config
         pending, running = state.pending, state.running
         res = SimResult(jobs, self.cluster, policy, cfg, 0, 0, 0.0, 0.0, 0.0, state.now, state.now)
+        res.admission = admission
         if cfg.timeseries:
             state.tenant_log = res.tenant_log
         usage = UsageRecorder(state, res)
@@ -286,7 +293,7 @@ class Simulator:
             if tick <= t:
                 tick = t + interval
                 res.events += 1
-            plan = policy.schedule(state)
+            plan = schedule_pass(state, policy, admission)
             res.schedule_calls += 1
             if done_before != done or arrived_before != i:
                 done_before, arrived_before, idle_passes = done, i, 0

@@ -24,8 +24,9 @@ from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import JobSpec, JobState, JobView, Status
-from ..view import Applied, Plan, PolicyHooks, PolicyView
+from ..view import AdmissionHooks, Applied, Plan, PolicyHooks, PolicyView
 from ..workload_model import TRACE_MODEL, WorkloadModel, one_more_gpu_helps
+from .admitted import AdmittedJobs
 from .costs import Costs
 from .free import FreeGpus
 from .loans import LoanBook
@@ -74,9 +75,15 @@ class ClusterState:
         restore_full_batch: bool = True,
         now: float = 0.0,
         reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
+        admission: AdmissionHooks | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
+        # the admission stage (quotas, :mod:`dlsched.admission`): the policy's queues hold
+        # only the jobs it admitted; without one every arrival is admitted
+        self.admission = admission
+        self.gated = admission is not None
+        self.admissions = AdmittedJobs()  # the stage's books (kept only when gated)
         self.costs = costs or Costs()
         self.workload = workload
         # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares
@@ -108,9 +115,6 @@ class ClusterState:
         self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
         # the same of the pending jobs not admitted, for the admission stage
         self._held_back: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
-        # an admission stage (the quota layer) decides which arrivals policies may schedule;
-        # without one every arrival is admitted
-        self.gated = bool(getattr(policy, "admits", False))
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -153,19 +157,32 @@ class ClusterState:
             queue = orders[(key, bucket)] = PendingQueue(key, jobs, bucket)
         return queue
 
-    # -- admission (the stage that runs before the policy: the quota layer) ------------------------
+    # -- admission (the stage that runs before the policy: dlsched.admission) ----------------------
     def not_admitted(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
         """The pending jobs not admitted, as :meth:`queue` orders and buckets them."""
         return self._order(self._held_back, key, bucket, admitted=False)
 
     def admit(self, job: JobView) -> None:
-        """The admission stage lets the policy schedule ``job`` (pending or running)."""
-        self._set_admitted(self._own(job), True)
+        """The admission stage lets the policy schedule the waiting ``job``: the policy hears
+        of it as an arrival."""
+        own = self._own(job)
+        if not own.admitted:
+            self._set_admitted(own, True)
+            self.admissions.add(own)
+            self.policy.job_arrived(own, self.now)
 
     def dismiss(self, job: JobView) -> None:
         """The admission stage takes ``job`` back (evicted): it leaves the policy's queues
-        (a running one leaves its GPUs by the stage's plan, and waits to be admitted again)."""
-        self._set_admitted(self._own(job), False)
+        (a running one leaves its GPUs by the stage's plan, and waits to be admitted again).
+        The policy hears of it as a job that finished, or was cancelled before it started."""
+        own = self._own(job)
+        if own.admitted:
+            self._set_admitted(own, False)
+            self.admissions.remove(own)
+            if own.status is Status.RUNNING:
+                self.policy.job_finished(own, self.now)
+            else:
+                self.policy.job_cancelled(own, self.now)
 
     def _own(self, job: JobView) -> JobState:
         """The state's own record of a live job a policy names."""
@@ -218,7 +235,10 @@ class ClusterState:
             job.actual_s = job.spec.duration_s
             job.spec = replace(job.spec, duration_s=job.spec.estimate_s, estimate_s=None)
         self._wait(job)
-        self.policy.job_arrived(job, self.now)
+        if self.admission is None:
+            self.policy.job_arrived(job, self.now)
+        else:  # the policy hears of it once admitted
+            self.admission.job_arrived(job, self.now)
 
     def _base_gpus(self, spec: JobSpec) -> int:
         """An elastic job's minimum, or the fewest GPUs above it at which its memory per GPU
@@ -319,7 +339,7 @@ class ClusterState:
                 for job in victims:
                     self._stop(job, by_policy=True)
                     book.stats.forced_preemptions += 1
-                    self.policy.job_requeued(job, self.now)
+                    self._requeued(job)
                     preempted.append(job)
         self._settle_reclaims()
         return preempted
@@ -347,8 +367,11 @@ class ClusterState:
         job.status = Status.DONE
         job.finish = now
         job.finish_time = now
+        self._leave_admission(job)
         for partner in partners:
             self._refresh(partner)
+        if self.admission is not None:
+            self.admission.job_finished(job, now)
         self.policy.job_finished(job, now)
         self._settle_reclaims()
 
@@ -357,7 +380,7 @@ class ClusterState:
         losing the work since its last periodic checkpoint. Not ``counted`` in its failures: a
         failure the runtime puts on the cluster, not on the job."""
         self._stop(job, by_policy=False, counted=counted)
-        self.policy.job_requeued(job, self.now)
+        self._requeued(job)
         self._settle_reclaims()
 
     def cancel(self, job: JobState) -> None:
@@ -369,14 +392,21 @@ class ClusterState:
             job.gpus, job.status = (), Status.CANCELLED
             job.finish_time = INF
             job.version += 1
+            self._leave_admission(job)
             for partner in partners:
                 self._refresh(partner)
+            if self.admission is not None:
+                self.admission.job_finished(job, self.now)
             self.policy.job_finished(job, self.now)
             self._settle_reclaims()
         elif job.status is Status.PENDING:
             self._unwait(job)
             job.status = Status.CANCELLED
-            self.policy.job_cancelled(job, self.now)
+            if job.admitted:  # (one the stage never admitted the policy never heard of)
+                self._leave_admission(job)
+                if self.admission is not None:
+                    self.admission.job_cancelled(job, self.now)
+                self.policy.job_cancelled(job, self.now)
 
     def observe_progress(
         self, job: JobState, fraction_done: float, duration_s: float | None = None
@@ -596,12 +626,26 @@ class ClusterState:
         if queues:
             for queue in queues.values():
                 queue.add(job)
+        if self.gated and job.admitted:
+            self.admissions.waits(job, +1)
 
     def _unqueue(self, job: JobState) -> None:
         queues = self._queues if job.admitted else self._held_back
         if queues:
             for queue in queues.values():
                 queue.remove(job)
+        if self.gated and job.admitted:
+            self.admissions.waits(job, -1)
+
+    def _leave_admission(self, job: JobState) -> None:
+        if self.gated and job.admitted:
+            self.admissions.remove(job)
+
+    def _requeued(self, job: JobState) -> None:
+        """The job stopped by no plan of the policy's (failure, reclaim's deadline)."""
+        if self.admission is not None:
+            self.admission.job_requeued(job, self.now)
+        self.policy.job_requeued(job, self.now)
 
     # -- accounting ------------------------------------------------------------------------------
     def _account(self, job: JobState) -> None:

@@ -86,4 +86,34 @@ def problems(state: ClusterState) -> list[str]:
     )
     if sorted(state.elastic_growable) != growable:
         out.append(f"growable elastic jobs {sorted(state.elastic_growable)}, not {growable}")
+    if state.gated:
+        out += _admission_problems(state)
+    return out
+
+
+def _admission_problems(state: ClusterState) -> list[str]:
+    """The admission stage's books against the live jobs they describe."""
+    out = []
+    books = state.admissions
+    live = [*state.pending.values(), *state.running.values()]
+    admitted: dict[str, set[str]] = {}
+    priorities: dict[str, dict[int, int]] = {}
+    waiting: dict[str, int] = {}
+    for job in live:
+        if not job.admitted:
+            continue
+        t, p = job.spec.tenant, job.spec.priority
+        admitted.setdefault(t, set()).add(job.job_id)
+        priorities.setdefault(t, {})[p] = priorities.get(t, {}).get(p, 0) + 1
+        if job.status is Status.PENDING:
+            waiting[t] = waiting.get(t, 0) + job.base_gpus
+    kept = {t: set(jobs) for t, jobs in books.by_tenant.items() if jobs}
+    if kept != admitted:
+        out.append(f"admitted jobs by tenant {kept}, not {admitted}")
+    counts = {t: dict(c) for t, c in books.priorities.items() if c}
+    if counts != priorities:
+        out.append(f"admitted jobs by priority class {counts}, not {priorities}")
+    reserved = {t: n for t, n in books.waiting_gpus.items() if n}
+    if reserved != waiting:
+        out.append(f"waiting admitted jobs reserve {reserved} GPUs, not {waiting}")
     return out

@@ -1,5 +1,5 @@
 """A what-if view: the cluster as a policy would see it if some running jobs were gone and some
-GPUs freed, without changing the state (the quota layer shows its wrapped policy the cluster
+GPUs freed, without changing the state (the quota stage shows the policy the cluster
 after the evictions and scale-ins it decided in the same pass)."""
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
-"""A quota layer over any policy (Kueue's admission, on GPUs; :mod:`dlsched.tenant_quotas`).
+"""The admission stage: tenant quotas (:mod:`dlsched.tenant_quotas`) with Kueue's semantics.
 
-The wrapped policy orders and places jobs as it does alone, but it only ever hears of *admitted*
-jobs. What a tenant uses is its admitted jobs' GPUs: a running job's as the cluster state counts
-them (so the use follows every change, a failure, a reclaim's scale-in, a cut), a waiting one's
-base size (an elastic job's minimum, a rigid job's request); within a pass, the changes the pass
-plans. A job is admitted when its tenant's use plus the job's base size fits:
+A scheduling pass runs it before the policy (:func:`schedule_pass`, which both backends call),
+as Kueue's scheduler does: the heads of the queues of jobs not admitted, nominated one at a time,
+admitted or preempting for room. The policy then orders and places jobs as it does alone, but
+its queues hold only *admitted* jobs; afterwards the stage charges the policy's plan to the
+tenants and cuts growth beyond what a tenant may take. The cluster state keeps the books (which
+jobs are admitted, in what order, what the waiting ones reserve: :mod:`dlsched.state.admitted`),
+and what a tenant uses is its admitted jobs' GPUs: a running job's as the state counts them (so
+the use follows every change: a failure, a reclaim's scale-in, a cut), a waiting one's base size
+(an elastic job's minimum, a rigid job's request); within a pass, the changes the pass plans. A
+job is admitted when its tenant's use plus the job's base size fits:
 
 - within the tenant's nominal quota; or
 - borrowing: within nominal + borrowing limit, and within its cohort's nominal total (what
@@ -22,10 +27,13 @@ Any`` and ``withinClusterQueue: LowerPriority``:
 - **priority**: a job that does not fit its own tenant's limits may take the place of the
   tenant's own jobs of a lower priority class, lowest class first, then youngest.
 
-Evicted jobs lose their admission and wait to be admitted again. The wrapped policy sees them
-leave as if finished, and their GPUs (and those of shrunk jobs) free in the same pass. Growth
-the wrapped policy plans (an elastic job started or resized larger) is cut to what the tenant
-may still take, and the policy is told (``job_resized``).
+Evicted jobs lose their admission and wait to be admitted again. The policy hears of them from
+the state as if they finished (or were cancelled, not started), and sees their GPUs (and those
+of shrunk jobs) free in the same pass. Growth the policy plans (an elastic job started or resized
+larger) is cut to what the tenant may still take, and the policy is told (``job_resized``).
+
+The simulator runs the stage with ``--quotas``; ``dlsched server`` always (without a quota file
+every tenant's quota is unlimited, so it only keeps the books the API and metrics read).
 
 Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 """
@@ -34,17 +42,16 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
 
-from ..jobs import JobView, Status
-from ..tenant_quotas import TenantConfig, TenantQuota
-from ..view import AdmissionBooks, JobQueue
-from .base import Plan, Policy, PolicyView
-from .elastic import keep_consolidated, smallest_fitting
+from .jobs import JobView, Status
+from .policies.base import Policy
+from .policies.elastic import keep_consolidated, smallest_fitting
+from .tenant_quotas import TenantConfig, TenantQuota
+from .view import AdmissionBooks, JobQueue, Plan, PolicyView
 
-# When a plan gives quota back, the layer asks for another pass this much later to admit what now
-# fits (a pass admits before the wrapped policy plans).
+# When a plan gives quota back, the stage asks for another pass this much later to admit what
+# now fits (a pass admits before the policy plans).
 READMIT_AFTER_S = 1e-3
 
 
@@ -60,6 +67,15 @@ class TenantUsage:
     @property
     def borrowed(self) -> int:
         return max(0, self.used - self.quota.nominal)
+
+
+@dataclass(slots=True)
+class Admitted:
+    """What the admission step of one pass did besides admitting: running jobs evicted (the
+    pass preempts them) and elastic jobs shrunk (job id -> (job, the GPUs it keeps))."""
+
+    evicted: list[JobView] = field(default_factory=list)
+    shrunk: dict[str, tuple[JobView, tuple[int, ...]]] = field(default_factory=dict)
 
 
 def reservation(job: JobView) -> int:
@@ -78,28 +94,26 @@ def admission_bucket(job: JobView) -> tuple:
     return (job.spec.tenant, job.spec.priority, reservation(job))
 
 
-class QuotaLayer(Policy):
-    admits = True  # the admission stage: the state's queues list only the jobs it admitted
+def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmission | None) -> Plan:
+    """One scheduling pass: admission (when there is a stage), the policy's plan on what it
+    admitted, the plan charged to the tenants' quotas. The state applies the result."""
+    if admission is None:
+        return policy.schedule(state)
+    admitted = admission.admit(state, policy)
+    running_gone = [j for j in admitted.evicted if j.status is Status.RUNNING]
+    freed = [
+        (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in admitted.shrunk.values()
+    ]
+    view = state.without(running_gone, freed) if running_gone or freed else state
+    return admission.charge(state, policy, policy.schedule(view), admitted, running_gone)
 
-    def __init__(self, inner: Policy, config: TenantConfig) -> None:
-        self.inner = inner
+
+class QuotaAdmission:
+    def __init__(self, config: TenantConfig) -> None:
         self.config = config
-        self.name = inner.name
-        self.description = f"{inner.description}, with tenant quotas"
-        self.shares_gpus = inner.shares_gpus
-        self.moldable = inner.moldable
-        self.loans_servers = inner.loans_servers
         # tenant -> GPUs its admitted jobs use: from the state's counts at the start of each
         # pass, then as the pass plans (between passes: as the last pass planned)
         self.used: dict[str, int] = {}
-        # tenant -> job id -> (order, job)
-        self.admitted: dict[str, dict[str, tuple[int, JobView]]] = {}
-        # admitted jobs not running, which count their base size: ids, and per tenant the sum
-        self.waiting_ids: set[str] = set()
-        self.waiting_gpus: dict[str, int] = {}
-        # the last plan's starts and preemptions: whether they happened is read from the
-        # state at the next pass (a plan may have been refused)
-        self._planned: list[JobView] = []
         self._changed = False  # a reservation was released or a job arrived since the last pass
         # per cohort: nominal quotas and reservations, summed (tenants the config does not name
         # add the default's nominal quota once seen)
@@ -109,19 +123,14 @@ class QuotaLayer(Policy):
         self.loaned_gpus = 0
         self._seen: set[str] = set(config.tenants)
         self._sum_cohorts()
-        self.priorities: dict[str, dict[int, int]] = {}  # tenant -> priority class -> admitted jobs
-        self._admissions = 0
         # accounting: GPU-seconds above nominal (borrowed) and unused nominal lent, per tenant
         self.borrowed_gpu_s: dict[str, float] = {}
         self.lent_gpu_s: dict[str, float] = {}
         self.evictions: dict[str, int] = {}  # tenant -> its jobs evicted (reclaim or priority)
-        # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s) and
-        # ("evicted", job, reason)
+        # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s),
+        # ("evicted", job, reason) and ("shrunk", job, "reclaim")
         self.log: list[tuple[str, JobView, object]] | None = None
         self._last_t: float | None = None
-
-    def params(self) -> dict:
-        return {**self.inner.params(), "quotas": self.config.source}
 
     def _sum_cohorts(self) -> None:
         """Each cohort's nominal total: its tenants', the default's for each unnamed one seen."""
@@ -144,7 +153,7 @@ class QuotaLayer(Policy):
     def fits(self, tenant: str, gpus: int) -> bool:
         return gpus <= self._room(tenant)
 
-    # -- notifications --------------------------------------------------------------------------
+    # -- notifications from the state (the policy hears of the same from it) ---------------------
     def job_arrived(self, job: JobView, now: float) -> None:
         """It waits in the state's queue of jobs not admitted; its tenant may be new."""
         tenant = job.spec.tenant
@@ -155,69 +164,21 @@ class QuotaLayer(Policy):
                 self.cohort_nominal[d.cohort] = self.cohort_nominal.get(d.cohort, 0) + d.nominal
         self._changed = True
 
-    # Each change of a reservation first charges the interval that ends now at the
+    # Each change of a job's standing first charges the interval that ends now at the
     # reservations that held over it (borrowed and lent GPU-seconds).
     def job_finished(self, job: JobView, now: float) -> None:
+        """An admitted job ended (the state took it out of the books)."""
         self._account(now)
-        self._release(job)
-        self.inner.job_finished(job, now)
+        self._changed = True
 
     def job_requeued(self, job: JobView, now: float) -> None:
+        """An admitted job stopped and waits again, still admitted, at its base size."""
         self._account(now)
-        self._count_waiting(job)  # still admitted, at its base size
-        self.inner.job_requeued(job, now)
 
     def job_cancelled(self, job: JobView, now: float) -> None:
-        if self._is_admitted(job):  # (one not admitted leaves the state's queue: nothing here)
-            self._account(now)
-            self._release(job)
-            self.inner.job_cancelled(job, now)
-
-    def job_progressed(self, job: JobView, now: float) -> None:
-        self.inner.job_progressed(job, now)
-
-    def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
+        """An admitted job was cancelled before it ran."""
         self._account(now)
-        self.inner.job_resized(job, gpus, now)
-
-    def reclaim(self, view: PolicyView, count: int) -> tuple[list[int], Plan]:
-        nodes, plan = self.inner.reclaim(view, count)
-        self._planned.extend(plan.preempt)  # their jobs wait again, at their base size
-        return nodes, plan
-
-    def _is_admitted(self, job: JobView) -> bool:
-        return job.job_id in self.admitted.get(job.spec.tenant, {})
-
-    def _count_waiting(self, job: JobView) -> None:
-        """An admitted job that does not run counts its base size."""
-        if job.job_id not in self.waiting_ids and self._is_admitted(job):
-            self.waiting_ids.add(job.job_id)
-            t = job.spec.tenant
-            self.waiting_gpus[t] = self.waiting_gpus.get(t, 0) + reservation(job)
-
-    def _uncount_waiting(self, job: JobView) -> None:
-        if job.job_id in self.waiting_ids:
-            self.waiting_ids.discard(job.job_id)
-            self.waiting_gpus[job.spec.tenant] -= reservation(job)
-
-    def _admit(self, books: AdmissionBooks, job: JobView, now: float) -> None:
-        books.admit(job)
-        self._admissions += 1
-        self.admitted.setdefault(job.spec.tenant, {})[job.job_id] = (self._admissions, job)
-        self._prioritize(job, +1)
-        self._count_waiting(job)
-        self._use(job.spec.tenant, reservation(job))
-        if self.log is not None:
-            self.log.append(("admitted", job, now - job.pending_since))
-        self.inner.job_arrived(job, now)
-
-    def _release(self, job: JobView) -> None:
-        """The job leaves admission (finished, cancelled or evicted)."""
-        tenant = job.spec.tenant
-        if self.admitted.get(tenant, {}).pop(job.job_id, None) is not None:
-            self._uncount_waiting(job)
-            self._prioritize(job, -1)
-            self._changed = True
+        self._changed = True
 
     @staticmethod
     def _counts(job: JobView, shrunk: dict) -> int:
@@ -240,59 +201,46 @@ class QuotaLayer(Policy):
         if n < 0:
             self._changed = True
 
-    def usage_by_tenant(self, view: PolicyView) -> dict[str, TenantUsage]:
+    # -- queries (the server's API, metrics and dashboard) ----------------------------------------
+    def usage_by_tenant(self, books: AdmissionBooks) -> dict[str, TenantUsage]:
         """Every tenant with a quota, GPUs or waiting jobs: its standing now."""
-        self._settle()
-        held = view.tenant_gpus
+        held, waiting = books.tenant_gpus, books.admissions.waiting_gpus
         not_admitted: dict[str, int] = {}
-        for (t, _, _), bucket in self._held_back(view).buckets.items():
+        for (t, _, _), bucket in self._held_back(books).buckets.items():
             not_admitted[t] = not_admitted.get(t, 0) + len(bucket)
         tenants = (
             set(self.config.tenants)
             | set(held)  # also those whose last job ended: their gauges go to 0
-            | {j.spec.tenant for j in view.pending.values()}
+            | {j.spec.tenant for j in books.pending.values()}
         )
         return {
             t: TenantUsage(
                 self.config.quota(t),
-                held.get(t, 0) + self.waiting_gpus.get(t, 0),
+                held.get(t, 0) + waiting.get(t, 0),
                 held.get(t, 0),
                 not_admitted.get(t, 0),
             )
             for t in sorted(tenants)
         }
 
-    def usage(self, view: PolicyView, tenant: str) -> int:
+    @staticmethod
+    def usage(books: AdmissionBooks, tenant: str) -> int:
         """GPUs the tenant's admitted jobs count now: its running jobs' as the state counts
         them, and its waiting admitted jobs' base sizes."""
-        self._settle()
-        return view.tenant_gpus.get(tenant, 0) + self.waiting_gpus.get(tenant, 0)
+        return books.tenant_gpus.get(tenant, 0) + books.admissions.waiting_gpus.get(tenant, 0)
 
-    def _settle(self) -> None:
-        """Read the outcome of the last plan's entries from the state (a plan may have been
-        refused): a started job no longer waits, a preempted one waits again."""
-        for job in self._planned:
-            if job.job_id not in self.admitted.get(job.spec.tenant, {}):
-                continue
-            if job.status is Status.RUNNING:
-                self._uncount_waiting(job)
-            else:
-                self._count_waiting(job)
-        self._planned = []
-
-    def _recount(self, view: PolicyView) -> None:
+    def _recount(self, books: AdmissionBooks) -> None:
         """Each tenant's use at the start of a pass, from the state."""
-        self._settle()
-        used = {t: n for t, n in view.tenant_gpus.items() if n}
-        for t, n in self.waiting_gpus.items():
+        used = {t: n for t, n in books.tenant_gpus.items() if n}
+        for t, n in books.admissions.waiting_gpus.items():
             if n:
                 used[t] = used.get(t, 0) + n
         if any(used.get(t, 0) < n for t, n in self.used.items()):
             self._changed = True  # quota came back since the last pass
         self.used = used
         self._sum_cohort_use()
-        nodes = view.cluster.nodes
-        self.loaned_gpus = sum(nodes[n].num_gpus for n in view.loans.loaned)
+        nodes = books.cluster.nodes
+        self.loaned_gpus = sum(nodes[n].num_gpus for n in books.loans.loaned)
 
     def _sum_cohort_use(self) -> None:
         self.cohort_used = {}
@@ -320,119 +268,119 @@ class QuotaLayer(Policy):
         unused = self.cohort_nominal.get(cohort, 0) - self.cohort_used.get(cohort, 0)
         return unused + max(0, self.loaned_gpus - others)
 
-    def _prioritize(self, job: JobView, sign: int) -> None:
-        tenant = job.spec.tenant
-        counts = self.priorities.setdefault(tenant, {})
-        counts[job.spec.priority] = counts.get(job.spec.priority, 0) + sign
-        if not counts[job.spec.priority]:
-            del counts[job.spec.priority]
-
     # -- the pass ---------------------------------------------------------------------------------
     @staticmethod
-    def _books(view: PolicyView) -> AdmissionBooks:
-        if not hasattr(view, "admit"):
-            raise TypeError("the quota layer must be given the cluster state (it admits jobs)")
-        return cast(AdmissionBooks, view)
-
-    def _held_back(self, view: PolicyView) -> JobQueue:
+    def _held_back(books: AdmissionBooks) -> JobQueue:
         """The state's jobs not admitted, in buckets of one tenant, priority class and size."""
-        return self._books(view).not_admitted(admission_order, admission_bucket)
+        return books.not_admitted(admission_order, admission_bucket)
 
-    def schedule(self, view: PolicyView) -> Plan:
-        books = self._books(view)
-        now = view.now
-        self._recount(view)
+    def admit(self, books: AdmissionBooks, policy: Policy) -> Admitted:
+        """Kueue's cycle over the jobs not admitted: the head of each (tenant, priority class,
+        size) bucket is nominated in admission order, and admitted if it fits, or if evicting
+        and shrinking other jobs makes it fit (:meth:`_victims`); a bucket whose head cannot is
+        not looked at again, nor the tenant's larger ones of that class. Runs only when quota
+        came back or a job arrived since the last pass."""
+        now = books.now
+        self._recount(books)
         self._account(now)
-        evicted: list[JobView] = []
-        shrunk: dict[str, tuple[JobView, tuple[int, ...]]] = {}  # the layer's scale-ins
-        if self._changed:
-            self._changed = False
-            buckets = self._held_back(view).buckets
-            heads = [(bucket[0][:2], key) for key, bucket in buckets.items()]
-            heapq.heapify(heads)
-            failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
-            # evicted in this pass: they wait for admission again from the next pass
-            gone: set[str] = set()
-            while heads:
-                _, key = heapq.heappop(heads)
-                tenant, priority, need = key
-                if need >= failed.get((tenant, priority), need + 1):
-                    continue  # as large as one that could not be admitted
-                head = _first_not(buckets.get(key, ()), gone)
-                if head is None:
+        done = Admitted()
+        if not self._changed:
+            return done
+        self._changed = False
+        shrunk = done.shrunk
+        buckets = self._held_back(books).buckets
+        heads = [(bucket[0][:2], key) for key, bucket in buckets.items()]
+        heapq.heapify(heads)
+        failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
+        gone: set[str] = set()  # evicted in this pass: admitted again from the next pass
+        while heads:
+            _, key = heapq.heappop(heads)
+            tenant, priority, need = key
+            if need >= failed.get((tenant, priority), need + 1):
+                continue  # as large as one that could not be admitted
+            head = _first_not(buckets.get(key, ()), gone)
+            if head is None:
+                continue
+            job = head[2]
+            if not self.fits(tenant, need):
+                found = self._victims(books, job, need, shrunk)
+                if found is None:
+                    failed[(tenant, priority)] = need
                     continue
-                job = head[2]
-                if not self.fits(tenant, need):
-                    found = self._victims(view, job, need, shrunk)
-                    if found is None:
-                        failed[(tenant, priority)] = need
-                        continue
-                    shrinks, victims = found
-                    for victim, kept in shrinks:
-                        shrunk[victim.job_id] = (victim, kept)
-                        self._use(victim.spec.tenant, len(kept) - len(victim.gpus))
-                        self.inner.job_resized(victim, kept, now)
-                        if self.log is not None:
-                            self.log.append(("shrunk", victim, "reclaim"))
-                    for victim in victims:
-                        reason = "priority" if victim.spec.tenant == tenant else "reclaim"
-                        self._evict(books, victim, now, evicted, reason, shrunk)
-                        gone.add(victim.job_id)
-                self._admit(books, job, now)  # it leaves its bucket
-                head = _first_not(buckets.get(key, ()), gone)
-                if head is not None:
-                    heapq.heappush(heads, (head[:2], key))
-            if evicted:
-                self._changed = True
-        running_gone = [j for j in evicted if j.status is Status.RUNNING]
-        freed = [
-            (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in shrunk.values()
-        ]
-        inner = self.inner.schedule(
-            view.without(running_gone, freed) if running_gone or freed else view
-        )
+                shrinks, victims = found
+                for victim, kept in shrinks:
+                    shrunk[victim.job_id] = (victim, kept)
+                    self._use(victim.spec.tenant, len(kept) - len(victim.gpus))
+                    policy.job_resized(victim, kept, now)
+                    if self.log is not None:
+                        self.log.append(("shrunk", victim, "reclaim"))
+                for victim in victims:
+                    reason = "priority" if victim.spec.tenant == tenant else "reclaim"
+                    self._evict(books, victim, now, reason, shrunk)
+                    done.evicted.append(victim)
+                    gone.add(victim.job_id)
+            books.admit(job)  # it leaves its bucket; the state tells the policy
+            self._use(tenant, reservation(job))
+            if self.log is not None:
+                self.log.append(("admitted", job, now - job.pending_since))
+            head = _first_not(buckets.get(key, ()), gone)
+            if head is not None:
+                heapq.heappush(heads, (head[:2], key))
+        if done.evicted:
+            self._changed = True
+        return done
+
+    def charge(
+        self,
+        view: PolicyView,
+        policy: Policy,
+        planned: Plan,
+        admitted: Admitted,
+        running_gone: list[JobView],
+    ) -> Plan:
+        """The policy's plan charged to the tenants: growth beyond what a tenant may take is
+        cut (the policy is told), the stage's scale-ins and evictions join it, and a pass soon
+        after is asked for when the plan gave quota back."""
         # a copy: policies may return a shared empty plan, which must stay empty
         plan = Plan(
-            list(inner.start),
-            list(inner.preempt),
-            list(inner.resize),
-            inner.wakeup_at,
-            dict(inner.accumulation),
+            list(planned.start),
+            list(planned.preempt),
+            list(planned.resize),
+            planned.wakeup_at,
+            dict(planned.accumulation),
         )
-        self._hold_to_quota(view, plan, shrunk)
+        self._hold_to_quota(view, policy, plan, admitted.shrunk)
         if running_gone:
             plan.preempt = running_gone + plan.preempt
         if self._changed:  # the plan gave quota back (a shrink, a smaller start): admit again
-            again = now + READMIT_AFTER_S
+            again = view.now + READMIT_AFTER_S
             plan.wakeup_at = again if plan.wakeup_at is None else min(plan.wakeup_at, again)
         return plan
 
-    def _hold_to_quota(self, view: PolicyView, plan: Plan, shrunk: dict) -> None:
-        """Charge the wrapped policy's plan; cut growth beyond what tenants may take (and tell
-        it); keep one resize per job, the layer's scale-ins first."""
+    def _hold_to_quota(self, view: PolicyView, policy: Policy, plan: Plan, shrunk: dict) -> None:
+        """Charge the policy's plan; cut growth beyond what tenants may take (and tell it);
+        keep one resize per job, the stage's scale-ins first."""
         now, gpu_node = view.now, view.cluster.gpu_node
         for job in plan.preempt:
-            if self._is_admitted(job):
+            if job.admitted:
                 self._use(job.spec.tenant, reservation(job) - self._counts(job, shrunk))
-                self._planned.append(job)
         for i, (job, gpus) in enumerate(plan.start):
-            if not self._is_admitted(job):
+            if not job.admitted:
                 continue
             extra = len(gpus) - reservation(job)
             room = self._room(job.spec.tenant)
             if extra > room:
                 gpus = keep_consolidated(gpus, reservation(job) + max(0, int(room)), gpu_node)
                 plan.start[i] = (job, gpus)
-                self.inner.job_resized(job, gpus, now)
+                policy.job_resized(job, gpus, now)
             self._use(job.spec.tenant, len(gpus) - reservation(job))
-            self._planned.append(job)
-        # a scale-in of a job the wrapped policy preempts gives way: the job leaves all its GPUs
+        # a scale-in of a job the policy preempts gives way: the job leaves all its GPUs
         # (charged above at its reservation)
         leaving = set(plan.preempt)
         resizes = [(job, gpus) for job, gpus in shrunk.values() if job not in leaving]
         for job, gpus in plan.resize:
-            if job.job_id in shrunk:  # the layer's scale-in stands
-                self.inner.job_resized(job, shrunk[job.job_id][1], now)
+            if job.job_id in shrunk:  # the stage's scale-in stands
+                policy.job_resized(job, shrunk[job.job_id][1], now)
                 continue
             current = len(job.gpus)
             room = self._room(job.spec.tenant)
@@ -442,7 +390,7 @@ class QuotaLayer(Policy):
                     : max(0, current + int(room) - len(kept))
                 ]
                 gpus = tuple(kept + added)
-                self.inner.job_resized(job, gpus, now)
+                policy.job_resized(job, gpus, now)
                 if set(gpus) == set(job.gpus):
                     continue
             self._use(job.spec.tenant, len(gpus) - current)
@@ -450,7 +398,7 @@ class QuotaLayer(Policy):
         plan.resize = resizes
 
     def _victims(
-        self, view: PolicyView, job: JobView, need: int, shrunk: dict
+        self, books: AdmissionBooks, job: JobView, need: int, shrunk: dict
     ) -> tuple[list[tuple[JobView, tuple[int, ...]]], list[JobView]] | None:
         """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
         when none may. As Kueue decides it in one step: the tenant's own jobs of a lower
@@ -461,37 +409,37 @@ class QuotaLayer(Policy):
         q = self.config.quota(tenant)
         used = self.used.get(tenant, 0)
         if q.cohort is not None and used + need <= q.nominal:
-            return self._reclaim(view, tenant, need - self._cohort_room(q.cohort), shrunk)
-        if not any(p < job.spec.priority for p in self.priorities.get(tenant, {})):
+            return self._reclaim(books, tenant, need - self._cohort_room(q.cohort), shrunk)
+        if not any(p < job.spec.priority for p in books.admissions.priorities.get(tenant, {})):
             return None
         own: list[JobView] = []
         freed = 0
-        for _, victim in self._giving_way_first([tenant], below=job.spec.priority):
+        for _, victim in self._giving_way_first(books, [tenant], below=job.spec.priority):
             if self.fits(tenant, need - freed):
                 break
             if (
-                reclaimed := self._reclaim_within_nominal(view, tenant, need, freed, shrunk)
+                reclaimed := self._reclaim_within_nominal(books, tenant, need, freed, shrunk)
             ) is not None:
                 return reclaimed[0], reclaimed[1] + own
             own.append(victim)
             freed += self._counts(victim, shrunk)
         if own and self.fits(tenant, need - freed):
             return [], own
-        reclaimed = self._reclaim_within_nominal(view, tenant, need, freed, shrunk)
+        reclaimed = self._reclaim_within_nominal(books, tenant, need, freed, shrunk)
         return None if reclaimed is None else (reclaimed[0], reclaimed[1] + own)
 
     def _reclaim_within_nominal(
-        self, view: PolicyView, tenant: str, need: int, freed: int, shrunk: dict
+        self, books: AdmissionBooks, tenant: str, need: int, freed: int, shrunk: dict
     ) -> tuple[list[tuple[JobView, tuple[int, ...]]], list[JobView]] | None:
         """Reclaim for ``need`` GPUs once the tenant's own jobs gave ``freed`` back, when that
         brings the job within its nominal quota (else None)."""
         q = self.config.quota(tenant)
         if q.cohort is None or self.used.get(tenant, 0) - freed + need > q.nominal:
             return None
-        return self._reclaim(view, tenant, need - freed - self._cohort_room(q.cohort), shrunk)
+        return self._reclaim(books, tenant, need - freed - self._cohort_room(q.cohort), shrunk)
 
     def _reclaim(
-        self, view: PolicyView, tenant: str, short: int, shrunk: dict
+        self, books: AdmissionBooks, tenant: str, short: int, shrunk: dict
     ) -> tuple[list[tuple[JobView, tuple[int, ...]]], list[JobView]] | None:
         """Scale-ins and evictions of borrowers in the tenant's cohort that give back
         ``short`` GPUs, or None when they cannot."""
@@ -503,26 +451,26 @@ class QuotaLayer(Policy):
         }
         borrowers = [t for t, o in over.items() if o > 0]
         shrinks = []
-        for _, victim in self._giving_way_first(borrowers, running_only=True):
+        for _, victim in self._giving_way_first(books, borrowers, running_only=True):
             if short <= 0:
                 break
-            fewest = smallest_fitting(victim, victim.base_gpus, view)
+            fewest = smallest_fitting(victim, victim.base_gpus, books)
             excess = 0 if fewest is None else len(victim.gpus) - fewest
             if (
                 excess <= 0
                 or over[victim.spec.tenant] <= 0
                 or victim.job_id in shrunk
-                or view.resizing(victim)
-                or view.occupancy.partners(victim)
+                or books.resizing(victim)
+                or books.occupancy.partners(victim)
             ):
                 continue
             give = min(excess, short, over[victim.spec.tenant])
-            kept = keep_consolidated(victim.gpus, len(victim.gpus) - give, view.cluster.gpu_node)
+            kept = keep_consolidated(victim.gpus, len(victim.gpus) - give, books.cluster.gpu_node)
             shrinks.append((victim, kept))
             over[victim.spec.tenant] -= give
             short -= give
         chosen = []
-        for _, victim in self._giving_way_first(borrowers):
+        for _, victim in self._giving_way_first(books, borrowers):
             if short <= 0:
                 break
             if over[victim.spec.tenant] <= 0:
@@ -535,17 +483,22 @@ class QuotaLayer(Policy):
             return None
         return [(v, k) for v, k in shrinks if v not in chosen], chosen
 
+    @staticmethod
     def _giving_way_first(
-        self, tenants: list[str], below: int | None = None, running_only: bool = False
+        books: AdmissionBooks,
+        tenants: list[str],
+        below: int | None = None,
+        running_only: bool = False,
     ) -> list[tuple[int, JobView]]:
         """The tenants' admitted jobs (of a priority below ``below``, when given) in the order
         they give way: not started before running (evicting one costs no work), then, as
         Kueue orders candidates, lower priority first, then the most recently admitted."""
+        admitted = books.admissions.by_tenant
         return sorted(
             (
                 (order, j)
                 for t in tenants
-                for order, j in self.admitted.get(t, {}).values()
+                for order, j in admitted.get(t, {}).values()
                 if (below is None or j.spec.priority < below)
                 and (not running_only or j.status is Status.RUNNING)
             ),
@@ -557,22 +510,16 @@ class QuotaLayer(Policy):
         books: AdmissionBooks,
         victim: JobView,
         now: float,
-        evicted: list[JobView],
         reason: str,
         shrunk: dict,
     ) -> None:
-        books.dismiss(victim)
+        """The victim loses its admission (the state tells the policy it left)."""
         self._use(victim.spec.tenant, -self._counts(victim, shrunk))
         shrunk.pop(victim.job_id, None)
-        self._release(victim)
-        if victim.status is Status.RUNNING:
-            self.inner.job_finished(victim, now)  # it leaves the wrapped policy's world
-        else:
-            self.inner.job_cancelled(victim, now)
+        books.dismiss(victim)
         self.evictions[victim.spec.tenant] = self.evictions.get(victim.spec.tenant, 0) + 1
         if self.log is not None:
             self.log.append(("evicted", victim, reason))
-        evicted.append(victim)
 
     def _account(self, now: float) -> None:
         """Borrowed and lent GPU-seconds since the last pass, at the reservations then."""

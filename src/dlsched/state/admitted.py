@@ -1,0 +1,44 @@
+"""The admission stage's books, kept by the cluster state at every transition.
+
+What a quota stage needs to know of the jobs it admitted, so that it keeps no copy: the live
+admitted jobs of each tenant (waiting or running) in the order they were admitted (a job
+admitted again after an eviction goes to the end), how many of them each priority class has, and
+the GPUs the waiting ones count against their tenant (their base sizes). A running job counts
+the GPUs it holds (``ClusterState.tenant_gpus``).
+"""
+
+from __future__ import annotations
+
+from ..jobs import JobState
+
+
+class AdmittedJobs:
+    def __init__(self) -> None:
+        # tenant -> job id -> (admission number, job), in the order of admission
+        self.by_tenant: dict[str, dict[str, tuple[int, JobState]]] = {}
+        self._admissions = 0
+        # tenant -> priority class -> its admitted live jobs
+        self.priorities: dict[str, dict[int, int]] = {}
+        # tenant -> base sizes of its admitted jobs that wait
+        self.waiting_gpus: dict[str, int] = {}
+
+    def add(self, job: JobState) -> None:
+        tenant, priority = job.spec.tenant, job.spec.priority
+        self._admissions += 1
+        self.by_tenant.setdefault(tenant, {})[job.job_id] = (self._admissions, job)
+        counts = self.priorities.setdefault(tenant, {})
+        counts[priority] = counts.get(priority, 0) + 1
+
+    def remove(self, job: JobState) -> None:
+        tenant, priority = job.spec.tenant, job.spec.priority
+        if self.by_tenant.get(tenant, {}).pop(job.job_id, None) is None:
+            return
+        counts = self.priorities[tenant]
+        counts[priority] -= 1
+        if not counts[priority]:
+            del counts[priority]
+
+    def waits(self, job: JobState, sign: int) -> None:
+        """An admitted job starts (-1) or stops (+1) waiting."""
+        tenant = job.spec.tenant
+        self.waiting_gpus[tenant] = self.waiting_gpus.get(tenant, 0) + sign * job.base_gpus

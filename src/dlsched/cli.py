@@ -486,6 +486,34 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import load_spec, run_sweep
+
+    if args.cpus is not None and args.cpus < 1:
+        raise SpecError("cpus", "must be at least 1")
+    spec = load_spec(args.spec)  # every field checked before any run starts
+    result = run_sweep(
+        spec,
+        args.out,
+        force=args.force,
+        sequential=args.sequential,
+        ray_address=args.ray_address,
+        ray_token_file=args.ray_token_file,
+        cpus=args.cpus,
+        progress=not args.no_progress,
+    )
+    o = result.outcome
+    print(result.tables())
+    print(
+        f"\n{len(o.done)} runs done now, {len(o.cached)} found done before, "
+        f"{len(o.failed)} failed, of {len(spec.runs)}; wrote {args.out}/sweep.csv, report.html"
+    )
+    for run, error in o.failed:
+        point = ", ".join(f"{k}={v}" for k, v in run.point)
+        print(f"FAILED {point or 'run'} seed {run.seed}: {error.splitlines()[-1]}")
+    return 0 if result.ok else 1
+
+
 def cmd_traces(args) -> int:
     from .traces import BUNDLED, load_trace
 
@@ -701,6 +729,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", help="a folder written by simulate or compare")
     p.add_argument("--out", help="HTML file (default DIR/report.html)")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser(
+        "sweep",
+        help="a grid of simulations (policies x loads x ... x seeds) on Ray, cached and "
+        "resumable, with confidence intervals",
+        description="Run every combination of a sweep spec's axes, per seed, as Ray tasks (an "
+        "embedded Ray on every core, or --ray-address); runs done before are skipped. Writes "
+        "OUT/sweep.csv, OUT/report.html and each run's outputs under OUT/runs/. Exit code 1 "
+        "when some run failed (listed at the end and in OUT/failures.json). The spec's format: "
+        "docs/sweeps.md.",
+    )
+    p.add_argument("spec", help="the sweep spec (YAML)")
+    p.add_argument("--out", required=True, help="the sweep's folder (its runs and reports)")
+    p.add_argument("--force", action="store_true", help="rerun the runs done before")
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="one run after another in this process, without Ray",
+    )
+    p.add_argument("--cpus", type=int, help="embedded Ray: runs at once (default: every core)")
+    p.add_argument("--ray-address", help="an existing Ray cluster (dlsched installed on its nodes)")
+    p.add_argument(
+        "--ray-token-file",
+        help="the cluster's auth token file (as the server's); embedded: default OUT/ray.token",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
     sub.add_parser("traces", help="list the bundled traces with their job counts").set_defaults(
         func=cmd_traces
     )

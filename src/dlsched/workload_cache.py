@@ -47,17 +47,17 @@ def package_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _describe(value: Any) -> Any:
+def describe_inputs(value: Any) -> Any:
     """An input as it goes into the key: a file by its contents, anything else as it is."""
     if isinstance(value, str) and value and Path(value).is_file():
         return {"file_sha256": hashlib.sha256(Path(value).read_bytes()).hexdigest()}
     if isinstance(value, dict):
-        return {str(k): _describe(v) for k, v in sorted(value.items())}
+        return {str(k): describe_inputs(v) for k, v in sorted(value.items())}
     return value
 
 
 def entry_path(cache_dir: Path, inputs: dict[str, Any]) -> Path:
-    material = [ENTRY_FORMAT, package_fingerprint(), _describe(inputs)]
+    material = [ENTRY_FORMAT, package_fingerprint(), describe_inputs(inputs)]
     key = hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode())
     return cache_dir / "workloads" / f"{key.hexdigest()}.pickle"
 

@@ -1,0 +1,239 @@
+"""Running a sweep's simulations: each as a Ray task (an embedded local Ray using every core by
+default, or an existing cluster), or one after another in this process (``sequential``).
+
+Each distinct workload (trace, cluster, workload options, seed) is prepared once, by one task,
+and handed to its runs through Ray's object store. A run's outputs are kept under
+``OUT/runs/<key>/``, where the key hashes everything that determines them: the run's settings
+and seed, the contents of every file a setting names (a trace, a quota file, a plug-in's
+module) and the package's own files (:func:`dlsched.workload_cache.package_fingerprint`). A run
+whose folder exists is done: a folder is written whole under a temporary name and renamed, so
+a sweep killed midway loses only the runs in flight, and running it again skips the others.
+A run that fails does not stop the others; it is listed with its error and tried again next
+time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .spec import RunSpec
+
+KEY_FORMAT = 1  # raise when what a run's folder holds changes
+RUN_FILE = "run.json"  # the run's settings, seed and axis values, beside its outputs
+
+
+def run_key(run: RunSpec) -> str:
+    """The hash of everything that determines the run's outputs."""
+    from ..workload_cache import describe_inputs, package_fingerprint
+
+    material = [KEY_FORMAT, package_fingerprint(), describe_inputs(run.describe())]
+    policy = run.get("policy")
+    if ":" in policy.name:  # a plug-in: its module's source is an input too
+        spec = importlib.util.find_spec(policy.name.split(":")[0])
+        if spec is not None and spec.origin and Path(spec.origin).is_file():
+            material.append(describe_inputs(spec.origin))
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode()).hexdigest()[
+        :24
+    ]
+
+
+def prepare_workload(settings: dict) -> Any:
+    """The prepared workload of a run's workload settings (through the workload cache)."""
+    from ..prepare import prepare
+    from ..workload_cache import default_cache_dir
+
+    settings = dict(settings)
+    trace, cluster = settings.pop("trace"), settings.pop("cluster", None)
+    return prepare(trace, cluster, cache_dir=default_cache_dir(), **settings)
+
+
+def simulate_run(workload: Any, run: RunSpec) -> dict[str, bytes]:
+    """Simulate one run on its prepared workload: its output files, by name."""
+    from ..runs import simulate
+
+    policy = run.get("policy")
+    done = simulate(workload, policy.name, params=dict(policy.params), **run.run_settings())
+    with tempfile.TemporaryDirectory(prefix="dlsched-run-") as tmp:
+        done.write(tmp)
+        return {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+
+
+@dataclass
+class Outcome:
+    """What became of a sweep's runs in this invocation."""
+
+    done: list[RunSpec] = field(default_factory=list)  # ran now
+    cached: list[RunSpec] = field(default_factory=list)  # found done before
+    failed: list[tuple[RunSpec, str]] = field(default_factory=list)  # with the error
+    nodes: dict[str, str] = field(default_factory=dict)  # run key -> the Ray node it ran on
+
+
+def store_run(runs_dir: Path, key: str, run: RunSpec, files: dict[str, bytes]) -> None:
+    """Write a run's folder whole, then rename it into place (a crash leaves no half)."""
+    tmp = runs_dir / f".tmp-{key}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    record = {"settings": run.describe(), "point": dict(run.point), "seed": run.seed}
+    (tmp / RUN_FILE).write_text(json.dumps(record, indent=1, sort_keys=True))
+    final = runs_dir / key
+    if final.exists():  # --force: the new outputs replace the old
+        shutil.rmtree(final)
+    tmp.rename(final)
+
+
+def execute(
+    runs: list[RunSpec],
+    out: Path,
+    *,
+    force: bool = False,
+    sequential: bool = False,
+    ray_address: str | None = None,
+    ray_token_file: str | None = None,
+    cpus: int | None = None,
+    progress: Callable[[int, int, int, int], None] | None = None,
+) -> Outcome:
+    """Run what is not done yet of ``runs`` (all with ``force``); ``progress(done, running,
+    failed, total)`` after each change."""
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    _drop_halves(runs_dir)
+    outcome = Outcome()
+    todo: dict[str, RunSpec] = {}
+    for run in runs:
+        key = run_key(run)
+        if not force and (runs_dir / key).is_dir():
+            outcome.cached.append(run)
+        else:
+            todo[key] = run
+    total = len(runs)
+
+    def report(running: int) -> None:
+        if progress is not None:
+            done = len(outcome.done) + len(outcome.cached)
+            progress(done, running, len(outcome.failed), total)
+
+    report(0)
+    if todo:
+        run_all = _run_here if sequential else _run_on_ray
+        run_all(todo, runs_dir, outcome, report, ray_address, ray_token_file, cpus, out)
+    return outcome
+
+
+def _drop_halves(runs_dir: Path) -> None:
+    """Remove the folders a killed sweep was writing (its process is gone)."""
+    for tmp in runs_dir.glob(".tmp-*"):
+        try:
+            os.kill(int(tmp.name.rsplit("-", 1)[1]), 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(tmp, ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            pass
+
+
+def _error(e: BaseException) -> str:
+    """A failure's last line, then where it happened (for the failures table and file)."""
+    text = "".join(traceback.format_exception(e)).strip()
+    return text[-4000:]
+
+
+def _run_here(todo, runs_dir, outcome, report, *_) -> None:
+    workloads: dict[str, Any] = {}
+    for key, run in todo.items():
+        report(1)
+        wkey = json.dumps(run.workload_settings(), sort_keys=True, default=repr)
+        try:
+            if wkey not in workloads:
+                workloads[wkey] = prepare_workload(run.workload_settings())
+            store_run(runs_dir, key, run, simulate_run(workloads[wkey], run))
+        except Exception as e:  # one failed run does not stop the others
+            outcome.failed.append((run, _error(e)))
+        else:
+            outcome.done.append(run)
+    report(0)
+
+
+def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out) -> None:
+    ray = connect_ray(address, token_file, cpus, out)
+    prepare_task = ray.remote(num_cpus=1)(prepare_workload)
+    simulate_task = ray.remote(num_cpus=1)(_simulate_task)
+    workloads: dict[str, Any] = {}
+    pending: dict[Any, tuple[str, RunSpec]] = {}
+    for key, run in todo.items():
+        wkey = json.dumps(run.workload_settings(), sort_keys=True, default=repr)
+        if wkey not in workloads:  # prepared once, shared through the object store
+            workloads[wkey] = prepare_task.remote(run.workload_settings())
+        pending[simulate_task.remote(workloads[wkey], run)] = (key, run)
+    report(len(pending))
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                key, run = pending.pop(ref)
+                try:
+                    files, node = ray.get(ref)
+                except Exception as e:  # the task's error (or its workload's), re-raised here
+                    outcome.failed.append((run, _error(_cause(e))))
+                else:
+                    store_run(runs_dir, key, run, files)
+                    outcome.done.append(run)
+                    outcome.nodes[key] = node
+            report(len(pending))
+    finally:
+        for ref in pending:  # interrupted: nothing more is wanted of these
+            ray.cancel(ref, force=True)
+
+
+def _simulate_task(workload: Any, run: RunSpec) -> tuple[dict[str, bytes], str]:
+    import ray
+
+    return simulate_run(workload, run), ray.get_runtime_context().get_node_id()
+
+
+def _cause(e: BaseException) -> BaseException:
+    """A Ray task error's own exception, when Ray kept it."""
+    cause = getattr(e, "cause", None)
+    return cause if isinstance(cause, BaseException) else e
+
+
+def connect_ray(address: str | None, token_file: str | None, cpus: int | None, out: Path):
+    """Ray, connected: to ``address`` with its token (as ``dlsched server`` attaches), or an
+    embedded cluster on this machine using ``cpus`` (default every core), started now and
+    stopped when this process exits."""
+    if "ray" not in sys.modules:  # (a test that started a cluster has configured Ray already)
+        from ..runtime.ray_setup import configure_ray
+
+        if address is not None and token_file is None:
+            from ..errors import SpecError
+
+            raise SpecError(
+                "ray-token-file", "an existing cluster needs its token file (as the server's)"
+            )
+        configure_ray(Path(token_file or out / "ray.token"), embedded=address is None)
+    try:
+        import ray
+    except ImportError:
+        from ..errors import SpecError
+
+        raise SpecError(
+            "sweep", "running on Ray needs Ray: pip install 'dlsched[sweep]' (or --sequential)"
+        ) from None
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
+        if address is None:
+            kwargs.update(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False)
+        ray.init(address=address, **kwargs)
+    return ray

@@ -1,0 +1,346 @@
+"""A sweep's spec: the settings every run shares, the axes whose combinations are the runs, the
+seeds, and what to report. Read from YAML (``dlsched sweep SPEC.yaml``) or given as a dict
+(:func:`dlsched.sweep.run_sweep`); every field is checked before any run starts, and an error
+names the field::
+
+    name: load sweep              # the report's title (default: the file's name)
+    runs:                         # settings of every run
+      trace: philly
+      cluster: 64x8:V100
+      limit: 4000
+    axes:                         # every combination of these values is one run, per seed
+      policy: [fifo, tiresias, {name: srtf, params: {scan: strict}, label: srtf-strict}]
+      load: [0.5, 1.0, 2.0]
+    seeds: [0, 1, 2]              # default [0]: the workload's seed (models, deadlines, ...)
+    report:
+      metrics: [mean_jct_s, makespan_s]   # summary fields (default: mean JCT, mean queueing,
+                                          # makespan, GPU utilization)
+      baseline: fifo              # each policy against it (default: the first policy)
+      x: load                     # the axis the report plots along (default: the first other)
+
+The settings are those of ``dlsched simulate`` (:data:`SETTINGS`), by their Python names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+
+# the limits of a spec: a sweep is a grid of simulations, each minutes long at most
+MAX_RUNS = 10_000
+MAX_SEEDS = 1_000
+MAX_AXIS_VALUES = 1_000
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > 4096:
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _number(low: float, high: float, strict_low: bool = False) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ValueError("must be a number")
+        if value < low or value > high or (strict_low and value == low):
+            raise ValueError(f"must be in {'(' if strict_low else '['}{low}, {high}]")
+        return value
+
+    return check
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _mapping(value: Any) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValueError("must be a mapping of names to values")
+    return dict(value)
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value
+
+    return check
+
+
+# workload settings (dlsched.prepare.prepare's keywords): runs that share them share one
+# prepared workload
+def _trace(value: Any) -> str:
+    from ..traces import BUNDLED
+
+    name = _text(value)
+    if name not in BUNDLED and name != "synthetic" and not Path(name).is_file():
+        raise ValueError(f"'{name}' is neither a bundled trace, synthetic, nor a file")
+    return name
+
+
+def _cluster(value: Any) -> str:
+    from ..cluster import parse_cluster_spec
+
+    try:
+        parse_cluster_spec(_text(value))
+    except SpecError as e:
+        raise ValueError(e.reason) from None
+    return value
+
+
+def _file(value: Any) -> str:
+    name = _text(value)
+    if not Path(name).is_file():
+        raise ValueError(f"no file {name}")
+    return name
+
+
+def _quotas(value: Any) -> str:
+    name = _text(value)
+    if name not in ("equal", "philly-vc") and not Path(name).is_file():
+        raise ValueError(f"'{name}' is neither equal, philly-vc nor a file")
+    return name
+
+
+WORKLOAD: dict[str, Callable[[Any], Any]] = {
+    "trace": _trace,
+    "cluster": _cluster,
+    "format": _text,
+    "mapping": _file,
+    "trace_params": _mapping,
+    "skip_invalid": _flag,
+    "perf": _flag,
+    "load": _number(0.0, 1e6, strict_low=True),
+    "elastic_fraction": _number(0.0, 1.0),
+    "limit": _count,
+    "deadlines": _flag,
+}
+# run settings (dlsched.runs.simulate's keywords, the simulator's costs among them)
+RUN: dict[str, Callable[[Any], Any]] = {
+    "quotas": _quotas,
+    "hard_quotas": _flag,
+    "inference_demand": _text,
+    "peak_share": _number(0.0, 1.0, strict_low=True),
+    "restart_overhead_s": _number(0.0, 1e7),
+    "startup_overhead_s": _number(0.0, 1e7),
+    "checkpoint_interval_s": _number(0.0, 1e9, strict_low=True),
+    "schedule_interval_s": _number(0.0, 1e9, strict_low=True),
+    "resize_mechanism": _choice("background", "stop-resume"),
+    "stop_resume_s": _number(0.0, 1e7),
+    "checkpoint_mib_s": _number(0.0, 1e9, strict_low=True),
+    "reclaim_notice_s": _number(0.0, 1e9),
+}
+SETTINGS = {**WORKLOAD, **RUN, "policy": None}  # policy: checked by _policy
+DEFAULT_METRICS = ("mean_jct_s", "mean_queue_s", "makespan_s", "gpu_utilization")
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """A policy with its parameters, and the label its runs are reported under."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+    label: str = ""
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "params": dict(self.params)}
+
+
+def _policy(value: Any, where: str) -> PolicyChoice:
+    from ..policies.catalog import make_policy
+
+    if isinstance(value, str):
+        name, params, label = value, {}, value
+    elif isinstance(value, dict):
+        unknown = set(value) - {"name", "params", "label"}
+        if unknown:
+            raise SpecError(where, f"unknown key '{sorted(unknown)[0]}' (name, params, label)")
+        try:
+            name = _text(value.get("name"))
+            params = _mapping(value.get("params", {}))
+            label = _text(value.get("label", name))
+        except ValueError as e:
+            raise SpecError(where, str(e)) from None
+    else:
+        raise SpecError(where, "a policy is a name or {name, params, label}")
+    try:
+        make_policy(name, **params)  # unknown names and parameters are refused now
+    except SpecError as e:
+        raise SpecError(where, e.reason) from None
+    except Exception as e:  # a parameter's own check (a ValueError, a TypeError...)
+        raise SpecError(where, f"policy '{name}' refused its parameters: {e}") from None
+    return PolicyChoice(name, tuple(sorted(params.items())), label)
+
+
+def _setting(key: str, value: Any, where: str) -> Any:
+    if key not in SETTINGS:
+        raise SpecError(where, f"unknown setting '{key}' (one of {', '.join(sorted(SETTINGS))})")
+    if key == "policy":
+        return _policy(value, where)
+    try:
+        return SETTINGS[key](value)  # type: ignore[misc]
+    except ValueError as e:
+        raise SpecError(where, str(e)) from None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One simulation of a sweep: its settings (``policy`` a :class:`PolicyChoice`), its seed,
+    and the axis values that single it out (for the tables)."""
+
+    settings: tuple[tuple[str, Any], ...]
+    seed: int
+    point: tuple[tuple[str, Any], ...]  # axis -> value as reported (a policy by its label)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.settings).get(key, default)
+
+    def workload_settings(self) -> dict:
+        """What dlsched.prepare.prepare takes (trace and cluster among them), with the seed."""
+        out = {k: v for k, v in self.settings if k in WORKLOAD}
+        out["seed"] = self.seed
+        return out
+
+    def run_settings(self) -> dict:
+        return {k: v for k, v in self.settings if k in RUN}
+
+    def describe(self) -> dict:
+        """Everything that determines the run's outputs, as plain data."""
+        out = {k: (v.as_dict() if isinstance(v, PolicyChoice) else v) for k, v in self.settings}
+        return {**out, "seed": self.seed}
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    runs: list[RunSpec]
+    axes: dict[str, list[Any]]  # axis -> values as reported
+    seeds: list[int]
+    metrics: list[str]
+    baseline: str | None  # a policy label
+    x: str | None  # the axis the report plots along
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    from ..yamlfile import read_yaml
+
+    data = read_yaml(path, "spec")
+    return parse_spec(data, default_name=Path(path).stem, source=str(path))
+
+
+def parse_spec(data: Any, default_name: str = "sweep", source: str = "") -> SweepSpec:
+    """Check every field of a spec and expand it into its runs."""
+    if not isinstance(data, Mapping):
+        raise SpecError("spec", "a sweep spec is a mapping (name, runs, axes, seeds, report)")
+    unknown = set(data) - {"name", "runs", "axes", "seeds", "report"}
+    if unknown:
+        raise SpecError(
+            f"spec.{sorted(unknown)[0]}", "unknown field (name, runs, axes, seeds, report)"
+        )
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise SpecError("name", "must be a non-empty string of at most 200 characters")
+    shared_raw = data.get("runs") or {}
+    if not isinstance(shared_raw, Mapping):
+        raise SpecError("runs", "must be a mapping of settings")
+    shared = {k: _setting(k, v, f"runs.{k}") for k, v in shared_raw.items()}
+    axes_raw = data.get("axes") or {}
+    if not isinstance(axes_raw, Mapping):
+        raise SpecError("axes", "must be a mapping of a setting to its list of values")
+    axes: dict[str, list[Any]] = {}
+    for key, values in axes_raw.items():
+        where = f"axes.{key}"
+        if key not in SETTINGS:
+            raise SpecError(where, f"unknown setting (one of {', '.join(sorted(SETTINGS))})")
+        if key in shared:
+            raise SpecError(where, "is also set under runs: set it in one place")
+        if not isinstance(values, list) or not values or len(values) > MAX_AXIS_VALUES:
+            raise SpecError(where, f"must be a list of 1 to {MAX_AXIS_VALUES} values")
+        axes[key] = [_setting(key, v, f"{where}[{i}]") for i, v in enumerate(values)]
+        labels = [_label(v) for v in axes[key]]
+        if len(set(labels)) != len(labels):
+            raise SpecError(where, "has a value twice (give policies distinct labels)")
+    if "policy" not in shared and "policy" not in axes:
+        raise SpecError("runs.policy", "no policy: set runs.policy or the axis axes.policy")
+    if "trace" not in shared and "trace" not in axes:
+        raise SpecError("runs.trace", "no trace: set runs.trace or the axis axes.trace")
+    seeds = data.get("seeds", [0])
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or len(seeds) > MAX_SEEDS
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+        or len(set(seeds)) != len(seeds)
+    ):
+        raise SpecError("seeds", f"must be a list of 1 to {MAX_SEEDS} distinct integers >= 0")
+    runs = []
+    keys = list(axes)
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        point = tuple((k, _label(v)) for k, v in zip(keys, combo))
+        settings = tuple(sorted({**shared, **dict(zip(keys, combo))}.items()))
+        for seed in seeds:
+            runs.append(RunSpec(settings, seed, point))
+            if len(runs) > MAX_RUNS:
+                raise SpecError("axes", f"more than {MAX_RUNS:,} runs (axes x seeds)")
+    report = data.get("report") or {}
+    if not isinstance(report, Mapping):
+        raise SpecError("report", "must be a mapping (metrics, baseline, x)")
+    unknown = set(report) - {"metrics", "baseline", "x"}
+    if unknown:
+        raise SpecError(f"report.{sorted(unknown)[0]}", "unknown field (metrics, baseline, x)")
+    metrics = report.get("metrics", list(DEFAULT_METRICS))
+    from ..report.columns import COLUMNS
+
+    known = [key for key, _, _ in COLUMNS]
+    if not isinstance(metrics, list) or not metrics:
+        raise SpecError("report.metrics", f"must be a list of summary fields ({', '.join(known)})")
+    for i, m in enumerate(metrics):
+        if m not in known:
+            raise SpecError(f"report.metrics[{i}]", f"'{m}' is none of {', '.join(known)}")
+    labels = [_label(v) for v in axes.get("policy", [shared.get("policy")])]
+    baseline = report.get("baseline", labels[0])
+    if baseline not in labels:
+        raise SpecError(
+            "report.baseline", f"'{baseline}' is none of the policies ({', '.join(labels)})"
+        )
+    others = [k for k in axes if k != "policy"]
+    x = report.get("x", others[0] if others else None)
+    if x is not None and x not in others:
+        raise SpecError(
+            "report.x", f"'{x}' is not an axis other than policy ({', '.join(others) or 'none'})"
+        )
+    return SweepSpec(
+        name,
+        runs,
+        {k: [_label(v) for v in vs] for k, vs in axes.items()},
+        list(seeds),
+        list(metrics),
+        baseline,
+        x,
+        source,
+    )
+
+
+def _label(value: Any) -> Any:
+    return value.label if isinstance(value, PolicyChoice) else value

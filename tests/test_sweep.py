@@ -1,0 +1,198 @@
+"""Sweeps (dlsched.sweep): the spec's checks, the cache and resumption, failures, the tables'
+confidence intervals; on Ray, runs spread over two nodes give the sequential runs' outputs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dlsched.errors import SpecError
+from dlsched.stats import mean_ci
+from dlsched.sweep import parse_spec, run_sweep
+from dlsched.sweep.execute import run_key
+
+SYNTHETIC = {"trace": "synthetic", "cluster": "4x8:V100", "trace_params": {"num_jobs": 150}}
+
+
+def spec(**over):
+    data = {"runs": dict(SYNTHETIC), "axes": {"policy": ["fifo", "srtf"]}, "seeds": [0, 1, 2]}
+    data.update(over)
+    return data
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"axes": {"polcy": ["fifo"]}}, "axes.polcy"),
+        ({"axes": {"policy": ["fifo", "no-such-policy"]}}, "axes.policy[1]"),
+        ({"axes": {"policy": [{"name": "tiresias", "params": {"nope": 1}}]}}, "axes.policy[0]"),
+        ({"axes": {"policy": ["fifo"], "load": [1.0, -2]}}, "axes.load[1]"),
+        ({"axes": {"policy": ["fifo", "fifo"]}}, "axes.policy"),
+        (
+            {"runs": {}, "axes": {"policy": ["fifo"], "trace": ["philly", "/no/x.csv"]}},
+            "axes.trace[1]",
+        ),
+        ({"runs": {"trace": "philly"}, "axes": {"cluster": ["8x8", "8y8"]}}, "axes.cluster[1]"),
+        ({"axes": {"policy": ["fifo"], "trace": ["philly"]}}, "axes.trace"),  # also under runs
+        ({"axes": {"policy": ["fifo"], "quotas": ["equal", "nope"]}}, "axes.quotas[1]"),
+        ({"seeds": [0, 0]}, "seeds"),
+        ({"seeds": [-1]}, "seeds"),
+        ({"report": {"metrics": ["mean_jct_s", "jct"]}}, "report.metrics[1]"),
+        ({"report": {"baseline": "tiresias"}}, "report.baseline"),
+        ({"report": {"x": "load"}}, "report.x"),
+        ({"extra": 1}, "spec.extra"),
+        ({"axes": {"policy": ["fifo"], "limit": [0]}}, "axes.limit[0]"),
+    ],
+)
+def test_a_bad_spec_is_refused_before_any_run_naming_the_field(tmp_path, change, field):
+    with pytest.raises(SpecError) as e:
+        run_sweep(spec(**change), tmp_path / "out", sequential=True)
+    assert e.value.field == field, e.value
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing was written
+
+
+def test_a_spec_expands_to_every_combination_per_seed():
+    s = parse_spec(spec(axes={"policy": ["fifo", "srtf"], "load": [1.0, 2.0]}, seeds=[0, 5]))
+    assert len(s.runs) == 2 * 2 * 2
+    assert {(r.get("policy").label, r.get("load"), r.seed) for r in s.runs} == {
+        (p, load, seed) for p in ("fifo", "srtf") for load in (1.0, 2.0) for seed in (0, 5)
+    }
+    assert s.baseline == "fifo" and s.x == "load"
+
+
+def test_the_tables_are_means_with_t_intervals_across_seeds_and_paired_ratios(tmp_path):
+    result = run_sweep(spec(), tmp_path, sequential=True)
+    assert result.ok and len(result.outcome.done) == 6
+    rows = {(r["policy"], r["seed"]): r for r in result.rows}
+    cell = result.aggregates["mean_jct_s"][()]["srtf"]
+    values = [rows[("srtf", s)]["mean_jct_s"] for s in (0, 1, 2)]
+    assert (cell["mean"], cell["ci"]) == pytest.approx(mean_ci(values))
+    assert cell["ci"] > 0  # the seed changes the synthetic workload
+    ratios = [rows[("srtf", s)]["mean_jct_s"] / rows[("fifo", s)]["mean_jct_s"] for s in (0, 1, 2)]
+    assert (cell["rel_mean"], cell["rel_ci"]) == pytest.approx(mean_ci(ratios))
+    lines = (tmp_path / "sweep.csv").read_text().splitlines()
+    assert len(lines) == 7 and lines[0].startswith("policy,seed,run,")
+    assert "srtf" in result.tables() and "±" in (tmp_path / "report.html").read_text()
+
+
+def test_a_second_sweep_skips_finished_runs_and_force_reruns_them(tmp_path):
+    s = spec()
+    run_sweep(s, tmp_path, sequential=True)
+    again = run_sweep(s, tmp_path, sequential=True)
+    assert (len(again.outcome.done), len(again.outcome.cached)) == (0, 6)
+    forced = run_sweep(s, tmp_path, sequential=True, force=True)
+    assert (len(forced.outcome.done), len(forced.outcome.cached)) == (6, 0)
+
+
+def test_the_cache_misses_when_any_input_changes(tmp_path):
+    base = parse_spec(spec()).runs[0]
+    keys = {run_key(base)}
+    for change in (
+        {"runs": {**SYNTHETIC, "load": 2.0}},
+        {"runs": {**SYNTHETIC, "trace_params": {"num_jobs": 151}}},
+        {"runs": {**SYNTHETIC, "restart_overhead_s": 1.0}},
+        {"axes": {"policy": [{"name": "fifo", "params": {"scan": "backfill"}}]}},
+        {"seeds": [7]},
+    ):
+        keys.add(run_key(parse_spec(spec(**change)).runs[0]))
+    assert len(keys) == 6
+    trace = tmp_path / "t.csv"  # a trace file: its contents are an input, not its name
+    trace.write_text("timestamp,duration,num_gpus,cluster\n2017-10-03 10:00:00,100,1,vc1\n")
+    one = run_key(parse_spec(spec(runs={"trace": str(trace), "cluster": "1x8"})).runs[0])
+    trace.write_text("timestamp,duration,num_gpus,cluster\n2017-10-03 10:00:00,101,1,vc1\n")
+    two = run_key(parse_spec(spec(runs={"trace": str(trace), "cluster": "1x8"})).runs[0])
+    assert one != two
+    # a label names a run in the tables; it does not change what the run computes
+    relabelled = spec(axes={"policy": [{"name": "fifo", "label": "plain"}, "srtf"]})
+    assert run_key(parse_spec(relabelled).runs[0]) == run_key(base)
+
+
+def test_a_failing_run_is_listed_and_the_others_finish(tmp_path):
+    bad = tmp_path / "bad.csv"  # a trace file with a malformed row: its runs fail at preparation
+    bad.write_text("timestamp,duration,num_gpus,cluster\n2017-10-03 10:00:00,100,x,vc1\n")
+    s = spec(axes={"policy": ["fifo"], "trace": ["synthetic", str(bad)]}, seeds=[0])
+    s["runs"] = {"cluster": "4x8:V100", "trace_params": {"num_jobs": 50}}
+    result = run_sweep(s, tmp_path / "out", sequential=True)
+    assert not result.ok and len(result.outcome.done) == 1
+    ((run, error),) = result.outcome.failed
+    assert run.get("trace") == str(bad) and "num_gpus" in error
+    listed = json.loads((tmp_path / "out" / "failures.json").read_text())
+    assert listed[0]["point"]["trace"] == str(bad)
+
+
+def test_a_sweep_killed_midway_loses_only_the_runs_in_flight(tmp_path):
+    spec_file = tmp_path / "spec.json"  # YAML is a superset of JSON
+    runs = {"trace": "synthetic", "cluster": "4x8:V100", "trace_params": {"num_jobs": 3000}}
+    data = {"runs": runs, "axes": {"policy": ["fifo", "sjf", "srtf", "tiresias"]}, "seeds": [0, 1]}
+    spec_file.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "import sys; from dlsched.cli import main; sys.exit(main())"]
+    cmd += ["sweep", str(spec_file), "--out", str(out), "--sequential", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = out / "runs"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if done.is_dir() and len([d for d in done.iterdir() if not d.name.startswith(".")]) >= 3:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = {d.name for d in done.iterdir() if not d.name.startswith(".")}
+    assert 3 <= len(kept) < 8, kept  # killed midway
+    for d in kept:  # what was kept is whole
+        assert {"summary.json", "jobs.csv", "run.json"} <= {p.name for p in (done / d).iterdir()}
+    again = run_sweep(data, out, sequential=True)
+    assert {run_key(r) for r in again.outcome.cached} == kept
+    assert len(again.outcome.done) == 8 - len(kept) and again.ok
+    assert not [d for d in done.iterdir() if d.name.startswith(".tmp-")]
+
+
+@pytest.mark.runtime
+def test_on_two_ray_nodes_runs_spread_and_match_sequential_runs_byte_for_byte(tmp_path):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address)
+        s = spec(axes={"policy": ["fifo", "sjf", "srtf", "tiresias"]})
+        on_ray = run_sweep(s, tmp_path / "ray", ray_address=cluster.address)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert on_ray.ok and len(on_ray.outcome.done) == 12
+    assert len(set(on_ray.outcome.nodes.values())) == 2  # both nodes ran some
+    here = run_sweep(s, tmp_path / "here", sequential=True)
+    for run in here.spec.runs:
+        a, b = (tmp_path / side / "runs" / run_key(run) for side in ("ray", "here"))
+        names = sorted(p.name for p in a.iterdir())
+        assert names == sorted(p.name for p in b.iterdir())
+        for name in names:
+            if name == "summary.json":  # the same but for the wall time each run took
+                sa, sb = (json.loads((d / name).read_text()) for d in (a, b))
+                assert {**sa, "wall_s": 0} == {**sb, "wall_s": 0}
+            else:
+                assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_the_cli_sweep_prints_the_tables_and_exits_1_when_a_run_failed(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("timestamp,duration,num_gpus,cluster\n2017-10-03 10:00:00,100,x,vc1\n")
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(
+        "runs: {cluster: 4x8:V100, trace_params: {num_jobs: 40}}\n"
+        f"axes: {{policy: [fifo], trace: [synthetic, {bad}]}}\n"
+    )
+    from dlsched.cli import main
+
+    assert main(["sweep", str(spec_file), "--out", str(tmp_path / "o"), "--sequential",
+                 "--no-progress"]) == 1  # fmt: skip
+    assert Path(tmp_path / "o" / "sweep.csv").read_text().count("\n") == 2

@@ -109,6 +109,11 @@ def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmissi
 
 
 class QuotaAdmission:
+    """The stage: :meth:`admit` before the policy plans, :meth:`charge` after; the queries the
+    server reads (:meth:`usage_by_tenant`, :meth:`usage`); the accounting of borrowed and lent
+    GPU-hours and evictions (:func:`dlsched.metrics.quota_summary`). Its own fields are per-pass
+    arithmetic: the books are the state's."""
+
     def __init__(self, config: TenantConfig) -> None:
         self.config = config
         # tenant -> GPUs its admitted jobs use: from the state's counts at the start of each

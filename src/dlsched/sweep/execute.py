@@ -145,20 +145,25 @@ def _drop_halves(runs_dir: Path) -> None:
 
 
 def _error(e: BaseException) -> str:
-    """A failure's last line, then where it happened (for the failures table and file)."""
+    """A failure's traceback (its last 4,000 characters: the error is last)."""
     text = "".join(traceback.format_exception(e)).strip()
     return text[-4000:]
 
 
+def _workload_key(run: RunSpec) -> str:
+    return json.dumps(run.workload_settings(), sort_keys=True, default=repr)
+
+
 def _run_here(todo, runs_dir, outcome, report, *_) -> None:
-    workloads: dict[str, Any] = {}
-    for key, run in todo.items():
+    """One run after another, those of one workload together (one workload in memory)."""
+    held: tuple[str, Any] = ("", None)
+    for key, run in sorted(todo.items(), key=lambda item: _workload_key(item[1])):
         report(1)
-        wkey = json.dumps(run.workload_settings(), sort_keys=True, default=repr)
         try:
-            if wkey not in workloads:
-                workloads[wkey] = prepare_workload(run.workload_settings())
-            store_run(runs_dir, key, run, simulate_run(workloads[wkey], run))
+            if held[0] != _workload_key(run):
+                held = ("", None)  # the last one goes before the next is made
+                held = (_workload_key(run), prepare_workload(run.workload_settings()))
+            store_run(runs_dir, key, run, simulate_run(held[1], run))
         except Exception as e:  # one failed run does not stop the others
             outcome.failed.append((run, _error(e)))
         else:
@@ -173,10 +178,11 @@ def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out)
     workloads: dict[str, Any] = {}
     pending: dict[Any, tuple[str, RunSpec]] = {}
     for key, run in todo.items():
-        wkey = json.dumps(run.workload_settings(), sort_keys=True, default=repr)
+        wkey = _workload_key(run)
         if wkey not in workloads:  # prepared once, shared through the object store
             workloads[wkey] = prepare_task.remote(run.workload_settings())
         pending[simulate_task.remote(workloads[wkey], run)] = (key, run)
+    workloads.clear()  # each workload is held by its runs not done, and freed after the last
     report(len(pending))
     try:
         while pending:

@@ -1,7 +1,8 @@
 """Which trace jobs are elastic, and their bounds: a documented, seeded rule.
 
-A fraction of the jobs (``elastic_fraction``), chosen by a hash of the seed and the job id (so
-the choice does not depend on which other jobs are loaded), may run on min..max GPUs:
+A fraction of the jobs (``elastic_fraction``), chosen by a draw from the seed and the job id
+(:func:`dlsched.draws.uniform`: the choice does not depend on which other jobs are loaded), may
+run on min..max GPUs:
 min = max(1, requested // 2), max = min(2 x requested, MAX_ELASTIC_GPUS, the cluster's GPUs).
 MAX_ELASTIC_GPUS is 64, the largest GPU count Pollux measured (the scaling model is fitted up
 to there). Both factors (1/2 and 2) are the example the issue gives; they are parameters.
@@ -9,9 +10,9 @@ to there). Both factors (1/2 and 2) are the example the issue gives; they are pa
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import replace
 
+from .draws import uniform
 from .errors import SpecError
 from .jobs import JobSpec
 
@@ -32,10 +33,9 @@ def make_elastic(
         raise SpecError("elastic_bounds", "shrink must be in (0, 1] and grow >= 1")
     if fraction == 0:
         return list(jobs)
-    threshold = int(fraction * 2**32)
     out = []
     for spec in jobs:
-        if spec.elastic or zlib.crc32(f"elastic:{seed}:{spec.job_id}".encode()) >= threshold:
+        if spec.elastic or uniform("elastic", seed, spec.job_id) >= fraction:
             out.append(spec)
             continue
         n = spec.num_gpus

@@ -1,10 +1,11 @@
 """A model per job for traces that carry none (Philly, Alibaba, generic CSV, synthetic).
 
 Seeded rule, after Pollux's workload construction (Qiao et al., OSDI'21, Table 1): a job's size
-class by GPU-hours (its GPUs x trace duration) picks the applications of that class, and a hash
-of the seed and the job id picks one of them (so a job's model does not depend on which other
-jobs are loaded, or in which order): small (< 1 GPU-hour) cifar10 or ncf, medium (1-10)
-deepspeech2 or bert, large (10-100) yolov3, extra-large (>= 100) imagenet. The job gets that
+class by GPU-hours (its GPUs x trace duration) picks the applications of that class, and a draw
+from the seed and the job id (:func:`dlsched.draws.uniform`) picks one of them (so a job's model
+does not depend on which other jobs are loaded, or in which order): small (< 1 GPU-hour)
+cifar10 or ncf, medium (1-10) deepspeech2 or bert, large (10-100) yolov3, extra-large (>= 100)
+imagenet. The job gets that
 model's default per-GPU batch and the iteration count that makes its run alone at its requested
 size on V100s last exactly its trace duration. A job that names its model but no batch gets the
 same default batch (and that iteration count unless it gives one): without a batch its speed on
@@ -13,10 +14,10 @@ other sizes is unknown, and GENIE could not mold it.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import replace
 
 from ..cluster import Cluster
+from ..draws import uniform
 from ..jobs import JobSpec
 from .model import REFERENCE_GPU, PerfModel, default_local_batch
 
@@ -31,7 +32,7 @@ SIZE_CLASSES = (
 def model_for(gpu_hours: float, job_id: str, seed: int) -> str:
     for limit, models in SIZE_CLASSES:
         if gpu_hours < limit:
-            return models[zlib.crc32(f"{seed}:{job_id}".encode()) % len(models)]
+            return models[int(uniform("model", seed, job_id) * len(models))]
     raise AssertionError("unreachable: the last class has no limit")
 
 

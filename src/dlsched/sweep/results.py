@@ -111,6 +111,8 @@ def _cell(metric: str, cell: dict | None, relative: bool = False) -> str:
         mean, ci = cell["rel_mean"], cell["rel_ci"]
         return f"{mean:.3f}" + ("" if math.isnan(ci) else f" ± {ci:.3f}")
     fmt = FORMATS.get(metric, "{:.4g}")
+    if fmt == "{:,}":  # a count: its mean and interval are fractional
+        fmt = "{:,.1f}"
     mean, ci = cell["mean"], cell["ci"]
     text = format_cell(mean, fmt)
     return text if math.isnan(ci) else f"{text} ± {format_cell(ci, fmt)}"

@@ -47,6 +47,21 @@ def spec(**over):
         ({"report": {"x": "load"}}, "report.x"),
         ({"extra": 1}, "spec.extra"),
         ({"axes": {"policy": ["fifo"], "limit": [0]}}, "axes.limit[0]"),
+        (
+            {"axes": {"policy": [{"name": "fifo", "settings": {"load": 2.0}}]}},
+            "axes.policy[0].settings.load",
+        ),
+        (
+            {
+                "runs": {**SYNTHETIC, "resize_mechanism": "background"},
+                "axes": {
+                    "policy": [
+                        {"name": "elastic-fifo", "settings": {"resize_mechanism": "stop-resume"}}
+                    ]
+                },
+            },
+            "policy elastic-fifo: settings.resize_mechanism",
+        ),
     ],
 )
 def test_a_bad_spec_is_refused_before_any_run_naming_the_field(tmp_path, change, field):
@@ -63,6 +78,19 @@ def test_a_spec_expands_to_every_combination_per_seed():
         (p, load, seed) for p in ("fifo", "srtf") for load in (1.0, 2.0) for seed in (0, 5)
     }
     assert s.baseline == "fifo" and s.x == "load"
+
+
+def test_a_policy_variant_s_settings_are_its_runs_own():
+    variant = {
+        "name": "elastic-fifo",
+        "label": "sr",
+        "settings": {"resize_mechanism": "stop-resume"},
+    }
+    s = parse_spec(spec(axes={"policy": ["fifo", variant]}, seeds=[0]))
+    fifo, sr = s.runs
+    assert fifo.get("resize_mechanism") is None and sr.get("resize_mechanism") == "stop-resume"
+    assert sr.run_settings() == {"resize_mechanism": "stop-resume"}
+    assert run_key(sr) != run_key(parse_spec(spec(axes={"policy": ["elastic-fifo"]})).runs[0])
 
 
 def test_the_tables_are_means_with_t_intervals_across_seeds_and_paired_ratios(tmp_path):

@@ -9,7 +9,10 @@ names the field::
       cluster: 64x8:V100
       limit: 4000
     axes:                         # every combination of these values is one run, per seed
-      policy: [fifo, tiresias, {name: srtf, params: {scan: strict}, label: srtf-strict}]
+      policy:                     # a name, or a variant with parameters and run settings
+        - fifo
+        - {name: srtf, params: {scan: strict}, label: srtf-strict}
+        - {name: elastic-tiresias, settings: {resize_mechanism: stop-resume}, label: el-sr}
       load: [0.5, 1.0, 2.0]
     seeds: [0, 1, 2]              # default [0]: the workload's seed (models, deadlines, ...)
     report:
@@ -155,11 +158,13 @@ DEFAULT_METRICS = ("mean_jct_s", "mean_queue_s", "makespan_s", "gpu_utilization"
 
 @dataclass(frozen=True)
 class PolicyChoice:
-    """A policy with its parameters, and the label its runs are reported under."""
+    """A policy with its parameters, the run settings that go with it (a variant such as
+    elastic Tiresias with stop-resume), and the label its runs are reported under."""
 
     name: str
     params: tuple[tuple[str, Any], ...] = ()
     label: str = ""
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def as_dict(self) -> dict:
         return {"name": self.name, "params": dict(self.params)}
@@ -168,27 +173,37 @@ class PolicyChoice:
 def _policy(value: Any, where: str) -> PolicyChoice:
     from ..policies.catalog import make_policy
 
+    settings: dict[str, Any] = {}
     if isinstance(value, str):
         name, params, label = value, {}, value
     elif isinstance(value, dict):
-        unknown = set(value) - {"name", "params", "label"}
+        unknown = set(value) - {"name", "params", "label", "settings"}
         if unknown:
-            raise SpecError(where, f"unknown key '{sorted(unknown)[0]}' (name, params, label)")
+            raise SpecError(
+                where, f"unknown key '{sorted(unknown)[0]}' (name, params, label, settings)"
+            )
         try:
             name = _text(value.get("name"))
             params = _mapping(value.get("params", {}))
             label = _text(value.get("label", name))
+            raw = _mapping(value.get("settings", {}))
         except ValueError as e:
             raise SpecError(where, str(e)) from None
+        for key, v in raw.items():  # a run's settings only: the jobs stay those of the point
+            if key not in RUN:
+                raise SpecError(
+                    f"{where}.settings.{key}", f"not a run setting ({', '.join(sorted(RUN))})"
+                )
+            settings[key] = _setting(key, v, f"{where}.settings.{key}")
     else:
-        raise SpecError(where, "a policy is a name or {name, params, label}")
+        raise SpecError(where, "a policy is a name or {name, params, label, settings}")
     try:
         make_policy(name, **params)  # unknown names and parameters are refused now
     except SpecError as e:
         raise SpecError(where, e.reason) from None
     except Exception as e:  # a parameter's own check (a ValueError, a TypeError...)
         raise SpecError(where, f"policy '{name}' refused its parameters: {e}") from None
-    return PolicyChoice(name, tuple(sorted(params.items())), label)
+    return PolicyChoice(name, tuple(sorted(params.items())), label, tuple(sorted(settings.items())))
 
 
 def _setting(key: str, value: Any, where: str) -> Any:
@@ -298,7 +313,15 @@ def parse_spec(data: Any, default_name: str = "sweep", source: str = "") -> Swee
     keys = list(axes)
     for combo in itertools.product(*(axes[k] for k in keys)):
         point = tuple((k, _label(v)) for k, v in zip(keys, combo))
-        settings = tuple(sorted({**shared, **dict(zip(keys, combo))}.items()))
+        given = {**shared, **dict(zip(keys, combo))}
+        for key, value in given["policy"].settings:
+            if key in given:
+                raise SpecError(
+                    f"policy {given['policy'].label}: settings.{key}",
+                    "is also set under runs or axes: set it in one place",
+                )
+            given[key] = value
+        settings = tuple(sorted(given.items()))
         for seed in seeds:
             runs.append(RunSpec(settings, seed, point))
             if len(runs) > MAX_RUNS:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +212,7 @@ def _setting(key: str, value: Any, where: str) -> Any:
     if key == "policy":
         return _policy(value, where)
     try:
-        return SETTINGS[key](value)  # type: ignore[misc]
+        return SETTINGS[key](value)
     except ValueError as e:
         raise SpecError(where, str(e)) from None
 
@@ -253,8 +253,7 @@ class SweepSpec:
     metrics: list[str]
     baseline: str | None  # a policy label
     x: str | None  # the axis the report plots along
-    source: str = ""
-    extra: dict = field(default_factory=dict)
+    source: str = ""  # the file it was read from
 
 
 def load_spec(path: str | Path) -> SweepSpec:

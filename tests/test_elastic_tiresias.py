@@ -3,6 +3,7 @@
 import pytest
 
 from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
@@ -223,3 +224,21 @@ def test_a_plan_that_is_never_applied_leaves_nothing_behind(name):
     state.apply(second)
     assert state.elastic_grown_gpus == 3 and state.elastic_growable == {}
     assert policy.schedule(state).resize == []
+
+
+def test_with_growth_and_the_shrink_for_waiting_jobs_off_it_is_tiresias():
+    """The ablation's control (docs/experiments/elastic.md): with rules 3 and 4 off, elastic
+    Tiresias makes Tiresias's decisions, job for job, and with growth alone it does not."""
+    import dlsched
+
+    workload = dlsched.load_workload("muri-3", "7x8:V100", load=0.7, elastic_fraction=0.5)
+    plain = dlsched.simulate(workload, "tiresias").jobs
+    off = {"grow": False, "shrink_when_waiting": 10**9}
+    neither = dlsched.simulate(workload, "elastic-tiresias", params=off).jobs
+    assert [(j["job_id"], j["finish_s"]) for j in neither] == [
+        (j["job_id"], j["finish_s"]) for j in plain
+    ]
+    grown = dlsched.simulate(workload, "elastic-tiresias", params={"shrink_when_waiting": 10**9})
+    assert grown.summary["resizes"] > 0 and grown.jobs != plain
+    with pytest.raises(SpecError, match="grow"):
+        dlsched.simulate(workload, "elastic-tiresias", params={"grow": "no"})

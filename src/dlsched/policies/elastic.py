@@ -14,7 +14,8 @@ parameter or stated:
 4. GPUs left after the pass go one at a time to the elastic job with the largest marginal
    speedup (its speed at n + 1 GPUs minus at n, relative to its speed at its request, from the
    performance model), up to its maximum (phase 2). A job started in this pass simply starts
-   larger; a running one is resized.
+   larger; a running one is resized. ``grow=False`` turns this phase off (for ablations: the
+   jobs then only shrink).
 
 Two guards keep the phases from undoing each other at every event (each resize is an event, so
 a cycle would never end): phase 2 leaves free the GPUs the head of the queue could use with the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from ..errors import SpecError
 from ..jobs import JobSpec, JobView
 from ..state.free import FreeGpus
 from ..workload_model import one_more_gpu_helps
@@ -75,8 +77,13 @@ class ElasticGrowth:
     is_low_priority: Callable[[JobView], bool]
     worst_first: Callable[[JobView], tuple]
 
-    def __init__(self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING) -> None:
+    def __init__(
+        self, shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING, grow: bool = True
+    ) -> None:
+        if not isinstance(grow, bool):
+            raise SpecError("grow", f"must be true or false, got {grow!r}")
         self.shrink_when_waiting = int(shrink_when_waiting)
+        self.grow = grow
         self._view: PolicyView | None = None  # this pass's
         self._planned: dict[str, tuple[int, ...]] = {}  # this pass's resizes
         # GPUs held above requests once this pass's plan so far applies (preempting their jobs
@@ -85,7 +92,7 @@ class ElasticGrowth:
         self._speed_at: Callable[[JobSpec, int], float | None] | None = None
 
     def params(self) -> dict:
-        return {"shrink_when_waiting": self.shrink_when_waiting}
+        return {"shrink_when_waiting": self.shrink_when_waiting, "grow": self.grow}
 
     def attach(self, policy: PreemptivePolicy) -> None:
         """Become ``policy``'s part: its order says which jobs are of low priority (rule 3)
@@ -178,7 +185,7 @@ class ElasticGrowth:
 
     # -- after the pass: hand out what is left, largest marginal speedup first (rule 4) --------
     def after_pass(self, view: PolicyView, plan: Plan, scratch: FreeGpus) -> None:
-        if not scratch.total or not (view.elastic_growable or plan.start):
+        if not self.grow or not scratch.total or not (view.elastic_growable or plan.start):
             return  # (what is spare is at most what is idle)
         count, waiting = self.policy.waiting_after(view, plan)
         spare = scratch.total - self._head_need(scratch.total, waiting) if count else scratch.total
@@ -274,12 +281,13 @@ class ElasticTiresias(PreemptivePolicy):
         thresholds_gpu_s: tuple[float, ...] | list[float] | str = DEFAULT_THRESHOLDS_GPU_S,
         starvation_factor: float | None = DEFAULT_STARVATION_FACTOR,
         shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING,
+        grow: bool = True,
     ) -> None:
         super().__init__(
             TiresiasOrder(thresholds_gpu_s, starvation_factor),
             placement,
             scan,
-            ElasticGrowth(shrink_when_waiting),
+            ElasticGrowth(shrink_when_waiting, grow),
         )
 
 
@@ -295,5 +303,8 @@ class ElasticFifo(PreemptivePolicy):
         placement: str = "best-fit",
         scan: str = "strict",
         shrink_when_waiting: int = DEFAULT_SHRINK_WHEN_WAITING,
+        grow: bool = True,
     ) -> None:
-        super().__init__(NoPreemptionFifo(), placement, scan, ElasticGrowth(shrink_when_waiting))
+        super().__init__(
+            NoPreemptionFifo(), placement, scan, ElasticGrowth(shrink_when_waiting, grow)
+        )

@@ -105,6 +105,7 @@ def test_the_tables_are_means_with_t_intervals_across_seeds_and_paired_ratios(tm
     assert (cell["rel_mean"], cell["rel_ci"]) == pytest.approx(mean_ci(ratios))
     lines = (tmp_path / "sweep.csv").read_text().splitlines()
     assert len(lines) == 7 and lines[0].startswith("policy,seed,run,")
+    assert rows[("srtf", 0)]["params.scan"] == "greedy"  # a nested summary field, flattened
     assert "srtf" in result.tables() and "±" in (tmp_path / "report.html").read_text()
 
 

@@ -1,8 +1,9 @@
 """A sweep's results: ``sweep.csv`` (one row per finished run: its axes, seed and every scalar
-summary field), and per metric the mean and 95% confidence interval across seeds for each
-policy at each point of the other axes, each policy also relative to the baseline (the ratio
-per seed, same workload, then its mean and interval). Printed as tables and written as an HTML
-report with a plot along the report's axis."""
+summary field, those of a nested summary as ``quotas.evictions``), and per metric the mean and
+95% confidence interval across seeds for each policy at each point of the other axes, each
+policy also relative to the baseline (the ratio per seed, same workload, then its mean and
+interval). Printed as tables and written as an HTML report with a plot along the report's
+axis."""
 
 from __future__ import annotations
 
@@ -33,10 +34,18 @@ def collect(spec: SweepSpec, out: Path) -> list[dict]:
         row = {"policy": run.get("policy").label, **dict(run.point), "seed": run.seed}
         row["run"] = folder.name
         for key, value in summary.items():
-            if key not in row and (value is None or isinstance(value, int | float | str)):
+            if key in row:
+                continue
+            if _scalar(value):
                 row[key] = value
+            elif isinstance(value, dict):  # one level down: quotas.evictions, params.scan...
+                row.update({f"{key}.{k}": v for k, v in value.items() if _scalar(v)})
         rows.append(row)
     return rows
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, int | float | str)
 
 
 def write_csv(rows: list[dict], path: Path) -> None:

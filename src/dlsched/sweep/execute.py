@@ -43,9 +43,8 @@ def run_key(run: RunSpec) -> str:
         spec = importlib.util.find_spec(policy.name.split(":")[0])
         if spec is not None and spec.origin and Path(spec.origin).is_file():
             material.append(describe_inputs(spec.origin))
-    return hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode()).hexdigest()[
-        :24
-    ]
+    text = json.dumps(material, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]  # 96 bits: a folder name
 
 
 def prepare_workload(settings: dict) -> Any:

@@ -225,3 +225,14 @@ def test_the_cli_sweep_prints_the_tables_and_exits_1_when_a_run_failed(tmp_path)
     assert main(["sweep", str(spec_file), "--out", str(tmp_path / "o"), "--sequential",
                  "--no-progress"]) == 1  # fmt: skip
     assert Path(tmp_path / "o" / "sweep.csv").read_text().count("\n") == 2
+
+
+SPECS = sorted((Path(__file__).parent.parent / "experiments" / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.name)
+def test_the_experiments_sweep_specs_are_valid(path):
+    from dlsched.sweep import load_spec
+
+    s = load_spec(path)
+    assert s.runs and s.baseline in {r.get("policy").label for r in s.runs}

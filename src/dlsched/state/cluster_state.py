@@ -82,8 +82,7 @@ class ClusterState:
         # the admission stage (quotas, :mod:`dlsched.admission`): the policy's queues hold
         # only the jobs it admitted; without one every arrival is admitted
         self.admission = admission
-        self.gated = admission is not None
-        self.admissions = AdmittedJobs()  # the stage's books (kept only when gated)
+        self.admissions = AdmittedJobs()  # the stage's books (kept only with a stage)
         self.costs = costs or Costs()
         self.workload = workload
         # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares
@@ -228,7 +227,7 @@ class ClusterState:
         if job.seq >= self._next_seq:
             self._next_seq = job.seq + 1
         job.pending_since = self.now
-        job.admitted = not self.gated
+        job.admitted = self.admission is None
         job.base_gpus = self._base_gpus(job.spec)
         if job.spec.estimate_s is not None:
             # the policy sees the estimate until the job runs and its speed is measured
@@ -626,7 +625,7 @@ class ClusterState:
         if queues:
             for queue in queues.values():
                 queue.add(job)
-        if self.gated and job.admitted:
+        if self.admission is not None and job.admitted:
             self.admissions.waits(job, +1)
 
     def _unqueue(self, job: JobState) -> None:
@@ -634,11 +633,11 @@ class ClusterState:
         if queues:
             for queue in queues.values():
                 queue.remove(job)
-        if self.gated and job.admitted:
+        if self.admission is not None and job.admitted:
             self.admissions.waits(job, -1)
 
     def _leave_admission(self, job: JobState) -> None:
-        if self.gated and job.admitted:
+        if self.admission is not None and job.admitted:
             self.admissions.remove(job)
 
     def _requeued(self, job: JobState) -> None:

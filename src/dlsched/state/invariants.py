@@ -86,7 +86,7 @@ def problems(state: ClusterState) -> list[str]:
     )
     if sorted(state.elastic_growable) != growable:
         out.append(f"growable elastic jobs {sorted(state.elastic_growable)}, not {growable}")
-    if state.gated:
+    if state.admission is not None:
         out += _admission_problems(state)
     return out
 

@@ -253,17 +253,16 @@ class SweepSpec:
     metrics: list[str]
     baseline: str | None  # a policy label
     x: str | None  # the axis the report plots along
-    source: str = ""  # the file it was read from
 
 
 def load_spec(path: str | Path) -> SweepSpec:
     from ..yamlfile import read_yaml
 
     data = read_yaml(path, "spec")
-    return parse_spec(data, default_name=Path(path).stem, source=str(path))
+    return parse_spec(data, default_name=Path(path).stem)
 
 
-def parse_spec(data: Any, default_name: str = "sweep", source: str = "") -> SweepSpec:
+def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
     """Check every field of a spec and expand it into its runs."""
     if not isinstance(data, Mapping):
         raise SpecError("spec", "a sweep spec is a mapping (name, runs, axes, seeds, report)")
@@ -360,7 +359,6 @@ def parse_spec(data: Any, default_name: str = "sweep", source: str = "") -> Swee
         list(metrics),
         baseline,
         x,
-        source,
     )
 
 

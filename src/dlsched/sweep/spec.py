@@ -363,4 +363,10 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
 
 
 def _label(value: Any) -> Any:
-    return value.label if isinstance(value, PolicyChoice) else value
+    """An axis value as the tables name it: a policy by its label, a mapping (trace_params) as
+    ``--trace-param`` writes it."""
+    if isinstance(value, PolicyChoice):
+        return value.label
+    if isinstance(value, dict):
+        return ";".join(f"{k}={v}" for k, v in value.items())
+    return value

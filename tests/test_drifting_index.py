@@ -3,8 +3,8 @@
 import random
 
 from dlsched.jobs import JobSpec, JobState, Status
-from dlsched.policies.drifting import DriftingIndex, rounding_margin
 from dlsched.policies.sjf import SrtfOrder
+from dlsched.state.drifting import DriftingIndex, rounding_margin
 
 
 def running(seq, gpus, duration, done=0.0, rate=1.0, progress_at=0.0, resume_at=0.0, **spec):

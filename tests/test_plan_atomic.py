@@ -125,19 +125,22 @@ def test_a_preemption_never_applied_is_planned_again_at_the_next_pass():
     for plan in (first, again):
         assert [j.job_id for j in plan.preempt] == ["a"]
         assert [j.job_id for j, _ in plan.start] == ["b"]
-    assert policy.resyncs == 1
     state.apply(again)
-    policy.schedule(state)
-    assert policy.resyncs == 1  # an applied plan needs none
+    assert [j.job_id for j in policy.schedule(state).preempt] == []
+    # the state's index of running jobs, not a copy of the policy's: b runs, a waits
+    running = state.running_drift(policy.order.linear_key)
+    assert "b" in running and "a" not in running and len(running) == 1
 
 
 def test_a_start_never_applied_is_not_counted_by_tiresias():
-    # Tiresias counts running GPUs per queue (its bound on what preempting could free): a start
-    # planned but never applied must not stay in the count.
+    # Tiresias bounds what preempting could free by the GPUs of running jobs per queue, as the
+    # state counts them: a start planned but never applied is not in the count
     policy = make_policy("tiresias")
     state = ClusterState(parse_cluster_spec("1x4:V100"), policy)
     state.submit(JobSpec("a", 0.0, 4, 1000.0))
     policy.schedule(state)  # not applied
     plan = policy.schedule(state)
     assert [j.job_id for j, _ in plan.start] == ["a"]
-    assert policy.order.level_gpus[0] == 4  # once, for the start planned now
+    assert policy.running_order(state).head_gpus == {}
+    state.apply(plan)
+    assert policy.running_order(state).head_gpus == {0: 4}  # queue 0 (the key's first is -0)

@@ -228,7 +228,7 @@ def test_srtf_s_worst_running_job_is_the_one_with_the_most_work_left(workload, m
 
         def _peek_worst(self):
             got = super()._peek_worst()
-            live = [j for j in self.view.running.values() if self.is_running(j.job_id)]
+            live = [j for j in self.view.running.values() if j.job_id not in self._victims]
             scan = min(live, key=self.order.exact_worst_first, default=None)
             assert got is scan, (got, scan)
             picks.append(got)

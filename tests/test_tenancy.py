@@ -695,3 +695,38 @@ def test_a_job_takes_back_borrowed_gpus_and_its_own_lower_class_job_s_in_one_ste
     assert (jobs["H"].first_start, jobs["H"].finish) == (10.0, 110.0)
     assert [jobs[x].preemptions for x in ("L", "b0", "b1", "b2")] == [1, 0, 0, 1]
     assert layer.evictions == {"a": 1, "b": 1}
+
+
+def test_a_refused_plan_takes_back_the_admissions_and_evictions_of_its_pass():
+    # As the borrowing case above, on the state: a (nominal 2 of the cohort's 4) runs a0..a3, so
+    # borrows b's 2; b1 (2 GPUs) arrives, the stage evicts a3 and a2 (running) and admits b1.
+    # The pass's plan is refused (a start on a GPU that does not exist): a2 and a3 run on,
+    # admitted at their places, b1 waits to be admitted, no eviction is counted. The next pass,
+    # its plan valid, evicts the same two.
+    from dlsched.errors import PlanError
+    from dlsched.state.cluster_state import ClusterState
+    from dlsched.view import Plan
+
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
+    layer = QuotaAdmission(config)
+    layer.log = []
+    state = ClusterState(parse_cluster_spec("1x4:V100"), make_policy("fifo"), admission=layer)
+    a = [state.submit(JobSpec(f"a{i}", 0.0, 1, 1000.0, tenant="a")) for i in range(4)]
+    _pass(state)
+    numbers = {j.job_id: n for j, (n, _) in zip(a, state.admissions.by_tenant["a"].values())}
+    state.advance_to(10.0)
+    b1 = state.submit(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
+    plan = schedule_pass(state, state.policy, layer)
+    assert sorted(j.job_id for j in plan.preempt) == ["a2", "a3"] and b1.admitted
+    bad = Plan(plan.start + [(b1, (9,))], plan.preempt)
+    with pytest.raises(PlanError):
+        state.apply(bad)
+    assert [j.status for j in a] == [Status.RUNNING] * 4 and all(j.admitted for j in a)
+    assert {j: n for j, (n, _) in state.admissions.by_tenant["a"].items()} == numbers
+    assert not b1.admitted and b1.status is Status.PENDING
+    assert layer.evictions == {} and layer.usage(state, "a") == 4
+    assert problems(state) == []
+    _pass(state)
+    assert sorted(j.job_id for j in a if j.status is Status.PENDING) == ["a2", "a3"]
+    assert b1.status is Status.RUNNING and layer.evictions == {"a": 2}
+    assert problems(state) == []

@@ -185,6 +185,20 @@ class QuotaAdmission:
         self._account(now)
         self._changed = True
 
+    def admission_undone(self, job: JobView, admitted: bool, now: float) -> None:
+        """The plan of the pass that admitted (``admitted`` False) or evicted the job was
+        refused: the state took that back; so is the eviction's count and the pass's log, and
+        the next pass admits anew."""
+        self._account(now)
+        if admitted:
+            tenant = job.spec.tenant
+            self.evictions[tenant] -= 1
+            if not self.evictions[tenant]:
+                del self.evictions[tenant]
+        if self.log is not None:
+            self.log.clear()
+        self._changed = True
+
     @staticmethod
     def _counts(job: JobView, shrunk: dict) -> int:
         """What an admitted job counts against its tenant now (``shrunk``: this pass's

@@ -11,7 +11,7 @@ it is talking to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -122,6 +122,34 @@ class JobQueue(Protocol):
     def bucket_stamp(self, bucket: Hashable) -> int: ...  # changes when the bucket's jobs do
 
 
+class RunningJobs(Protocol):
+    """Running jobs in a policy's order, worst first (:mod:`dlsched.state.running`)."""
+
+    def __iter__(self) -> Iterator[JobView]: ...
+    def __len__(self) -> int: ...
+    @property
+    def head_gpus(self) -> Mapping[Any, int]: ...  # a key's first element -> GPUs asked
+    def worst(
+        self, skip: Container[str] = (), running: Mapping[str, JobView] | None = None
+    ) -> JobView | None: ...
+    def rekey(self, job: JobView) -> None: ...  # the policy's own key for the job changed
+
+
+class DriftingJobs(Protocol):
+    """Running jobs by a linear key that drifts with time (:mod:`dlsched.state.drifting`)."""
+
+    def __len__(self) -> int: ...
+    def worst(
+        self,
+        exact_worst_first: Callable[[JobView], tuple],
+        now: float,
+        skip: Container[str] = (),
+        running: Container[str] | None = None,
+    ) -> JobView | None: ...
+    def gpus_from(self, badness: float, now: float) -> int: ...
+    def rekey(self, job: JobView) -> None: ...
+
+
 class PolicyView(Protocol):
     """What a policy may read; the type checker holds policies to it (no mutator is part of it:
     ``free.copy()`` to plan)."""
@@ -162,6 +190,17 @@ class PolicyView(Protocol):
         buckets by ``bucket`` when given, kept by the state from the first call on
         (:mod:`dlsched.state.queues`): read it, do not copy or sort it. Pass the same
         functions every time (module-level functions or bound methods of the policy)."""
+
+    def running_order(self, key: Callable[[JobView], tuple]) -> RunningJobs:
+        """The running jobs in the order of ``key`` (worst first: the first to preempt), kept
+        by the state from the first call on (:mod:`dlsched.state.running`). In a what-if view
+        it still holds the jobs the view takes away: skip those not in ``running``."""
+
+    def running_drift(
+        self, linear_key: Callable[[JobView], tuple[float, float, float]]
+    ) -> DriftingJobs:
+        """The running jobs under a key that drifts with time (SRTF's work left), kept by the
+        state (:mod:`dlsched.state.drifting`); as ``running_order`` in a what-if view."""
 
     def gpus_of(self, job: JobView) -> tuple[int, ...]:
         """The GPUs a running job holds as this view sees them (``job.gpus``, but in a
@@ -226,6 +265,8 @@ class AdmissionHooks(Protocol):
     def job_finished(self, job: JobView, now: float) -> None: ...
     def job_requeued(self, job: JobView, now: float) -> None: ...
     def job_cancelled(self, job: JobView, now: float) -> None: ...
+    # a refused plan took back the stage's admission (``admitted`` False) or eviction of ``job``
+    def admission_undone(self, job: JobView, admitted: bool, now: float) -> None: ...
 
 
 class PolicyHooks(Protocol):

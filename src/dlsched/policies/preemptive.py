@@ -19,22 +19,14 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-from ..jobs import JobView, Status
+from ..jobs import JobView
+from ..state.drifting import rounding_margin
 from ..state.free import FreeGpus
-from ..view import JobQueue
+from ..view import DriftingJobs, JobQueue, RunningJobs
 from .base import Plan, Policy, PolicyView
-from .drifting import DriftingIndex, rounding_margin
 from .queued import size_kind
-
-
-class RunningEntry(NamedTuple):
-    """A running job in the worst-first heap; stale once its job's stamp moved on."""
-
-    worst_first: tuple
-    stamp: int  # unique: comparisons stop here
-    job: JobView
 
 
 class PreemptiveOrder:
@@ -43,15 +35,19 @@ class PreemptiveOrder:
     policy: PreemptivePolicy
 
     # True when running jobs' order drifts with time (SRTF: jobs progress at different speeds,
-    # and not at all while they pause to restart). The policy then keeps running jobs by
-    # ``linear_key`` (:mod:`.drifting`) and compares them by ``exact_worst_first``; such an
-    # order's ``outranks`` must follow ``rank`` (a pass relies on it to stop asking).
+    # and not at all while they pause to restart). The state then keeps running jobs by
+    # ``linear_key`` (:mod:`dlsched.state.drifting`) and the policy compares them by
+    # ``exact_worst_first``; such an order's ``outranks`` must follow ``rank`` (a pass relies
+    # on it to stop asking).
     drifting_keys = False
 
     def rank(self, job: JobView, now: float) -> tuple:
         raise NotImplementedError
 
     def worst_first(self, job: JobView) -> tuple:
+        """The key the state keeps running jobs by (:mod:`dlsched.state.running`), worst
+        first; when it changes for a running job, the order says so
+        (``policy.running_order(view).rekey(job)``)."""
         raise NotImplementedError
 
     def exact_worst_first(self, job: JobView) -> tuple:
@@ -88,14 +84,7 @@ class PreemptiveOrder:
         """``job`` was just put in a plan to start."""
 
     def stopped(self, job: JobView, now: float) -> None:
-        """``job`` was preempted, requeued or finished."""
-
-    def resync(self, view: PolicyView) -> None:
-        """The last plan was not applied: recount what ``started`` and ``stopped`` count from
-        the running jobs of ``view``."""
-
-    def progressed(self, job: JobView, now: float) -> None:
-        """A running job's measured progress replaced the prediction."""
+        """``job`` was put in a plan to be preempted, or was requeued or finished."""
 
     def params(self) -> dict:
         return {}
@@ -145,34 +134,34 @@ class PreemptivePolicy(Policy):
         self.elastic = elastic
         if elastic is not None:
             elastic.attach(self)
-        self.running: list[RunningEntry] = []  # heap, worst first
-        self._drifting = DriftingIndex()  # instead, with drifting keys
-        self._now = 0.0  # the pass under way's
-        # started by the last plan: they join the heap at the next pass, once running (a job
-        # started in a pass is never a victim in it: later jobs in the scan rank worse; and a
-        # drifting key (its speed) is known only once the job runs)
-        self._starting: dict[str, JobView] = {}
-        self._stamp: dict[str, int] = {}  # job id -> stamp of its valid running entry
-        self._next_stamp = 0
-        # drifting keys: (stamp, job) found worst since the last push or pop, and such a worst
-        # job that a job of the pass could not outrank
-        self._worst: tuple | None = None
-        self._cannot_outrank: tuple | None = None
+        # the state's index of running jobs in the order's worst-first order, and the key
+        # functions it is asked by (one object each: the state keeps an index per key)
+        self._ordered: RunningJobs | None = None
+        self._drifting: DriftingJobs | None = None
+        self._worst_first = order.worst_first
+        self._linear_key = order.linear_key
+        # the pass under way's: its time, its running jobs (a what-if view's, with the quota
+        # stage), the victims chosen so far, and a count of victims chosen or spared (it tells
+        # whether a cached worst job still is)
+        self._now = 0.0
+        self._live: Mapping[str, JobView] = {}
+        self._victims: set[str] = set()
+        self._moves = 0
+        # (moves, job): the worst running job found at that count; and the count at which a
+        # job of the pass could not outrank it (drifting keys)
+        self._worst: tuple[int, JobView | None] | None = None
+        self._cannot_outrank: int | None = None
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
-        self.resyncs = 0  # passes that found the last plan not applied
 
     def params(self) -> dict:
         params = {**super().params(), **self.order.params()}
         return params if self.elastic is None else {**params, **self.elastic.params()}
 
     # -- indexes ---------------------------------------------------------------------------
-    def is_running(self, job_id: str) -> bool:
-        """The job runs and is not a victim of the pass under way."""
-        return job_id in self._stamp
-
-    def rekey_running(self, job: JobView) -> None:
-        """The running job's rank changed (the old heap entry goes stale)."""
-        self._push_running(job)
+    def running_order(self, view: PolicyView) -> RunningJobs:
+        """The state's index of the running jobs in the order's ``worst_first`` order (an
+        order without drifting keys)."""
+        return view.running_order(self._worst_first)
 
     def pending_rank(self, job: JobView) -> tuple:
         """A waiting job's rank: the key of the state's queue (fixed while it waits; an order
@@ -197,97 +186,61 @@ class PreemptivePolicy(Policy):
         victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
         return count, _with_victims(entries, started, victims)
 
-    def _push_running(self, job: JobView) -> None:
-        self._worst = None
-        self._next_stamp += 1
-        stamp = self._stamp[job.job_id] = self._next_stamp
-        if self.order.drifting_keys:
-            self._drifting.add(job, *self.order.linear_key(job))
-            return
-        heapq.heappush(self.running, RunningEntry(self.order.worst_first(job), stamp, job))
-        if len(self.running) > 2 * len(self._stamp) + 64:  # mostly stale: compact
-            self.running = [e for e in self.running if self._stamp.get(e.job.job_id) == e.stamp]
-            heapq.heapify(self.running)
+    @property
+    def pass_order(self) -> RunningJobs:
+        """The running jobs as the pass under way found them, worst first (an order without
+        drifting keys; the pass's victims among them)."""
+        assert self._ordered is not None  # asked in a pass
+        return self._ordered
 
-    def _forget(self, job_id: str) -> None:
-        """The job no longer runs, or is a victim of the pass under way."""
-        self._stamp.pop(job_id, None)  # its heap entry is stale now
-        self._drifting.remove(job_id)
+    def _take(self, job: JobView) -> None:
+        """The running job is a victim of the pass under way."""
+        self._victims.add(job.job_id)
+        self._moves += 1
 
-    def _pop_worst(self) -> JobView | None:
-        job = self._peek_worst()
-        if job is not None:
-            self._forget(job.job_id)
-        return job
-
-    def _is_worst(self, found: tuple) -> bool:
-        """Whether ``found`` (stamp, job) is still the worst: nothing was pushed or popped."""
-        return self._stamp.get(found[1].job_id) == found[0]
+    def _spare(self, job: JobView) -> None:
+        """A victim chosen in the pass runs on after all."""
+        self._victims.discard(job.job_id)
+        self._moves += 1
 
     def _peek_worst(self) -> JobView | None:
-        stamps = self._stamp
-        if self.order.drifting_keys:
-            cached = self._worst
-            if cached is not None and self._is_worst(cached):
-                return cached[1]
-            best = self._drifting.worst(self.order.exact_worst_first, self._now)
-            if best is not None:
-                self._worst = (stamps[best.job_id], best)
-            return best
-        running = self.running
-        while running and stamps.get(running[0].job.job_id) != running[0].stamp:
-            heapq.heappop(running)
-        return running[0].job if running else None
+        """The worst running job that is not yet a victim of the pass."""
+        cached = self._worst
+        if cached is not None and cached[0] == self._moves:
+            return cached[1]
+        if self._drifting is not None:
+            job = self._drifting.worst(
+                self.order.exact_worst_first, self._now, self._victims, self._live
+            )
+        else:
+            job = self.pass_order.worst(self._victims, self._live)
+        self._worst = (self._moves, job)
+        return job
 
     def drifting_gpus_from(self, badness: float, now: float) -> int:
         """With drifting keys: an upper bound on the GPUs held by the running jobs whose
         badness (in ``linear_key``'s units) is at least ``badness`` at ``now``; a margin covers
         the rounding of keys computed differently."""
+        assert self._drifting is not None  # asked in a pass, by an order with drifting keys
         return self._drifting.gpus_from(badness - rounding_margin(badness, now), now)
-
-    def _resync(self, view: PolicyView) -> None:
-        """The last plan was not applied (the state refused it, or the runtime skipped it): its
-        starts did not happen and its victims still run. Rebuild the running jobs' heaps, and
-        the order's counts, from the state."""
-        self.resyncs += 1
-        self.running, self._drifting, self._stamp = [], DriftingIndex(), {}
-        self.order.resync(view)
-        for job in view.running.values():
-            self._push_running(job)
 
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobView, now: float) -> None:
-        self._forget(job.job_id)
-        self._starting.pop(job.job_id, None)
         self.order.stopped(job, now)
 
     def job_requeued(self, job: JobView, now: float) -> None:
-        self._forget(job.job_id)
-        self._starting.pop(job.job_id, None)
         self.order.stopped(job, now)
-
-    def job_progressed(self, job: JobView, now: float) -> None:
-        if self.is_running(job.job_id):
-            self.order.progressed(job, now)
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
-        unstarted = False
-        for job in self._starting.values():
-            if job.status is Status.RUNNING:
-                self._push_running(job)
-            else:
-                unstarted = True
-        self._starting = {}
-        if unstarted or len(self._stamp) != len(view.running):
-            self._resync(view)
-        self._worst = None
-        self._now = now
+        self._now, self._live = now, view.running
+        self._victims, self._worst, self._cannot_outrank = set(), None, None
         self.order.on_timers(view)
-        if self.order.drifting_keys:
-            for job in self._drifting.ended(now):  # a pause over: its speed is known now
-                self._push_running(job)
+        if self.order.drifting_keys:  # (after the timers: SRTF's now moved)
+            self._drifting = view.running_drift(self._linear_key)
+        else:
+            self._ordered = self.running_order(view)
         plan = Plan()
         scratch = None
         elastic = self.elastic
@@ -348,7 +301,6 @@ class PreemptivePolicy(Policy):
             plan.start.append((job, gpus))
             self._push_next(by_kind, heads, entry, kind)
             self.order.started(job, now)
-            self._starting[job.job_id] = job
         if elastic is not None:
             assert scratch is not None  # made before the pass for the elastic part
             elastic.after_pass(view, plan, scratch)
@@ -368,11 +320,10 @@ class PreemptivePolicy(Policy):
         if self.order.drifting_keys:  # its bound costs more than a look at the worst job
             # The scan goes best ranked first: past a job that cannot outrank the worst running
             # job, none can until the running jobs change.
-            beaten = self._cannot_outrank
-            if beaten is not None and beaten is self._worst and self._is_worst(beaten):
+            if self._cannot_outrank == self._moves:
                 return False
             if not self._outranks_worst(job, now):
-                self._cannot_outrank = self._worst
+                self._cannot_outrank = self._moves
                 return False
             return free_total + self.order.preemptible_gpus(job) + extra >= job.num_gpus
         if free_total + self.order.preemptible_gpus(job) + extra < job.num_gpus:
@@ -397,7 +348,7 @@ class PreemptivePolicy(Policy):
             worst = self._peek_worst()
             if worst is None or not self.order.outranks(job, worst, now):
                 break
-            self._pop_worst()  # it is ``worst``: just peeked
+            self._take(worst)
             popped.append(worst)
             scratch.release(planned(worst))
             if job.num_gpus <= scratch.total:
@@ -421,10 +372,9 @@ class PreemptivePolicy(Policy):
                     spared.append(victim)
                     gpus = again
         for victim in spared:
-            self._push_running(victim)
-        if gpus is None:
-            if worst_before is not None:  # the same running jobs as before: the same worst
-                self._worst = (self._stamp[worst_before.job_id], worst_before)
+            self._spare(victim)
+        if gpus is None:  # the same running jobs as before: the same worst
+            self._worst = (self._moves, worst_before)
             return None
         for victim in popped:
             if victim in spared:

@@ -52,10 +52,6 @@ class SrtfOrder(PreemptiveOrder):
         since = max(job.progress_at, job.resume_at)
         return 1.0 - job.rate, job.remaining_s + job.rate * since, math.inf
 
-    def progressed(self, job: JobView, now: float) -> None:
-        # measured progress may have changed its work left: its old key is stale
-        self.policy.rekey_running(job)
-
 
 class Srtf(PreemptivePolicy):
     name = "srtf"

@@ -81,7 +81,6 @@ class TiresiasOrder(PreemptiveOrder):
         self.starvation_factor = None if starvation_factor is None else float(starvation_factor)
         self.level: dict[str, int] = {}  # job id -> queue index
         self.offset: dict[str, float] = {}  # attained service at its last promotion
-        self.level_gpus: list[int] = [0] * (len(self.thresholds) + 1)  # running GPUs per queue
         self.timers: list[tuple[float, int, str, JobView, float]] = []
         self._timer_seq = 0
 
@@ -107,13 +106,16 @@ class TiresiasOrder(PreemptiveOrder):
         heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
 
     def preemptible_gpus(self, job: JobView) -> float:
-        return sum(self.level_gpus[self.level.get(job.job_id, 0) + 1 :])
+        # the GPUs asked for by the running jobs of lower queues (worst_first's first element
+        # is minus the queue), as the state counts them
+        above = -self.level.get(job.job_id, 0)
+        held = self.policy.pass_order.head_gpus
+        return sum(gpus for head, gpus in held.items() if head < above)
 
     def is_low_priority(self, job: JobView) -> bool:
         return self.level.get(job.job_id, 0) > 0
 
     def started(self, job: JobView, now: float) -> None:
-        self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
         self._arm_demotion(job, now, job.executed_gpu_s, run_start=now)
 
     def _arm_demotion(self, job: JobView, now: float, executed: float, run_start: float) -> None:
@@ -125,7 +127,6 @@ class TiresiasOrder(PreemptiveOrder):
             self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
 
     def stopped(self, job: JobView, now: float) -> None:
-        self.level_gpus[self.level.get(job.job_id, 0)] -= job.num_gpus
         if job.status in (Status.DONE, Status.CANCELLED):
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)
@@ -134,27 +135,20 @@ class TiresiasOrder(PreemptiveOrder):
             run = now - job.segment_start
             self._timer(now + self.starvation_factor * run, "promote", job, now)
 
-    def resync(self, view: PolicyView) -> None:
-        self.level_gpus = [0] * len(self.level_gpus)
-        for job in view.running.values():
-            self.level_gpus[self.level.get(job.job_id, 0)] += job.num_gpus
-
     def on_timers(self, view: PolicyView) -> None:
         now = view.now
         while self.timers and self.timers[0][0] <= now:
             _, _, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
-                if self.policy.is_running(jid) and job.segment_start == tag:  # still in that run
+                if job.status is Status.RUNNING and job.segment_start == tag:  # still in that run
                     level = self.level.get(jid, 0)
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):  # paused meanwhile
                         self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
                         continue
                     self.level[jid] = level + 1
-                    self.level_gpus[level] -= job.num_gpus
-                    self.level_gpus[level + 1] += job.num_gpus
-                    self.policy.rekey_running(job)
+                    self.policy.running_order(view).rekey(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
             elif (
                 job.status is Status.PENDING

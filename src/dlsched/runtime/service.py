@@ -219,13 +219,14 @@ class SchedulerService:
         and recorded in the store (a refused plan is logged and skipped)."""
         state = self.state
         plan = schedule_pass(state, self.policy, self.admission)
-        evicted = self._quota_events()
         try:
             applied = state.apply(plan)
-        except PlanError as e:  # nothing of it applied: state, store and executor agree
+        except PlanError as e:  # nothing of it applied (nor the pass's admissions and
+            # evictions): state, store and executor agree
             self.metrics.rejected_plans.inc()
             log.error("scheduling pass skipped, its plan was refused: %s", e)
             plan, applied = Plan(), Applied()
+        evicted = self._quota_events(applied)
         self._act(applied, evicted=evicted)
         self._take_changes()
         return plan
@@ -543,9 +544,10 @@ class SchedulerService:
             for g in gpus
         ]
 
-    def _quota_events(self) -> dict[str, str]:
+    def _quota_events(self, applied: Applied) -> dict[str, str]:
         """The admission stage's admissions and evictions of this pass, for the metrics; returns
-        the evicted jobs' reasons."""
+        the evicted jobs' reasons (the running ones are among the plan's preemptions)."""
+        preempted = {job.job_id for job in applied.preempted}
         evicted = {}
         for kind, job, detail in self.admission.log:
             tenant = job.spec.tenant
@@ -554,7 +556,7 @@ class SchedulerService:
             else:
                 self.metrics.evicted(tenant, detail)
                 evicted[job.job_id] = detail
-                if job.status is not Status.RUNNING:  # admitted, not started: back to waiting
+                if job.job_id not in preempted:  # admitted, not started: back to waiting
                     self.store.update_job(
                         job.job_id, event=f"admission withdrawn ({self._why(detail)})"
                     )

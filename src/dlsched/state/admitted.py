@@ -22,21 +22,28 @@ class AdmittedJobs:
         # tenant -> base sizes of its admitted jobs that wait
         self.waiting_gpus: dict[str, int] = {}
 
-    def add(self, job: JobState) -> None:
+    def add(self, job: JobState, number: int | None = None) -> None:
+        """Admit ``job``, last in admission order, or at ``number`` (its place before an
+        eviction that was taken back)."""
         tenant, priority = job.spec.tenant, job.spec.priority
-        self._admissions += 1
-        self.by_tenant.setdefault(tenant, {})[job.job_id] = (self._admissions, job)
+        if number is None:
+            self._admissions += 1
+            number = self._admissions
+        self.by_tenant.setdefault(tenant, {})[job.job_id] = (number, job)
         counts = self.priorities.setdefault(tenant, {})
         counts[priority] = counts.get(priority, 0) + 1
 
-    def remove(self, job: JobState) -> None:
+    def remove(self, job: JobState) -> int | None:
+        """Take ``job`` out of the books; returns its admission number (None: not admitted)."""
         tenant, priority = job.spec.tenant, job.spec.priority
-        if self.by_tenant.get(tenant, {}).pop(job.job_id, None) is None:
-            return
+        found = self.by_tenant.get(tenant, {}).pop(job.job_id, None)
+        if found is None:
+            return None
         counts = self.priorities[tenant]
         counts[priority] -= 1
         if not counts[priority]:
             del counts[priority]
+        return found[0]
 
     def waits(self, job: JobState, sign: int) -> None:
         """An admitted job starts (-1) or stops (+1) waiting."""

@@ -28,11 +28,13 @@ from ..view import AdmissionHooks, Applied, Plan, PolicyHooks, PolicyView
 from ..workload_model import TRACE_MODEL, WorkloadModel, one_more_gpu_helps
 from .admitted import AdmittedJobs
 from .costs import Costs
+from .drifting import LinearKey, RunningDrift
 from .free import FreeGpus
 from .loans import LoanBook
 from .occupancy import GpuOccupancy
 from .plan_check import PlanCheck
 from .queues import BucketKey, PendingQueue, QueueKey
+from .running import RunningKey, RunningOrder
 from .tenant_log import TenantLog
 from .whatif import WhatIfView
 
@@ -83,6 +85,9 @@ class ClusterState:
         # only the jobs it admitted; without one every arrival is admitted
         self.admission = admission
         self.admissions = AdmittedJobs()  # the stage's books (kept only with a stage)
+        # the stage's admissions (None) and evictions (the admission number the job had) since
+        # the last plan applied: a refused plan takes them back (_undo_admissions)
+        self._admission_journal: list[tuple[JobState, int | None]] = []
         self.costs = costs or Costs()
         self.workload = workload
         # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares
@@ -114,6 +119,9 @@ class ClusterState:
         self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
         # the same of the pending jobs not admitted, for the admission stage
         self._held_back: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
+        # the orders of running jobs policies asked for (preemptive policies' victims)
+        self._running_orders: dict[RunningKey, RunningOrder] = {}
+        self._running_drifts: dict[LinearKey, RunningDrift] = {}
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -146,6 +154,21 @@ class ClusterState:
         queue = self._queues.get((key, bucket))  # asked several times a pass: look up first
         return queue if queue is not None else self._order(self._queues, key, bucket, True)
 
+    def running_order(self, key: RunningKey) -> RunningOrder:
+        order = self._running_orders.get(key)
+        if order is None:
+            order = self._running_orders[key] = RunningOrder(key, self.running.values())
+        return order
+
+    def running_drift(self, linear_key: LinearKey) -> RunningDrift:
+        drift = self._running_drifts.get(linear_key)
+        if drift is None:
+            drift = self._running_drifts[linear_key] = RunningDrift(
+                linear_key, self.running.values()
+            )
+        drift.settle(self.now)
+        return drift
+
     def _order(
         self, orders: dict, key: QueueKey, bucket: BucketKey | None, admitted: bool
     ) -> PendingQueue:
@@ -168,6 +191,7 @@ class ClusterState:
         if not own.admitted:
             self._set_admitted(own, True)
             self.admissions.add(own)
+            self._admission_journal.append((own, None))
             self.policy.job_arrived(own, self.now)
 
     def dismiss(self, job: JobView) -> None:
@@ -177,7 +201,7 @@ class ClusterState:
         own = self._own(job)
         if own.admitted:
             self._set_admitted(own, False)
-            self.admissions.remove(own)
+            self._admission_journal.append((own, self.admissions.remove(own)))
             if own.status is Status.RUNNING:
                 self.policy.job_finished(own, self.now)
             else:
@@ -255,12 +279,40 @@ class ClusterState:
     def apply(self, plan: Plan) -> Applied:
         """Apply the whole plan, or nothing of it: every entry is checked first (statuses, GPU
         ids and counts, free GPUs, memory and partners of shared GPUs), and a
-        :class:`PlanError` naming the job and the reason leaves the state as it was."""
+        :class:`PlanError` naming the job and the reason leaves the state as it was before the
+        pass: the admission stage's admissions and evictions since the last plan applied are
+        taken back with it."""
         if not plan:
+            self._admission_journal.clear()
             return Applied()
         check = PlanCheck(self)
-        check.run(plan)
+        try:
+            check.run(plan)
+        except PlanError:
+            self._undo_admissions()
+            raise
+        self._admission_journal.clear()
         return self._commit(plan, check)
+
+    def _undo_admissions(self) -> None:
+        """Take back the admission stage's admissions (the job waits to be admitted again) and
+        evictions (the job is admitted again at its place in admission order) since the last
+        plan applied, latest first. The policy and the stage hear of it as of any admission
+        and withdrawal."""
+        journal, self._admission_journal = self._admission_journal, []
+        for job, number in reversed(journal):
+            if job.status not in (Status.PENDING, Status.RUNNING):
+                continue
+            admitted = number is not None  # evicted in the pass: admitted again
+            self._set_admitted(job, admitted)
+            if admitted:
+                self.admissions.add(job, number)
+                self.policy.job_arrived(job, self.now)
+            else:
+                self.admissions.remove(job)
+                self.policy.job_cancelled(job, self.now)
+            if self.admission is not None:
+                self.admission.admission_undone(job, admitted, self.now)
 
     def _commit(self, plan: Plan, check: PlanCheck) -> Applied:
         """Apply a checked plan to the state's own records of its jobs (the check found each
@@ -475,6 +527,8 @@ class ClusterState:
         begin = job.resume_at if job.resume_at > self.now else self.now
         job.finish_time = begin + max(0.0, job.spec.duration_s - job.done_s) / job.rate
         self.changes.finishes.append((job.finish_time, job.seq, job.version, job))
+        for drift in self._running_drifts.values():  # its speed or work left changed
+            drift.put(job)
 
     def _set_rate(self, job: JobState, rate: float) -> None:
         if not rate > 0:
@@ -514,6 +568,8 @@ class ClusterState:
         if job.spec.elastic:
             self._size_elastic(job, 0, len(gpus))
         self._schedule_completion(job)
+        for order in self._running_orders.values():
+            order.add(job)
         for partner in partners:
             self._refresh(partner)
 
@@ -678,6 +734,10 @@ class ClusterState:
         partners = self._vacate(job)
         job.switch_at = None
         del self.running[job.job_id]
+        for order in self._running_orders.values():
+            order.remove(job)
+        for drift in self._running_drifts.values():
+            drift.remove(job.job_id)
         return partners
 
     def _size_elastic(self, job: JobState, old: int, new: int) -> None:

@@ -9,8 +9,10 @@ from typing import Any
 
 from ..cluster import Cluster
 from ..jobs import JobView
-from ..view import Holders, IdleGpus, JobQueue, Loans, PolicyView
+from ..view import DriftingJobs, Holders, IdleGpus, JobQueue, Loans, PolicyView, RunningJobs
 from ..workload_model import WorkloadModel, one_more_gpu_helps
+from .drifting import LinearKey
+from .running import RunningKey
 
 
 class WhatIfView:
@@ -133,6 +135,12 @@ class WhatIfView:
         self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
     ) -> JobQueue:
         return self.base.queue(key, bucket)
+
+    def running_order(self, key: RunningKey) -> RunningJobs:
+        return self.base.running_order(key)
+
+    def running_drift(self, linear_key: LinearKey) -> DriftingJobs:
+        return self.base.running_drift(linear_key)
 
     def gpus_of(self, job: JobView) -> tuple[int, ...]:
         kept = self._gpus_of.get(job.job_id)

@@ -1,5 +1,6 @@
-"""Running jobs whose order drifts with time (SRTF's), kept so that a preemptive pass finds the
-worst one, and the GPUs a job could free by preemption, without visiting every job.
+"""Running jobs whose order drifts with time (SRTF's), kept by the cluster state so that a
+preemptive pass finds the worst one, and the GPUs a job could free by preemption, without
+visiting every job.
 
 Each job has a linear key (:meth:`~.preemptive.PreemptiveOrder.linear_key`): from the pass
 under way until ``until``, its badness is ``slope x time + intercept``. Jobs of one slope keep
@@ -14,9 +15,11 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 
 from ..jobs import JobView
+
+LinearKey = Callable[[JobView], tuple[float, float, float]]
 
 
 class _Slope:
@@ -42,6 +45,9 @@ class DriftingIndex:
 
     def __len__(self) -> int:
         return len(self._where)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._where
 
     def add(self, job: JobView, slope: float, intercept: float, until: float) -> None:
         """Index a running job under its linear key (replacing the one it had)."""
@@ -83,13 +89,27 @@ class DriftingIndex:
                 due.append(job)
         return due
 
-    def worst(self, exact_worst_first: Callable[[JobView], tuple], now: float) -> JobView | None:
-        """The worst running job: the least ``exact_worst_first`` of the slopes' worst, asked
-        only of those whose linear badness at ``now`` is within the rounding of the largest
-        (the two keys may differ in their last places)."""
-        tops = [
-            (slope * now + same.keys[-1][0], same.jobs[-1]) for slope, same in self._slopes.items()
-        ]
+    def worst(
+        self,
+        exact_worst_first: Callable[[JobView], tuple],
+        now: float,
+        skip: Container[str] = (),
+        running: Container[str] | None = None,
+    ) -> JobView | None:
+        """The worst running job, but those in ``skip`` (a pass's victims so far) and those not
+        in ``running`` (a what-if view's): the least ``exact_worst_first`` of the slopes'
+        worst, asked only of those whose linear badness at ``now`` is within the rounding of
+        the largest (the two keys may differ in their last places)."""
+        tops = []
+        for slope, same in self._slopes.items():
+            i = len(same.jobs) - 1
+            while i >= 0 and (
+                same.jobs[i].job_id in skip
+                or (running is not None and same.jobs[i].job_id not in running)
+            ):
+                i -= 1
+            if i >= 0:
+                tops.append((slope * now + same.keys[i][0], same.jobs[i]))
         if len(tops) < 2:
             return tops[0][1] if tops else None
         largest = max(tops, key=_first)[0]
@@ -101,7 +121,7 @@ class DriftingIndex:
 
     def gpus_from(self, badness: float, now: float) -> int:
         """An upper bound on the GPUs held by the jobs whose badness at ``now`` is at least
-        ``badness``."""
+        ``badness`` (a pass's victims among them)."""
         total = 0
         for slope, same in self._slopes.items():
             i = bisect_left(same.keys, (badness - slope * now,))
@@ -110,6 +130,31 @@ class DriftingIndex:
             else:
                 total += sum(same.gpus[i:])
         return total
+
+
+class RunningDrift(DriftingIndex):
+    """The running jobs under a policy's linear key (``linear_key(job)``: slope, intercept,
+    until), kept by the state: it keys a job when it starts and whenever its speed or work left
+    changes (``put``), drops it when it stops, and re-keys those whose keys ended (a pause
+    over) when a pass asks for it (``settle``)."""
+
+    def __init__(self, linear_key: LinearKey, jobs: Iterable[JobView] = ()) -> None:
+        super().__init__()
+        self.linear_key = linear_key
+        for job in jobs:
+            self.put(job)
+
+    def put(self, job: JobView) -> None:
+        self.add(job, *self.linear_key(job))
+
+    def rekey(self, job: JobView) -> None:
+        """The policy's key for the running job changed."""
+        if job.job_id in self._where:
+            self.put(job)
+
+    def settle(self, now: float) -> None:
+        for job in self.ended(now):
+            self.put(job)
 
 
 def rounding_margin(badness: float, now: float) -> float:

@@ -282,8 +282,10 @@ class ClusterState:
         :class:`PlanError` naming the job and the reason leaves the state as it was before the
         pass: the admission stage's admissions and evictions since the last plan applied are
         taken back with it."""
+        journal = self._admission_journal
         if not plan:
-            self._admission_journal.clear()
+            if journal:
+                journal.clear()
             return Applied()
         check = PlanCheck(self)
         try:
@@ -291,7 +293,8 @@ class ClusterState:
         except PlanError:
             self._undo_admissions()
             raise
-        self._admission_journal.clear()
+        if journal:
+            journal.clear()
         return self._commit(plan, check)
 
     def _undo_admissions(self) -> None:
@@ -527,8 +530,9 @@ class ClusterState:
         begin = job.resume_at if job.resume_at > self.now else self.now
         job.finish_time = begin + max(0.0, job.spec.duration_s - job.done_s) / job.rate
         self.changes.finishes.append((job.finish_time, job.seq, job.version, job))
-        for drift in self._running_drifts.values():  # its speed or work left changed
-            drift.put(job)
+        if self._running_drifts:  # its speed or work left changed
+            for drift in self._running_drifts.values():
+                drift.put(job)
 
     def _set_rate(self, job: JobState, rate: float) -> None:
         if not rate > 0:
@@ -568,8 +572,9 @@ class ClusterState:
         if job.spec.elastic:
             self._size_elastic(job, 0, len(gpus))
         self._schedule_completion(job)
-        for order in self._running_orders.values():
-            order.add(job)
+        if self._running_orders:
+            for order in self._running_orders.values():
+                order.add(job)
         for partner in partners:
             self._refresh(partner)
 
@@ -734,10 +739,12 @@ class ClusterState:
         partners = self._vacate(job)
         job.switch_at = None
         del self.running[job.job_id]
-        for order in self._running_orders.values():
-            order.remove(job)
-        for drift in self._running_drifts.values():
-            drift.remove(job.job_id)
+        if self._running_orders:
+            for order in self._running_orders.values():
+                order.remove(job)
+        if self._running_drifts:
+            for drift in self._running_drifts.values():
+                drift.remove(job.job_id)
         return partners
 
     def _size_elastic(self, job: JobState, old: int, new: int) -> None:

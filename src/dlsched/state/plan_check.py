@@ -182,8 +182,12 @@ class PlanCheck:
         if not isinstance(accumulation, int) or accumulation < 1:
             raise self._fail(job, "started", f"sub-batch count {accumulation!r} is not >= 1")
         memory = state.workload.memory_mib(job.spec, n, accumulation)
-        idle = self._idle
-        joined = [g for g in gpus if not idle(g)]
+        if self.claimed or self.released or self.retiring:
+            idle = self._idle
+            joined = [g for g in gpus if not idle(g)]
+        else:  # the plan's first start, or starts only: idle is the state's free
+            free, gpu_node = state.free.free, state.cluster.gpu_node
+            joined = [g for g in gpus if g not in free[gpu_node[g]]]
         for g in joined:
             if why := self._why_not_join(job, g, memory):
                 raise self._fail(job, "started", why)

@@ -80,6 +80,24 @@ def test_a_spec_expands_to_every_combination_per_seed():
     assert s.baseline == "fifo" and s.x == "load"
 
 
+def test_an_axis_of_mappings_is_labelled_as_trace_param_writes_them():
+    # trace_params as an axis (GENIE's loads): each value a mapping, named in the tables
+    loads = [{"num_jobs": 150, "load": 2}, {"num_jobs": 150, "load": 4}]
+    s = parse_spec(
+        spec(
+            runs={"trace": "synthetic", "cluster": "4x8:V100"},
+            axes={"policy": ["fifo"], "trace_params": loads},
+            seeds=[0],
+        )
+    )
+    assert [dict(r.point)["trace_params"] for r in s.runs] == [
+        "num_jobs=150;load=2",
+        "num_jobs=150;load=4",
+    ]
+    assert [r.get("trace_params") for r in s.runs] == loads
+    assert len({run_key(r) for r in s.runs}) == 2
+
+
 def test_a_policy_variant_s_settings_are_its_runs_own():
     variant = {
         "name": "elastic-fifo",

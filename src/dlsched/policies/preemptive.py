@@ -145,7 +145,7 @@ class PreemptivePolicy(Policy):
         # whether a cached worst job still is)
         self._now = 0.0
         self._live: Mapping[str, JobView] = {}
-        self._victims: set[str] = set()
+        self._victims: dict[str, JobView] = {}
         self._moves = 0
         # (moves, job): the worst running job found at that count; and the count at which a
         # job of the pass could not outrank it (drifting keys)
@@ -193,14 +193,19 @@ class PreemptivePolicy(Policy):
         assert self._ordered is not None  # asked in a pass
         return self._ordered
 
+    @property
+    def pass_victims(self) -> Mapping[str, JobView]:
+        """The running jobs the pass under way has chosen to preempt so far."""
+        return self._victims
+
     def _take(self, job: JobView) -> None:
         """The running job is a victim of the pass under way."""
-        self._victims.add(job.job_id)
+        self._victims[job.job_id] = job
         self._moves += 1
 
     def _spare(self, job: JobView) -> None:
         """A victim chosen in the pass runs on after all."""
-        self._victims.discard(job.job_id)
+        del self._victims[job.job_id]
         self._moves += 1
 
     def _peek_worst(self) -> JobView | None:
@@ -222,7 +227,7 @@ class PreemptivePolicy(Policy):
         badness (in ``linear_key``'s units) is at least ``badness`` at ``now``; a margin covers
         the rounding of keys computed differently."""
         assert self._drifting is not None  # asked in a pass, by an order with drifting keys
-        return self._drifting.gpus_from(badness - rounding_margin(badness, now), now)
+        return self._drifting.gpus_from(badness - rounding_margin(badness, now), now, self._victims)
 
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobView, now: float) -> None:
@@ -235,7 +240,7 @@ class PreemptivePolicy(Policy):
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
         self._now, self._live = now, view.running
-        self._victims, self._worst, self._cannot_outrank = set(), None, None
+        self._victims, self._worst, self._cannot_outrank = {}, None, None
         self.order.on_timers(view)
         if self.order.drifting_keys:  # (after the timers: SRTF's now moved)
             self._drifting = view.running_drift(self._linear_key)

@@ -108,9 +108,13 @@ class TiresiasOrder(PreemptiveOrder):
     def preemptible_gpus(self, job: JobView) -> float:
         # the GPUs asked for by the running jobs of lower queues (worst_first's first element
         # is minus the queue), as the state counts them
-        above = -self.level.get(job.job_id, 0)
+        level = self.level.get(job.job_id, 0)
         held = self.policy.pass_order.head_gpus
-        return sum(gpus for head, gpus in held.items() if head < above)
+        total = sum(gpus for head, gpus in held.items() if head < -level)
+        for victim in self.policy.pass_victims.values():  # already counted as idle
+            if self.level.get(victim.job_id, 0) > level:
+                total -= victim.num_gpus
+        return total
 
     def is_low_priority(self, job: JobView) -> bool:
         return self.level.get(job.job_id, 0) > 0

@@ -119,10 +119,17 @@ class DriftingIndex:
             return candidates[0]
         return min(candidates, key=exact_worst_first)
 
-    def gpus_from(self, badness: float, now: float) -> int:
+    def gpus_from(self, badness: float, now: float, skip: Iterable[str] = ()) -> int:
         """An upper bound on the GPUs held by the jobs whose badness at ``now`` is at least
-        ``badness`` (a pass's victims among them)."""
+        ``badness``, but those in ``skip`` (a pass's victims: few)."""
         total = 0
+        for jid in skip:
+            found = self._where.get(jid)
+            if found is not None:
+                slope, key = found
+                if key >= (badness - slope * now,):  # as the bisection below counts it
+                    same = self._slopes[slope]
+                    total -= same.gpus[bisect_left(same.keys, key)]
         for slope, same in self._slopes.items():
             i = bisect_left(same.keys, (badness - slope * now,))
             if 2 * i < len(same.keys):  # the shorter side: most jobs are usually above

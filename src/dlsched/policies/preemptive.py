@@ -144,7 +144,7 @@ class PreemptivePolicy(Policy):
         # stage), the victims chosen so far, and a count of victims chosen or spared (it tells
         # whether a cached worst job still is)
         self._now = 0.0
-        self._live: Mapping[str, JobView] = {}
+        self._live: Mapping[str, JobView] | None = None
         self._victims: dict[str, JobView] = {}
         self._moves = 0
         # (moves, job): the worst running job found at that count; and the count at which a
@@ -239,13 +239,17 @@ class PreemptivePolicy(Policy):
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
-        self._now, self._live = now, view.running
+        self._now = now
         self._victims, self._worst, self._cannot_outrank = {}, None, None
         self.order.on_timers(view)
+        running: DriftingJobs | RunningJobs
         if self.order.drifting_keys:  # (after the timers: SRTF's now moved)
-            self._drifting = view.running_drift(self._linear_key)
+            running = self._drifting = view.running_drift(self._linear_key)
         else:
-            self._ordered = self.running_order(view)
+            running = self._ordered = self.running_order(view)
+        # the state's index holds every running job; a what-if view (the quota stage's) has
+        # fewer, and then each job the index offers is checked against the view's
+        self._live = None if len(view.running) == len(running) else view.running
         plan = Plan()
         scratch = None
         elastic = self.elastic

@@ -100,6 +100,23 @@ class DriftingIndex:
         in ``running`` (a what-if view's): the least ``exact_worst_first`` of the slopes'
         worst, asked only of those whose linear badness at ``now`` is within the rounding of
         the largest (the two keys may differ in their last places)."""
+        if not skip and running is None:
+            tops = [(slope * now + s.keys[-1][0], s.jobs[-1]) for slope, s in self._slopes.items()]
+        else:
+            tops = self._tops(now, skip, running)
+        if len(tops) < 2:
+            return tops[0][1] if tops else None
+        largest = max(tops, key=_first)[0]
+        cut = largest - rounding_margin(largest, now)
+        candidates = [job for badness, job in tops if badness >= cut]
+        if len(candidates) == 1:
+            return candidates[0]
+        return min(candidates, key=exact_worst_first)
+
+    def _tops(
+        self, now: float, skip: Container[str], running: Container[str] | None
+    ) -> list[tuple[float, JobView]]:
+        """Each slope's worst job but those skipped, with its badness at ``now``."""
         tops = []
         for slope, same in self._slopes.items():
             i = len(same.jobs) - 1
@@ -110,14 +127,7 @@ class DriftingIndex:
                 i -= 1
             if i >= 0:
                 tops.append((slope * now + same.keys[i][0], same.jobs[i]))
-        if len(tops) < 2:
-            return tops[0][1] if tops else None
-        largest = max(tops, key=_first)[0]
-        cut = largest - rounding_margin(largest, now)
-        candidates = [job for badness, job in tops if badness >= cut]
-        if len(candidates) == 1:
-            return candidates[0]
-        return min(candidates, key=exact_worst_first)
+        return tops
 
     def gpus_from(self, badness: float, now: float, skip: Iterable[str] = ()) -> int:
         """An upper bound on the GPUs held by the jobs whose badness at ``now`` is at least

@@ -50,6 +50,8 @@ class RunningOrder:
     ) -> JobView | None:
         """The worst running job but those in ``skip`` (a pass's victims so far) and those not
         in ``running`` (a what-if view's running jobs)."""
+        if not skip and running is None:
+            return self._entries[0][2] if self._entries else None
         for _, _, job in self._entries:
             jid = job.job_id
             if jid not in skip and (running is None or jid in running):

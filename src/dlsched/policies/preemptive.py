@@ -77,6 +77,10 @@ class PreemptiveOrder:
     def on_timers(self, view: PolicyView) -> None:
         """Apply rank changes that are due at ``view.now``."""
 
+    def begin_pass(self, running: RunningJobs) -> None:
+        """A pass begins (after the timers) over these running jobs (an order without drifting
+        keys)."""
+
     def next_timer(self) -> float | None:
         return None
 
@@ -193,11 +197,6 @@ class PreemptivePolicy(Policy):
         assert self._ordered is not None  # asked in a pass
         return self._ordered
 
-    @property
-    def pass_victims(self) -> Mapping[str, JobView]:
-        """The running jobs the pass under way has chosen to preempt so far."""
-        return self._victims
-
     def _take(self, job: JobView) -> None:
         """The running job is a victim of the pass under way."""
         self._victims[job.job_id] = job
@@ -247,6 +246,7 @@ class PreemptivePolicy(Policy):
             running = self._drifting = view.running_drift(self._linear_key)
         else:
             running = self._ordered = self.running_order(view)
+            self.order.begin_pass(running)
         # the state's index holds every running job; a what-if view (the quota stage's) has
         # fewer, and then each job the index offers is checked against the view's
         self._live = None if len(view.running) == len(running) else view.running

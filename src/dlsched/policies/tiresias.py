@@ -31,6 +31,7 @@ from collections.abc import Iterable
 
 from ..errors import SpecError
 from ..jobs import JobView, Status
+from ..view import RunningJobs
 from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
 
@@ -82,6 +83,7 @@ class TiresiasOrder(PreemptiveOrder):
         self.level: dict[str, int] = {}  # job id -> queue index
         self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.timers: list[tuple[float, int, str, JobView, float]] = []
+        self._below: list[int] = [0] * (len(self.thresholds) + 1)  # in a pass: begin_pass
         self._timer_seq = 0
 
     def params(self) -> dict:
@@ -108,13 +110,19 @@ class TiresiasOrder(PreemptiveOrder):
     def preemptible_gpus(self, job: JobView) -> float:
         # the GPUs asked for by the running jobs of lower queues (worst_first's first element
         # is minus the queue), as the state counts them
-        level = self.level.get(job.job_id, 0)
-        held = self.policy.pass_order.head_gpus
-        total = sum(gpus for head, gpus in held.items() if head < -level)
-        for victim in self.policy.pass_victims.values():  # already counted as idle
-            if self.level.get(victim.job_id, 0) > level:
-                total -= victim.num_gpus
-        return total
+        return self._below[self.level.get(job.job_id, 0)]
+
+    def begin_pass(self, running: RunningJobs) -> None:
+        # GPUs the running jobs of each queue's lower queues asked for, as the state counts
+        # them at the pass's start (worst_first's first element is minus the queue)
+        per_queue = [0] * (len(self.thresholds) + 1)
+        for head, gpus in running.head_gpus.items():
+            per_queue[-head] += gpus
+        below, total = [0] * len(per_queue), 0
+        for queue in range(len(per_queue) - 1, -1, -1):
+            below[queue] = total
+            total += per_queue[queue]
+        self._below = below
 
     def is_low_priority(self, job: JobView) -> bool:
         return self.level.get(job.job_id, 0) > 0
@@ -131,6 +139,9 @@ class TiresiasOrder(PreemptiveOrder):
             self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
 
     def stopped(self, job: JobView, now: float) -> None:
+        level = self.level.get(job.job_id, 0)
+        for queue in range(level):  # a victim of the pass: its GPUs are counted idle now
+            self._below[queue] -= job.num_gpus
         if job.status in (Status.DONE, Status.CANCELLED):
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)

@@ -86,6 +86,22 @@ def problems(state: ClusterState) -> list[str]:
     )
     if sorted(state.elastic_growable) != growable:
         out.append(f"growable elastic jobs {sorted(state.elastic_growable)}, not {growable}")
+    running = set(state.running)
+    for order in state._running_orders.values():
+        listed = [j.job_id for j in order]
+        if set(listed) != running or len(listed) != len(running):
+            out.append(f"a running order lists {sorted(listed)}, not the running jobs")
+        elif listed != [j.job_id for j in sorted(order, key=lambda j: (order.key(j), j.seq))]:
+            out.append("a running order is not in its key's order")
+        asked: dict = {}
+        for held in order:
+            head = order.key(held)[0]
+            asked[head] = asked.get(head, 0) + held.num_gpus
+        if asked != order.head_gpus:
+            out.append(f"a running order counts {order.head_gpus} GPUs per head, not {asked}")
+    for drift in state._running_drifts.values():
+        if len(drift) != len(running) or any(jid not in drift for jid in running):
+            out.append("a drifting index does not hold exactly the running jobs")
     if state.admission is not None:
         out += _admission_problems(state)
     return out

@@ -139,8 +139,10 @@ class TiresiasOrder(PreemptiveOrder):
             self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
 
     def stopped(self, job: JobView, now: float) -> None:
+        # a victim of the pass under way: its GPUs are counted idle now (between passes this
+        # is moot: the next pass counts afresh)
         level = self.level.get(job.job_id, 0)
-        for queue in range(level):  # a victim of the pass: its GPUs are counted idle now
+        for queue in range(level):
             self._below[queue] -= job.num_gpus
         if job.status in (Status.DONE, Status.CANCELLED):
             self.level.pop(job.job_id, None)

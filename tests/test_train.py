@@ -121,3 +121,44 @@ def test_two_workers_accumulating_give_the_parameters_of_one(tmp_path):
     two = torch.load(out, weights_only=True)
     for name, value in one.items():
         torch.testing.assert_close(two[name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_emulated_job_s_sgd_steps_as_torch_s_and_imports_no_dynamo(tmp_path):
+    # MomentumSGD (dlsched.workloads.emulated) against torch.optim.SGD on the same model and
+    # data, with a checkpoint round trip halfway: the same parameters bit for bit. And an
+    # emulated job trained in a fresh process never imports torch._dynamo (torch.optim does).
+    import subprocess
+    import sys
+
+    from dlsched.workloads.emulated import MomentumSGD
+
+    torch.manual_seed(0)
+    a, b = (
+        torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+        for _ in range(2)
+    )
+    b.load_state_dict(a.state_dict())
+    ours = MomentumSGD(a.parameters(), lr=0.05, momentum=0.9)
+    theirs = torch.optim.SGD(b.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    for i in range(20):
+        x = torch.randn(4, 8, generator=g)
+        for model, opt in ((a, ours), (b, theirs)):
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+        if i == 9:
+            saved = ours.state_dict()
+            ours = MomentumSGD(a.parameters(), lr=0.05, momentum=0.9)
+            ours.load_state_dict(saved)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    program = (
+        "import sys; from dlsched.runtime.train import Trainer\n"
+        "t = Trainer({'entrypoint': 'dlsched.workloads.emulated:build', 'args': {'samples': 64,"
+        " 'per_sample_ms': 0, 'fixed_ms': 0}, 'batch_size': 8, 'iterations': 3,"
+        f" 'checkpoint_every': 2, 'checkpoint_path': {str(tmp_path / 'e.pt')!r}}},"
+        " 0, 1, lambda line: None)\n"
+        "t.setup(); t.run(); print('torch._dynamo' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]

@@ -90,10 +90,14 @@ def test_under_quotas_the_policy_queue_lists_only_admitted_jobs():
     assert ids(j for j, _ in plan.start) == ["a", "c"]
     assert ids(queue) == ["c", "a"]  # admitted, not started yet: b is not among them
     assert ids(state.not_admitted(fewest_first)) == ["b"]
-    # a plan that starts a job the stage did not admit is refused, and nothing applies
+    # a plan that starts a job the stage did not admit is refused, and nothing applies: nor
+    # the pass's admissions, which the next pass makes again
     with pytest.raises(PlanError, match="job b.*not admitted"):
         state.apply(Plan(start=[(a, (0, 1)), (b, (2, 3))]))
-    assert a.status.value == "pending"
+    assert a.status.value == "pending" and not a.admitted and ids(queue) == []
+    assert ids(state.not_admitted(fewest_first)) == ["c", "a", "b"]
+    plan = schedule_pass(state, state.policy, state.admission)
+    assert ids(j for j, _ in plan.start) == ["a", "c"]
     state.apply(plan)
     assert ids(queue) == []
     state.finish(a)  # x's quota comes back: b is admitted at the next pass

@@ -328,7 +328,9 @@ def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
         return min(e["t"] for e in h.job(job)["events"] if e["message"] == "profiling")
 
     wait_for(lambda: all(h.job(j)["profile"] for j in slow), timeout_s=90, what="alice's builds")
-    assert profiling_since(quick) <= min(profiling_since(j) for j in slow[2:])
+    # when alice's two slots free in one pass, they go in turn (alice's third, then bob's, a
+    # few ms apart); behind alice's four, bob's would start 8 s (a build) after her third
+    assert profiling_since(quick) <= min(profiling_since(j) for j in slow[2:]) + 1.0
 
 
 def tenant_processes(data_dir: Path, profiling_only: bool) -> int:

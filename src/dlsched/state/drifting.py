@@ -2,12 +2,13 @@
 preemptive pass finds the worst one, and the GPUs a job could free by preemption, without
 visiting every job.
 
-Each job has a linear key (:meth:`~.preemptive.PreemptiveOrder.linear_key`): from the pass
-under way until ``until``, its badness is ``slope x time + intercept``. Jobs of one slope keep
-their order, so each slope is a list sorted by intercept (the worst last); a job whose key ends
-(a pause over) is handed back to be re-keyed. With a handful of slopes (the distinct speeds of
-running jobs) the worst job is the worst of the slopes' last ones, and the GPUs held by jobs at
-least as bad as a badness are a bisection and a sum per slope.
+Each job has a linear key
+(:meth:`dlsched.policies.preemptive.PreemptiveOrder.linear_key`): from the pass under way until
+``until``, its badness is ``slope x time + intercept``. Jobs of one slope keep their order, so
+each slope is a list sorted by intercept (the worst last); a job whose key ends (a pause over)
+is handed back to be re-keyed. With a handful of slopes (the distinct speeds of running jobs)
+the worst job is the worst of the slopes' last ones, and the GPUs held by jobs at least as bad
+as a badness are a bisection and a sum per slope.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class _Slope:
 
 
 class DriftingIndex:
-    """The running jobs of one policy by slope; each job once (``add`` replaces its key)."""
+    """Running jobs by slope; each job once (``add`` replaces its key)."""
 
     def __init__(self) -> None:
         self._slopes: dict[float, _Slope] = {}

@@ -149,7 +149,7 @@ class PreemptivePolicy(Policy):
         # whether a cached worst job still is)
         self._now = 0.0
         self._live: Mapping[str, JobView] | None = None
-        self._victims: dict[str, JobView] = {}
+        self._victims: set[str] = set()
         self._moves = 0
         # (moves, job): the worst running job found at that count; and the count at which a
         # job of the pass could not outrank it (drifting keys)
@@ -190,21 +190,14 @@ class PreemptivePolicy(Policy):
         victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
         return count, _with_victims(entries, started, victims)
 
-    @property
-    def pass_order(self) -> RunningJobs:
-        """The running jobs as the pass under way found them, worst first (an order without
-        drifting keys; the pass's victims among them)."""
-        assert self._ordered is not None  # asked in a pass
-        return self._ordered
-
     def _take(self, job: JobView) -> None:
         """The running job is a victim of the pass under way."""
-        self._victims[job.job_id] = job
+        self._victims.add(job.job_id)
         self._moves += 1
 
     def _spare(self, job: JobView) -> None:
         """A victim chosen in the pass runs on after all."""
-        del self._victims[job.job_id]
+        self._victims.remove(job.job_id)
         self._moves += 1
 
     def _peek_worst(self) -> JobView | None:
@@ -217,7 +210,8 @@ class PreemptivePolicy(Policy):
                 self.order.exact_worst_first, self._now, self._victims, self._live
             )
         else:
-            job = self.pass_order.worst(self._victims, self._live)
+            assert self._ordered is not None  # asked in a pass
+            job = self._ordered.worst(self._victims, self._live)
         self._worst = (self._moves, job)
         return job
 
@@ -239,7 +233,7 @@ class PreemptivePolicy(Policy):
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
         self._now = now
-        self._victims, self._worst, self._cannot_outrank = {}, None, None
+        self._victims, self._worst, self._cannot_outrank = set(), None, None
         self.order.on_timers(view)
         running: DriftingJobs | RunningJobs
         if self.order.drifting_keys:  # (after the timers: SRTF's now moved)

@@ -108,13 +108,11 @@ class TiresiasOrder(PreemptiveOrder):
         heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
 
     def preemptible_gpus(self, job: JobView) -> float:
-        # the GPUs asked for by the running jobs of lower queues (worst_first's first element
-        # is minus the queue), as the state counts them
         return self._below[self.level.get(job.job_id, 0)]
 
     def begin_pass(self, running: RunningJobs) -> None:
-        # GPUs the running jobs of each queue's lower queues asked for, as the state counts
-        # them at the pass's start (worst_first's first element is minus the queue)
+        # for each queue, the GPUs the running jobs of the queues below it asked for, as the
+        # state counts them at the pass's start (worst_first's first element is minus the queue)
         per_queue = [0] * (len(self.thresholds) + 1)
         for head, gpus in running.head_gpus.items():
             per_queue[-head] += gpus

@@ -158,10 +158,11 @@ def _run_here(todo, runs_dir, outcome, report, *_) -> None:
     held: tuple[str, Any] = ("", None)
     for key, run in sorted(todo.items(), key=lambda item: _workload_key(item[1])):
         report(1)
+        wkey = _workload_key(run)
         try:
-            if held[0] != _workload_key(run):
+            if held[0] != wkey:
                 held = ("", None)  # the last one goes before the next is made
-                held = (_workload_key(run), prepare_workload(run.workload_settings()))
+                held = (wkey, prepare_workload(run.workload_settings()))
             store_run(runs_dir, key, run, simulate_run(held[1], run))
         except Exception as e:  # one failed run does not stop the others
             outcome.failed.append((run, _error(e)))

@@ -22,7 +22,7 @@ def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path)
     a = s.submit(gpus=2, iterations=100)
     s.step()  # t=1: a starts
     s.executor.report_progress(a, iteration=10, iterations=100, iteration_s=0.1)
-    s.step(3.0)  # t=4: 10 iterations, 1 s of them: 2 s start-up
+    s.step(3.0)  # t=4: 10 iterations 3 s after its start
     s.executor.report_progress(a, iteration=30, iterations=100, iteration_s=0.1)
     s.step(2.0)  # t=6: 20 more in 2 s
     s.executor.report_progress(a, iteration=60, iterations=100, iteration_s=0.1)
@@ -32,7 +32,8 @@ def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path)
     history = s.service.export(0.0, float("inf"))
     [row] = history["jobs"]
     assert row["iteration_s"] == pytest.approx(6.0 / 50)  # 50 iterations in 6 s
-    assert row["iteration_source"] == "measured" and row["startup_s"] == pytest.approx(2.0)
+    # the start-up leaves the 10 first iterations at the measured speed: 3 - 10 x 0.12 s
+    assert row["iteration_source"] == "measured" and row["startup_s"] == pytest.approx(1.8)
     # submitted on the real clock, a moment after the fake one started
     assert (
         row["jct_s"] == pytest.approx(11.0, abs=0.1)
@@ -46,7 +47,7 @@ def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path)
     assert detect_format(path) == "history"
     trace = load_trace(str(path))
     [spec] = trace.jobs
-    assert spec.duration_s == pytest.approx(100 * 0.12) and spec.startup_s == pytest.approx(2.0)
+    assert spec.duration_s == pytest.approx(100 * 0.12) and spec.startup_s == pytest.approx(1.8)
     assert trace.replay[a]["jct_s"] == row["jct_s"]
 
 
@@ -87,9 +88,24 @@ def test_a_restart_pause_and_a_reconfiguration_are_measured_apart():
     m.observe(9.0, 35, 0.1, "4x1")
     m.launched(20.0, 35, first=False)
     m.observe(24.0, 45, 0.1, "4x1")  # 4 s - 1 s: a 3 s restart
-    assert m.starts == [3.0] and m.restarts == [3.0]
+    assert m.start_pauses() == [3.0] and m.restart_pauses() == pytest.approx([3.0])
     assert m.iteration_s("2x1") == pytest.approx(0.2) and m.iteration_s("4x1") == pytest.approx(0.1)
-    assert JobMeter.load(json.loads(json.dumps(m.dump()))).speeds == m.speeds
+    stored = JobMeter.load(json.loads(json.dumps(m.dump())))
+    assert stored.speeds == m.speeds and stored.restart_pauses() == pytest.approx([3.0])
+    assert JobMeter.load({"starts": [2.5]}).start_pauses() == [2.5]  # a pause stored as a number
+
+
+def test_a_pause_is_timed_at_the_measured_speed_not_the_workers_first_average():
+    # on a loaded machine the first iterations crawl: at its first report (iteration 20, 60 s
+    # after launch) the worker's moving average still says 2.5 s an iteration; later stretches
+    # measure 0.2 s. The replay must reach iteration 20 at 60 s: 60 - 20 x 0.2 = 56 s of pause
+    # (the worker's figure would say 60 - 20 x 2.5 = 10 s, and the replay would run 46 s ahead).
+    m = JobMeter()
+    m.launched(100.0, 0, first=True)
+    m.observe(160.0, 20, 2.5, "4x1")
+    assert m.start_pauses() == [10.0]  # nothing better known yet: the worker's own figure
+    m.observe(162.0, 30, 0.2, "4x1")
+    assert m.start_pauses() == pytest.approx([56.0])
 
 
 def test_solo_speed_is_derived_by_the_runtime_model_and_the_sharing_slowdown_measured():

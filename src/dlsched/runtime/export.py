@@ -113,8 +113,12 @@ def export_history(
     # a job that only ever ran shared: alone, it would have run the typical slowdown faster
     typical_slowdown = statistics.median([x for *_, x in jobs if x] or [speed.typical_slowdown()])
     typical = {
-        "startup_s": statistics.median([s for _, _, m, *_ in jobs for s in m.starts] or [0.0]),
-        "restart_s": statistics.median([s for _, _, m, *_ in jobs for s in m.restarts] or [0.0]),
+        "startup_s": statistics.median(
+            [s for _, _, m, *_ in jobs for s in m.start_pauses()] or [0.0]
+        ),
+        "restart_s": statistics.median(
+            [s for _, _, m, *_ in jobs for s in m.restart_pauses()] or [0.0]
+        ),
         "slowdown": typical_slowdown,
     }
     measured = []
@@ -124,7 +128,7 @@ def export_history(
             solo = (row["iteration_s"], "reported")  # too short for a whole measured stretch
         if solo is None and row["status"] == DONE and not (row["preemptions"] or row["failures"]):
             # done before any progress was seen: its one run, less its start-up
-            pause = meter.starts[0] if meter.starts else typical["startup_s"]
+            pause = meter.start_pauses()[0] if meter.starts else typical["startup_s"]
             run_s = row["finished"] - row["started"] - pause
             solo = (max(run_s, 0.001) / spec.iterations, "whole-run")
         if solo is None and row["status"] in (QUEUED, RUNNING) and spec.iterations:
@@ -157,10 +161,10 @@ def export_history(
                 "model": row["spec"]["entrypoint"],
                 "priority": spec.priority,
                 "deadline_s": rel(spec.deadline_s),
-                "startup_s": round(statistics.mean(meter.starts), 3)
+                "startup_s": round(statistics.mean(meter.start_pauses()), 3)
                 if meter.starts
                 else typical["startup_s"],
-                "restart_s": round(statistics.mean(meter.restarts), 3)
+                "restart_s": round(statistics.mean(meter.restart_pauses()), 3)
                 if meter.restarts
                 else typical["restart_s"],
                 "slowdown": slowdown,

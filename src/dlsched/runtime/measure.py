@@ -6,6 +6,12 @@ pauses before its first iteration at a start and at a restart. The service keeps
 A configuration is ``(workers, sub-batches, shared)``. Iteration times are total iterations over
 total seconds between consecutive progress reports of one run in one configuration, so the
 service's polling adds no bias, only jitter at the ends of each stretch.
+
+A pause is what a run's first progress report leaves once its iterations are timed at the
+configuration's measured speed, resolved when asked for rather than at that report: the
+worker's own figure then is a moving average that still carries its first, slowest iterations
+(on a loaded machine seconds each), and charging them to the iterations made a replay reach
+that report's iteration a minute early.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ def parse_key(key: str) -> tuple[int, int, bool]:
 @dataclass(slots=True)
 class JobMeter:
     speeds: dict[str, list[float]] = field(default_factory=dict)  # config -> [iterations, seconds]
-    starts: list[float] = field(default_factory=list)  # first start to first iteration, s
-    restarts: list[float] = field(default_factory=list)  # a restart's launch to its first iteration
+    # per run, its launch to its first progress report: [seconds, iterations done by then, the
+    # configuration, the worker's own iteration time then] (a bare number: a stored pause)
+    starts: list = field(default_factory=list)  # first starts
+    restarts: list = field(default_factory=list)
     # the run under way: (launch time, iteration it resumed from, first start?) until its first
     # progress, then the last progress seen (config, iteration, time)
     _launch: tuple[float, int, bool] | None = None
@@ -59,8 +67,8 @@ class JobMeter:
                 return False  # still the previous run's report
             self._launch = None
             if iteration_s:
-                pause = t - launched_at - (iteration - resumed_from) * iteration_s
-                (self.starts if first else self.restarts).append(max(0.0, pause))
+                first_report = [t - launched_at, iteration - resumed_from, key, iteration_s]
+                (self.starts if first else self.restarts).append(first_report)
             self._last = (key, iteration, t)
             return True
         last, self._last = self._last, (key, iteration, t)
@@ -74,6 +82,21 @@ class JobMeter:
     def iteration_s(self, key: str) -> float | None:
         iterations, seconds = self.speeds.get(key, (0, 0.0))
         return seconds / iterations if iterations else None
+
+    def start_pauses(self) -> list[float]:
+        """Each first start's pause before its first iteration, s."""
+        return [self._pause(r) for r in self.starts]
+
+    def restart_pauses(self) -> list[float]:
+        """Each restart's pause (a preemption's, a failure's or a resize's) before its first
+        iteration, s."""
+        return [self._pause(r) for r in self.restarts]
+
+    def _pause(self, report) -> float:
+        if isinstance(report, (int, float)):
+            return float(report)
+        elapsed, iterations, key, reported_s = report
+        return max(0.0, elapsed - iterations * (self.iteration_s(key) or reported_s))
 
 
 def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:

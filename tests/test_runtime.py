@@ -177,11 +177,22 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=600)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     short = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=40)
+    # a job whose memory grows 8 MiB a pass: it outgrows its grant (profiled peak + 10%) while
+    # sharing, fails alone and runs again unshared (runtime/device.py)
+    growing = {**EMULATED, "args": {**EMULATED["args"], "grow_mib_per_pass": 8.0}}
+    leaker = h.submit(alice, **growing, gpus=1, batch_size=8, iterations=40)
     job = h.wait_status(short, "done", timeout_s=120)
     assert job["iteration"] == 40 and job["profile"]["fixed_mib"] > 0
     assert job["gpus"][0] in h.job(long_job)["gpus"]  # on one of the long job's GPUs
     assert job["started"] < (h.job(long_job)["finished"] or float("inf"))  # ... while it ran
     assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 600
+    long_done = h.job(long_job)
+    assert long_done["attempt"] == 1 and long_done["failures"] == 0  # never disturbed
+    job = h.wait_status(leaker, "done", timeout_s=120)
+    messages = [e["message"] for e in job["events"]]
+    over = [m for m in messages if "exceeded its memory grant" in m]
+    assert len(over) == 1 and "requeued to run alone" in over[0], messages
+    assert job["failures"] == 0 and job["iteration"] == 40
 
 
 def wait_for_status_on(page, job_id: str, status: str, timeout_s: float) -> None:

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlsched.jobs import Status
-from dlsched.runtime.executor_api import CLUSTER
+from dlsched.runtime.executor_api import CLUSTER, MEMORY
 from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SWEEP_EVERY_S, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
 from dlsched.state.invariants import problems
@@ -163,6 +163,43 @@ def test_failure_of_one_partner_requeues_it_and_restores_the_other(tmp_path):
     # b went back to the queue and, the GPU holding only a again, shares it anew
     assert s.status(b) == RUNNING and row["attempt"] == 2
     assert s.state(a).sharing and s.state(b).sharing
+
+
+def test_a_sharing_job_past_its_memory_grant_fails_alone_and_runs_again_unshared(tmp_path):
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a, b = share_one_gpu(s)
+    # each runs capped at its grant: the profile's 500 + 10 x 8 MiB at its batch of 8 (sjf-ffs
+    # gives it one sub-batch), plus the 10% headroom
+    for job in (a, b):
+        assert s.executor.runs[job].config["memory_grant_mib"] == pytest.approx(580 * 1.1)
+    s.executor.crash(
+        b,
+        "Traceback ...\ntorch.OutOfMemoryError: exceeded its memory grant of 638 MiB on a shared "
+        "GPU (700 MiB in use)",
+        cause=MEMORY,
+    )
+    s.step()
+    row = s.store.job(b)
+    assert row["failures"] == 0 and s.state(b).failures == 0  # not counted as its failure
+    assert any(
+        "exceeded its memory grant of 638 MiB" in e["message"] and "to run alone" in e["message"]
+        for e in s.store.events(b)
+    )
+    # a kept running, alone again; b waits: it may neither join a nor be joined
+    assert s.status(a) == RUNNING and s.executor.runs[a].attempt == 1 and not s.state(a).sharing
+    assert s.status(b) == QUEUED
+    s.executor.finish(a)
+    s.step()
+    assert s.status(b) == RUNNING and "memory_grant_mib" not in s.executor.runs[b].config
+    c = s.submit(gpus=1, duration_s=10)  # shorter: sjf-ffs would pair it with b if it could
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(c) == QUEUED and not s.state(b).sharing
+    # an out-of-memory of an uncapped run is its own failure, counted
+    s.executor.crash(b, "torch.OutOfMemoryError: CUDA out of memory", cause=MEMORY)
+    s.step()
+    assert s.store.job(b)["failures"] == 1
 
 
 def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):

@@ -18,6 +18,7 @@ class NodeInfo:
 
 
 JOB, CLUSTER = "job", "cluster"  # whose failure a failed run was
+MEMORY = "memory"  # a capped job outgrew its memory grant (dlsched.runtime.device)
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Outcome:
     kind: str  # "done" | "stopped" | "failed" | "switched" (a background resize) | "profiled"
     iteration: int | None = None
     detail: str = ""
-    cause: str = JOB  # of a failure: the job's program, or the cluster (does not count)
+    cause: str = JOB  # of a failure: the job's program, the cluster or MEMORY (neither counts)
 
 
 Placement = list[tuple[str, int]]  # (node name, GPU index on it) per worker

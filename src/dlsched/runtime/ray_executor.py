@@ -32,7 +32,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from .executor_api import CLUSTER, JOB, NodeInfo, Outcome  # noqa: E402
+from .device import mps_environment, out_of_memory  # noqa: E402
+from .executor_api import CLUSTER, JOB, MEMORY, NodeInfo, Outcome  # noqa: E402
 from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
@@ -181,9 +182,13 @@ class TrainWorker(_Networked):
         self.train = {"config": config, "rank": rank, "world": world}
         self.args = (sandbox, job_id, job_dir, Path(log_path))
         self.device = str(device)
+        # read on this node: whether it runs MPS is the node's
+        self.mps = mps_environment(config.get("memory_grant_mib"), JOBS_PER_GPU)
 
     def _start(self, network: str) -> TenantProcess:
-        self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES=self.device)
+        self.process = _tenant_process(
+            *self.args, network, CUDA_VISIBLE_DEVICES=self.device, **self.mps
+        )
         self.process.call("train", **self.train)
         return self.process
 
@@ -730,6 +735,8 @@ class RayExecutor:
             detail = _error_text(e)
             self.log(run.job_id, f"attempt {run.attempt} failed: {detail}")
             cause = JOB if started else self._start_failure_cause(run, e)
+            if started and run.config.get("memory_grant_mib") and out_of_memory(detail):
+                cause = MEMORY
             self._finish(run, "failed", detail=detail, cause=cause)
 
     def _background_switch(self, run: _Run, results: list) -> list | None:

@@ -33,7 +33,7 @@ from ..state.costs import Costs
 from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
 from ..view import Applied, Plan
 from . import read_models
-from .executor_api import CLUSTER, Executor, Outcome
+from .executor_api import CLUSTER, MEMORY, Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S, FINISHED_KEPT_PER_TENANT, JOB_RETENTION_S
 from .loaning import ServerLoaning
@@ -442,6 +442,18 @@ class SchedulerService:
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
             row = self.store.job(jid)
+            if outcome.cause == MEMORY and jid not in self.speed.exclusive:
+                self.speed.exclusive.add(jid)  # honoured once: from now on alone and uncapped
+                self.state.fail(job, counted=False)
+                self._set_status(
+                    row,
+                    QUEUED,
+                    f"failed: {outcome.detail.strip().splitlines()[-1]}; requeued to run "
+                    "alone, without a memory cap",
+                    message=outcome.detail,
+                    **fields,
+                )
+                return
             if outcome.cause == CLUSTER and live.cluster_failures < MAX_CLUSTER_FAILURES:
                 live.cluster_failures += 1
                 self.state.fail(job, counted=False)
@@ -632,7 +644,10 @@ class SchedulerService:
             attempt=attempt,
             **fields,
         )
-        self.executor.start(jid, attempt, placement, {**row["spec"], "accumulation": accumulation})
+        config = {**row["spec"], "accumulation": accumulation}
+        if self.policy.shares_gpus and job.memory_mib is not None:
+            config["memory_grant_mib"] = job.memory_mib  # a partner may be admitted on it
+        self.executor.start(jid, attempt, placement, config)
 
     # -- what the API shows: runtime/read_models.py ------------------------------------------
     def snapshot(self, tenant: str | None = None) -> dict:

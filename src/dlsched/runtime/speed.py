@@ -9,6 +9,7 @@ from collections import deque
 from functools import lru_cache
 
 from ..jobs import JobSpec, JobView
+from .device import MEMORY_HEADROOM
 
 # Chosen: how many finished jobs' measured sharing slowdowns the cluster's typical one is taken
 # over.
@@ -42,9 +43,14 @@ class RuntimeSpeed:
 
     measures_real_runs = True  # its iteration times are measurements: no simulated noise
 
-    def __init__(self, exponent: float = RUNTIME_SCALING_EXPONENT) -> None:
-        self.exponent = exponent
+    def __init__(
+        self, exponent: float = RUNTIME_SCALING_EXPONENT, memory_headroom: float = MEMORY_HEADROOM
+    ) -> None:
+        self.exponent, self.memory_headroom = exponent, memory_headroom
         self.profiles: dict[str, dict] = {}  # job id -> its profiling run's result
+        # jobs that outgrew their memory grant: their memory counts as unknown, so they run
+        # alone and nobody joins them (dlsched.runtime.device)
+        self.exclusive: set[str] = set()
         self.slowdowns: dict[str, float] = {}  # job id -> its measured slowdown while sharing
         self.tenant_of: dict[str, str] = {}  # job id -> its tenant, for the typical slowdown
         # (tenant, slowdown) of jobs gone
@@ -61,6 +67,7 @@ class RuntimeSpeed:
     def forget(self, job_id: str) -> None:
         """The job is gone; its measured slowdown still counts in the cluster's typical one."""
         self.profiles.pop(job_id, None)
+        self.exclusive.discard(job_id)
         if job_id in self.slowdowns:
             tenant = self.tenant_of.pop(job_id)
             self.finished_slowdowns.append((tenant, self.slowdowns.pop(job_id)))
@@ -89,10 +96,12 @@ class RuntimeSpeed:
         return (gpus / spec.num_gpus) ** self.exponent
 
     def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
+        """A worker's memory grant: its profiled peak at its sub-batch, plus the headroom."""
         p = self.profiles.get(spec.job_id)
-        if p is None:
+        if p is None or spec.job_id in self.exclusive:
             return None
-        return p["fixed_mib"] + p["per_sample_mib"] * spec.batch_size / gpus / accumulation
+        peak = p["fixed_mib"] + p["per_sample_mib"] * spec.batch_size / gpus / accumulation
+        return peak * (1 + self.memory_headroom)
 
     def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
         p = self.profiles.get(spec.job_id)
@@ -114,7 +123,7 @@ class RuntimeSpeed:
         per-worker batch nearest ``local_batch`` (within 10%); one worker's compute line
         (c0 + c1 x batch) when that placement was not measured on its own."""
         p = self.profiles.get(spec.job_id)
-        if p is None:
+        if p is None or spec.job_id in self.exclusive:
             return None
         measured = [m for m in p.get("placements", ()) if m["gpus"] == gpus and m["nodes"] == nodes]
         if measured:

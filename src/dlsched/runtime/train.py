@@ -33,6 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .device import cap_memory
+
 
 @dataclass
 class Workload:
@@ -148,6 +150,7 @@ class Trainer:
         """Everything that does not need the other workers: the program, its model, optimizer
         and data (a background scale-out's new workers do this while the old ones train)."""
         torch.manual_seed(int(self.config.get("seed", 0)))
+        cap_memory(self.config.get("memory_grant_mib"))  # before the program allocates
         build = load_entrypoint(self.config["entrypoint"])
         self.workload = build(dict(self.config.get("args") or {}))
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")

@@ -1,0 +1,81 @@
+"""The device-specific layer of a job's worker: the memory cap of a job that may share its GPU.
+
+Under a sharing policy every job whose memory is known runs capped at the memory the policy
+granted it (its profiled peak at its sub-batch plus :data:`MEMORY_HEADROOM`): a partner was
+admitted to its GPU on that figure, so a job that grows past it must fail alone, not take its
+partner down with an out-of-memory error. The runtime then requeues it to run without sharing
+(and without a cap).
+
+- On a CUDA device the cap is PyTorch's allocator limit
+  (``torch.cuda.set_per_process_memory_fraction``): an allocation past it raises
+  ``torch.OutOfMemoryError`` in this job only. Where the node runs NVIDIA MPS the executor also
+  gives the process MPS's own per-client limits (:func:`mps_environment`).
+- On emulated GPUs (a CPU) a job's device memory is its process's resident memory, what its
+  profiling run measured there; :func:`check_emulated_memory`, called by the emulated device
+  at each pass, raises the same error past the cap.
+
+A tenant's program runs in the same process and could raise that error itself: it gains
+nothing by it, as the runtime honours an over-grant failure once per job (it then runs alone,
+uncapped, and a second failure counts as its own).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Chosen default, overridable per server (``--memory-headroom``): what a grant adds to the
+# profiled peak for what profiling does not see (the allocator's fragmentation, buffers of a
+# collective, the peak of a longer run).
+MEMORY_HEADROOM = 0.10
+OVER_GRANT = "exceeded its memory grant"  # starts the error text of a capped job's failure
+
+_cap_mib: float | None = None
+
+
+def cap_memory(grant_mib: float | None) -> None:
+    """Cap this process's device memory at ``grant_mib`` (None: no cap)."""
+    global _cap_mib
+    _cap_mib = float(grant_mib) if grant_mib else None
+    if _cap_mib is None:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(0).total_memory / 2**20
+        torch.cuda.set_per_process_memory_fraction(min(1.0, _cap_mib / total), 0)
+
+
+def over_grant_error(in_use_mib: float):
+    import torch
+
+    return torch.OutOfMemoryError(
+        f"{OVER_GRANT} of {_cap_mib:,.0f} MiB on a shared GPU ({in_use_mib:,.0f} MiB in use)"
+    )
+
+
+def check_emulated_memory() -> None:
+    """On emulated GPUs: raise as the CUDA allocator would once the process is past its cap."""
+    if _cap_mib is None:
+        return
+    with open("/proc/self/statm") as f:
+        resident_mib = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    if resident_mib > _cap_mib:
+        raise over_grant_error(resident_mib)
+
+
+def out_of_memory(error_text: str) -> bool:
+    """Whether a worker's error is the allocator's (or the emulated check's) out-of-memory."""
+    return "OutOfMemoryError" in error_text or "CUDA out of memory" in error_text
+
+
+def mps_environment(grant_mib: float | None, jobs_per_gpu: int) -> dict[str, str]:
+    """NVIDIA MPS's per-client limits for a capped job's processes, where the node runs the MPS
+    daemon (``CUDA_MPS_PIPE_DIRECTORY`` is set for the worker): its memory grant on its one
+    visible device, and its share of the device's threads. Empty elsewhere."""
+    if not grant_mib or not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+        return {}
+    return {
+        "CUDA_MPS_PIPE_DIRECTORY": os.environ["CUDA_MPS_PIPE_DIRECTORY"],
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": f"0={int(grant_mib)}M",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(100 // max(1, jobs_per_gpu)),
+    }

@@ -6,6 +6,10 @@ the cost of gradient accumulation) and what a job's duration estimate is made fr
 
 Memory is the device's peak allocation on a GPU; on emulated GPUs (a CPU) it is the worker
 process's peak resident memory, the same quantity two co-located emulated jobs compete for.
+A last, whole iteration (the optimizer's step, and for a job of several workers its model under
+DDP in a group of one) adds to the fixed part what a training run holds on top of the timed
+passes: the optimizer's state, DDP's gradient buckets and its collective's buffers. A job that
+shares a GPU is capped at this line plus a headroom (:mod:`.device`), so it must not be low.
 """
 
 from __future__ import annotations
@@ -53,52 +57,90 @@ def _build(config: dict):
     from .train import load_entrypoint
 
     workload = load_entrypoint(config["entrypoint"])(dict(config.get("args") or {}))
+    if torch.cuda.is_available():  # the device it measures (the one CUDA_VISIBLE_DEVICES names)
+        workload.model.to(torch.device("cuda", 0))
     local = max(1, int(config["batch_size"]) // int(config["gpus"]))
     check_batch_fits(workload.dataset[0], local, config.get("memory_limit_mib"))
     return torch, workload, local, sorted({max(1, local // 2), local})
 
 
-def _median_pass_s(workload, model, batch: int, repeats: int) -> float:
-    """The median time of a forward and backward pass at ``batch`` (after one warm-up)."""
-    from .train import collate
+def _batch(torch, workload, batch: int):
+    from .train import _to, collate
 
     data = workload.dataset
-    items = collate([data[i % len(data)] for i in range(batch)])
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    return _to(collate([data[i % len(data)] for i in range(batch)]), device)
+
+
+def _loss(workload, model, items):
+    if workload.step is not None:
+        return workload.step(model, items)
+    inputs, targets = items
+    return workload.loss(model(inputs), targets)
+
+
+def _median_pass_s(torch, workload, model, batch: int, repeats: int) -> float:
+    """The median time of a forward and backward pass at ``batch`` (after one warm-up)."""
+    items = _batch(torch, workload, batch)
     times = []
     for r in range(repeats + 1):
         t0 = time.perf_counter()
         model.zero_grad()
-        if workload.step is not None:
-            loss = workload.step(model, items)
-        else:
-            inputs, targets = items
-            loss = workload.loss(model(inputs), targets)
-        loss.backward()  # under DDP: the gradient all-reduce too
+        _loss(workload, model, items).backward()  # under DDP: the gradient all-reduce too
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         if r:
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
 
 
+def _whole_iteration_peak_mib(torch, workload, batch: int, workers: int) -> float:
+    """The peak memory once one whole training iteration ran at ``batch``: with the optimizer's
+    step and, for a job of several workers, under DDP in a group of this process alone."""
+    import torch.distributed as dist
+    from torch import nn
+
+    model = workload.model
+    if workers > 1:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        model = nn.parallel.DistributedDataParallel(model)
+    try:
+        optimizer = workload.optimizer(workload.model.parameters())
+        optimizer.zero_grad()
+        _loss(workload, model, _batch(torch, workload, batch)).backward()
+        optimizer.step()
+    finally:
+        if workers > 1:
+            dist.destroy_process_group()
+    return _peak_mib(torch)
+
+
 def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
-    return _profile_alone(*_build(config), repeats)
+    return _profile_alone(*_build(config), int(config["gpus"]), repeats)
 
 
-def _profile_alone(torch, workload, local: int, batches: list[int], repeats: int) -> dict:
+def _profile_alone(
+    torch, workload, local: int, batches: list[int], workers: int, repeats: int
+) -> dict:
     points = []
     for batch in batches:
-        t = _median_pass_s(workload, workload.model, batch, repeats)
+        t = _median_pass_s(torch, workload, workload.model, batch, repeats)
         points.append({"batch": batch, "iteration_s": t, "memory_mib": _peak_mib(torch)})
     lo, hi = points[0], points[-1]
     span = hi["batch"] - lo["batch"]
     c1 = max(0.0, (hi["iteration_s"] - lo["iteration_s"]) / span) if span else 0.0
     per_sample = max(0.0, (hi["memory_mib"] - lo["memory_mib"]) / span) if span else 0.0
+    # what a training iteration holds beyond the timed passes (optimizer state, DDP buffers)
+    extra = max(0.0, _whole_iteration_peak_mib(torch, workload, local, workers) - hi["memory_mib"])
     return {
         "local_batch": local,
         "points": points,
         "c0_s": max(1e-6, hi["iteration_s"] - c1 * hi["batch"]),
         "c1_s": c1,
-        "fixed_mib": hi["memory_mib"] - per_sample * hi["batch"],
+        "fixed_mib": hi["memory_mib"] + extra - per_sample * hi["batch"],
         "per_sample_mib": per_sample,
+        "iteration_extra_mib": extra,
     }
 
 
@@ -118,7 +160,11 @@ def profile_placements(
     # rank 0 profiles alone, not each in its pair's turn with its partner waiting
     importlib.import_module("torch._dynamo")
 
-    alone = _profile_alone(torch, workload, local, batches, repeats) if rank == 0 else None
+    alone = (
+        _profile_alone(torch, workload, local, batches, int(config["gpus"]), repeats)
+        if rank == 0
+        else None
+    )
     import torch.distributed as dist
     from torch import nn
 
@@ -138,7 +184,7 @@ def profile_placements(
                         "gpus": 2,
                         "nodes": partner,
                         "batch": b,
-                        "iteration_s": _median_pass_s(workload, model, b, repeats),
+                        "iteration_s": _median_pass_s(torch, workload, model, b, repeats),
                     }
                     for b in batches
                 ]

@@ -51,6 +51,8 @@ class FakeExecutor:
         self.outcomes: list[Outcome] = []
         self.progress_of: dict[str, dict] = {}
         self.profiling: list[str] = []
+        # GPUs and the units of each a profiling run holds
+        self.profiling_gpus: dict[str, tuple[list[tuple[str, int]], int]] = {}
         self.log: list[tuple] = []  # every call, in order
 
     # -- the interface ---------------------------------------------------------------------------
@@ -77,9 +79,15 @@ class FakeExecutor:
         self.log.append(("resize", job_id, tuple(map(tuple, placement))))
         self.runs[job_id].resize_to = [tuple(p) for p in placement]
 
-    def profile(self, job_id, config, placements=False) -> None:
+    def profile(self, job_id, config, placements=False, gpus=()) -> None:
         self.log.append(("profile", job_id))
+        assert gpus, f"{job_id} profiled on no GPU"
+        for node, index in gpus:
+            assert self.nodes[node].alive and 0 <= index < self.nodes[node].gpus
         self.profiling.append(job_id)
+        units = 1 if config.get("memory_grant_mib") else JOBS_PER_GPU  # beside a job, or whole
+        self.profiling_gpus[job_id] = ([tuple(p) for p in gpus], units)
+        assert max(self.gpu_load().values()) <= JOBS_PER_GPU, "a profiling run on a busy GPU"
 
     def progress(self, job_id):
         return self.progress_of.get(job_id)
@@ -128,6 +136,9 @@ class FakeExecutor:
         for run in self.runs.values():
             for p in run.placement + (run.resize_to or []):
                 load[p] = load.get(p, 0) + 1
+        for gpus, units in self.profiling_gpus.values():
+            for p in gpus:
+                load[p] = load.get(p, 0) + units
         return load
 
     def finish_profiling(self, profile: dict | None = None, only: tuple = ()) -> None:
@@ -138,6 +149,13 @@ class FakeExecutor:
                 Outcome(job_id, 0, "profiled", detail=json.dumps(profile or PROFILE))
             )
         self.profiling = [j for j in self.profiling if j not in done]
+        for job_id in done:
+            del self.profiling_gpus[job_id]
+
+    def fail_profiling(self, job_id: str, why: str) -> None:
+        self.profiling.remove(job_id)
+        del self.profiling_gpus[job_id]
+        self.outcomes.append(Outcome(job_id, 0, "failed", detail=why))
 
     def finish(self, job_id: str) -> None:
         run = self.runs.pop(job_id)
@@ -169,6 +187,9 @@ class FakeExecutor:
         for job_id in [j for j, r in self.runs.items() if any(n == name for n, _ in r.placement)]:
             run = self.runs.pop(job_id)  # its workers died with the node
             self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, f"node {name} lost"))
+        for job_id, (gpus, _) in list(self.profiling_gpus.items()):
+            if any(n == name for n, _ in gpus):
+                self.fail_profiling(job_id, f"profiling failed: node {name} lost")
 
     def restore_node(self, name: str) -> None:
         info = self.nodes[name]

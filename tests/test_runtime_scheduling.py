@@ -88,16 +88,23 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
     h = harness
     alice = h.tenant("alice")
     job_spec = {**EMULATED, "gpus": 4, "batch_size": 16, "iterations": 300}
-    blocker = h.submit(alice, **{**job_spec, "iterations": 1_000_000}, min_gpus=4)
+    blocker = h.submit(alice, **{**job_spec, "iterations": 1_000_000}, gpus=1, min_gpus=1)
     h.wait_status(blocker, "running", timeout_s=180)  # after its profiling run
-    loose = h.submit(alice, **job_spec, within="20min")  # may run on fewer GPUs
+    loose = h.submit(alice, **job_spec, min_gpus=2, within="20min")  # may run on 2 to 4 GPUs
     tight = h.submit(alice, **job_spec, min_gpus=4, within="10min")  # exactly 4; later, tighter
-    # the scheduler sees a job once its profiling run is done: free the GPUs only when both are
-    # in its queue (a blocker that ends by itself raced the tight job's profiling run)
+    # A profiling run holds 3 GPUs (1 worker, 2 on a node, 2 across nodes): the three the
+    # blocker leaves, loose's and then tight's in turn, so neither can start meanwhile. Free the
+    # blocker's GPU while tight profiles (one GPU: too few for loose), so that once tight is
+    # profiled both are in the queue with all four GPUs free.
     wait_for(
-        lambda: all(h.job(j)["profile"] for j in (loose, tight)), 240, what="the profiling runs"
+        lambda: (
+            h.job(loose)["profile"]
+            and any(e["message"].startswith("profiling on") for e in h.job(tight)["events"])
+        ),
+        240,
+        what="loose's profiling run, then tight's start",
     )
-    assert h.job(loose)["status"] == "queued"
+    assert h.job(loose)["status"] == "queued" and h.job(tight)["profile"] is None
     assert h.client.post(f"/v1/jobs/{blocker}/cancel", headers=alice).status_code == 200
     predictions = []
 

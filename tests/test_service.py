@@ -106,8 +106,9 @@ def test_a_long_running_server_keeps_nothing_of_finished_jobs(tmp_path):
     for _ in range(30):
         ids = [s.submit(gpus=1, duration_s=100) for _ in range(3)]
         s.step()
-        s.executor.finish_profiling()
-        s.step()
+        for _ in range(2):  # each profiling run holds one of the two GPUs: two at a time
+            s.executor.finish_profiling()
+            s.step()
         s.step()
         for jid in ids:
             if jid in s.executor.runs:
@@ -200,6 +201,76 @@ def test_a_sharing_job_past_its_memory_grant_fails_alone_and_runs_again_unshared
     s.executor.crash(b, "torch.OutOfMemoryError: CUDA out of memory", cause=MEMORY)
     s.step()
     assert s.store.job(b)["failures"] == 1
+
+
+def test_a_profiling_run_holds_a_gpu_in_the_books_and_delays_a_job_that_needs_it(tmp_path):
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 2})
+    a = s.submit(gpus=2, duration_s=100)
+    b = s.submit(gpus=1, duration_s=500)
+    s.step()  # both profile at once, each on a whole GPU of its own
+    assert s.executor.profiling_gpus == {a: ([("n0", 0)], 2), b: ([("n0", 1)], 2)}
+    assert s.service.state.leases == {a: (0,), b: (1,)} and s.service.state.free.total == 0
+    [node] = s.service.snapshot()["nodes"]  # the dashboard's GPU map
+    assert node["jobs_by_gpu"] == {0: f"{a} (profiling)", 1: f"{b} (profiling)"}
+    s.executor.finish_profiling(only=(a,))
+    s.step()
+    assert s.status(a) == QUEUED  # b's run holds one of the two GPUs a needs
+    assert any(e["message"] == "profiling on n0/gpu1" for e in s.store.events(b))
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(a) == RUNNING and s.service.state.leases == {}  # then b waits for a
+    assert s.status(b) == QUEUED
+
+
+def test_a_profiling_run_beside_a_job_is_capped_at_the_gpus_rest_and_may_need_a_whole_one(
+    tmp_path,
+):
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a = s.submit(gpus=1, duration_s=1000)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    b, c = s.submit(gpus=1, duration_s=500), s.submit(gpus=1, duration_s=400)
+    s.step()
+    # no GPU is free: b profiles beside a, capped at the GPU's 16384 MiB less a's 580 x 1.1;
+    # c waits, as the GPU's second place is b's run now (nobody joins a meanwhile)
+    assert s.executor.profiling == [b] and s.executor.profiling_gpus[b] == ([("n0", 0)], 1)
+    room = 16384 - 580 * 1.1
+    assert s.executor.log[-1] == ("profile", b)
+    assert s.service.state.leases == {b: (0,)}
+    assert any(
+        f"beside a job, capped at {room:,.0f} MiB" in e["message"] for e in s.store.events(b)
+    )
+    # the run ran out of that memory: b waits for a whole GPU, and c's turn comes meanwhile
+    s.executor.fail_profiling(b, "profiling failed: torch.OutOfMemoryError: exceeded its memory")
+    s.step()
+    assert s.status(b) == QUEUED and s.store.job(b)["profile"] is None
+    assert any("waits for a whole GPU" in e["message"] for e in s.store.events(b))
+    assert s.executor.profiling == []  # b first in its tenant's turn: no whole GPU yet
+    s.executor.finish(a)
+    s.step()
+    assert s.executor.profiling == [b] and s.executor.profiling_gpus[b] == ([("n0", 0)], 2)
+    s.executor.finish_profiling()
+    s.step()
+    # c's turn takes the GPU b's run left, before the scheduling pass: b waits for it
+    assert s.executor.profiling == [c] and s.status(b) == QUEUED
+    s.executor.finish_profiling()
+    s.step()  # c, the shorter, starts; b joins it at the next pass (memory fits)
+    s.step()
+    assert s.status(b) == RUNNING and s.status(c) == RUNNING
+
+
+def test_a_node_lost_under_a_profiling_run_ends_its_lease(tmp_path):
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1, "n1": 1})
+    a = s.submit(gpus=1, duration_s=100)
+    s.step()
+    [(node, _)] = s.executor.profiling_gpus[a][0]
+    s.executor.lose_node(node)
+    s.step()
+    assert s.service.state.leases == {} and s.status(a) == FAILED  # profiling failed: the job
+    b = s.submit(gpus=1, duration_s=100)
+    s.step()
+    assert s.executor.profiling_gpus[b][0] != [(node, 0)]  # on the node left
 
 
 def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):

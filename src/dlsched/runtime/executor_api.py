@@ -48,9 +48,12 @@ class Executor(Protocol):
     def resize(self, job_id: str, placement: Placement) -> None:
         """Move a running job to these GPUs in the background (reported as "switched")."""
 
-    def profile(self, job_id: str, config: dict, placements: bool = False) -> None:
-        """Profile the job (reported as "profiled" with the result as JSON, or "failed"); with
-        ``placements``, also on 2 workers on one node and on two (GENIE's samples)."""
+    def profile(
+        self, job_id: str, config: dict, placements: bool = False, gpus: Placement | None = None
+    ) -> None:
+        """Profile the job on these GPUs, held whole for it in the books (reported as
+        "profiled" with the result as JSON, or "failed"); with ``placements``, also on 2
+        workers on one node and, given a third GPU on another node, on two (GENIE's samples)."""
 
     def progress(self, job_id: str) -> object:
         """The run's last report of its progress (iteration, iterations, iteration_s, loss), as

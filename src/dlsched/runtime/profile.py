@@ -19,6 +19,8 @@ import os
 import resource
 import time
 
+from .device import cap_memory
+
 PROFILE_REPEATS = 3  # timed passes per batch size, after one warm-up
 
 
@@ -56,6 +58,7 @@ def _build(config: dict):
     torch.set_num_threads(1)
     from .train import load_entrypoint
 
+    cap_memory(config.get("memory_grant_mib"))  # a run beside a job: the rest of its GPU
     workload = load_entrypoint(config["entrypoint"])(dict(config.get("args") or {}))
     if torch.cuda.is_available():  # the device it measures (the one CUDA_VISIBLE_DEVICES names)
         workload.model.to(torch.device("cuda", 0))

@@ -30,10 +30,9 @@ from pathlib import Path
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import ray  # noqa: E402
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from .device import mps_environment, out_of_memory  # noqa: E402
-from .executor_api import CLUSTER, JOB, MEMORY, NodeInfo, Outcome  # noqa: E402
+from .executor_api import CLUSTER, JOB, MEMORY, NodeInfo, Outcome, Placement  # noqa: E402
 from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
@@ -76,9 +75,11 @@ DIR_CHECK_EVERY_S = 5.0  # how often a running job's directory is measured (Sand
 
 
 @ray.remote(num_cpus=0)
-def _profile_task(config: dict, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> dict:
+def _profile_task(
+    config: dict, device: int, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox
+) -> dict:
     process = _tenant_process(
-        sandbox, job_id, Path(job_dir), Path(log_path), PRIVATE, CUDA_VISIBLE_DEVICES=""
+        sandbox, job_id, Path(job_dir), Path(log_path), PRIVATE, CUDA_VISIBLE_DEVICES=str(device)
     )
     try:
         return process.call(
@@ -122,13 +123,16 @@ class ProfileWorker(_Networked):
     """One worker of GENIE's profiling group (:func:`.profile.profile_placements`), in its
     tenant process."""
 
-    def __init__(self, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox) -> None:
+    def __init__(
+        self, device: int, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox
+    ) -> None:
+        self.device = str(device)
         self.args = (sandbox, job_id, Path(job_dir), Path(log_path))
 
     def measure(
         self, config: dict, rank: int, world: int, master: str, network: str
     ) -> dict | None:
-        self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES="")
+        self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES=self.device)
         try:
             return self.process.call(
                 "profile_placements",
@@ -426,29 +430,35 @@ class RayExecutor:
         if run is not None:
             (run.stop if graceful else run.kill).set()
 
-    def profile(self, job_id: str, config: dict, placements: bool = False) -> None:
-        """Start a job's profiling run (:mod:`.profile`); reported as a "profiled" outcome whose
-        detail is the result as JSON, or "failed". It runs on CPUs and holds no GPU: exact for
-        emulated GPUs; on real GPUs the time and memory it reports are the CPU's. With
-        ``placements`` (GENIE) it also times the job on 2 workers on one node and on 2 nodes
-        (``placements`` in the result: gpus, nodes, batch, iteration_s)."""
+    def profile(
+        self, job_id: str, config: dict, placements: bool = False, gpus: Placement | None = None
+    ) -> None:
+        """Start a job's profiling run (:mod:`.profile`) on ``gpus``; reported as a "profiled"
+        outcome whose detail is the result as JSON, or "failed". Each of its workers holds its
+        GPU whole (every sharing unit of it) and sees only that device, so on real GPUs its
+        times and memory are the device's. With ``placements`` (GENIE) it also times the job on
+        2 workers on the first node and, given a third GPU, across two nodes (``placements``
+        in the result: gpus, nodes, batch, iteration_s)."""
         self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
         threading.Thread(
             target=self._profile,
-            args=(job_id, config, placements),
+            args=(job_id, config, placements, list(gpus or ())),
             daemon=True,
             name=f"profile-{job_id}",
         ).start()
 
-    def _profile(self, job_id: str, config: dict, placements: bool) -> None:
+    def _profile(self, job_id: str, config: dict, placements: bool, gpus: Placement) -> None:
         """Runs in a thread of its own; reports exactly one outcome, whatever fails."""
         args = (job_id, str(self.job_dir(job_id)), str(self.log_path(job_id)), self.sandbox)
         outcome = Outcome(job_id, 0, "failed", detail="profiling failed: no result")
         try:
             if placements:
-                result = self._profile_placements(config, args)
+                result = self._profile_placements(config, gpus, args)
             else:
-                result = ray.get(_profile_task.remote(config, *args))
+                [(node, index)] = gpus
+                units = 1 if config.get("memory_grant_mib") else JOBS_PER_GPU  # a slot, or whole
+                task = _profile_task.options(resources={gpu_resource(node, index): units})
+                result = ray.get(task.remote(config, index, *args))
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
         except Exception as e:  # a program that cannot even build
             detail = f"profiling failed: {_error_text(e)}"
@@ -491,18 +501,16 @@ class RayExecutor:
     def _ray_nodes(self, placement: list[tuple[str, int]]) -> list[str]:
         return [self._ray_ids.get(node, "?") for node, _ in placement]
 
-    def _profile_placements(self, config: dict, args: tuple) -> dict:
+    def _profile_placements(self, config: dict, gpus: Placement, args: tuple) -> dict:
         """GENIE's profile (:func:`.profile.profile_placements`): the job alone, on 2 workers of
-        one node and (where there is a second node) on 2 nodes, by one group of workers."""
-        alive = [
-            self._ray_ids[n.name] for n in self.inventory() if n.alive and n.name in self._ray_ids
-        ]
-        nodes = [alive[0], alive[0], *alive[1:2]]
+        one node and (given a third GPU, on another node) on 2 nodes, by one group of workers,
+        one per GPU."""
+        nodes = self._ray_nodes(gpus)
         workers = [
-            ProfileWorker.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)
-            ).remote(*args)
-            for n in nodes
+            ProfileWorker.options(resources={gpu_resource(node, index): JOBS_PER_GPU}).remote(
+                index, *args
+            )
+            for node, index in gpus
         ]
         config = {**config, "memory_limit_mib": self.sandbox.memory_mib}
         try:

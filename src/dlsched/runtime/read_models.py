@@ -29,16 +29,31 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
     for job in state.running.values():
         for g in job.gpus:
             by_gpu.setdefault(g, []).append(job)
+    profiling_on = {g: jid for jid, gpus in state.leases.items() for g in gpus}
     for node in service.cluster.nodes:
         holders, detail = {}, {}
         for g in node.gpu_ids:
-            jobs = by_gpu.get(g, [])
-            if jobs:
-                ids = [j.job_id if shown(j) else "(another tenant)" for j in jobs]
-                holders[g - node.first_gpu] = " + ".join(ids)
+            entries = [
+                (j.job_id, j.spec.tenant, False) for j in by_gpu.get(g, [])
+            ]  # (job, tenant, profiling?)
+            if g in profiling_on:
+                owner = profiling_on[g]
+                entries.append((owner, service.profiling.get(owner), True))
+            if entries:
+                seen = [
+                    (jid if tenant is None or t == tenant else "(another tenant)", t, p)
+                    for jid, t, p in entries
+                ]
+                holders[g - node.first_gpu] = " + ".join(
+                    f"{jid} (profiling)" if p else jid for jid, _, p in seen
+                )
                 detail[g - node.first_gpu] = [
-                    {"job": i, "tenant": j.spec.tenant if shown(j) else None}
-                    for i, j in zip(ids, jobs)
+                    {
+                        "job": jid,
+                        "tenant": t if tenant is None or t == tenant else None,
+                        **({"profiling": True} if p else {}),
+                    }
+                    for jid, t, p in seen
                 ]
         loans = state.loans
         lent = (

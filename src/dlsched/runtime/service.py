@@ -33,6 +33,7 @@ from ..state.costs import Costs
 from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
 from ..view import Applied, Plan
 from . import read_models
+from .device import out_of_memory
 from .executor_api import CLUSTER, MEMORY, Executor, Outcome
 from .jobspec import to_job_spec, validate_run_spec
 from .limits import CHECKPOINT_RETENTION_S, FINISHED_KEPT_PER_TENANT, JOB_RETENTION_S
@@ -104,6 +105,10 @@ class SchedulerService:
         self._next_sweep = 0.0
         self.max_profiling = max_profiling
         self.profiling: dict[str, str] = {}  # job id -> tenant: profiling runs under way
+        # profiling runs beside a job (capped at the GPU's rest), and the jobs whose run there
+        # ran out of memory: they wait for a whole GPU
+        self._profiling_beside: set[str] = set()
+        self._profile_whole: set[str] = set()
         # tenant -> its jobs waiting for a profiling slot, oldest first; the dict's order is
         # the tenants' turn (a tenant served goes to the back)
         self._to_profile: dict[str, deque[str]] = {}
@@ -355,7 +360,9 @@ class SchedulerService:
 
     def _start_profiling(self) -> None:
         """Free profiling slots go to the tenants with jobs waiting, in turn; a tenant holds
-        more than its share of the slots only while no other tenant waits for one."""
+        more than its share of the slots only while no other tenant waits for one. A run holds
+        whole GPUs in the books (:meth:`_profiling_gpus`) and waits for them; it runs before the
+        scheduling pass, as the shortest job there is."""
         while self._to_profile and len(self.profiling) < self.max_profiling:
             running = Counter(self.profiling.values())
             wanting = len(self._to_profile.keys() | running.keys())
@@ -363,15 +370,71 @@ class SchedulerService:
             tenant = next(
                 (t for t in self._to_profile if running[t] < share), next(iter(self._to_profile))
             )
-            waiting = self._to_profile.pop(tenant)
+            waiting = self._to_profile[tenant]
+            found = self._profiling_gpus(whole=waiting[0] in self._profile_whole)
+            if found is None:
+                return  # the job next in turn waits for GPUs (a later one could not go first)
+            del self._to_profile[tenant]
             jid = waiting.popleft()
             if waiting:
                 self._to_profile[tenant] = waiting  # its next job: at the back of the turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
-                self.executor.profile(jid, row["spec"], placements=self.policy.moldable)
+                gpus, room_mib = found
+                self.state.lease(jid, gpus)
+                placement = self._placement(gpus)
+                spec = (
+                    row["spec"]
+                    if room_mib is None
+                    else {**row["spec"], "memory_grant_mib": room_mib}
+                )
+                self.executor.profile(jid, spec, placements=self.policy.moldable, gpus=placement)
                 self.profiling[jid] = tenant
-                self.store.update_job(jid, event="profiling")
+                if room_mib is not None:
+                    self._profiling_beside.add(jid)
+                where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
+                beside = "" if room_mib is None else f" beside a job, capped at {room_mib:,.0f} MiB"
+                self.store.update_job(jid, event=f"profiling on {where}{beside}")
+
+    def _profiling_gpus(self, whole: bool) -> tuple[tuple[int, ...], float | None] | None:
+        """GPUs of the training pool for one profiling run, and the memory it may use there
+        (None: the whole GPU). A free GPU on the fullest node that has one (the least
+        fragmentation); else, unless ``whole``, the second place on a GPU one job holds, under
+        the rules of sharing: the job's memory known, and the run capped at the rest of the
+        GPU's. GENIE's run takes free GPUs only: two of one node and one of another where one
+        is free (its samples on 1 worker, 2 on a node, 2 across nodes), else two of one node.
+        None: not free yet."""
+        state = self.state
+        free, occupancy, nodes = state.free, state.occupancy, self.cluster.nodes
+        by_fill = sorted(
+            (len(free.free[n]), n)
+            for n in free.usable
+            if nodes[n].pool == "training" and free.free[n]
+        )
+        if self.policy.moldable:
+            pairs = [n for count, n in by_fill if count >= 2]
+            if not pairs:
+                return None
+            first = sorted(free.free[pairs[0]])[:2]
+            other = [n for _, n in by_fill if n != pairs[0]]
+            return ((*first, min(free.free[other[0]])) if other else tuple(first)), None
+        if by_fill:
+            return (min(free.free[by_fill[0][1]]),), None
+        if whole:
+            return None
+        slots = [
+            (nodes[self.cluster.gpu_node[g]].gpu_mem_mib - (occupancy.memory[g] or 0.0), g)
+            for job in state.running.values()
+            if not job.spec.elastic and job.memory_mib is not None
+            for g in job.gpus
+            if len(occupancy.jobs[g]) == 1
+            and nodes[self.cluster.gpu_node[g]].pool == "training"
+            and occupancy.why_not_join(g, 0.0) is None
+        ]
+        if not slots:
+            return None
+        room, g = max(slots)
+        return ((g,), room) if room > 0 else None
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the state (and its profile in the workload model)."""
@@ -398,9 +461,23 @@ class SchedulerService:
         jid = outcome.job_id
         if outcome.attempt == 0:  # a profiling run
             self.profiling.pop(jid, None)
+            self.state.release(jid)
+            beside = jid in self._profiling_beside
+            self._profiling_beside.discard(jid)
             row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
+                self._profile_whole.discard(jid)
                 return  # cancelled meanwhile
+            if beside and outcome.kind == "failed" and out_of_memory(outcome.detail):
+                # the rest of a shared GPU was too small: again, on a whole one, its tenant's next
+                self._profile_whole.add(jid)
+                self._to_profile.setdefault(row["tenant_id"], deque()).appendleft(jid)
+                self.store.update_job(
+                    jid,
+                    event="profiling ran out of the shared GPU's memory: it waits for a whole GPU",
+                )
+                return
+            self._profile_whole.discard(jid)
             if outcome.kind == "profiled":
                 row["profile"] = json.loads(outcome.detail)
                 self.store.update_job(jid, event="profiled", profile=row["profile"])

@@ -108,6 +108,9 @@ class ClusterState:
         self.elastic_extra_gpus = 0
         self.elastic_grown_gpus = 0
         self.down_nodes: set[int] = set()
+        # GPUs held outside any plan, by owner (the runtime's profiling runs): not free, not a
+        # job's, until released
+        self.leases: dict[str, tuple[int, ...]] = {}
         self.changes = Changes()
         # capacity loaning: inference servers lent to training and asked back (Aryl)
         self.loans = LoanBook.for_cluster(cluster, reclaim_notice_s)
@@ -487,11 +490,40 @@ class ClusterState:
         job.rate = self._rate(job)
         self._schedule_completion(job)
 
+    def lease(self, owner: str, gpus: tuple[int, ...]) -> None:
+        """Hold GPUs of the training pool outside any plan (a profiling run) until
+        :meth:`release`: each free GPU whole, or the second place on a GPU that one job holds
+        and another could join (:meth:`GpuOccupancy.why_not_join` with no memory asked). No
+        job starts on or joins them meanwhile, and a leased GPU its job leaves stays held."""
+        if owner in self.leases:
+            raise ValueError(f"{owner} already holds GPUs {self.leases[owner]}")
+        occupancy = self.occupancy
+        for g in gpus:
+            if self.cluster.nodes[self.cluster.gpu_node[g]].pool != "training":
+                raise ValueError(f"GPU {g} is a loaned server's: a reclaim could not wait for it")
+            if not self.free.is_free(g):
+                why = occupancy.why_not_join(g, 0.0)
+                if why or len(occupancy.jobs[g]) != 1:
+                    raise ValueError(why or f"GPU {g} is neither free nor held by one job")
+        self.free.take([g for g in gpus if self.free.is_free(g)])
+        occupancy.leased.update(gpus)
+        self.leases[owner] = tuple(gpus)
+
+    def release(self, owner: str) -> None:
+        """Give the owner's leased GPUs back (nothing if it holds none)."""
+        gpus = self.leases.pop(owner, ())
+        self.occupancy.leased.difference_update(gpus)
+        self.free.release([g for g in gpus if not self.occupancy.jobs[g]])
+
     def node_down(self, nid: int) -> None:
-        """A node left: its jobs fail and wait again; its GPUs are not usable until it returns."""
+        """A node left: its jobs fail and wait again; its GPUs are not usable until it returns.
+        A lease on it ends (its run failed with the node)."""
         self._check_node(nid)
         if nid in self.down_nodes:
             return
+        for owner, gpus in list(self.leases.items()):
+            if any(self.cluster.gpu_node[g] == nid for g in gpus):
+                self.release(owner)
         victims = list(
             dict.fromkeys(
                 j for g in self.cluster.nodes[nid].gpu_ids for j in self.occupancy.jobs[g]

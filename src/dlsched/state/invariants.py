@@ -57,8 +57,18 @@ def problems(state: ClusterState) -> list[str]:
             out.append(f"inference node {nid} is usable but not loaned")
     if set(loans.loaned) & set(loans.reclaiming):
         out.append("a server is both loaned and being reclaimed")
+    leased = [g for gpus in state.leases.values() for g in gpus]
+    for g in leased:
+        if free.is_free(g) or len(occupancy.jobs[g]) > 1 or cluster.gpu_node[g] not in free.usable:
+            out.append(f"leased GPU {g} is free, shared or on a node not in use")
+    if len(set(leased)) != len(leased) or set(leased) != occupancy.leased:
+        out.append(f"leases {sorted(leased)} against occupancy's {sorted(occupancy.leased)}")
     usable = free.usable_gpus()
-    busy = sum(1 for g, h in enumerate(occupancy.jobs) if h and cluster.gpu_node[g] in free.usable)
+    busy = sum(
+        1
+        for g, h in enumerate(occupancy.jobs)
+        if (h or g in occupancy.leased) and cluster.gpu_node[g] in free.usable
+    )
     if free.total + busy != usable:
         out.append(f"free {free.total} + busy {busy} != usable {usable}")
     for count, bucket in enumerate(free.buckets):

@@ -12,7 +12,7 @@ from ..jobs import JobState, JobView
 
 
 class GpuOccupancy:
-    __slots__ = ("cluster", "max_jobs_per_gpu", "jobs", "memory", "shared_gpus")
+    __slots__ = ("cluster", "max_jobs_per_gpu", "jobs", "memory", "shared_gpus", "leased")
 
     def __init__(self, cluster: Cluster, max_jobs_per_gpu: int = 2) -> None:
         self.cluster = cluster
@@ -20,10 +20,15 @@ class GpuOccupancy:
         self.jobs: list[list[JobState]] = [[] for _ in range(cluster.num_gpus)]
         self.memory: list[float | None] = [0.0] * cluster.num_gpus  # None: unknown
         self.shared_gpus = 0  # GPUs holding > 1 job
+        # GPUs a run outside any plan holds (a profiling run: ClusterState.lease), whole or
+        # beside one job: nobody joins them, and they are not freed while it runs
+        self.leased: set[int] = set()
 
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None:
         """Why a job needing ``memory_mib`` per GPU cannot join the jobs on GPU ``g``, which is
         not free (None: it can)."""
+        if g in self.leased:
+            return f"GPU {g} holds a profiling run"
         holders = self.jobs[g]
         if not holders:
             return f"GPU {g} is neither free nor held: its node is not usable"
@@ -63,8 +68,9 @@ class GpuOccupancy:
             holders = self.jobs[g]
             holders.remove(job)
             if not holders:
-                idle.append(g)
                 self.memory[g] = 0.0
+                if g not in self.leased:
+                    idle.append(g)
                 continue
             partners.update(holders)
             if len(holders) == 1:

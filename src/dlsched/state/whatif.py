@@ -30,8 +30,10 @@ class WhatIfView:
         gone = list(gone)
         freed = list(freed)
         free = base.free.copy()
+        leased = base.occupancy.leased  # held on by a profiling run when the job goes
         free.release(
-            [g for j in gone for g in base.gpus_of(j)] + [g for _, gpus in freed for g in gpus]
+            [g for j in gone for g in base.gpus_of(j) if g not in leased]
+            + [g for _, gpus in freed for g in gpus if g not in leased]
         )
         self._free = free
         ids = {j.job_id for j in gone}

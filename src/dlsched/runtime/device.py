@@ -1,4 +1,5 @@
-"""The device-specific layer of a job's worker: the memory cap of a job that may share its GPU.
+"""The device-specific layer: the memory cap of a job that may share its GPU, and what of the
+machine a sandboxed worker needs to use an NVIDIA GPU (:func:`gpu_mounts`).
 
 Under a sharing policy every job whose memory is known runs capped at the memory the policy
 granted it (its profiled peak at its sub-batch plus :data:`MEMORY_HEADROOM`): a partner was
@@ -22,10 +23,11 @@ uncapped, and a second failure counts as its own).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-# Chosen default, overridable per server (``--memory-headroom``): what a grant adds to the
-# profiled peak for what profiling does not see (the allocator's fragmentation, buffers of a
-# collective, the peak of a longer run).
+# Chosen default (``RuntimeSpeed(memory_headroom=...)`` overrides it): what a grant adds to the
+# profiled peak, as a fraction, for what profiling does not see (the allocator's fragmentation,
+# a collective's buffers across several workers, the peak of a longer run).
 MEMORY_HEADROOM = 0.10
 OVER_GRANT = "exceeded its memory grant"  # starts the error text of a capped job's failure
 
@@ -79,3 +81,41 @@ def mps_environment(grant_mib: float | None, jobs_per_gpu: int) -> dict[str, str
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": f"0={int(grant_mib)}M",
         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(100 // max(1, jobs_per_gpu)),
     }
+
+
+# Where the NVIDIA driver's device files and the kernel's device tree are (tests point them at
+# a fake tree)
+DEV = Path("/dev")
+SYS = Path("/sys")
+MPS_DEFAULT_PIPE_DIRECTORY = "/tmp/nvidia-mps"
+
+
+def gpu_mounts() -> list[str]:
+    """bubblewrap arguments that expose the machine's NVIDIA GPUs to a sandboxed worker, after
+    its private ``/dev`` is made (nothing on a machine without them). CUDA_VISIBLE_DEVICES then
+    picks the worker's one device among them.
+
+    - ``/dev/nvidia*`` (the devices, ``nvidiactl``, ``nvidia-uvm``, ``nvidia-caps/``): bound as
+      devices, which a GPU process opens read-write;
+    - ``/sys/bus/pci`` and ``/sys/devices``, read-only: NVML reads the GPUs' PCI topology there
+      (the rest of ``/sys`` stays hidden); ``/proc/driver/nvidia`` is in the sandbox's own
+      ``/proc`` already;
+    - the MPS daemon's pipe directory, where the node runs MPS, writable (its clients connect
+      to sockets there);
+    - the driver's libraries are under ``/usr``, read-only like the rest of the file system;
+      a driver installed elsewhere (under ``/run``, as NVIDIA's GPU operator does) is exposed
+      with ``--sandbox-expose``.
+    """
+    devices = sorted(DEV.glob("nvidia*"))
+    if not devices:
+        return []
+    args: list[str] = []
+    for device in devices:
+        args += ["--dev-bind", str(device), f"/dev/{device.name}"]
+    for tree in (SYS / "bus" / "pci", SYS / "devices"):
+        if tree.exists():
+            args += ["--ro-bind", str(tree), f"/sys/{tree.relative_to(SYS)}"]
+    pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", MPS_DEFAULT_PIPE_DIRECTORY)
+    if Path(pipes).is_dir():
+        args += ["--bind", pipes, pipes]
+    return args

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from .cgroups import Group, detect
+from .device import gpu_mounts
 from .job_network import PRIVATE
 
 # Chosen defaults, overridable by the server's options (docs/security.md).
@@ -262,22 +263,10 @@ class Sandbox:
                 "--remount-ro",
                 str(Path(hidden).resolve()),
             ]
-        for device in sorted(Path("/dev").glob("nvidia*")):  # real GPUs, where there are any
-            args += ["--dev-bind", str(device), str(device)]
-        args += [
-            "--bind",
-            str(job_dir),
-            JOB_DIR_IN_SANDBOX,
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--remount-ro",
-            "/",
-            "--chdir",
-            JOB_DIR_IN_SANDBOX,
-            "--",
-        ]
+        args += ["--bind", str(job_dir), JOB_DIR_IN_SANDBOX, "--proc", "/proc", "--dev", "/dev"]
+        # real GPUs, where there are any: after /dev is made, or it would hide them
+        args += gpu_mounts()
+        args += ["--remount-ro", "/", "--chdir", JOB_DIR_IN_SANDBOX, "--"]
         return args
 
 

@@ -88,7 +88,7 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
     h = harness
     alice = h.tenant("alice")
     job_spec = {**EMULATED, "gpus": 4, "batch_size": 16, "iterations": 300}
-    blocker = h.submit(alice, **{**job_spec, "iterations": 1_000_000}, gpus=1, min_gpus=1)
+    blocker = h.submit(alice, **{**job_spec, "iterations": 1_000_000, "gpus": 1}, min_gpus=1)
     h.wait_status(blocker, "running", timeout_s=180)  # after its profiling run
     loose = h.submit(alice, **job_spec, min_gpus=2, within="20min")  # may run on 2 to 4 GPUs
     tight = h.submit(alice, **job_spec, min_gpus=4, within="10min")  # exactly 4; later, tighter

@@ -325,7 +325,7 @@ def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
     h.wait_status(quick, "done", timeout_s=90)
 
     def profiling_since(job):
-        return min(e["t"] for e in h.job(job)["events"] if e["message"] == "profiling")
+        return min(e["t"] for e in h.job(job)["events"] if e["message"].startswith("profiling on"))
 
     wait_for(lambda: all(h.job(j)["profile"] for j in slow), timeout_s=90, what="alice's builds")
     # when alice's two slots free in one pass, they go in turn (alice's third, then bob's, a
@@ -348,7 +348,7 @@ def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
             (b"bwrap", b"setpriv", b"prlimit")
         ):
             if _sandbox_of(pid, str(data_dir).encode()):
-                count += (b"CUDA_VISIBLE_DEVICES=\0" in env) or not profiling_only
+                count += (b"DLSCHED_PROFILING=1\0" in env) or not profiling_only
     return count
 
 

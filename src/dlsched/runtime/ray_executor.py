@@ -79,7 +79,13 @@ def _profile_task(
     config: dict, device: int, job_id: str, job_dir: str, log_path: str, sandbox: Sandbox
 ) -> dict:
     process = _tenant_process(
-        sandbox, job_id, Path(job_dir), Path(log_path), PRIVATE, CUDA_VISIBLE_DEVICES=str(device)
+        sandbox,
+        job_id,
+        Path(job_dir),
+        Path(log_path),
+        PRIVATE,
+        CUDA_VISIBLE_DEVICES=str(device),
+        DLSCHED_PROFILING="1",
     )
     try:
         return process.call(
@@ -132,7 +138,9 @@ class ProfileWorker(_Networked):
     def measure(
         self, config: dict, rank: int, world: int, master: str, network: str
     ) -> dict | None:
-        self.process = _tenant_process(*self.args, network, CUDA_VISIBLE_DEVICES=self.device)
+        self.process = _tenant_process(
+            *self.args, network, CUDA_VISIBLE_DEVICES=self.device, DLSCHED_PROFILING="1"
+        )
         try:
             return self.process.call(
                 "profile_placements",

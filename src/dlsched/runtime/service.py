@@ -361,7 +361,7 @@ class SchedulerService:
     def _start_profiling(self) -> None:
         """Free profiling slots go to the tenants with jobs waiting, in turn; a tenant holds
         more than its share of the slots only while no other tenant waits for one. A run holds
-        whole GPUs in the books (:meth:`_profiling_gpus`) and waits for them; it runs before the
+        GPUs in the books (:meth:`_profiling_gpus`) and waits for them; it starts before the
         scheduling pass, as the shortest job there is."""
         while self._to_profile and len(self.profiling) < self.max_profiling:
             running = Counter(self.profiling.values())

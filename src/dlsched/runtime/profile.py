@@ -68,11 +68,11 @@ def _build(config: dict):
 
 
 def _batch(torch, workload, batch: int):
-    from .train import _to, collate
+    from .train import collate, to_device
 
     data = workload.dataset
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    return _to(collate([data[i % len(data)] for i in range(batch)]), device)
+    return to_device(collate([data[i % len(data)] for i in range(batch)]), device)
 
 
 def _loss(workload, model, items):

@@ -40,6 +40,7 @@ from .limits import CHECKPOINT_RETENTION_S, FINISHED_KEPT_PER_TENANT, JOB_RETENT
 from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
+from .profiling_gpus import profiling_gpus
 from .reports import checked_progress
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
@@ -361,8 +362,8 @@ class SchedulerService:
     def _start_profiling(self) -> None:
         """Free profiling slots go to the tenants with jobs waiting, in turn; a tenant holds
         more than its share of the slots only while no other tenant waits for one. A run holds
-        GPUs in the books (:meth:`_profiling_gpus`) and waits for them; it starts before the
-        scheduling pass, as the shortest job there is."""
+        GPUs in the books (:func:`.profiling_gpus.profiling_gpus`) and waits for them; it starts
+        before the scheduling pass, as the shortest job there is."""
         while self._to_profile and len(self.profiling) < self.max_profiling:
             running = Counter(self.profiling.values())
             wanting = len(self._to_profile.keys() | running.keys())
@@ -371,7 +372,9 @@ class SchedulerService:
                 (t for t in self._to_profile if running[t] < share), next(iter(self._to_profile))
             )
             waiting = self._to_profile[tenant]
-            found = self._profiling_gpus(whole=waiting[0] in self._profile_whole)
+            found = profiling_gpus(
+                self.state, self.policy.moldable, whole=waiting[0] in self._profile_whole
+            )
             if found is None:
                 return  # the job next in turn waits for GPUs (a later one could not go first)
             del self._to_profile[tenant]
@@ -395,46 +398,6 @@ class SchedulerService:
                 where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
                 beside = "" if room_mib is None else f" beside a job, capped at {room_mib:,.0f} MiB"
                 self.store.update_job(jid, event=f"profiling on {where}{beside}")
-
-    def _profiling_gpus(self, whole: bool) -> tuple[tuple[int, ...], float | None] | None:
-        """GPUs of the training pool for one profiling run, and the memory it may use there
-        (None: the whole GPU). A free GPU on the fullest node that has one (the least
-        fragmentation); else, unless ``whole``, the second place on a GPU one job holds, under
-        the rules of sharing: the job's memory known, and the run capped at the rest of the
-        GPU's. GENIE's run takes free GPUs only: two of one node and one of another where one
-        is free (its samples on 1 worker, 2 on a node, 2 across nodes), else two of one node.
-        None: not free yet."""
-        state = self.state
-        free, occupancy, nodes = state.free, state.occupancy, self.cluster.nodes
-        by_fill = sorted(
-            (len(free.free[n]), n)
-            for n in free.usable
-            if nodes[n].pool == "training" and free.free[n]
-        )
-        if self.policy.moldable:
-            pairs = [n for count, n in by_fill if count >= 2]
-            if not pairs:
-                return None
-            first = sorted(free.free[pairs[0]])[:2]
-            other = [n for _, n in by_fill if n != pairs[0]]
-            return ((*first, min(free.free[other[0]])) if other else tuple(first)), None
-        if by_fill:
-            return (min(free.free[by_fill[0][1]]),), None
-        if whole:
-            return None
-        slots = [
-            (nodes[self.cluster.gpu_node[g]].gpu_mem_mib - (occupancy.memory[g] or 0.0), g)
-            for job in state.running.values()
-            if not job.spec.elastic and job.memory_mib is not None
-            for g in job.gpus
-            if len(occupancy.jobs[g]) == 1
-            and nodes[self.cluster.gpu_node[g]].pool == "training"
-            and occupancy.why_not_join(g, 0.0) is None
-        ]
-        if not slots:
-            return None
-        room, g = max(slots)
-        return ((g,), room) if room > 0 else None
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the state (and its profile in the workload model)."""

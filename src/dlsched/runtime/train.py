@@ -229,7 +229,7 @@ class Trainer:
         total = 0.0
         for part in range(k):
             sub = positions[part * len(positions) // k : (part + 1) * len(positions) // k]
-            batch = _to(collate([data[self.order(p)] for p in sub]), self.device)
+            batch = to_device(collate([data[self.order(p)] for p in sub]), self.device)
             last = part == k - 1
             sync = contextlib.nullcontext() if last or self.world == 1 else self.model.no_sync()
             with sync:  # DDP all-reduces the summed gradients once, with the last sub-batch
@@ -311,7 +311,8 @@ class Trainer:
             dist.destroy_process_group()
 
 
-def _to(batch, device):
+def to_device(batch, device):
+    """A batch (a tensor, or a tuple or list of them) on ``device``."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device)
-    return type(batch)(_to(b, device) for b in batch)
+    return type(batch)(to_device(b, device) for b in batch)

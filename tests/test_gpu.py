@@ -112,46 +112,82 @@ def test_two_processes_on_one_device_each_stop_at_their_own_cap():
     assert [p.wait(timeout=120) for p in procs] == [0, 3]
 
 
+def test_the_device_layer_without_a_device(monkeypatch):
+    from dlsched.runtime import device
+
+    assert device.out_of_memory("torch.OutOfMemoryError: CUDA out of memory. Tried to ...")
+    assert not device.out_of_memory("RuntimeError: worker died")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    assert device.mps_environment(1000.0, 2) == {}  # no MPS on this node
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/mps")
+    assert device.mps_environment(None, 2) == {}  # not capped
+    assert device.mps_environment(1536.4, 2) == {
+        "CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=1536M",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
+    }
+
+
+def _trained(h, job_id):
+    """The model a finished job ended with (its last checkpoint)."""
+    from dlsched.runtime.ray_executor import CHECKPOINT
+
+    return torch.load(h.executor.job_dir(job_id) / CHECKPOINT, weights_only=True)["model"]
+
+
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.runtime
-def test_the_runtime_profiles_shares_resizes_and_molds_on_real_gpus(tmp_path):
-    """End to end on this machine's GPUs: sjf-bsbf profiles two jobs on their device and pairs
-    them on one GPU; elastic-fifo grows a job into a freed GPU; GENIE profiles on 1 and 2
+def test_the_runtime_shares_a_device_under_caps_resizes_and_molds_on_real_gpus(tmp_path):
+    """End to end through Ray and the sandbox: on one device, sjf-bsbf profiles two jobs there
+    and runs them together under their caps, and the one that shared ends with the model it
+    ends with alone (fifo); on two, elastic-fifo grows a job and GENIE profiles on 1 and 2
     workers."""
     from contextlib import contextmanager
 
     from runtime_helpers import Harness, local_ray_cluster, wait_for
 
-    gpus = torch.cuda.device_count()
-    if gpus < 2:
-        pytest.skip(f"needs 2 GPUs (this machine has {gpus})")
-    with contextmanager(local_ray_cluster)(nodes=1, gpus_per_node=gpus) as cluster:
-        h = Harness(cluster.address, tmp_path / "sjf", "sjf-bsbf")
+    spec = {**LM_ON_GPU, "gpus": 1, "batch_size": 32}
+    cluster_of = contextmanager(local_ray_cluster)
+    with cluster_of(nodes=1, gpus_per_node=1) as cluster:
+        h = Harness(cluster.address, tmp_path / "shared", "sjf-bsbf")
         try:
             alice = h.tenant("alice")
-            long_job = h.submit(alice, **LM_ON_GPU, gpus=1, batch_size=32, iterations=3000)
+            long_job = h.submit(alice, **spec, iterations=3000)
             wait_for(lambda: h.job(long_job)["iteration"] > 0, 300, what="the long job")
-            short = h.submit(alice, **LM_ON_GPU, gpus=1, batch_size=16, iterations=200)
-            job = h.wait_status(short, "done", timeout_s=600)
-            assert job["profile"]["fixed_mib"] > 0
-            assert h.wait_status(long_job, "done", timeout_s=1200)["failures"] == 0
+            short = h.submit(alice, **spec, iterations=200)
+            shared = h.wait_status(short, "done", timeout_s=900)
+            # the cluster's one device, while the long job held it
+            assert shared["started"] < (h.job(long_job)["finished"] or float("inf"))
+            assert shared["failures"] == 0 and shared["profile"]["fixed_mib"] > 0
+            assert h.wait_status(long_job, "done", timeout_s=1800)["failures"] == 0
+            with_partner = _trained(h, short)
         finally:
             h.close()
+        h = Harness(cluster.address, tmp_path / "alone", "fifo")
+        try:
+            alone = h.submit(h.tenant("alice"), **spec, iterations=200)
+            h.wait_status(alone, "done", timeout_s=900)
+            for name, value in _trained(h, alone).items():
+                torch.testing.assert_close(with_partner[name], value, rtol=1e-3, atol=1e-4)
+        finally:
+            h.close()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("the resize and GENIE's profiling need 2 GPUs")
+    with cluster_of(nodes=1, gpus_per_node=2) as cluster:
         h = Harness(cluster.address, tmp_path / "elastic", "elastic-fifo")
         try:
-            alice = h.tenant("alice")
-            spec = {**LM_ON_GPU, "batch_size": 32, "iterations": 3000}
-            grower = h.submit(alice, **spec, gpus=1, min_gpus=1, max_gpus=2)
-            done = h.wait_status(grower, "done", timeout_s=1200)
-            assert done["failures"] == 0
+            grower = h.submit(
+                h.tenant("alice"), **{**spec, "iterations": 3000}, min_gpus=1, max_gpus=2
+            )
+            done = h.wait_status(grower, "done", timeout_s=1800)
+            assert done["failures"] == 0 and len(done["gpus"]) == 2
         finally:
             h.close()
         h = Harness(cluster.address, tmp_path / "genie", "genie")
         try:
-            alice = h.tenant("alice")
-            job_id = h.submit(alice, **LM_ON_GPU, gpus=2, batch_size=32, iterations=100)
-            job = h.wait_status(job_id, "done", timeout_s=600)
+            job_id = h.submit(h.tenant("alice"), **{**spec, "gpus": 2}, iterations=100)
+            job = h.wait_status(job_id, "done", timeout_s=900)
             placements = {(m["gpus"], m["nodes"]) for m in job["profile"]["placements"]}
             assert {(1, 1), (2, 1)} <= placements
         finally:

@@ -348,7 +348,7 @@ def tenant_processes(data_dir: Path, profiling_only: bool) -> int:
             (b"bwrap", b"setpriv", b"prlimit")
         ):
             if _sandbox_of(pid, str(data_dir).encode()):
-                count += (b"DLSCHED_PROFILING=1\0" in env) or not profiling_only
+                count += (b"JOB_PROFILING=1\0" in env) or not profiling_only
     return count
 
 

@@ -85,7 +85,7 @@ def _profile_task(
         Path(log_path),
         PRIVATE,
         CUDA_VISIBLE_DEVICES=str(device),
-        DLSCHED_PROFILING="1",
+        JOB_PROFILING="1",
     )
     try:
         return process.call(
@@ -139,7 +139,7 @@ class ProfileWorker(_Networked):
         self, config: dict, rank: int, world: int, master: str, network: str
     ) -> dict | None:
         self.process = _tenant_process(
-            *self.args, network, CUDA_VISIBLE_DEVICES=self.device, DLSCHED_PROFILING="1"
+            *self.args, network, CUDA_VISIBLE_DEVICES=self.device, JOB_PROFILING="1"
         )
         try:
             return self.process.call(

@@ -47,7 +47,7 @@ def cap_memory(grant_mib: float | None) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, _cap_mib / total), 0)
 
 
-def over_grant_error(in_use_mib: float):
+def _over_grant_error(in_use_mib: float):
     import torch
 
     return torch.OutOfMemoryError(
@@ -62,7 +62,7 @@ def check_emulated_memory() -> None:
     with open("/proc/self/statm") as f:
         resident_mib = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     if resident_mib > _cap_mib:
-        raise over_grant_error(resident_mib)
+        raise _over_grant_error(resident_mib)
 
 
 def out_of_memory(error_text: str) -> bool:

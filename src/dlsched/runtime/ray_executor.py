@@ -359,6 +359,7 @@ class RayExecutor:
             (self.data_dir / folder).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self._runs: dict[str, _Run] = {}
+        self._profiling: dict[str, list] = {}  # job id -> its profiling task or group of actors
         self._outcomes: list[Outcome] = []
         self._lock = threading.Lock()
         self._known: dict[str, NodeInfo] = {}
@@ -466,7 +467,9 @@ class RayExecutor:
                 [(node, index)] = gpus
                 units = 1 if config.get("memory_grant_mib") else JOBS_PER_GPU  # a slot, or whole
                 task = _profile_task.options(resources={gpu_resource(node, index): units})
-                result = ray.get(task.remote(config, index, *args))
+                ref = task.remote(config, index, *args)
+                self._profiling[job_id] = [ref]
+                result = ray.get(ref)
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
         except Exception as e:  # a program that cannot even build
             detail = f"profiling failed: {_error_text(e)}"
@@ -480,6 +483,7 @@ class RayExecutor:
             except Exception:  # a full disk: the outcome (and its slot) must still come back
                 logging.getLogger("dlsched.executor").exception("log of %s not written", job_id)
         finally:
+            self._profiling.pop(job_id, None)
             with self._lock:
                 self._outcomes.append(outcome)
 
@@ -520,6 +524,7 @@ class RayExecutor:
             )
             for node, index in gpus
         ]
+        self._profiling[args[0]] = workers
         config = {**config, "memory_limit_mib": self.sandbox.memory_mib}
         try:
             network = self._network(nodes, workers[0])
@@ -596,6 +601,13 @@ class RayExecutor:
         return [ray.get(a.pid.remote(), timeout=10) for a in run.actors] if run else []
 
     def shutdown(self) -> None:
+        # profiling runs hold GPUs: none may outlive the server that leased them
+        for held in list(self._profiling.values()):
+            for task_or_actor in held:
+                if isinstance(task_or_actor, ray.ObjectRef):
+                    ray.cancel(task_or_actor, force=True)
+                else:
+                    ray.kill(task_or_actor)
         for run in list(self._runs.values()):
             run.kill.set()
         for run in list(self._runs.values()):

@@ -444,8 +444,9 @@ class RayExecutor:
     ) -> None:
         """Start a job's profiling run (:mod:`.profile`) on ``gpus``; reported as a "profiled"
         outcome whose detail is the result as JSON, or "failed". Each of its workers holds its
-        GPU whole (every sharing unit of it) and sees only that device, so on real GPUs its
-        times and memory are the device's. With ``placements`` (GENIE) it also times the job on
+        GPU whole (every sharing unit of it), or, given ``memory_grant_mib`` in ``config``, one
+        place beside a job there; it sees only that device, so on real GPUs its times and
+        memory are the device's. With ``placements`` (GENIE) it also times the job on
         2 workers on the first node and, given a third GPU, across two nodes (``placements``
         in the result: gpus, nodes, batch, iteration_s)."""
         self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)

@@ -60,3 +60,30 @@ def test_one_group_of_three_times_the_job_alone_on_one_node_and_on_two():
     assert [(p["batch"], p["iteration_s"]) for p in profile["points"]] == [
         (b, found[(1, 1, b)]) for b in (2, 4)
     ]
+
+
+def test_the_emulated_device_s_memory_is_its_own_account_and_its_cap_fails_the_pass(monkeypatch):
+    """Profiled in this process: a pass of b samples holds 100 + 2 x b MiB on the emulated
+    device, so the points at b = 8 and 16 read 116 and 132 MiB: 2 MiB a sample, 100 fixed, and
+    the whole iteration adds nothing the passes did not hold. Capped at 120 MiB, a pass of 16
+    fails as the CUDA allocator would; one of 8 runs."""
+    import torch
+
+    from dlsched.runtime import device
+    from dlsched.runtime.profile import profile_program
+    from dlsched.workloads.emulated import build
+
+    monkeypatch.setattr(device, "_emulated_peak_mib", None)  # this process's account, afresh
+    monkeypatch.setattr(device, "_cap_mib", None)
+    args = {"samples": 32, "fixed_ms": 0.0, "per_sample_ms": 0.0, "fixed_mib": 100.0}
+    config = {"entrypoint": CONFIG["entrypoint"], "gpus": 1, "batch_size": 16}
+    profile = profile_program({**config, "args": {**args, "per_sample_mib": 2.0}}, repeats=1)
+    assert [p["memory_mib"] for p in profile["points"]] == [116.0, 132.0]
+    assert profile["per_sample_mib"] == 2.0 and profile["fixed_mib"] == 100.0
+    assert profile["iteration_extra_mib"] == 0.0
+
+    model = build({**args, "per_sample_mib": 2.0}).model
+    device.cap_memory(120.0)
+    model(torch.zeros(8, 32))
+    with pytest.raises(torch.OutOfMemoryError, match="exceeded its memory grant of 120 MiB"):
+        model(torch.zeros(16, 32))

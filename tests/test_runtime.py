@@ -188,7 +188,8 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     assert job["started"] < (h.job(long_job)["finished"] or float("inf"))  # ... while it ran
     assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 600
     long_done = h.job(long_job)
-    assert long_done["attempt"] == 1 and long_done["failures"] == 0  # never disturbed
+    # never disturbed
+    assert long_done["attempt"] == 1 and long_done["failures"] == 0, long_done["events"]
     job = h.wait_status(leaker, "done", timeout_s=120)
     messages = [e["message"] for e in job["events"]]
     over = [m for m in messages if "exceeded its memory grant" in m]

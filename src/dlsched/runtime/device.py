@@ -11,9 +11,11 @@ partner down with an out-of-memory error. The runtime then requeues it to run wi
   (``torch.cuda.set_per_process_memory_fraction``): an allocation past it raises
   ``torch.OutOfMemoryError`` in this job only. Where the node runs NVIDIA MPS the executor also
   gives the process MPS's own per-client limits (:func:`mps_environment`).
-- On emulated GPUs (a CPU) a job's device memory is its process's resident memory, what its
-  profiling run measured there; :func:`check_emulated_memory`, called by the emulated device
-  at each pass, raises the same error past the cap.
+- On emulated GPUs (a CPU) the emulated device keeps its own account of the memory it holds
+  (:func:`use_emulated_memory`, at each pass), which profiling reads as it reads the CUDA
+  allocator's peak, and raises the same error past the cap. Not the process's resident
+  memory: that is mostly the host's (the interpreter, Ray's and gloo's buffers) and moves with
+  the machine's load, where a device's allocations at one batch size do not.
 
 A tenant's program runs in the same process and could raise that error itself: it gains
 nothing by it, as the runtime honours an over-grant failure once per job (it then runs alone,
@@ -23,6 +25,7 @@ uncapped, and a second failure counts as its own).
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 # Chosen default (``RuntimeSpeed(memory_headroom=...)`` overrides it): what a grant adds to the
@@ -55,14 +58,28 @@ def _over_grant_error(in_use_mib: float):
     )
 
 
-def check_emulated_memory() -> None:
-    """On emulated GPUs: raise as the CUDA allocator would once the process is past its cap."""
-    if _cap_mib is None:
-        return
-    with open("/proc/self/statm") as f:
-        resident_mib = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    if resident_mib > _cap_mib:
-        raise _over_grant_error(resident_mib)
+_emulated_peak_mib: float | None = None  # set once an emulated device reported its memory
+
+
+def use_emulated_memory(in_use_mib: float) -> None:
+    """An emulated device's memory in use at this pass: past the cap it raises as the CUDA
+    allocator would; its peak is what :func:`peak_mib` reads."""
+    global _emulated_peak_mib
+    _emulated_peak_mib = max(_emulated_peak_mib or 0.0, in_use_mib)
+    if _cap_mib is not None and in_use_mib > _cap_mib:
+        raise _over_grant_error(in_use_mib)
+
+
+def peak_mib() -> float:
+    """This process's peak device memory: the CUDA allocator's, an emulated device's, or, for a
+    real workload on a CPU, the process's peak resident memory."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    if _emulated_peak_mib is not None:
+        return _emulated_peak_mib
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def out_of_memory(error_text: str) -> bool:

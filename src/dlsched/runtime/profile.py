@@ -4,8 +4,9 @@ peak memory. Two points give a line for each: iteration time = c0 + c1 x batch, 
 fixed + per_sample x batch, which is what the sharing policies need (memory at a sub-batch,
 the cost of gradient accumulation) and what a job's duration estimate is made from.
 
-Memory is the device's peak allocation on a GPU; on emulated GPUs (a CPU) it is the worker
-process's peak resident memory, the same quantity two co-located emulated jobs compete for.
+Memory is the device's peak allocation (:func:`.device.peak_mib`): the CUDA allocator's on a
+GPU, the emulated device's own account on emulated GPUs, and for a real workload on a CPU the
+process's peak resident memory.
 A last, whole iteration (the optimizer's step, and for a job of several workers its model under
 DDP in a group of one) adds to the fixed part what a training run holds on top of the timed
 passes: the optimizer's state, DDP's gradient buckets and its collective's buffers. A job that
@@ -16,18 +17,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import resource
 import time
 
-from .device import cap_memory
+from .device import cap_memory, peak_mib
 
 PROFILE_REPEATS = 3  # timed passes per batch size, after one warm-up
-
-
-def _peak_mib(torch) -> float:
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _nbytes(item) -> int:
@@ -116,7 +110,7 @@ def _whole_iteration_peak_mib(torch, workload, batch: int, workers: int) -> floa
     finally:
         if workers > 1:
             dist.destroy_process_group()
-    return _peak_mib(torch)
+    return peak_mib()
 
 
 def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
@@ -129,7 +123,7 @@ def _profile_alone(
     points = []
     for batch in batches:
         t = _median_pass_s(torch, workload, workload.model, batch, repeats)
-        points.append({"batch": batch, "iteration_s": t, "memory_mib": _peak_mib(torch)})
+        points.append({"batch": batch, "iteration_s": t, "memory_mib": peak_mib()})
     lo, hi = points[0], points[-1]
     span = hi["batch"] - lo["batch"]
     c1 = max(0.0, (hi["iteration_s"] - lo["iteration_s"]) / span) if span else 0.0

@@ -9,14 +9,16 @@ iteration time follows its per-worker batch as on a real accelerator (the fixed 
 sub-batch costs, as kernel launches do). Two jobs on one emulated GPU do not slow each other's
 device time: the runtime measures the slowdown a shared job really had.
 
-Its device memory is its process's resident memory (what profiling measures there); under a
-memory cap each pass checks it as the CUDA allocator would (:mod:`dlsched.runtime.device`).
-``grow_mib_per_pass`` emulates a job whose memory grows (a cache, a leak): each forward pass
-keeps that much more.
+Its device memory is emulated the same way: a pass holds ``fixed_mib + per_sample_mib x
+samples`` on the device, reported to :mod:`dlsched.runtime.device`, which profiling reads as a
+GPU's peak allocation and which, under a memory cap, fails the pass past the cap as the CUDA
+allocator would. ``grow_mib_per_pass`` emulates a job whose memory grows (a cache, a leak):
+each forward pass keeps that much more, really held (written, so resident) and counted.
 
-Args: ``per_sample_ms`` (default 2.0), ``fixed_ms`` (default 5.0), ``samples`` (default 4096),
-``features`` (default 32), ``lr`` (default 0.05), ``grow_mib_per_pass`` (default 0, at most
-1024), ``seed``. The two times are chosen defaults.
+Args: ``per_sample_ms`` (default 2.0), ``fixed_ms`` (default 5.0), ``fixed_mib`` (default 256),
+``per_sample_mib`` (default 1.0), ``samples`` (default 4096), ``features`` (default 32), ``lr``
+(default 0.05), ``grow_mib_per_pass`` (default 0, at most 1024), ``seed``. The two times and
+two memory figures are chosen defaults, of the order of a small model's on a GPU.
 """
 
 from __future__ import annotations
@@ -27,23 +29,32 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from ..runtime.device import check_emulated_memory
+from ..runtime.device import use_emulated_memory
 from ..runtime.train import Workload
 
 
 class EmulatedDevice(nn.Module):
     """Passes its input through after the emulated device time for that many samples."""
 
-    def __init__(self, fixed_ms: float, per_sample_ms: float, grow_mib: float = 0.0) -> None:
+    def __init__(
+        self,
+        fixed_ms: float,
+        per_sample_ms: float,
+        fixed_mib: float = 256.0,
+        per_sample_mib: float = 1.0,
+        grow_mib: float = 0.0,
+    ) -> None:
         super().__init__()
         self.fixed_s, self.per_sample_s = fixed_ms / 1000, per_sample_ms / 1000
+        self.fixed_mib, self.per_sample_mib = fixed_mib, per_sample_mib
         self.grow_bytes = int(grow_mib * 2**20)
         self.kept: list[bytes] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.grow_bytes:
             self.kept.append(b"\1" * self.grow_bytes)  # written, so resident
-        check_emulated_memory()
+        kept_mib = len(self.kept) * self.grow_bytes / 2**20
+        use_emulated_memory(self.fixed_mib + self.per_sample_mib * x.shape[0] + kept_mib)
         time.sleep(self.fixed_s + self.per_sample_s * x.shape[0])
         return x
 
@@ -93,9 +104,15 @@ def build(args: dict) -> Workload:
         float(args.get("per_sample_ms", 2.0)),
         float(args.get("fixed_ms", 5.0)),
     )
+    fixed_mib, per_sample_mib = (
+        float(args.get("fixed_mib", 256.0)),
+        float(args.get("per_sample_mib", 1.0)),
+    )
     grow_mib = float(args.get("grow_mib_per_pass", 0.0))
     if not (0 <= per_sample_ms <= 1000 and 0 <= fixed_ms <= 10_000):
         raise ValueError("per_sample_ms must be in 0..1000 and fixed_ms in 0..10000")
+    if not (0 <= fixed_mib <= 1 << 20 and 0 <= per_sample_mib <= 1024):
+        raise ValueError("fixed_mib must be in 0..1048576 and per_sample_mib in 0..1024")
     if not 0 <= grow_mib <= 1024:
         raise ValueError("grow_mib_per_pass must be in 0..1024")
     g = torch.Generator().manual_seed(seed)
@@ -103,7 +120,7 @@ def build(args: dict) -> Workload:
     labels = torch.randint(0, 4, (samples,), generator=g)
     x = torch.randn(4, features, generator=g)[labels] + torch.randn(samples, features, generator=g)
     model = nn.Sequential(
-        EmulatedDevice(fixed_ms, per_sample_ms, grow_mib),
+        EmulatedDevice(fixed_ms, per_sample_ms, fixed_mib, per_sample_mib, grow_mib),
         nn.Linear(features, 64),
         nn.ReLU(),
         nn.Linear(64, 4),

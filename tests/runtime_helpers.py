@@ -28,14 +28,19 @@ def sandbox_for(data_dir, isolate: bool = CAN_ISOLATE, **options):
     return sandbox
 
 
-def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.3, what: str = "condition"):
+def wait_for(
+    predicate, timeout_s: float = 120.0, every_s: float = 0.3, what: str = "condition", state=None
+):
+    """Until ``predicate()`` is true; a timeout's error adds ``state()`` (what the test can see
+    then: a job's events), so a failure on a loaded machine can be explained afterwards."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    seen = f"; then: {state()}" if state else ""
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
 
 
 class Harness:
@@ -96,7 +101,16 @@ class Harness:
             lambda: (j := self.job(job_id))["status"] in statuses and j,
             timeout_s,
             what=f"{job_id} to be {'/'.join(statuses)}",
+            state=lambda: self.events(job_id),
         )
+
+    def events(self, *job_ids: str) -> dict:
+        """Each job's status and event messages (for a failing test's message)."""
+        return {
+            jid: (job["status"], [e["message"] for e in job["events"]])
+            for jid in job_ids
+            if (job := self.job(jid))
+        }
 
     def close(self) -> None:
         self.service.stop()

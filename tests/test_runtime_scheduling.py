@@ -103,6 +103,10 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
         ),
         240,
         what="loose's profiling run, then tight's start",
+        state=lambda: (
+            h.events(blocker, loose, tight),
+            h.client.get("/v1/cluster", headers=h.admin).json(),
+        ),
     )
     assert h.job(loose)["status"] == "queued" and h.job(tight)["profile"] is None
     assert h.client.post(f"/v1/jobs/{blocker}/cancel", headers=alice).status_code == 200
@@ -114,7 +118,9 @@ def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness
             predictions.append((job["iteration"], job["predicted_finish"]))
         return job["status"] == "done" and job
 
-    job = wait_for(tight_done, 300, every_s=0.5, what="the tight job to finish")
+    job = wait_for(
+        tight_done, 300, every_s=0.5, what="the tight job to finish", state=lambda: h.events(tight)
+    )
     other = h.wait_status(loose, "done", timeout_s=240)
     assert job["started"] < other["started"]  # by allowance, not by arrival
     assert job["finished"] <= job["deadline"]

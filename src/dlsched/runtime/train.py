@@ -171,9 +171,12 @@ class Trainer:
             import torch.distributed as dist
 
             backend = "nccl" if torch.cuda.is_available() else "gloo"
+            # each rank's own line: a group that does not form says who never came
+            self.log(f"rank {rank} of {world}: joining the group")
             dist.init_process_group(
                 backend, init_method=f"tcp://{master}", rank=rank, world_size=world
             )
+            self.log(f"rank {rank} of {world}: in the group")
             self.model = nn.parallel.DistributedDataParallel(self.plain_model)
 
     def regroup(self, master: str | None, rank: int, world: int) -> int:

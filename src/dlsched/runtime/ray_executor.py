@@ -849,6 +849,15 @@ def _cause(e: BaseException) -> BaseException:
 
 def _error_text(e: BaseException) -> str:
     """The whole reason a run failed: the tenant's own traceback when it raised, else Ray's
-    error, without terminal colour codes."""
-    e = _cause(e)
-    return plain(str(e) if isinstance(e, TenantError) else f"{type(e).__name__}: {e}")
+    error and, for an error raised in a worker, where (a bare ``OSError: [Errno 22] Invalid
+    argument`` says nothing), without terminal colour codes."""
+    cause = _cause(e)
+    if isinstance(cause, TenantError):
+        return plain(str(cause))
+    where = [
+        line.strip()
+        for line in (str(e) if cause is not e else "").splitlines()
+        if line.strip().startswith('File "')
+    ]
+    at = f" (at {where[-1]})" if where else ""
+    return plain(f"{type(cause).__name__}: {cause}{at}")

@@ -66,6 +66,7 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
         ),
         120,
         what="the elastic job to grow",
+        state=lambda: h.events(elastic),
     )
     newcomer = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=30)
     assert (

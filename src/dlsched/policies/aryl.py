@@ -36,7 +36,6 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from itertools import chain
 from typing import ClassVar
 
 from ..errors import SpecError
@@ -285,7 +284,7 @@ class Aryl(Policy):
                 planned[job.job_id] = grown
 
     def _options(
-        self, view: PolicyView, job: JobView, held: list[int], free: FreeGpus, order: dict[int, int]
+        self, view: PolicyView, job: JobView, held: list[int], free: FreeGpus, order: list[int]
     ) -> list[knapsack.Option]:
         """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, each valued at the
         GPUs it would get now (extras spanning more nodes may be slower than none), dominated
@@ -405,13 +404,12 @@ def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobView]:
     )
 
 
-def _extras_order(free: FreeGpus, loaned: Collection[int]) -> dict[int, int]:
+def _extras_order(free: FreeGpus, loaned: Collection[int]) -> list[int]:
     """The nodes with free GPUs in the order extras go to them after the job's own nodes:
-    loaned servers before owned ones, each time the fewest free GPUs first. As a mapping of
-    node to position, iterated in that order (a pass asks it once per elastic job)."""
+    loaned servers before owned ones, each time the fewest free GPUs first."""
     usable = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]]
     usable.sort(key=lambda n: (n not in loaned, len(free.free[n]), n))
-    return {n: i for i, n in enumerate(usable)}
+    return usable
 
 
 def _place_extras(
@@ -419,16 +417,16 @@ def _place_extras(
     gpus: list[int],
     k: int,
     types: tuple[str, ...] | None,
-    order: dict[int, int],
+    order: list[int],
     gpu_node: Sequence[int],
 ) -> tuple[int, ...]:
     """Up to ``k`` GPUs for extra workers: on the job's own nodes first (extras across nodes
     may be slower than none), then on the nodes in ``order`` (:func:`_extras_order` of
-    ``free``). The scan of ``order`` stops once it has ``k``."""
-    own = {n for g in gpus if (n := gpu_node[g]) in order}
+    ``free``)."""
+    own = {gpu_node[g] for g in gpus}
     nodes = free.cluster.nodes
     taken: list[int] = []
-    for nid in chain(sorted(own, key=order.__getitem__), (n for n in order if n not in own)):
+    for nid in [n for n in order if n in own] + [n for n in order if n not in own]:
         if types is not None and nodes[nid].gpu_type not in types:
             continue
         taken.extend(sorted(free.free[nid])[: k - len(taken)])

@@ -141,6 +141,8 @@ def _write(path: Path, value: str, missing_ok: bool = False) -> None:
     except FileNotFoundError:
         if not missing_ok:
             raise
+    except OSError as e:  # a refused write names no file: this one does
+        raise OSError(e.errno, f"writing {value!r} to {path}: {e.strerror}") from e
 
 
 def _read(path: Path) -> str:

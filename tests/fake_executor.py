@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlsched.runtime.executor_api import JOB, NodeInfo, Outcome
+from dlsched.runtime.executor_api import CLUSTER, JOB, NodeInfo, Outcome
 
 JOBS_PER_GPU = 2
 # what a profiling run reports (dlsched.runtime.profile): small enough for two jobs per GPU
@@ -152,10 +152,10 @@ class FakeExecutor:
         for job_id in done:
             del self.profiling_gpus[job_id]
 
-    def fail_profiling(self, job_id: str, why: str) -> None:
+    def fail_profiling(self, job_id: str, why: str, cause: str = JOB) -> None:
         self.profiling.remove(job_id)
         del self.profiling_gpus[job_id]
-        self.outcomes.append(Outcome(job_id, 0, "failed", detail=why))
+        self.outcomes.append(Outcome(job_id, 0, "failed", detail=why, cause=cause))
 
     def finish(self, job_id: str) -> None:
         run = self.runs.pop(job_id)
@@ -189,7 +189,7 @@ class FakeExecutor:
             self.outcomes.append(Outcome(job_id, run.attempt, "failed", 0, f"node {name} lost"))
         for job_id, (gpus, _) in list(self.profiling_gpus.items()):
             if any(n == name for n, _ in gpus):
-                self.fail_profiling(job_id, f"profiling failed: node {name} lost")
+                self.fail_profiling(job_id, f"profiling failed: node {name} lost", CLUSTER)
 
     def restore_node(self, name: str) -> None:
         info = self.nodes[name]

@@ -260,17 +260,43 @@ def test_a_profiling_run_beside_a_job_is_capped_at_the_gpus_rest_and_may_need_a_
     assert s.status(b) == RUNNING and s.status(c) == RUNNING
 
 
-def test_a_node_lost_under_a_profiling_run_ends_its_lease(tmp_path):
+def test_a_node_lost_under_a_profiling_run_ends_its_lease_and_the_job_is_profiled_again(
+    tmp_path,
+):
     s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1, "n1": 1})
     a = s.submit(gpus=1, duration_s=100)
     s.step()
     [(node, _)] = s.executor.profiling_gpus[a][0]
     s.executor.lose_node(node)
     s.step()
-    assert s.service.state.leases == {} and s.status(a) == FAILED  # profiling failed: the job
+    # the cluster's failure, not the job's: a runs again on the node left, its old lease gone
+    assert s.status(a) == QUEUED and s.store.job(a)["failures"] == 0
+    assert s.executor.profiling == [a] and s.executor.profiling_gpus[a][0] != [(node, 0)]
+    assert list(s.service.state.leases) == [a]
+    assert any("profiled again (1 of" in e["message"] for e in s.store.events(a))
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(a) == RUNNING
+
+
+def test_profiling_failed_by_the_cluster_is_retried_a_bounded_number_of_times(tmp_path):
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a = s.submit(gpus=1, duration_s=100)
+    for _ in range(MAX_CLUSTER_FAILURES):
+        s.step()
+        s.executor.fail_profiling(a, "profiling failed: GetTimeoutError", CLUSTER)
+    s.step()
+    assert s.status(a) == QUEUED and s.executor.profiling == [a]
+    s.executor.fail_profiling(a, "profiling failed: GetTimeoutError", CLUSTER)
+    s.step()
+    assert s.status(a) == FAILED and s.executor.profiling == []
+    assert s.service.state.leases == {}
+    # a failure of the job's own program is final at once
     b = s.submit(gpus=1, duration_s=100)
     s.step()
-    assert s.executor.profiling_gpus[b][0] != [(node, 0)]  # on the node left
+    s.executor.fail_profiling(b, "profiling failed: Traceback ... SyntaxError")
+    s.step()
+    assert s.status(b) == FAILED and "SyntaxError" in s.store.job(b)["message"]
 
 
 def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):

@@ -472,9 +472,10 @@ class RayExecutor:
                 self._profiling[job_id] = [ref]
                 result = ray.get(ref)
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
-        except Exception as e:  # a program that cannot even build
+        except Exception as e:  # a program that cannot even build, or Ray or the node failed
             detail = f"profiling failed: {_error_text(e)}"
-            outcome = Outcome(job_id, 0, "failed", detail=detail)
+            cause = JOB if _tenant_failed(e) else CLUSTER
+            outcome = Outcome(job_id, 0, "failed", detail=detail, cause=cause)
             if not isinstance(_cause(e), TenantError):  # ours, not the tenant's: where it broke
                 logging.getLogger("dlsched.executor").error(
                     "profiling of %s failed outside its program", job_id, exc_info=e
@@ -535,7 +536,8 @@ class RayExecutor:
                     w.measure.remote(config, rank, len(workers), master, network)
                     for rank, w in enumerate(workers)
                 ],
-                timeout=PROFILE_TIMEOUT_S,
+                # past the tenant processes' own timeout, so a slow program fails as the job's
+                timeout=PROFILE_TIMEOUT_S + self.start_timeout_s,
             )[0]
         finally:
             for w in workers:  # a failed one leaves the others waiting

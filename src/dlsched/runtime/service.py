@@ -110,6 +110,9 @@ class SchedulerService:
         # ran out of memory: they wait for a whole GPU
         self._profiling_beside: set[str] = set()
         self._profile_whole: set[str] = set()
+        # job id -> its profiling runs that failed for the cluster (Ray or a node, not its
+        # program): each is run again, up to MAX_CLUSTER_FAILURES
+        self._profiling_cluster_failures: Counter[str] = Counter()
         # tenant -> its jobs waiting for a profiling slot, oldest first; the dict's order is
         # the tenants' turn (a tenant served goes to the back)
         self._to_profile: dict[str, deque[str]] = {}
@@ -398,6 +401,13 @@ class SchedulerService:
                 where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
                 beside = "" if room_mib is None else f" beside a job, capped at {room_mib:,.0f} MiB"
                 self.store.update_job(jid, event=f"profiling on {where}{beside}")
+            else:
+                self._forget_profiling(jid)
+
+    def _forget_profiling(self, jid: str) -> None:
+        """The job needs no more profiling (profiled, failed or cancelled)."""
+        self._profile_whole.discard(jid)
+        self._profiling_cluster_failures.pop(jid, None)
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the state (and its profile in the workload model)."""
@@ -429,7 +439,7 @@ class SchedulerService:
             self._profiling_beside.discard(jid)
             row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
-                self._profile_whole.discard(jid)
+                self._forget_profiling(jid)
                 return  # cancelled meanwhile
             if beside and outcome.kind == "failed" and out_of_memory(outcome.detail):
                 # the rest of a shared GPU was too small: again, on a whole one, its tenant's next
@@ -440,7 +450,18 @@ class SchedulerService:
                     event="profiling ran out of the shared GPU's memory: it waits for a whole GPU",
                 )
                 return
-            self._profile_whole.discard(jid)
+            if outcome.kind == "failed" and outcome.cause == CLUSTER:
+                self._profiling_cluster_failures[jid] += 1
+                failures = self._profiling_cluster_failures[jid]
+                if failures <= MAX_CLUSTER_FAILURES:  # again, its tenant's next
+                    self._to_profile.setdefault(row["tenant_id"], deque()).appendleft(jid)
+                    self.store.update_job(
+                        jid,
+                        event=f"{outcome.detail}: outside the job, so it is profiled again "
+                        f"({failures} of {MAX_CLUSTER_FAILURES} such)",
+                    )
+                    return
+            self._forget_profiling(jid)
             if outcome.kind == "profiled":
                 row["profile"] = json.loads(outcome.detail)
                 self.store.update_job(jid, event="profiled", profile=row["profile"])

@@ -296,7 +296,7 @@ def test_a_profiling_failure_whose_log_cannot_be_written_frees_its_slot(harness,
         h.submit(
             alice, entrypoint=f"{PROGRAMS / 'hog.py'}:missing", gpus=1, batch_size=8, iterations=5
         )
-        for _ in range(h.service.max_profiling)
+        for _ in range(h.service.to_profile.max_running)
     ]
     for job in broken:
         assert "profiling failed" in h.wait_status(job, "failed", timeout_s=60)["message"]
@@ -320,7 +320,7 @@ def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
         )
         for _ in range(4)
     ]
-    wait_for(lambda: len(h.service.profiling) == 2, what="two profiling runs")
+    wait_for(lambda: len(h.service.to_profile.running) == 2, what="two profiling runs")
     quick = h.submit(bob, **EMULATED, gpus=1, batch_size=8, iterations=5)
     h.wait_status(quick, "done", timeout_s=90)
 
@@ -373,7 +373,7 @@ def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
     ]
     # watched over three rounds of profiling runs, 60 s at most (with one core kept busy, 25 s
     # saw five of the six): the bound held while jobs waited
-    rounds = 3 * h.service.max_profiling
+    rounds = 3 * h.service.to_profile.max_running
     seen, deadline = [], time.monotonic() + 60
     while (
         time.monotonic() < deadline
@@ -381,7 +381,7 @@ def test_fifty_submits_at_once_profile_at_most_the_bound_at_a_time(harness):
     ):
         seen.append(tenant_processes(h.executor.data_dir, profiling_only=True))
         time.sleep(0.1)
-    assert 1 <= max(seen) <= h.service.max_profiling, seen
+    assert 1 <= max(seen) <= h.service.to_profile.max_running, seen
     assert sum(h.store.job(j)["profile"] is not None for j in jobs) >= rounds
     for jid in jobs:
         h.client.post(f"/v1/jobs/{jid}/cancel", headers=h.admin)

@@ -563,7 +563,7 @@ def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):
     s = Setup(tmp_path, policy="sjf-bsbf", nodes={"n0": 4})
     jobs = [s.submit(gpus=1, duration_s=100) for _ in range(50)]
     s.step()
-    assert len(s.executor.profiling) == 2 and len(s.service.profiling) == 2
+    assert len(s.executor.profiling) == 2 and len(s.service.to_profile.running) == 2
     profiled = 0
     while profiled < 50:
         profiled += len(s.executor.profiling)

@@ -38,7 +38,7 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
             ]  # (job, tenant, profiling?)
             if g in profiling_on:
                 owner = profiling_on[g]
-                entries.append((owner, service.profiling.get(owner), True))
+                entries.append((owner, service.to_profile.running.get(owner), True))
             if entries:
                 seen = [
                     (jid if tenant is None or t == tenant else "(another tenant)", t, p)

@@ -18,7 +18,7 @@ import logging
 import math
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,7 +40,7 @@ from .limits import CHECKPOINT_RETENTION_S, FINISHED_KEPT_PER_TENANT, JOB_RETENT
 from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
-from .profiling_gpus import profiling_gpus
+from .profiling_queue import DEFAULT_MAX_PROFILING, ProfilingQueue
 from .reports import checked_progress
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
@@ -52,7 +52,6 @@ DEFAULT_MAX_FAILURES = 3  # chosen: a job that failed this many times stays fail
 # chosen: failures put on the cluster (a worker Ray could not start or lost, executor_api.CLUSTER)
 # are not counted against the job, up to this many; past it they count (no endless restarts)
 MAX_CLUSTER_FAILURES = 10
-DEFAULT_MAX_PROFILING = 2  # chosen: profiling runs at once (each is a process); the rest wait
 SWEEP_EVERY_S = 60.0
 HISTORY_EVERY_S = 10.0  # the dashboard's utilization and queue: one sample this often,
 HISTORY_SAMPLES = 2160  # for the last 6 hours
@@ -104,18 +103,7 @@ class SchedulerService:
         self.finished_kept_per_tenant = finished_kept_per_tenant
         self._swept_until = float("-inf")  # jobs finished before this have no checkpoint left
         self._next_sweep = 0.0
-        self.max_profiling = max_profiling
-        self.profiling: dict[str, str] = {}  # job id -> tenant: profiling runs under way
-        # profiling runs beside a job (capped at the GPU's rest), and the jobs whose run there
-        # ran out of memory: they wait for a whole GPU
-        self._profiling_beside: set[str] = set()
-        self._profile_whole: set[str] = set()
-        # job id -> its profiling runs that failed for the cluster (Ray or a node, not its
-        # program): each is run again, up to MAX_CLUSTER_FAILURES
-        self._profiling_cluster_failures: Counter[str] = Counter()
-        # tenant -> its jobs waiting for a profiling slot, oldest first; the dict's order is
-        # the tenants' turn (a tenant served goes to the back)
-        self._to_profile: dict[str, deque[str]] = {}
+        self.to_profile = ProfilingQueue(max_profiling)
         self.policy_params = dict(policy_params or {})
         self.policy = make_policy(policy, **(policy_params or {}))
         # the server always runs the admission stage (it keeps the books the quota API and
@@ -357,36 +345,19 @@ class SchedulerService:
             if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
                 # a sharing policy needs the job's memory, GENIE its speed on other placements:
                 # profile it before it may be scheduled
-                self._to_profile.setdefault(row["tenant_id"], deque()).append(row["id"])
+                self.to_profile.add(row["tenant_id"], row["id"])
             else:
                 self._enter(row)
         self._start_profiling()
 
     def _start_profiling(self) -> None:
-        """Free profiling slots go to the tenants with jobs waiting, in turn; a tenant holds
-        more than its share of the slots only while no other tenant waits for one. A run holds
-        GPUs in the books (:func:`.profiling_gpus.profiling_gpus`) and waits for them; it starts
-        before the scheduling pass, as the shortest job there is."""
-        while self._to_profile and len(self.profiling) < self.max_profiling:
-            running = Counter(self.profiling.values())
-            wanting = len(self._to_profile.keys() | running.keys())
-            share = max(1, self.max_profiling // wanting)
-            tenant = next(
-                (t for t in self._to_profile if running[t] < share), next(iter(self._to_profile))
-            )
-            waiting = self._to_profile[tenant]
-            found = profiling_gpus(
-                self.state, self.policy.moldable, whole=waiting[0] in self._profile_whole
-            )
-            if found is None:
-                return  # the job next in turn waits for GPUs (a later one could not go first)
-            del self._to_profile[tenant]
-            jid = waiting.popleft()
-            if waiting:
-                self._to_profile[tenant] = waiting  # its next job: at the back of the turn
+        """Start the profiling runs whose turn it is (:class:`.profiling_queue.ProfilingQueue`).
+        A run holds GPUs in the books and waits for them; it starts before the scheduling
+        pass, as the shortest job there is."""
+        while (turn := self.to_profile.next_run(self.state, self.policy.moldable)) is not None:
+            jid, tenant, gpus, room_mib = turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
-                gpus, room_mib = found
                 self.state.lease(jid, gpus)
                 placement = self._placement(gpus)
                 spec = (
@@ -395,19 +366,12 @@ class SchedulerService:
                     else {**row["spec"], "memory_grant_mib": room_mib}
                 )
                 self.executor.profile(jid, spec, placements=self.policy.moldable, gpus=placement)
-                self.profiling[jid] = tenant
-                if room_mib is not None:
-                    self._profiling_beside.add(jid)
+                self.to_profile.started(jid, tenant, beside=room_mib is not None)
                 where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
                 beside = "" if room_mib is None else f" beside a job, capped at {room_mib:,.0f} MiB"
                 self.store.update_job(jid, event=f"profiling on {where}{beside}")
             else:
-                self._forget_profiling(jid)
-
-    def _forget_profiling(self, jid: str) -> None:
-        """The job needs no more profiling (profiled, failed or cancelled)."""
-        self._profile_whole.discard(jid)
-        self._profiling_cluster_failures.pop(jid, None)
+                self.to_profile.forget(jid)
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the state (and its profile in the workload model)."""
@@ -433,35 +397,31 @@ class SchedulerService:
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
         if outcome.attempt == 0:  # a profiling run
-            self.profiling.pop(jid, None)
             self.state.release(jid)
-            beside = jid in self._profiling_beside
-            self._profiling_beside.discard(jid)
+            beside = self.to_profile.ended(jid)
             row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
-                self._forget_profiling(jid)
+                self.to_profile.forget(jid)
                 return  # cancelled meanwhile
             if beside and outcome.kind == "failed" and out_of_memory(outcome.detail):
-                # the rest of a shared GPU was too small: again, on a whole one, its tenant's next
-                self._profile_whole.add(jid)
-                self._to_profile.setdefault(row["tenant_id"], deque()).appendleft(jid)
+                # the rest of a shared GPU was too small: again, on a whole one
+                self.to_profile.again(row["tenant_id"], jid, whole=True)
                 self.store.update_job(
                     jid,
                     event="profiling ran out of the shared GPU's memory: it waits for a whole GPU",
                 )
                 return
             if outcome.kind == "failed" and outcome.cause == CLUSTER:
-                self._profiling_cluster_failures[jid] += 1
-                failures = self._profiling_cluster_failures[jid]
-                if failures <= MAX_CLUSTER_FAILURES:  # again, its tenant's next
-                    self._to_profile.setdefault(row["tenant_id"], deque()).appendleft(jid)
+                failures = self.to_profile.cluster_failure(jid)
+                if failures <= MAX_CLUSTER_FAILURES:
+                    self.to_profile.again(row["tenant_id"], jid)
                     self.store.update_job(
                         jid,
                         event=f"{outcome.detail}: outside the job, so it is profiled again "
                         f"({failures} of {MAX_CLUSTER_FAILURES} such)",
                     )
                     return
-            self._forget_profiling(jid)
+            self.to_profile.forget(jid)
             if outcome.kind == "profiled":
                 row["profile"] = json.loads(outcome.detail)
                 self.store.update_job(jid, event="profiled", profile=row["profile"])

@@ -1,0 +1,85 @@
+"""The jobs waiting for a profiling run, and the runs under way: whose turn is next, and what
+becomes of a job whose run failed. The service (:mod:`.service`) starts the runs and reads
+their outcomes; where a run goes is :func:`.profiling_gpus.profiling_gpus`'s."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+from ..state.cluster_state import ClusterState
+from .profiling_gpus import profiling_gpus
+
+# chosen: profiling runs at once (each is a process); the rest wait
+DEFAULT_MAX_PROFILING = 2
+
+
+class ProfilingQueue:
+    def __init__(self, max_running: int = DEFAULT_MAX_PROFILING) -> None:
+        self.max_running = max_running
+        self.running: dict[str, str] = {}  # job id -> tenant: runs under way
+        # tenant -> its jobs waiting for a run, oldest first; the dict's order is the tenants'
+        # turn (a tenant served goes to the back)
+        self._waiting: dict[str, deque[str]] = {}
+        # runs beside a job (capped at the GPU's rest), and the jobs whose run there ran out
+        # of memory: they wait for a whole GPU
+        self._beside: set[str] = set()
+        self._whole: set[str] = set()
+        # job id -> its runs that failed for the cluster (Ray or a node, not its program)
+        self._cluster_failures: Counter[str] = Counter()
+
+    def add(self, tenant: str, jid: str) -> None:
+        """A job to profile, after its tenant's others."""
+        self._waiting.setdefault(tenant, deque()).append(jid)
+
+    def again(self, tenant: str, jid: str, whole: bool = False) -> None:
+        """A job whose run failed for want of memory beside a job (``whole``: it waits for a
+        whole GPU) or for the cluster: run again, its tenant's next."""
+        if whole:
+            self._whole.add(jid)
+        self._waiting.setdefault(tenant, deque()).appendleft(jid)
+
+    def next_run(
+        self, state: ClusterState, moldable: bool
+    ) -> tuple[str, str, tuple[int, ...], float | None] | None:
+        """The next run to start if a slot and its GPUs are free: (job id, tenant, GPUs, the
+        memory it may use there or None for whole GPUs), taken off the queue. Free slots go to
+        the tenants with jobs waiting, in turn; a tenant holds more than its share of the slots
+        only while no other tenant waits for one. The job next in turn waits for its GPUs: a
+        later one does not go first. The caller checks that the job still wants its run."""
+        if not self._waiting or len(self.running) >= self.max_running:
+            return None
+        running = Counter(self.running.values())
+        wanting = len(self._waiting.keys() | running.keys())
+        share = max(1, self.max_running // wanting)
+        tenant = next((t for t in self._waiting if running[t] < share), next(iter(self._waiting)))
+        waiting = self._waiting[tenant]
+        found = profiling_gpus(state, moldable, whole=waiting[0] in self._whole)
+        if found is None:
+            return None
+        del self._waiting[tenant]
+        jid = waiting.popleft()
+        if waiting:
+            self._waiting[tenant] = waiting  # its next job: at the back of the turn
+        return jid, tenant, *found
+
+    def started(self, jid: str, tenant: str, beside: bool) -> None:
+        self.running[jid] = tenant
+        if beside:
+            self._beside.add(jid)
+
+    def ended(self, jid: str) -> bool:
+        """The job's run reported: whether it ran beside a job."""
+        self.running.pop(jid, None)
+        beside = jid in self._beside
+        self._beside.discard(jid)
+        return beside
+
+    def cluster_failure(self, jid: str) -> int:
+        """The job's run failed for the cluster: how many of its runs have."""
+        self._cluster_failures[jid] += 1
+        return self._cluster_failures[jid]
+
+    def forget(self, jid: str) -> None:
+        """The job needs no more runs (profiled, failed or cancelled)."""
+        self._whole.discard(jid)
+        self._cluster_failures.pop(jid, None)

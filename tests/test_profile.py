@@ -20,19 +20,20 @@ CONFIG = {
 }
 
 
-def _worker(rank: int, world: int, master: str, results) -> None:
+def _worker(rank: int, world: int, master: str, partners: tuple, results) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
-    results.put((rank, profile_placements(CONFIG, rank, world, master, repeats=1)))
+    results.put((rank, profile_placements(CONFIG, rank, world, master, partners, repeats=1)))
 
 
-def _run_group(world: int) -> dict:
+def _run_group(world: int, partners: tuple = (1, 2)) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         master = f"127.0.0.1:{s.getsockname()[1]}"
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     workers = [
-        spawn.Process(target=_worker, args=(rank, world, master, results)) for rank in range(world)
+        spawn.Process(target=_worker, args=(rank, world, master, partners, results))
+        for rank in range(world)
     ]
     for w in workers:
         w.start()
@@ -60,6 +61,13 @@ def test_one_group_of_three_times_the_job_alone_on_one_node_and_on_two():
     assert [(p["batch"], p["iteration_s"]) for p in profile["points"]] == [
         (b, found[(1, 1, b)]) for b in (2, 4)
     ]
+
+
+def test_a_group_of_two_on_two_nodes_labels_its_pair_so():
+    # a cluster without a node of two GPUs (profiling_gpus): rank 1 is on another node
+    out = _run_group(2, partners=(2,))
+    found = {(p["gpus"], p["nodes"]) for p in out[0]["placements"]}
+    assert found == {(1, 1), (2, 2)} and out[1] is None
 
 
 def test_the_emulated_device_s_memory_is_its_own_account_and_its_cap_fails_the_pass(monkeypatch):

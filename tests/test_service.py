@@ -279,6 +279,44 @@ def test_a_node_lost_under_a_profiling_run_ends_its_lease_and_the_job_is_profile
     assert s.status(a) == RUNNING
 
 
+@pytest.mark.parametrize(
+    "nodes, expected",
+    [
+        ({"n0": 1, "n1": 1}, [("n0", 0), ("n1", 0)]),  # alone, and 2 workers across nodes
+        ({"n0": 1}, [("n0", 0)]),  # alone only
+    ],
+)
+def test_genie_profiles_on_a_cluster_without_a_node_of_two_gpus(tmp_path, nodes, expected):
+    # GENIE's run waited for two free GPUs of one node, which such a cluster never has: the
+    # job waited for ever, its only event "submitted"
+    s = Setup(tmp_path, policy="genie", nodes=nodes)
+    a = s.submit(gpus=1, duration_s=100)
+    s.step()
+    assert s.executor.profiling == [a]
+    assert sorted(s.executor.profiling_gpus[a][0]) == expected
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(a) == RUNNING
+
+
+def test_genie_waits_for_two_gpus_of_one_node_where_a_node_has_them(tmp_path):
+    s = Setup(tmp_path, policy="genie", nodes={"n0": 2, "n1": 1})
+    a = s.submit(gpus=1, duration_s=10_000)
+    s.step()
+    assert sorted(s.executor.profiling_gpus[a][0]) == [("n0", 0), ("n0", 1), ("n1", 0)]
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(a) == RUNNING and s.executor.runs[a].placement == [("n1", 0)]
+    b = s.submit(gpus=1, duration_s=10_000)
+    s.step()  # n0's pair is free: alone and 2 on a node (no third GPU is free)
+    assert sorted(s.executor.profiling_gpus[b][0]) == [("n0", 0), ("n0", 1)]
+    s.executor.finish_profiling()
+    s.step()
+    c = s.submit(gpus=1, duration_s=100)
+    s.step()  # one GPU of n0 is free, but not two: c's run waits for a pair
+    assert s.status(b) == RUNNING and s.executor.profiling == [] and s.status(c) == QUEUED
+
+
 def test_profiling_failed_by_the_cluster_is_retried_a_bounded_number_of_times(tmp_path):
     s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
     a = s.submit(gpus=1, duration_s=100)

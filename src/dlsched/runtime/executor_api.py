@@ -53,7 +53,8 @@ class Executor(Protocol):
     ) -> None:
         """Profile the job on these GPUs, held whole for it in the books (reported as
         "profiled" with the result as JSON, or "failed"); with ``placements``, also on 2
-        workers on one node and, given a third GPU on another node, on two (GENIE's samples)."""
+        workers, the first GPU's with each other's, of its node or another (GENIE's
+        samples)."""
 
     def progress(self, job_id: str) -> object:
         """The run's last report of its progress (iteration, iterations, iteration_s, loss), as

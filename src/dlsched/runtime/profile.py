@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
+from collections.abc import Sequence
 
 from .device import cap_memory, peak_mib
 
@@ -142,14 +143,19 @@ def _profile_alone(
 
 
 def profile_placements(
-    config: dict, rank: int, world: int, master: str, repeats: int = PROFILE_REPEATS
+    config: dict,
+    rank: int,
+    world: int,
+    master: str,
+    partner_nodes: Sequence[int] = (1, 2),
+    repeats: int = PROFILE_REPEATS,
 ) -> dict | None:
-    """One worker of GENIE's profiling group of ``world`` processes (2, or 3 where the cluster
-    has a second node): ranks 0 and 1 on one node, rank 2 on another. Rank 0 first profiles the
-    job alone (:func:`profile_program`'s result), then each pair, {0, 1} (2 GPUs of one node)
-    and {0, 2} (two nodes), times the model under DDP in a gloo (CPU) or NCCL group, each pass
-    with its gradient all-reduce, at the per-worker batches b / 2 and b, while the third rank
-    waits. Rank 0 returns the profile with its ``placements`` (gpus, nodes, batch,
+    """One worker of GENIE's profiling group of ``world`` processes (1 to 3): by default ranks
+    0 and 1 on one node, rank 2 on another; ``partner_nodes[r - 1]`` is 1 when rank r shares
+    rank 0's node, 2 when not. Rank 0 first profiles the job alone (:func:`profile_program`'s
+    result), then each pair {0, r} times the model under DDP in a gloo (CPU) or NCCL group,
+    each pass with its gradient all-reduce, at the per-worker batches b / 2 and b, while the
+    other rank waits. Rank 0 returns the profile with its ``placements`` (gpus, nodes, batch,
     iteration_s); the others None. A worker's one process serves all its measurements: the
     program's build (torch's import, most of a profiling run's cost) is paid once per worker."""
     torch, workload, local, batches = _build(config)
@@ -172,14 +178,14 @@ def profile_placements(
         for p in (alone["points"] if alone else [])
     ]
     try:
-        for partner in range(1, world):  # rank 1 shares rank 0's node, rank 2 does not
+        for partner in range(1, world):
             group = dist.new_group([0, partner])  # a collective: every rank, in the same order
             if rank in (0, partner):
                 model = nn.parallel.DistributedDataParallel(workload.model, process_group=group)
                 placements += [
                     {
                         "gpus": 2,
-                        "nodes": partner,
+                        "nodes": partner_nodes[partner - 1],
                         "batch": b,
                         "iteration_s": _median_pass_s(torch, workload, model, b, repeats),
                     }

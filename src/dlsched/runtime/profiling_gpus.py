@@ -14,7 +14,8 @@ def profiling_gpus(
     rules of sharing: the job's memory known, and the run capped at the rest of the GPU's. A
     ``moldable`` policy's run (GENIE) takes free GPUs only: two of one node and one of another
     where one is free (its samples on 1 worker, 2 on a node, 2 across nodes), else two of one
-    node. None: not free yet."""
+    node; where no node of the pool has two GPUs, one GPU and one of another node if free (2
+    on a node is no placement there). None: not free yet."""
     free, occupancy, cluster = state.free, state.occupancy, state.cluster
     nodes = cluster.nodes
     by_fill = sorted(
@@ -23,7 +24,11 @@ def profiling_gpus(
     if moldable:
         pairs = [n for count, n in by_fill if count >= 2]
         if not pairs:
-            return None
+            if not by_fill or any(
+                nodes[n].num_gpus >= 2 for n in free.usable if nodes[n].pool == "training"
+            ):
+                return None  # wait for two of one node
+            return tuple(min(free.free[n]) for _, n in by_fill[:2]), None
         first = sorted(free.free[pairs[0]])[:2]
         other = [n for _, n in by_fill if n != pairs[0]]
         return ((*first, min(free.free[other[0]])) if other else tuple(first)), None

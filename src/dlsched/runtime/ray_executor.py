@@ -136,7 +136,7 @@ class ProfileWorker(_Networked):
         self.args = (sandbox, job_id, Path(job_dir), Path(log_path))
 
     def measure(
-        self, config: dict, rank: int, world: int, master: str, network: str
+        self, config: dict, rank: int, world: int, master: str, network: str, partners: list
     ) -> dict | None:
         self.process = _tenant_process(
             *self.args, network, CUDA_VISIBLE_DEVICES=self.device, JOB_PROFILING="1"
@@ -149,6 +149,7 @@ class ProfileWorker(_Networked):
                 rank=rank,
                 world=world,
                 master=master,
+                partner_nodes=partners,
             )
         finally:
             self.process.kill()
@@ -447,8 +448,8 @@ class RayExecutor:
         GPU whole (every sharing unit of it), or, given ``memory_grant_mib`` in ``config``, one
         place beside a job there; it sees only that device, so on real GPUs its times and
         memory are the device's. With ``placements`` (GENIE) it also times the job on
-        2 workers on the first node and, given a third GPU, across two nodes (``placements``
-        in the result: gpus, nodes, batch, iteration_s)."""
+        2 workers: the first GPU's with each other's, of the same node or of another
+        (``placements`` in the result: gpus, nodes, batch, iteration_s)."""
         self.sandbox.prepare_job_dir(self.job_dir(job_id), job_id)
         threading.Thread(
             target=self._profile,
@@ -516,10 +517,11 @@ class RayExecutor:
         return [self._ray_ids.get(node, "?") for node, _ in placement]
 
     def _profile_placements(self, config: dict, gpus: Placement, args: tuple) -> dict:
-        """GENIE's profile (:func:`.profile.profile_placements`): the job alone, on 2 workers of
-        one node and (given a third GPU, on another node) on 2 nodes, by one group of workers,
-        one per GPU."""
+        """GENIE's profile (:func:`.profile.profile_placements`): the job alone, and on 2
+        workers with each other GPU's worker (of the first's node, or of another), by one group
+        of workers, one per GPU."""
         nodes = self._ray_nodes(gpus)
+        partners = [1 if node == gpus[0][0] else 2 for node, _ in gpus[1:]]
         workers = [
             ProfileWorker.options(resources={gpu_resource(node, index): JOBS_PER_GPU}).remote(
                 index, *args
@@ -533,7 +535,7 @@ class RayExecutor:
             master = ray.get(workers[0].address.remote(network), timeout=self.start_timeout_s)
             return ray.get(
                 [
-                    w.measure.remote(config, rank, len(workers), master, network)
+                    w.measure.remote(config, rank, len(workers), master, network, partners)
                     for rank, w in enumerate(workers)
                 ],
                 # past the tenant processes' own timeout, so a slow program fails as the job's

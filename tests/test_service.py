@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from dlsched.jobs import Status
 from dlsched.runtime.executor_api import CLUSTER, MEMORY
+from dlsched.runtime.profiling_queue import DEFAULT_PAIR_WAIT_S
 from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SWEEP_EVERY_S, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
 from dlsched.state.invariants import problems
@@ -299,7 +300,7 @@ def test_genie_profiles_on_a_cluster_without_a_node_of_two_gpus(tmp_path, nodes,
     assert s.status(a) == RUNNING
 
 
-def test_genie_waits_for_two_gpus_of_one_node_where_a_node_has_them(tmp_path):
+def test_genie_waits_for_two_gpus_of_one_node_where_a_node_has_them_up_to_a_bound(tmp_path):
     s = Setup(tmp_path, policy="genie", nodes={"n0": 2, "n1": 1})
     a = s.submit(gpus=1, duration_s=10_000)
     s.step()
@@ -315,6 +316,11 @@ def test_genie_waits_for_two_gpus_of_one_node_where_a_node_has_them(tmp_path):
     c = s.submit(gpus=1, duration_s=100)
     s.step()  # one GPU of n0 is free, but not two: c's run waits for a pair
     assert s.status(b) == RUNNING and s.executor.profiling == [] and s.status(c) == QUEUED
+    s.step(DEFAULT_PAIR_WAIT_S - 1)  # c has waited 59 s
+    assert s.executor.profiling == []
+    s.step()  # 60 s: long enough; it is profiled on the one free GPU
+    [(node, index)] = s.executor.profiling_gpus[c][0]
+    assert node == "n0" and (node, index) not in s.executor.runs[b].placement
 
 
 def test_profiling_failed_by_the_cluster_is_retried_a_bounded_number_of_times(tmp_path):

@@ -6,7 +6,7 @@ from ..state.cluster_state import ClusterState
 
 
 def profiling_gpus(
-    state: ClusterState, moldable: bool, whole: bool
+    state: ClusterState, moldable: bool, whole: bool, pair: bool = True
 ) -> tuple[tuple[int, ...], float | None] | None:
     """GPUs of the training pool for one profiling run, and the memory it may use there
     (None: the whole GPU). A free GPU on the fullest node that has one (the least
@@ -14,8 +14,8 @@ def profiling_gpus(
     rules of sharing: the job's memory known, and the run capped at the rest of the GPU's. A
     ``moldable`` policy's run (GENIE) takes free GPUs only: two of one node and one of another
     where one is free (its samples on 1 worker, 2 on a node, 2 across nodes), else two of one
-    node; where no node of the pool has two GPUs, one GPU and one of another node if free (2
-    on a node is no placement there). None: not free yet."""
+    node; where no node of the pool has two GPUs, or without ``pair`` (it waited long enough
+    for two), one GPU and one of another node if free. None: not free yet."""
     free, occupancy, cluster = state.free, state.occupancy, state.cluster
     nodes = cluster.nodes
     by_fill = sorted(
@@ -24,8 +24,9 @@ def profiling_gpus(
     if moldable:
         pairs = [n for count, n in by_fill if count >= 2]
         if not pairs:
-            if not by_fill or any(
-                nodes[n].num_gpus >= 2 for n in free.usable if nodes[n].pool == "training"
+            if not by_fill or (
+                pair
+                and any(nodes[n].num_gpus >= 2 for n in free.usable if nodes[n].pool == "training")
             ):
                 return None  # wait for two of one node
             return tuple(min(free.free[n]) for _, n in by_fill[:2]), None

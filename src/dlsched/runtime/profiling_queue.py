@@ -11,11 +11,17 @@ from .profiling_gpus import profiling_gpus
 
 # chosen: profiling runs at once (each is a process); the rest wait
 DEFAULT_MAX_PROFILING = 2
+# chosen: how long a GENIE job waits for two free GPUs of one node (its sample of 2 workers on
+# a node) before it is profiled on what is free: on a busy cluster a pair may not free up while
+# profiled jobs wait, and the job cannot be scheduled before its profile
+DEFAULT_PAIR_WAIT_S = 60.0
 
 
 class ProfilingQueue:
-    def __init__(self, max_running: int = DEFAULT_MAX_PROFILING) -> None:
-        self.max_running = max_running
+    def __init__(
+        self, max_running: int = DEFAULT_MAX_PROFILING, pair_wait_s: float = DEFAULT_PAIR_WAIT_S
+    ) -> None:
+        self.max_running, self.pair_wait_s = max_running, pair_wait_s
         self.running: dict[str, str] = {}  # job id -> tenant: runs under way
         # tenant -> its jobs waiting for a run, oldest first; the dict's order is the tenants'
         # turn (a tenant served goes to the back)
@@ -26,10 +32,12 @@ class ProfilingQueue:
         self._whole: set[str] = set()
         # job id -> its runs that failed for the cluster (Ray or a node, not its program)
         self._cluster_failures: Counter[str] = Counter()
+        self._since: dict[str, float] = {}  # job id -> when it began to wait for its profile
 
-    def add(self, tenant: str, jid: str) -> None:
+    def add(self, tenant: str, jid: str, now: float) -> None:
         """A job to profile, after its tenant's others."""
         self._waiting.setdefault(tenant, deque()).append(jid)
+        self._since[jid] = now
 
     def again(self, tenant: str, jid: str, whole: bool = False) -> None:
         """A job whose run failed for want of memory beside a job (``whole``: it waits for a
@@ -39,13 +47,14 @@ class ProfilingQueue:
         self._waiting.setdefault(tenant, deque()).appendleft(jid)
 
     def next_run(
-        self, state: ClusterState, moldable: bool
+        self, state: ClusterState, moldable: bool, now: float
     ) -> tuple[str, str, tuple[int, ...], float | None] | None:
         """The next run to start if a slot and its GPUs are free: (job id, tenant, GPUs, the
         memory it may use there or None for whole GPUs), taken off the queue. Free slots go to
         the tenants with jobs waiting, in turn; a tenant holds more than its share of the slots
-        only while no other tenant waits for one. The job next in turn waits for its GPUs: a
-        later one does not go first. The caller checks that the job still wants its run."""
+        only while no other tenant waits for one. The job next in turn waits for its GPUs (a
+        GENIE job for two of one node up to ``pair_wait_s``): a later one does not go first.
+        The caller checks that the job still wants its run."""
         if not self._waiting or len(self.running) >= self.max_running:
             return None
         running = Counter(self.running.values())
@@ -53,7 +62,9 @@ class ProfilingQueue:
         share = max(1, self.max_running // wanting)
         tenant = next((t for t in self._waiting if running[t] < share), next(iter(self._waiting)))
         waiting = self._waiting[tenant]
-        found = profiling_gpus(state, moldable, whole=waiting[0] in self._whole)
+        head = waiting[0]
+        pair = now - self._since.get(head, now) < self.pair_wait_s
+        found = profiling_gpus(state, moldable, whole=head in self._whole, pair=pair)
         if found is None:
             return None
         del self._waiting[tenant]
@@ -83,3 +94,4 @@ class ProfilingQueue:
         """The job needs no more runs (profiled, failed or cancelled)."""
         self._whole.discard(jid)
         self._cluster_failures.pop(jid, None)
+        self._since.pop(jid, None)

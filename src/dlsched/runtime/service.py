@@ -40,7 +40,7 @@ from .limits import CHECKPOINT_RETENTION_S, FINISHED_KEPT_PER_TENANT, JOB_RETENT
 from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
-from .profiling_queue import DEFAULT_MAX_PROFILING, ProfilingQueue
+from .profiling_queue import DEFAULT_MAX_PROFILING, DEFAULT_PAIR_WAIT_S, ProfilingQueue
 from .reports import checked_progress
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
@@ -86,6 +86,7 @@ class SchedulerService:
         resize_mechanism: str = "background",
         clock: Callable[[], float] = time.time,
         max_profiling: int = DEFAULT_MAX_PROFILING,
+        profiling_pair_wait_s: float = DEFAULT_PAIR_WAIT_S,
         metrics_tenants: bool = False,
         checkpoint_retention_s: float = CHECKPOINT_RETENTION_S,
         job_retention_s: float = JOB_RETENTION_S,
@@ -103,7 +104,7 @@ class SchedulerService:
         self.finished_kept_per_tenant = finished_kept_per_tenant
         self._swept_until = float("-inf")  # jobs finished before this have no checkpoint left
         self._next_sweep = 0.0
-        self.to_profile = ProfilingQueue(max_profiling)
+        self.to_profile = ProfilingQueue(max_profiling, profiling_pair_wait_s)
         self.policy_params = dict(policy_params or {})
         self.policy = make_policy(policy, **(policy_params or {}))
         # the server always runs the admission stage (it keeps the books the quota API and
@@ -345,7 +346,7 @@ class SchedulerService:
             if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
                 # a sharing policy needs the job's memory, GENIE its speed on other placements:
                 # profile it before it may be scheduled
-                self.to_profile.add(row["tenant_id"], row["id"])
+                self.to_profile.add(row["tenant_id"], row["id"], self.clock())
             else:
                 self._enter(row)
         self._start_profiling()
@@ -354,7 +355,8 @@ class SchedulerService:
         """Start the profiling runs whose turn it is (:class:`.profiling_queue.ProfilingQueue`).
         A run holds GPUs in the books and waits for them; it starts before the scheduling
         pass, as the shortest job there is."""
-        while (turn := self.to_profile.next_run(self.state, self.policy.moldable)) is not None:
+        moldable, now = self.policy.moldable, self.clock()
+        while (turn := self.to_profile.next_run(self.state, moldable, now)) is not None:
             jid, tenant, gpus, room_mib = turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:

@@ -11,7 +11,7 @@ from conftest import job, run
 from dlsched.errors import SpecError
 from dlsched.metrics import job_rows, summarize
 from dlsched.perf.measurements import pollux_apps
-from dlsched.perf.predictor import GenieFit, fit, pollux_holdout, profile_samples
+from dlsched.perf.predictor import GenieFit, fit, measured_links, pollux_holdout, profile_samples
 from dlsched.policies.genie import Genie
 from dlsched.qos import DEADLINE_CLASSES, assign_deadlines
 
@@ -183,6 +183,70 @@ def test_with_noisy_samples_the_predictions_stay_within_the_noise():
             errors.append(abs(got.iteration_s(32.0, gpus, nodes) - truth) / truth)
     errors.sort()
     assert errors[len(errors) // 2] < 0.03 and errors[int(0.95 * len(errors))] < 0.10
+
+
+def test_a_profile_without_the_across_nodes_sample_fits_what_it_measured():
+    # a single-node cluster's profiling run has no sample of 2 workers on two nodes: before, no
+    # fit at all (the job ran only at the size it asked for); now a, c and g_intra, exact
+    def one_node(gpus, nodes, batch):
+        return None if nodes > 1 else TRUTH.iteration_s(batch, gpus, nodes)
+
+    samples = profile_samples(one_node, 32.0, 0.0, random.Random(0))
+    assert sorted({(g, n) for _, g, n, _ in samples}) == [(1, 1), (2, 1)]
+    assert measured_links(samples) == {False}
+    got = fit(samples)
+    assert got.iteration_s(32.0, 8, 1) == pytest.approx(TRUTH.iteration_s(32.0, 8, 1), rel=1e-6)
+    assert profile_samples(lambda g, n, b: None, 32.0, 0.0, random.Random(0)) is None
+
+
+@pytest.mark.parametrize(
+    "cluster, placements, sizes",
+    [
+        # one node of 4: 1, 2 on a node (no pair across nodes) -> molds within the node
+        ("1x4", [(1, 1), (2, 1)], [1, 2, 4]),
+        # nodes of 1 GPU: 1, 2 across nodes -> molds across nodes
+        ("4x1", [(1, 1), (2, 2)], [1, 2, 4]),
+        # nodes of 4, but 2 on a node never measured: its own size (one node) is not predicted
+        ("2x4", [(1, 1), (2, 2)], [4]),
+    ],
+)
+def test_genie_predicts_over_the_links_its_runtime_profile_measured(cluster, placements, sizes):
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.jobs import JobSpec, JobState
+    from dlsched.policies.genie import _Prediction
+    from dlsched.runtime.speed import RuntimeSpeed
+
+    speed = RuntimeSpeed()
+    rows = [(g, n, b) for g, n in placements if g > 1 for b in (4.0, 8.0)]
+    speed.profiles["J"] = {
+        "fixed_mib": 100.0,
+        "per_sample_mib": 1.0,
+        "c0_s": TRUTH.a,
+        "c1_s": TRUTH.c,
+        "local_batch": 8,
+        "placements": [
+            {"gpus": g, "nodes": n, "batch": b, "iteration_s": TRUTH.iteration_s(b, g, n)}
+            for g, n, b in rows
+        ],
+    }
+    spec = JobSpec(
+        job_id="J",
+        submit_time_s=0.0,
+        num_gpus=4,
+        duration_s=100.0,
+        batch_size=32,
+        iterations=1000,
+        min_gpus=1,
+    )
+    job = JobState(spec, 0)
+    p = _Prediction(job, speed, parse_cluster_spec(cluster), "fitted", 0.0, 0)
+    assert p.sizes == sizes
+    if len(sizes) > 1:
+        linked = placements[1][1]  # the nodes of the pair it measured
+        assert p.run_s(job, 2, linked) == pytest.approx(
+            1000 * TRUTH.iteration_s(16.0, 2, linked), rel=1e-6
+        )
+        assert p.run_s(job, 2, 3 - linked) == float("inf")  # the other link
 
 
 @pytest.mark.parametrize("app", pollux_apps())

@@ -66,16 +66,25 @@ def profile_samples(
     rng: random.Random,
 ) -> list[tuple[float, int, int, float]] | None:
     """The profiling run: ``measure(gpus, nodes, local_batch)`` at each profiled placement and
-    at two per-GPU batches, each reading off by a relative Gaussian error of ``noise``; None
-    when the job cannot be measured."""
+    at two per-GPU batches, each reading off by a relative Gaussian error of ``noise``; a
+    placement not measured (a cluster without a node of two GPUs, or of one node) is left out.
+    None when the job cannot be measured on one GPU."""
     samples = []
     for gpus, nodes in PROFILE_PLACEMENTS:
         for batch in (local_batch, max(1.0, local_batch / 2)):
             t = measure(gpus, nodes, batch)
             if t is None:
-                return None
+                if gpus == 1:
+                    return None
+                break
             samples.append((batch, gpus, nodes, t * max(0.05, rng.gauss(1.0, noise))))
     return samples
+
+
+def measured_links(samples: list[tuple[float, int, int, float]]) -> set[bool]:
+    """The links the samples of several GPUs crossed: False within a node, True across nodes
+    (a fit predicts placements over the links it was fitted to only)."""
+    return {nodes > 1 for _, gpus, nodes, _ in samples if gpus > 1}
 
 
 @dataclass(frozen=True, slots=True)

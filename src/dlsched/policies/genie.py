@@ -63,10 +63,11 @@ class _Prediction:
         spec = job.spec
         self.batch = float(spec.batch_size or 0)
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
-        from ..perf.predictor import (
+        from ..perf.predictor import (  # the perf package: once a job is predicted
             fit,
+            measured_links,
             profile_samples,
-        )  # the perf package: once a job is predicted
+        )
 
         measure: Measure | None = None
         if spec.batch_size:
@@ -89,6 +90,8 @@ class _Prediction:
             iterations = spec.duration_s / truth if truth else None
         self.fit = None
         self.measure: Measure | None = None
+        # the links (False: within a node, True: across nodes) the prediction holds over
+        self.links = {False, True}
         if iterations and measure:
             self.iterations = iterations
             if predictor == "oracle" and not workload.measures_real_runs:
@@ -101,22 +104,32 @@ class _Prediction:
                     0.0 if workload.measures_real_runs else noise,
                     rng,
                 )
-                self.fit = fit(samples) if samples else None
+                self.links = measured_links(samples) if samples else set()
+                # fitted to the links measured: so its own size must be over one of them
+                asked_ok = spec.num_gpus == 1 or (reference_nodes > 1) in self.links
+                self.fit = fit(samples) if samples and asked_ok else None
         sizes = {spec.num_gpus}  # unpredictable: only as asked
         if self.fit or self.measure:  # the largest allowed and the powers of two below
             low, high = spec.start_range(moldable=True)
             sizes = {high} | {2**k for k in range(high.bit_length()) if low <= 2**k < high}
+            sizes = {n for n in sizes if self._predicts(n, cluster.min_nodes_for(n))}
         memory = min(node.gpu_mem_mib for node in cluster.nodes)
         self.sizes = [
             n for n in sorted(sizes) if (workload.memory_mib(spec, n) or 0.0) <= memory
         ] or [spec.num_gpus]
         self.reference_nodes = {n: cluster.min_nodes_for(n) for n in self.sizes}
 
+    def _predicts(self, gpus: int, nodes: int) -> bool:
+        return gpus == 1 or (nodes > 1) in self.links
+
     def run_s(self, job: JobView, gpus: int, nodes: int) -> float:
-        """Predicted run time left on ``gpus`` GPUs over ``nodes`` nodes."""
+        """Predicted run time left on ``gpus`` GPUs over ``nodes`` nodes (infinite over a link
+        the fit was not measured on: such a placement is never chosen)."""
         duration = job.spec.duration_s  # (the runtime re-estimates it as the job runs)
         left = max(0.0, 1.0 - job.done_s / duration)
         if self.fit is not None:
+            if not self._predicts(gpus, nodes):
+                return math.inf
             return left * self.iterations * self.fit.iteration_s(self.batch / gpus, gpus, nodes)
         if self.measure is not None and (
             iteration_s := self.measure(gpus, nodes, self.batch / gpus)

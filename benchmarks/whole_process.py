@@ -7,12 +7,14 @@ only (read the gzipped CSV, a heap of finish times, a free-GPU count, the mean J
 fresh interpreter. Each policy is ``dlsched simulate --trace philly --cluster 64x8:V100 --policy
 P --out DIR --no-progress`` (with its usual options, below) as a new process, measured the same
 way, once with an empty workload cache and once reading it. Prints each time and its ratio to
-the floor, all measured in one run (compare ratios across machines, not seconds).
+the floor, all measured in one run (compare ratios across machines, not seconds), and each run's
+peak memory (its process's maximum resident set, goal 4: at most 150 MB).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -69,10 +71,16 @@ print(f"floor: {len(rows)} jobs, mean JCT {jct / len(rows) / 3600:.2f} h")
 """
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak resident MB of a process running ``argv``."""
     t0 = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - t0
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, argv)
+    return seconds, usage.ru_maxrss / 1024  # KiB on Linux
 
 
 def main() -> None:
@@ -83,12 +91,19 @@ def main() -> None:
     names = args.policies.split(",")
     if unknown := [n for n in names if n not in RUNS]:
         parser.error(f"unknown: {', '.join(unknown)}")
-    floor = min(timed([sys.executable, "-c", FLOOR, str(TRACE)]) for _ in range(args.repeat))
-    print(f"{'run':32} {'cold s':>8} {'x floor':>8} {'cached s':>9} {'x floor':>8}")
-    print(f"{'floor (bare strict FIFO)':32} {floor:8.2f} {1.0:8.1f}")
+    floor, floor_mb = min(
+        timed([sys.executable, "-c", FLOOR, str(TRACE)]) for _ in range(args.repeat)
+    )
+    print(
+        f"{'run':32} {'cold s':>8} {'x floor':>8} {'cached s':>9} {'x floor':>8} "
+        f"{'cold MB':>8} {'cached MB':>10}"
+    )
+    print(
+        f"{'floor (bare strict FIFO)':32} {floor:8.2f} {1.0:8.1f} {'':>9} {'':>8} {floor_mb:8.0f}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            cold = cached = float("inf")
+            cold = cached = (float("inf"), 0.0)
             for k in range(args.repeat):
                 cache = Path(tmp) / f"cache-{name}-{k}"
                 argv = [str(DLSCHED), "simulate", "--trace", "philly", *RUNS[name]]
@@ -97,7 +112,10 @@ def main() -> None:
                 argv += ["--cache-dir", str(cache)]
                 cold = min(cold, timed(argv))  # prepares and keeps the workload
                 cached = min(cached, timed(argv))  # reads it
-            print(f"{name:32} {cold:8.2f} {cold / floor:8.1f} {cached:9.2f} {cached / floor:8.1f}")
+            print(
+                f"{name:32} {cold[0]:8.2f} {cold[0] / floor:8.1f} {cached[0]:9.2f} "
+                f"{cached[0] / floor:8.1f} {cold[1]:8.0f} {cached[1]:10.0f}"
+            )
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ def number(
 
 
 def earliest(
-    rows: list[tuple[int, dict[str, str]]], parse: Callable[[dict[str, str]], float]
+    rows: Iterable[tuple[int, dict[str, str]]], parse: Callable[[dict[str, str]], float]
 ) -> float:
     """The earliest parseable time in ``rows``: absolute dates become seconds after it.
     Unparseable rows are left for the row-by-row conversion to report."""

@@ -9,6 +9,7 @@ first submission).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from ..errors import SpecError
@@ -63,8 +64,14 @@ def load_generic(
     path, mapping: str | dict, name: str = "csv", skip_invalid: bool = False, delimiter: str = ","
 ) -> Trace:
     m = parse_mapping(mapping) if isinstance(mapping, str) else mapping
-    rows = list(read_rows(path, [c for c, _ in m.values()], name, delimiter))
+
+    def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        # read as converted, not kept: a list of every row (dicts of strings) raised a large
+        # trace's peak memory by several times its jobs' own (philly.py)
+        return read_rows(path, [c for c, _ in m.values()], name, delimiter)
+
     t0 = 0.0
+    tenants: dict[str, str] = {}
 
     def time_value(row: dict[str, str], key: str) -> float:
         column, unit = m[key]
@@ -89,16 +96,17 @@ def load_generic(
             kwargs["priority"] = number(row, m["priority"][0], "priority", integer=True)
         if "deadline" in m and (row[m["deadline"][0]] or "").strip():  # empty: no deadline
             kwargs["deadline_s"] = time_value(row, "deadline")
+        tenant = text(row, "tenant") or "default"
         return JobSpec(
             job_id=text(row, "id") or f"{name}-{row_number}",
             submit_time_s=time_value(row, "submit"),
             duration_s=time_value(row, "duration"),
             num_gpus=number(row, m["gpus"][0], "num_gpus", integer=True),
-            tenant=text(row, "tenant") or "default",
+            tenant=tenants.setdefault(tenant, tenant),  # one string per tenant, not per job
             model=text(row, "model"),
             **kwargs,
         )
 
-    if m["submit"][1] == "datetime":
-        t0 = earliest(rows, lambda row: time_value(row, "submit"))
-    return collect(Trace(name, []), rows, convert, skip_invalid)
+    if m["submit"][1] == "datetime":  # a first pass over the file
+        t0 = earliest(rows(), lambda row: time_value(row, "submit"))
+    return collect(Trace(name, []), rows(), convert, skip_invalid)

@@ -212,7 +212,7 @@ def test_a_profile_without_the_across_nodes_sample_fits_what_it_measured():
 )
 def test_genie_predicts_over_the_links_its_runtime_profile_measured(cluster, placements, sizes):
     from dlsched.cluster import parse_cluster_spec
-    from dlsched.jobs import JobSpec, JobState
+    from dlsched.jobs import JobState
     from dlsched.policies.genie import _Prediction
     from dlsched.runtime.speed import RuntimeSpeed
 
@@ -229,24 +229,15 @@ def test_genie_predicts_over_the_links_its_runtime_profile_measured(cluster, pla
             for g, n, b in rows
         ],
     }
-    spec = JobSpec(
-        job_id="J",
-        submit_time_s=0.0,
-        num_gpus=4,
-        duration_s=100.0,
-        batch_size=32,
-        iterations=1000,
-        min_gpus=1,
-    )
-    job = JobState(spec, 0)
-    p = _Prediction(job, speed, parse_cluster_spec(cluster), "fitted", 0.0, 0)
+    state = JobState(job("J", 0, 4, 100, batch_size=32, iterations=1000, min_gpus=1), 0)
+    p = _Prediction(state, speed, parse_cluster_spec(cluster), "fitted", 0.0, 0)
     assert p.sizes == sizes
     if len(sizes) > 1:
         linked = placements[1][1]  # the nodes of the pair it measured
-        assert p.run_s(job, 2, linked) == pytest.approx(
+        assert p.run_s(state, 2, linked) == pytest.approx(
             1000 * TRUTH.iteration_s(16.0, 2, linked), rel=1e-6
         )
-        assert p.run_s(job, 2, 3 - linked) == float("inf")  # the other link
+        assert p.run_s(state, 2, 3 - linked) == float("inf")  # the other link
 
 
 @pytest.mark.parametrize("app", pollux_apps())

@@ -8,7 +8,7 @@ fresh interpreter. Each policy is ``dlsched simulate --trace philly --cluster 64
 P --out DIR --no-progress`` (with its usual options, below) as a new process, measured the same
 way, once with an empty workload cache and once reading it. Prints each time and its ratio to
 the floor, all measured in one run (compare ratios across machines, not seconds), and each run's
-peak memory (its process's maximum resident set, goal 4: at most 150 MB).
+peak memory in MiB (its process's maximum resident set; goal 4: at most 150 MB).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ print(f"floor: {len(rows)} jobs, mean JCT {jct / len(rows) / 3600:.2f} h")
 
 
 def timed(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak resident MB of a process running ``argv``."""
+    """Wall seconds and peak resident MiB of a process running ``argv``."""
     t0 = time.perf_counter()
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
@@ -96,7 +96,7 @@ def main() -> None:
     )
     print(
         f"{'run':32} {'cold s':>8} {'x floor':>8} {'cached s':>9} {'x floor':>8} "
-        f"{'cold MB':>8} {'cached MB':>10}"
+        f"{'cold MiB':>8} {'cached MiB':>10}"
     )
     print(
         f"{'floor (bare strict FIFO)':32} {floor:8.2f} {1.0:8.1f} {'':>9} {'':>8} {floor_mb:8.0f}"

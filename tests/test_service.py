@@ -280,6 +280,24 @@ def test_a_node_lost_under_a_profiling_run_ends_its_lease_and_the_job_is_profile
     assert s.status(a) == RUNNING
 
 
+def test_a_job_cancelled_after_its_profiling_failed_for_the_cluster_is_not_profiled_again(
+    tmp_path,
+):
+    # the retry composes with cancels: the cancel is read first, and the failed run's outcome
+    # then finds the job gone (no retry, no lease, no turn held)
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a = s.submit(gpus=1, duration_s=100)
+    s.step()
+    s.executor.fail_profiling(a, "profiling failed: GetTimeoutError", CLUSTER)
+    s.store.update_job(a, cancel_requested=True)
+    s.step()
+    assert s.status(a) == CANCELLED and s.executor.profiling == []
+    assert s.service.state.leases == {} and not s.service.to_profile.running
+    b = s.submit(gpus=1, duration_s=100)
+    s.step()
+    assert s.executor.profiling == [b]  # a holds no turn
+
+
 @pytest.mark.parametrize(
     "nodes, expected",
     [

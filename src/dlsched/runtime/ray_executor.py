@@ -475,9 +475,9 @@ class RayExecutor:
             outcome = Outcome(job_id, 0, "profiled", detail=json.dumps(result))
         except Exception as e:  # a program that cannot even build, or Ray or the node failed
             detail = f"profiling failed: {_error_text(e)}"
-            cause = JOB if _tenant_failed(e) else CLUSTER
-            outcome = Outcome(job_id, 0, "failed", detail=detail, cause=cause)
-            if not isinstance(_cause(e), TenantError):  # ours, not the tenant's: where it broke
+            tenants = _tenant_failed(e)
+            outcome = Outcome(job_id, 0, "failed", detail=detail, cause=JOB if tenants else CLUSTER)
+            if not tenants:  # ours, not the tenant's: where it broke
                 logging.getLogger("dlsched.executor").error(
                     "profiling of %s failed outside its program", job_id, exc_info=e
                 )

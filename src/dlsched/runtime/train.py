@@ -141,6 +141,8 @@ class Trainer:
 
     def setup(self, master: str | None = None) -> int:
         """Prepare, join the job's group and load the last checkpoint: a (re)start."""
+        # with "joining the group" below: a rank that never joins says whether it began
+        self.log(f"rank {self.rank} of {self.world}: preparing")
         self.prepare()
         self.join(master, self.rank, self.world)
         self.iteration = load_checkpoint(self.checkpoint, self.plain_model, self.optimizer)

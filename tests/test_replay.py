@@ -10,6 +10,7 @@ import pytest
 from dlsched.cli import main
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec, JobState
+from dlsched.runtime.executor_api import CLUSTER
 from dlsched.runtime.export import COLUMNS, history_csv
 from dlsched.runtime.measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from dlsched.runtime.speed import RuntimeSpeed
@@ -49,6 +50,32 @@ def test_the_service_measures_start_up_and_solo_speed_and_exports_them(tmp_path)
     [spec] = trace.jobs
     assert spec.duration_s == pytest.approx(100 * 0.12) and spec.startup_s == pytest.approx(1.8)
     assert trace.replay[a]["jct_s"] == row["jct_s"]
+
+
+def test_a_start_that_failed_before_any_progress_is_part_of_the_jobs_start_up(tmp_path):
+    # On a loaded machine a job's gang was not ready in 60 s (the cluster's failure) and its
+    # relaunch started at once. The replay has no failures, so it must start the job as late as
+    # the server did: the start-up is the failed run's time and the relaunch's pause, a first
+    # start. Before, the failed run left no start at all and the relaunch counted as a restart,
+    # so the replay gave the job the other jobs' typical start-up and ran it a minute early.
+    s = Setup(tmp_path, nodes={"n0": 2})
+    a = s.submit(gpus=2, iterations=100)
+    s.step()  # t=1: a starts
+    s.step(60.0)
+    s.executor.crash(a, "gang not ready in 60 s", cause=CLUSTER)
+    s.step(1.0)  # t=62: failed, requeued and relaunched
+    assert s.store.job(a)["attempt"] == 2 and s.store.job(a)["status"] == "running"
+    s.step(4.0)
+    s.executor.report_progress(a, iteration=10, iterations=100, iteration_s=0.1)
+    s.step(1.0)  # t=67: 10 iterations 66 s after its first launch
+    s.executor.report_progress(a, iteration=30, iterations=100, iteration_s=0.1)
+    s.step(2.0)  # t=69: 20 more in 2 s
+    s.executor.finish(a)
+    s.step(1.0)
+    [row] = s.service.export(0.0, float("inf"))["jobs"]
+    assert row["iteration_s"] == pytest.approx(0.1)
+    assert row["startup_s"] == pytest.approx(66.0 - 10 * 0.1)
+    assert row["restart_s"] == 0.0  # no other job: no typical restart either
 
 
 def test_a_job_done_before_any_progress_report_is_exported_from_its_run(tmp_path):

@@ -39,6 +39,9 @@ class JobMeter:
     # progress, then the last progress seen (config, iteration, time)
     _launch: tuple[float, int, bool] | None = None
     _last: tuple[str, int, float] | None = None
+    # runs that failed before their first progress: (their seconds, was the first among them
+    # the job's first start?), added to the pause of the run that does start
+    _failed_starts: tuple[float, bool] | None = None
 
     @classmethod
     def load(cls, stored: dict | None) -> JobMeter:
@@ -53,7 +56,22 @@ class JobMeter:
         return {"speeds": self.speeds, "starts": self.starts, "restarts": self.restarts}
 
     def launched(self, t: float, iteration: int, first: bool) -> None:
-        self._launch, self._last = (t, iteration, first), None
+        if self._failed_starts is not None:
+            lost_s, first = self._failed_starts
+            t -= lost_s
+        self._launch, self._last, self._failed_starts = (t, iteration, first), None, None
+
+    def failed(self, t: float) -> None:
+        """Its run failed. One that never reported progress never started: its time is part of
+        the pause of the run that does (a replay, which has no failures, then starts the job
+        as late as the server managed to), and that pause is the job's first start if this one
+        was."""
+        if self._launch is None:
+            return
+        launched_at, _, first = self._launch
+        self._launch = None
+        lost_s, was_first = self._failed_starts or (0.0, first)
+        self._failed_starts = (lost_s + t - launched_at, was_first)
 
     def reconfigured(self) -> None:
         """Its workers, sub-batches or sharing changed: the stretch under way ends unmeasured."""

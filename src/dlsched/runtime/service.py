@@ -324,6 +324,7 @@ class SchedulerService:
                 ]
                 self.state.node_down(nid)  # the state requeues them, counting a failure
                 for job in victims:
+                    self.live[job.job_id].meter.failed(self.clock())
                     self._requeued(
                         job,
                         f"node {name} lost: requeued, resumes from its last checkpoint",
@@ -465,6 +466,7 @@ class SchedulerService:
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
             row = self.store.job(jid)
+            live.meter.failed(self.clock())
             if outcome.cause == MEMORY and jid not in self.speed.exclusive:
                 self.speed.exclusive.add(jid)  # honoured once: from now on alone and uncapped
                 self.state.fail(job, counted=False)

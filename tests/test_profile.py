@@ -1,6 +1,7 @@
 """GENIE's profiling group without Ray: three processes on this machine, as the executor's
 ProfileWorkers run them (ranks 0 and 1 "on one node", rank 2 "on another")."""
 
+import faulthandler
 import multiprocessing
 import os
 import socket
@@ -22,6 +23,9 @@ CONFIG = {
 
 def _worker(rank: int, world: int, master: str, partners: tuple, results) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
+    # a group that does not form says where each rank waits (a full run once hung for 120 s
+    # where this test takes 4 s, with nothing on stderr)
+    faulthandler.dump_traceback_later(100)
     results.put((rank, profile_placements(CONFIG, rank, world, master, partners, repeats=1)))
 
 

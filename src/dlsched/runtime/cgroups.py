@@ -50,6 +50,14 @@ def detect(root: Path = ROOT) -> Hierarchy | None:
     return None
 
 
+def join_fds(fds: list[int]) -> None:
+    """In a child before exec: this process (and all it will fork) joins the group whose
+    ``cgroup.procs`` files are open at ``fds`` (:meth:`Group.open_for_child`)."""
+    pid = str(os.getpid()).encode()
+    for fd in fds:
+        os.write(fd, pid)
+
+
 class Group:
     """One tenant process's group: made with its limits, joined by the process before exec,
     removed once the process is gone."""
@@ -93,19 +101,13 @@ class Group:
             if cpus is not None and hierarchy.cpu:
                 _write(self.dirs[2] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
                 _write(self.dirs[2] / "cpu.cfs_quota_us", str(round(cpus * CPU_PERIOD_US)))
-        # written by the child before exec: opened now, while we may still allocate
         self._procs = [str(d / "cgroup.procs") for d in self.dirs]
 
-    def join(self) -> None:
-        """In the child, before exec: this process (and all it will fork) joins the group.
-        Only system calls: it runs between fork and exec."""
-        pid = str(os.getpid()).encode()
-        for path in self._procs:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
+    def open_for_child(self) -> list[int]:
+        """The group's ``cgroup.procs`` files, opened for a child to join by writing its pid
+        (:func:`join_fds`) between fork and exec, where it may only make system calls. The
+        caller closes them once the child has started (they close on exec in the child)."""
+        return [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in self._procs]
 
     def oom_kills(self) -> int:
         """Processes of the group the kernel killed for going over its memory limit."""

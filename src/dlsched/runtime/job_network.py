@@ -30,16 +30,26 @@ HOST = "host"  # the network a tenant process keeps when its job spans hosts
 PRIVATE = "private"  # a namespace of its own (bubblewrap's --unshare-net)
 
 
+# resolved once, at import: a child between fork and exec must not load anything (see
+# tenant_process._joining)
+_setns = ctypes.CDLL(None, use_errno=True).setns
+
+
 def enter(path: str) -> None:
-    """Move the calling thread (or a child between fork and exec) into the network namespace at
-    ``path``."""
+    """Move the calling thread into the network namespace at ``path``."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({path}): {os.strerror(err)}")
+        enter_fd(fd)
     finally:
         os.close(fd)
+
+
+def enter_fd(fd: int) -> None:
+    """Move the calling thread (or a child between fork and exec) into the network namespace
+    open at ``fd``: one system call."""
+    if _setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
 
 
 class JobNetwork:

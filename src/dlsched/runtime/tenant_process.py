@@ -18,6 +18,7 @@ job's log. Run as ``python -m dlsched.runtime.tenant_process`` with the channel 
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import os
@@ -33,8 +34,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .cgroups import Group
-from .job_network import enter
+from .cgroups import Group, join_fds
+from .job_network import enter_fd
 from .limits import LOG_HARD_BYTES, LOG_HEAD_BYTES, LOG_TAIL_BYTES
 
 MAX_LINE = 256 * 1024  # bytes in one message: a traceback is cut to fit
@@ -122,17 +123,23 @@ class TenantProcess:
         network namespace it starts in (the job's, :mod:`.job_network`), else this one."""
         ours, theirs = socket.socketpair()
         self.group = group
-        self.proc = subprocess.Popen(
-            argv,
-            env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=(theirs.fileno(),),
-            cwd="/",
-            start_new_session=True,
-            preexec_fn=_joining(group, netns),
-        )
+        group_fds = group.open_for_child() if group is not None else []
+        netns_fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC) if netns is not None else None
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),),
+                cwd="/",
+                start_new_session=True,
+                preexec_fn=_joining(group_fds, netns_fd),
+            )
+        finally:
+            for fd in [*group_fds, *([] if netns_fd is None else [netns_fd])]:
+                os.close(fd)
         assert self.proc.stdout is not None  # a pipe: asked for above
         self.log = LogRelay(self.proc.stdout, log_path)
         theirs.close()
@@ -243,25 +250,25 @@ def _memory_kills(group: Group | None) -> str:
     )
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the worker dies (bubblewrap, when isolated, does
-    the same for everything inside its PID namespace). Linux ties this to the thread that
-    started the child: here a Ray actor's, which lives as long as the actor."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+# resolved once, at import: see _joining
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+PR_SET_PDEATHSIG, SIGKILL = 1, int(signal.SIGKILL)
 
 
-def _joining(group: Group | None, netns: str | None):
-    """The child's steps before exec: die with the worker, then join the control group and the
-    job's network namespace."""
+def _joining(group_fds: list[int], netns_fd: int | None):
+    """The child's steps before exec: die with the worker (SIGKILL; Linux ties this to the
+    thread that started the child: here a Ray actor's, which lives as long as the actor;
+    bubblewrap, when isolated, does the same for everything inside its PID namespace), then join
+    the control group and the job's network namespace. System calls only, on what the parent
+    resolved and opened: the worker is a Ray process with many threads, and anything more
+    between fork and exec (a dlopen, an open that allocates) can wait forever on a lock another
+    thread held at the fork; the tenant process then never starts."""
 
     def steps() -> None:
-        _die_with_parent()
-        if group is not None:
-            group.join()
-        if netns is not None:
-            enter(netns)
+        _prctl(PR_SET_PDEATHSIG, SIGKILL)
+        join_fds(group_fds)
+        if netns_fd is not None:
+            enter_fd(netns_fd)
 
     return steps
 

@@ -195,3 +195,37 @@ def test_a_borrowed_job_is_evicted_when_the_owner_submits_and_usage_adds_up(harn
     assert by["alice"]["preemptions"] == 1 and by["bob"]["preemptions"] == 0
     mine = h.client.get("/v1/usage", headers=bob).json()
     assert [t["tenant"] for t in mine["tenants"]] == ["bob"]  # a tenant sees only itself
+
+
+def test_a_gang_not_ready_in_time_is_the_job_s_failure_only_once_its_program_runs(harness):
+    from pathlib import Path
+
+    h = harness
+    alice = h.tenant("alice")
+
+    def failures_so_far(job: str) -> list[str]:
+        return [e["message"] for e in h.job(job)["events"] if "gang not ready" in e["message"]]
+
+    # The start's deadline passes before the rank's tenant process is up (our part: its start,
+    # torch's import): the cluster's failure, not counted, and the job runs once it fits
+    h.executor.start_timeout_s = 0.3
+    ours = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=20)
+    wait_for(lambda: failures_so_far(ours), 60, what="a start past its deadline")
+    h.executor.start_timeout_s = 60
+    assert "outside the job" in failures_so_far(ours)[0]
+    job = h.wait_status(ours, "done", "failed")
+    assert job["status"] == "done" and job["failures"] == 0, job["events"]
+    # A program whose build outlasts the deadline holds up its own start: the job's failure
+    h.executor.start_timeout_s = 20
+    slow = h.submit(
+        alice,
+        entrypoint=f"{Path(__file__).parent / 'programs' / 'slow_build.py'}:build",
+        args={**EMULATED["args"], "sleep_s": 60},
+        gpus=1,
+        batch_size=8,
+        iterations=5,
+    )
+    wait_for(lambda: failures_so_far(slow), 60, what="the slow build past its deadline")
+    h.client.post(f"/v1/jobs/{slow}/cancel", headers=alice)
+    assert failures_so_far(slow)[0].startswith("failed (gang not ready within 20 s): requeued")
+    assert h.job(slow)["failures"] == 1

@@ -197,13 +197,21 @@ class TrainWorker(_Networked):
         self.device = str(device)
         # read on this node: whether it runs MPS is the node's
         self.mps = mps_environment(config.get("memory_grant_mib"), JOBS_PER_GPU)
+        self.began = False
 
     def _start(self, network: str) -> TenantProcess:
+        self.began = False
         self.process = _tenant_process(
             *self.args, network, CUDA_VISIBLE_DEVICES=self.device, **self.mps
         )
         self.process.call("train", **self.train)
+        self.began = True  # our part is done: from here the tenant's program runs
         return self.process
+
+    def program_began(self) -> bool:
+        """Whether this rank's tenant process got as far as the tenant's program (a start
+        that stalls before is not the job's)."""
+        return self.began
 
     def setup(self, master: str | None, network: str) -> int:
         return self._start(network).call("setup", master=master)
@@ -497,6 +505,17 @@ class RayExecutor:
             return HOST
         return first.open_network.remote()
 
+    def _stalled_start_cause(self, run: _Run) -> str:
+        """Whose failure a gang that was not ready in time is: the job's only when every rank
+        reached the tenant's program (a slow build, a rendezvous its own program holds up);
+        the cluster's when Ray could not start a worker, or a rank's tenant process never got
+        that far (its start is ours)."""
+        try:
+            began = ray.get([a.program_began.remote() for a in run.actors], timeout=5)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            return CLUSTER
+        return JOB if all(began) else CLUSTER
+
     def _start_failure_cause(self, run: _Run, e: BaseException) -> str:
         """Whose failure a start that raised ``e`` is: the cluster's (not counted against the
         job) when Ray or the node failed, or lost one of its workers (their peers' tenant
@@ -711,18 +730,11 @@ class RayExecutor:
                 if run.kill.is_set() or run.stop.is_set():
                     return self._finish(run, "stopped", detail="stopped while starting")
                 if time.monotonic() > deadline:
-                    placed, _ = ray.wait(
-                        [a.__ray_ready__.remote() for a in run.actors],
-                        num_returns=len(run.actors),
-                        timeout=5,
-                    )
-                    # workers Ray could not start are the cluster's failure; a slow build the job's
-                    cause = JOB if len(placed) == len(run.actors) else CLUSTER
                     return self._finish(
                         run,
                         "failed",
                         detail=f"gang not ready within {self.start_timeout_s:.0f} s",
-                        cause=cause,
+                        cause=self._stalled_start_cause(run),
                     )
             ray.get(setups)
             started = True

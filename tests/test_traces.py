@@ -222,3 +222,16 @@ def test_the_synthetic_realized_load_is_the_offered_load_of_the_drawn_jobs():
     assert "realized_load=0.9" in realized.name
     with pytest.raises(SpecError, match="realized_load"):
         synthetic(10, 64, realized_load=0)
+
+
+def test_an_evolved_spec_is_validated_as_a_new_one():
+    from dataclasses import replace
+
+    from dlsched.jobs import JobSpec
+
+    spec = JobSpec("j", 10.0, 4, 100.0, tenant="t", min_gpus=2)
+    assert spec.evolve(model="bert", batch_size=64) == replace(spec, model="bert", batch_size=64)
+    with pytest.raises(SpecError, match="min_gpus"):
+        spec.evolve(num_gpus=1)  # below its min_gpus of 2
+    with pytest.raises(TypeError, match="no field 'gpus'"):
+        spec.evolve(gpus=2)

@@ -10,8 +10,6 @@ to there). Both factors (1/2 and 2) are the example the issue gives; they are pa
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .draws import uniform
 from .errors import SpecError
 from .jobs import JobSpec
@@ -40,5 +38,5 @@ def make_elastic(
             continue
         n = spec.num_gpus
         high = max(n, min(int(n * grow), MAX_ELASTIC_GPUS, cluster_gpus))
-        out.append(replace(spec, min_gpus=max(1, int(n * shrink)), max_gpus=high))
+        out.append(spec.evolve(min_gpus=max(1, int(n * shrink)), max_gpus=high))
     return out

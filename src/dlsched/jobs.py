@@ -8,6 +8,7 @@ size; the performance model changes it when a job is spread, shares or is resize
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Protocol
@@ -48,7 +49,18 @@ class JobSpec:
     def __reduce__(self) -> tuple:
         # pickled as its fields and rebuilt through the constructor: validated again (a cached
         # workload read back is checked as a trace is), and faster than the slots' state
-        return (JobSpec, tuple(getattr(self, name) for name in JOB_SPEC_FIELDS))
+        return (JobSpec, _all_fields(self))
+
+    def evolve(self, **changes: object) -> JobSpec:
+        """A copy with ``changes``, validated as a new spec is: ``dataclasses.replace`` without
+        its introspection of the fields on every call (a third of preparing a large trace)."""
+        values = list(_all_fields(self))
+        for name, value in changes.items():
+            index = _FIELD_INDEX.get(name)
+            if index is None:
+                raise TypeError(f"JobSpec has no field {name!r}")
+            values[index] = value
+        return JobSpec(*values)
 
     @property
     def elastic(self) -> bool:
@@ -67,6 +79,8 @@ class JobSpec:
 
 
 JOB_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
+_FIELD_INDEX = {name: i for i, name in enumerate(JOB_SPEC_FIELDS)}
+_all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
 
 
 def _finite_number(v) -> bool:

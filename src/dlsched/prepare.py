@@ -5,7 +5,7 @@ make a share of them elastic, keep the first N, and check that every job fits th
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from .cluster import Cluster, load_cluster
@@ -163,7 +163,7 @@ def _prepare(
         if not load > 0:
             raise SpecError("load", f"must be a number > 0, got {load!r}")
         start = jobs[0].submit_time_s if jobs else 0.0
-        jobs = [replace(j, submit_time_s=start + (j.submit_time_s - start) / load) for j in jobs]
+        jobs = [j.evolve(submit_time_s=start + (j.submit_time_s - start) / load) for j in jobs]
     if elastic_fraction:
         jobs = make_elastic(jobs, elastic_fraction, cluster.pool_gpus("training"), seed=seed)
     if limit is not None:

@@ -14,7 +14,6 @@ fitted to any paper's result; override them with ``classes``.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 from .errors import SpecError
 from .jobs import JobSpec
@@ -41,12 +40,12 @@ def assign_deadlines(
     out = []
     for job in jobs:
         if job.deadline_s is not None:
-            out.append(job if job.qos_class else replace(job, qos_class="given"))
+            out.append(job if job.qos_class else job.evolve(qos_class="given"))
             continue
         rng = random.Random(f"{seed}:{job.job_id}")
         name = rng.choice(names)
         factor = rng.uniform(*classes[name])
         out.append(
-            replace(job, deadline_s=job.submit_time_s + factor * job.duration_s, qos_class=name)
+            job.evolve(deadline_s=job.submit_time_s + factor * job.duration_s, qos_class=name)
         )
     return out

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import replace
 
 from .jobs import JobSpec, JobState
 from .runtime.speed import RuntimeSpeed
@@ -36,7 +35,7 @@ def with_profiling(jobs: list[JobSpec], replay: dict[str, dict], policy) -> list
         return jobs
     return sorted(
         (
-            replace(j, submit_time_s=j.submit_time_s + replay[j.job_id]["profile_s"])
+            j.evolve(submit_time_s=j.submit_time_s + replay[j.job_id]["profile_s"])
             if replay[j.job_id]["profile_s"]
             else j
             for j in jobs

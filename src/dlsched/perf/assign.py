@@ -14,8 +14,6 @@ other sizes is unknown, and GENIE could not mold it.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..cluster import Cluster
 from ..draws import uniform
 from ..jobs import JobSpec
@@ -58,8 +56,7 @@ def assign_models(
         kept = spec.model is not None and spec.iterations  # its own count, with its own model
         iterations = spec.iterations if kept else max(1, round(spec.duration_s / step))
         out.append(
-            replace(
-                spec,
+            spec.evolve(
                 model=model,
                 batch_size=max(1, round(local * spec.num_gpus)),
                 iterations=iterations,

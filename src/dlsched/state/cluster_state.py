@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..cluster import Cluster
@@ -259,7 +259,7 @@ class ClusterState:
         if job.spec.estimate_s is not None:
             # the policy sees the estimate until the job runs and its speed is measured
             job.actual_s = job.spec.duration_s
-            job.spec = replace(job.spec, duration_s=job.spec.estimate_s, estimate_s=None)
+            job.spec = job.spec.evolve(duration_s=job.spec.estimate_s, estimate_s=None)
         self._wait(job)
         if self.admission is None:
             self.policy.job_arrived(job, self.now)
@@ -473,7 +473,7 @@ class ClusterState:
         if job.status is not Status.RUNNING:
             return
         if duration_s is not None and duration_s > 0:
-            job.spec = replace(job.spec, duration_s=duration_s)
+            job.spec = job.spec.evolve(duration_s=duration_s)
         job.done_s = min(1.0, max(0.0, fraction_done)) * job.spec.duration_s
         job.progress_at = self.now
         self._schedule_completion(job)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
 
 from ..errors import SpecError
 from ..jobs import JobSpec
@@ -63,24 +63,23 @@ def synthetic(
     mean_duration = median_duration_s * math.exp(log_sigma**2 / 2)
     rate = load * cluster_gpus / (mean_gpus * mean_duration)
     t = 0.0
-    jobs = []
-    for k in range(num_jobs):
+    draws = []  # (arrival, duration, GPUs, tenant), drawn in this order for each job
+    for _ in range(num_jobs):
         t += rng.expovariate(rate)
         duration = min(max_duration_s, max(1.0, rng.lognormvariate(mu, log_sigma)))
-        jobs.append(
-            JobSpec(
-                job_id=f"syn-{k}",
-                submit_time_s=t,
-                num_gpus=rng.choices(sizes, weights)[0],
-                duration_s=round(duration, 3),
-                tenant=f"tenant-{rng.randrange(tenants)}",
-            )
+        draws.append(
+            (t, round(duration, 3), rng.choices(sizes, weights)[0], rng.randrange(tenants))
         )
     name = f"synthetic(n={num_jobs},load={load},seed={seed})"
+    stretch = 1.0
     if realized_load is not None:
-        stretch = offered_load(jobs, cluster_gpus) / realized_load
-        jobs = [replace(j, submit_time_s=j.submit_time_s * stretch) for j in jobs]
+        stretch = _offered(draws, cluster_gpus) / realized_load
         name = f"synthetic(n={num_jobs},realized_load={realized_load},seed={seed})"
+    names = [f"tenant-{k}" for k in range(tenants)]
+    jobs = [
+        JobSpec(f"syn-{k}", t * stretch, gpus, duration, names[tenant])
+        for k, (t, duration, gpus, tenant) in enumerate(draws)
+    ]
     trace = Trace(name, jobs)
     trace.rows = num_jobs
     return trace
@@ -89,6 +88,12 @@ def synthetic(
 def offered_load(jobs: list[JobSpec], cluster_gpus: int) -> float:
     """GPU-seconds the jobs ask for over the GPU-seconds the cluster has from time 0 to the last
     arrival: the load they offer (above 1, the queue can only grow)."""
-    span = max((j.submit_time_s for j in jobs), default=0.0)
-    work = sum(j.num_gpus * j.duration_s for j in jobs)
+    return _offered(((j.submit_time_s, j.duration_s, j.num_gpus) for j in jobs), cluster_gpus)
+
+
+def _offered(jobs: Iterable[Sequence], cluster_gpus: int) -> float:
+    """:func:`offered_load` of (arrival, duration, GPUs, ...) rows."""
+    span = work = 0.0
+    for arrival, duration, gpus, *_ in jobs:
+        span, work = max(span, arrival), work + gpus * duration
     return work / (span * cluster_gpus) if span > 0 else math.inf

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator
+import operator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .jobs import JobState
@@ -434,10 +435,13 @@ def _json_default(o):
     return str(o)
 
 
-def _write_csv(path: Path, columns, rows) -> None:
+def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict]) -> None:
+    """Each row has every column (csv.DictWriter would look each up through a generator of
+    ``get`` calls: half the time of writing a million rows)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
+    values = operator.itemgetter(*columns)
     with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+        w = csv.writer(f)
+        w.writerow(columns)
+        w.writerows(map(values, rows))
     tmp.replace(path)

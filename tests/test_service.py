@@ -656,6 +656,37 @@ def test_profiling_slots_go_to_tenants_in_turn(tmp_path):
     assert s.executor.profiling == [a[1], a[2]]  # bob has none waiting: alice takes both again
 
 
+def test_a_job_is_profiled_only_once_its_tenant_s_quota_could_admit_it(tmp_path):
+    # alice's quota is 1 GPU and her first job holds it: her second would only wait for quota
+    # after its profiling run, so it is not profiled (its run would hold a GPU bob's job needs)
+    # until her first is done; bob's job is profiled and runs meanwhile. A job of a higher
+    # class may take the place of her first, so it is profiled at once.
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
+
+    quotas = TenantConfig({"alice": TenantQuota(1), "bob": TenantQuota(3)})
+    s = Setup(tmp_path, policy="sjf-bsbf", nodes={"n0": 4}, quotas=quotas)
+    first = s.submit(gpus=1, duration_s=100)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(first) == RUNNING
+    second = s.submit(gpus=1, duration_s=100)
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    theirs = s.store.add_job(bob, {**SPEC, "gpus": 3, "duration_s": 100})["id"]
+    s.step()
+    assert s.executor.profiling == [theirs]  # alice's second waits without a run
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(theirs) == RUNNING and s.executor.profiling == []
+    urgent = s.submit(gpus=1, duration_s=100, priority=1)
+    s.step()
+    assert s.executor.profiling == [urgent]
+    s.executor.finish_profiling()
+    s.executor.finish(first)
+    s.step()
+    assert s.executor.profiling == [second]  # her quota has room again
+
+
 def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
     s = Setup(tmp_path, "aryl", nodes={"n0": 2, "i0": 2}, inference=("i0",), reclaim_notice_s=30.0)
     assert s.executor.stand_ins == {"i0"}  # inference holds its server at start

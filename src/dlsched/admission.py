@@ -158,6 +158,17 @@ class QuotaAdmission:
     def fits(self, tenant: str, gpus: int) -> bool:
         return gpus <= self._room(tenant)
 
+    def could_admit(self, books: AdmissionBooks, tenant: str, gpus: int, priority: int) -> bool:
+        """Whether a job of base size ``gpus`` and class ``priority`` could be admitted at the
+        next pass as the tenant stands: within its nominal quota (taken back by reclaim if
+        others borrowed it), within the room borrowing leaves, or in place of the tenant's own
+        jobs of a lower class. (The server profiles a job only then: a tenant at its limit does
+        not hold GPUs for runs that profile jobs it cannot start.)"""
+        nominal = self.config.quota(tenant).nominal
+        if self.usage(books, tenant) + gpus <= nominal or self.fits(tenant, gpus):
+            return True
+        return any(p < priority for p in books.admissions.priorities.get(tenant, {}))
+
     # -- notifications from the state (the policy hears of the same from it) ---------------------
     def job_arrived(self, job: JobView, now: float) -> None:
         """It waits in the state's queue of jobs not admitted; its tenant may be new."""

@@ -5,6 +5,7 @@ their outcomes; where a run goes is :func:`.profiling_gpus.profiling_gpus`'s."""
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
 
 from ..state.cluster_state import ClusterState
 from .profiling_gpus import profiling_gpus
@@ -33,11 +34,15 @@ class ProfilingQueue:
         # job id -> its runs that failed for the cluster (Ray or a node, not its program)
         self._cluster_failures: Counter[str] = Counter()
         self._since: dict[str, float] = {}  # job id -> when it began to wait for its profile
+        # job id -> (the fewest GPUs it may start on, its priority class): what its quota asks
+        self._needs: dict[str, tuple[int, int]] = {}
 
-    def add(self, tenant: str, jid: str, now: float) -> None:
-        """A job to profile, after its tenant's others."""
+    def add(self, tenant: str, jid: str, now: float, needs: tuple[int, int] = (1, 0)) -> None:
+        """A job to profile, after its tenant's others; ``needs``: (the fewest GPUs it may start
+        on, its priority class)."""
         self._waiting.setdefault(tenant, deque()).append(jid)
         self._since[jid] = now
+        self._needs[jid] = needs
 
     def again(self, tenant: str, jid: str, whole: bool = False) -> None:
         """A job whose run failed for want of memory beside a job (``whole``: it waits for a
@@ -47,28 +52,42 @@ class ProfilingQueue:
         self._waiting.setdefault(tenant, deque()).appendleft(jid)
 
     def next_run(
-        self, state: ClusterState, moldable: bool, now: float
+        self,
+        state: ClusterState,
+        moldable: bool,
+        now: float,
+        may_start: Callable[[str, int, int], bool] | None = None,
     ) -> tuple[str, str, tuple[int, ...], float | None] | None:
         """The next run to start if a slot and its GPUs are free: (job id, tenant, GPUs, the
         memory it may use there or None for whole GPUs), taken off the queue. Free slots go to
         the tenants with jobs waiting, in turn; a tenant holds more than its share of the slots
-        only while no other tenant waits for one. The job next in turn waits for its GPUs (a
-        GENIE job for two of one node up to ``pair_wait_s``): a later one does not go first.
-        The caller checks that the job still wants its run."""
+        only while no other tenant waits for one. A tenant's job is its first that
+        ``may_start(tenant, fewest GPUs, priority class)`` (its quota could admit it; a tenant
+        with none waits without a turn). The job chosen waits for its GPUs (a GENIE job for two
+        of one node up to ``pair_wait_s``): a later one does not go first. The caller checks
+        that the job still wants its run."""
         if not self._waiting or len(self.running) >= self.max_running:
             return None
+        first: dict[str, str] = {}  # tenant -> its first job that may start
+        for t, jobs in self._waiting.items():
+            jid = next(
+                (j for j in jobs if may_start is None or may_start(t, *self._needs[j])), None
+            )
+            if jid is not None:
+                first[t] = jid
+        if not first:
+            return None
         running = Counter(self.running.values())
-        wanting = len(self._waiting.keys() | running.keys())
+        wanting = len(first.keys() | running.keys())
         share = max(1, self.max_running // wanting)
-        tenant = next((t for t in self._waiting if running[t] < share), next(iter(self._waiting)))
-        waiting = self._waiting[tenant]
-        head = waiting[0]
-        pair = now - self._since.get(head, now) < self.pair_wait_s
-        found = profiling_gpus(state, moldable, whole=head in self._whole, pair=pair)
+        tenant = next((t for t in first if running[t] < share), next(iter(first)))
+        jid = first[tenant]
+        pair = now - self._since.get(jid, now) < self.pair_wait_s
+        found = profiling_gpus(state, moldable, whole=jid in self._whole, pair=pair)
         if found is None:
             return None
-        del self._waiting[tenant]
-        jid = waiting.popleft()
+        waiting = self._waiting.pop(tenant)
+        waiting.remove(jid)
         if waiting:
             self._waiting[tenant] = waiting  # its next job: at the back of the turn
         return jid, tenant, *found
@@ -95,3 +114,4 @@ class ProfilingQueue:
         self._whole.discard(jid)
         self._cluster_failures.pop(jid, None)
         self._since.pop(jid, None)
+        self._needs.pop(jid, None)

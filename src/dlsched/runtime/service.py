@@ -347,7 +347,9 @@ class SchedulerService:
             if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
                 # a sharing policy needs the job's memory, GENIE its speed on other placements:
                 # profile it before it may be scheduled
-                self.to_profile.add(row["tenant_id"], row["id"], self.clock())
+                spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"])
+                needs = (spec.start_range(self.policy.moldable)[0], spec.priority)
+                self.to_profile.add(row["tenant_id"], row["id"], self.clock(), needs)
             else:
                 self._enter(row)
         self._start_profiling()
@@ -357,7 +359,9 @@ class SchedulerService:
         A run holds GPUs in the books and waits for them; it starts before the scheduling
         pass, as the shortest job there is."""
         moldable, now = self.policy.moldable, self.clock()
-        while (turn := self.to_profile.next_run(self.state, moldable, now)) is not None:
+        while (
+            turn := self.to_profile.next_run(self.state, moldable, now, self._may_profile)
+        ) is not None:
             jid, tenant, gpus, room_mib = turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
@@ -375,6 +379,10 @@ class SchedulerService:
                 self.store.update_job(jid, event=f"profiling on {where}{beside}")
             else:
                 self.to_profile.forget(jid)
+
+    def _may_profile(self, tenant: str, gpus: int, priority: int) -> bool:
+        """A job is profiled once its quota could admit it."""
+        return self.admission.could_admit(self.state, tenant, gpus, priority)
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the state (and its profile in the workload model)."""

@@ -670,11 +670,14 @@ def test_a_job_is_profiled_only_once_its_tenant_s_quota_could_admit_it(tmp_path)
     s.executor.finish_profiling()
     s.step()
     assert s.status(first) == RUNNING
-    second = s.submit(gpus=1, duration_s=100)
+    second, dropped = s.submit(gpus=1, duration_s=100), s.submit(gpus=1, duration_s=100)
     bob = s.store.create_tenant("bob", "hash-bob")["id"]
     theirs = s.store.add_job(bob, {**SPEC, "gpus": 3, "duration_s": 100})["id"]
     s.step()
     assert s.executor.profiling == [theirs]  # alice's second waits without a run
+    s.store.update_job(dropped, cancel_requested=True)  # cancelled while it waits: forgotten
+    s.step()
+    assert s.status(dropped) == "cancelled" and dropped not in s.service.to_profile
     s.executor.finish_profiling()
     s.step()
     assert s.status(theirs) == RUNNING and s.executor.profiling == []

@@ -109,8 +109,18 @@ class ProfilingQueue:
         self._cluster_failures[jid] += 1
         return self._cluster_failures[jid]
 
+    def __contains__(self, jid: str) -> bool:
+        """Whether the job waits for a run or has one under way."""
+        return jid in self._since
+
     def forget(self, jid: str) -> None:
         """The job needs no more runs (profiled, failed or cancelled)."""
+        for tenant, jobs in self._waiting.items():
+            if jid in jobs:  # cancelled while it waits
+                jobs.remove(jid)
+                if not jobs:
+                    del self._waiting[tenant]
+                break
         self._whole.discard(jid)
         self._cluster_failures.pop(jid, None)
         self._since.pop(jid, None)

@@ -339,6 +339,8 @@ class SchedulerService:
                     self.executor.stop(row["id"], graceful=False)
                 self.state.cancel(live.state)
                 self._retire(row["id"])
+            elif row["id"] not in self.to_profile.running:  # (a run under way reports first)
+                self.to_profile.forget(row["id"])
             self._set_status(row, CANCELLED, "cancelled", finished=self.clock())
         for row in self.store.jobs(statuses=(QUEUED,), after_seq=self._seen_seq):
             self._seen_seq = max(self._seen_seq, row["seq"])

@@ -436,8 +436,8 @@ def _json_default(o):
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict]) -> None:
-    """Each row has every column (csv.DictWriter would look each up through a generator of
-    ``get`` calls: half the time of writing a million rows)."""
+    """Each row has every column, taken by one itemgetter (csv.DictWriter looks each up through
+    a generator of ``get`` calls: Philly's three outputs took 0.96 s that way, 0.89 s this)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     values = operator.itemgetter(*columns)
     with tmp.open("w", newline="") as f:

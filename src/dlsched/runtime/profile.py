@@ -110,6 +110,7 @@ def _whole_iteration_peak_mib(torch, workload, batch: int, workers: int) -> floa
         optimizer.step()
     finally:
         if workers > 1:
+            model = None  # DDP goes before its group: freed after, the teardown can hang
             dist.destroy_process_group()
     return peak_mib()
 

@@ -177,6 +177,9 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     # calibration run)
     long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=600)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
+    # (a start the cluster failed before this, a gang not ready on a loaded machine, is not
+    # what this test is about: the run that trains from here on is)
+    attempt = h.job(long_job)["attempt"]
     short = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=40)
     # a job whose memory grows 8 MiB a pass: it outgrows its grant (profiled peak + 10%) while
     # sharing, fails alone and runs again unshared (runtime/device.py)
@@ -188,8 +191,8 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     assert job["started"] < (h.job(long_job)["finished"] or float("inf"))  # ... while it ran
     assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 600
     long_done = h.job(long_job)
-    # never disturbed
-    assert long_done["attempt"] == 1 and long_done["failures"] == 0, long_done["events"]
+    # never disturbed by the jobs beside it
+    assert long_done["attempt"] == attempt and long_done["failures"] == 0, long_done["events"]
     job = h.wait_status(leaker, "done", timeout_s=120)
     messages = [e["message"] for e in job["events"]]
     over = [m for m in messages if "exceeded its memory grant" in m]

@@ -169,6 +169,9 @@ def _tenant_process(
     )
 
 
+IN_PROGRAM = "in the program"  # a rank's start stage once its tenant's program runs
+
+
 @ray.remote(num_cpus=0, max_concurrency=4)
 class TrainWorker(_Networked):
     """One rank of a job: dlsched's trusted side of it. The tenant's program runs in a tenant
@@ -197,21 +200,22 @@ class TrainWorker(_Networked):
         self.device = str(device)
         # read on this node: whether it runs MPS is the node's
         self.mps = mps_environment(config.get("memory_grant_mib"), JOBS_PER_GPU)
-        self.began = False
+        self.stage = "up"
 
     def _start(self, network: str) -> TenantProcess:
-        self.began = False
+        self.stage = "starting its tenant process"
         self.process = _tenant_process(
             *self.args, network, CUDA_VISIBLE_DEVICES=self.device, **self.mps
         )
+        self.stage = "waiting for its tenant process"
         self.process.call("train", **self.train)
-        self.began = True  # our part is done: from here the tenant's program runs
+        self.stage = IN_PROGRAM  # our part is done: from here the tenant's program runs
         return self.process
 
-    def program_began(self) -> bool:
-        """Whether this rank's tenant process got as far as the tenant's program (a start
-        that stalls before is not the job's)."""
-        return self.began
+    def start_stage(self) -> str:
+        """How far this rank's start got: ``IN_PROGRAM`` once its tenant process runs the
+        tenant's program (a start that stalls before is not the job's)."""
+        return self.stage
 
     def setup(self, master: str | None, network: str) -> int:
         return self._start(network).call("setup", master=master)
@@ -505,16 +509,17 @@ class RayExecutor:
             return HOST
         return first.open_network.remote()
 
-    def _stalled_start_cause(self, run: _Run) -> str:
-        """Whose failure a gang that was not ready in time is: the job's only when every rank
-        reached the tenant's program (a slow build, a rendezvous its own program holds up);
-        the cluster's when Ray could not start a worker, or a rank's tenant process never got
-        that far (its start is ours)."""
+    def _stalled_start_cause(self, run: _Run) -> tuple[str, str]:
+        """Whose failure a gang that was not ready in time is, and the ranks that were behind:
+        the job's only when every rank reached the tenant's program (a slow build, a
+        rendezvous its own program holds up); the cluster's when Ray did not start a worker, or
+        a rank's tenant process never got that far (its start is ours)."""
         try:
-            began = ray.get([a.program_began.remote() for a in run.actors], timeout=5)
+            stages = ray.get([a.start_stage.remote() for a in run.actors], timeout=5)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-            return CLUSTER
-        return JOB if all(began) else CLUSTER
+            return CLUSTER, "a worker Ray did not start"
+        behind = [f"rank {r}: {stage}" for r, stage in enumerate(stages) if stage != IN_PROGRAM]
+        return (CLUSTER if behind else JOB), "; ".join(behind) or "every rank in its program"
 
     def _start_failure_cause(self, run: _Run, e: BaseException) -> str:
         """Whose failure a start that raised ``e`` is: the cluster's (not counted against the
@@ -730,11 +735,12 @@ class RayExecutor:
                 if run.kill.is_set() or run.stop.is_set():
                     return self._finish(run, "stopped", detail="stopped while starting")
                 if time.monotonic() > deadline:
+                    cause, where = self._stalled_start_cause(run)
                     return self._finish(
                         run,
                         "failed",
-                        detail=f"gang not ready within {self.start_timeout_s:.0f} s",
-                        cause=self._stalled_start_cause(run),
+                        detail=f"gang not ready within {self.start_timeout_s:.0f} s ({where})",
+                        cause=cause,
                     )
             ray.get(setups)
             started = True

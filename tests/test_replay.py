@@ -122,6 +122,19 @@ def test_a_restart_pause_and_a_reconfiguration_are_measured_apart():
     assert JobMeter.load({"starts": [2.5]}).start_pauses() == [2.5]  # a pause stored as a number
 
 
+def test_two_failed_starts_in_a_row_are_one_start_up():
+    m = JobMeter()
+    m.launched(0.0, 0, first=True)
+    m.failed(60.0)  # a gang not ready
+    m.launched(61.0, 0, first=False)  # relaunched at once (a restart, as the service sees it)
+    m.failed(100.0)
+    m.launched(130.0, 0, first=False)  # 30 s queued before this one: not a pause
+    m.observe(140.0, 10, 0.5, "1x1")
+    m.observe(145.0, 20, 0.5, "1x1")
+    # 60 + 39 s lost, then 10 s to 10 iterations at 0.5 s: a 104 s first start, no restart
+    assert m.start_pauses() == pytest.approx([104.0]) and m.restart_pauses() == []
+
+
 def test_a_pause_is_timed_at_the_measured_speed_not_the_workers_first_average():
     # on a loaded machine the first iterations crawl: at its first report (iteration 20, 60 s
     # after launch) the worker's moving average still says 2.5 s an iteration; later stretches

@@ -39,8 +39,8 @@ class JobMeter:
     # progress, then the last progress seen (config, iteration, time)
     _launch: tuple[float, int, bool] | None = None
     _last: tuple[str, int, float] | None = None
-    # runs that failed before their first progress: (their seconds, was the first among them
-    # the job's first start?), added to the pause of the run that does start
+    # the run that failed before its first progress: (seconds since the launch that began
+    # this start, first start?), carried into the next launch's pause
     _failed_starts: tuple[float, bool] | None = None
 
     @classmethod
@@ -68,10 +68,8 @@ class JobMeter:
         was."""
         if self._launch is None:
             return
-        launched_at, _, first = self._launch
-        self._launch = None
-        lost_s, was_first = self._failed_starts or (0.0, first)
-        self._failed_starts = (lost_s + t - launched_at, was_first)
+        launched_at, _, first = self._launch  # (moved back by any failed runs before it)
+        self._launch, self._failed_starts = None, (t - launched_at, first)
 
     def reconfigured(self) -> None:
         """Its workers, sub-batches or sharing changed: the stretch under way ends unmeasured."""

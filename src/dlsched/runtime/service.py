@@ -13,6 +13,7 @@ state and are copied to the store; a finished job leaves the state and the servi
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -339,7 +340,7 @@ class SchedulerService:
                     self.executor.stop(row["id"], graceful=False)
                 self.state.cancel(live.state)
                 self._retire(row["id"])
-            elif row["id"] not in self.to_profile.running:  # (a run under way reports first)
+            else:  # waiting for its profile (a run under way reports later, and is dropped)
                 self.to_profile.forget(row["id"])
             self._set_status(row, CANCELLED, "cancelled", finished=self.clock())
         for row in self.store.jobs(statuses=(QUEUED,), after_seq=self._seen_seq):
@@ -361,9 +362,9 @@ class SchedulerService:
         A run holds GPUs in the books and waits for them; it starts before the scheduling
         pass, as the shortest job there is."""
         moldable, now = self.policy.moldable, self.clock()
-        while (
-            turn := self.to_profile.next_run(self.state, moldable, now, self._may_profile)
-        ) is not None:
+        # a job is profiled once its quota could admit it
+        may_start = functools.partial(self.admission.could_admit, self.state)
+        while (turn := self.to_profile.next_run(self.state, moldable, now, may_start)) is not None:
             jid, tenant, gpus, room_mib = turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
@@ -381,10 +382,6 @@ class SchedulerService:
                 self.store.update_job(jid, event=f"profiling on {where}{beside}")
             else:
                 self.to_profile.forget(jid)
-
-    def _may_profile(self, tenant: str, gpus: int, priority: int) -> bool:
-        """A job is profiled once its quota could admit it."""
-        return self.admission.could_admit(self.state, tenant, gpus, priority)
 
     def _enter(self, row: dict) -> None:
         """Put a queued job in the state (and its profile in the workload model)."""

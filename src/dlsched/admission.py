@@ -126,6 +126,8 @@ class QuotaAdmission:
         # GPUs of inference servers loaned to training now (Aryl): borrowable by every cohort,
         # nobody's nominal quota
         self.loaned_gpus = 0
+        # tenant -> its room (_room), as the fields above stand: emptied when one changes
+        self._rooms: dict[str, float] = {}
         self._seen: set[str] = set(config.tenants)
         self._sum_cohorts()
         # accounting: GPU-seconds above nominal (borrowed) and unused nominal lent, per tenant
@@ -140,6 +142,7 @@ class QuotaAdmission:
     def _sum_cohorts(self) -> None:
         """Each cohort's nominal total: its tenants', the default's for each unnamed one seen."""
         self.cohort_nominal: dict[str, int] = {}
+        self._rooms.clear()
         for tenant in self._seen | set(self.used):
             q = self.config.quota(tenant)
             if q.cohort is not None:
@@ -178,6 +181,7 @@ class QuotaAdmission:
             d = self.config.default
             if d.cohort is not None:
                 self.cohort_nominal[d.cohort] = self.cohort_nominal.get(d.cohort, 0) + d.nominal
+                self._rooms.clear()
         self._changed = True
 
     # Each change of a job's standing first charges the interval that ends now at the
@@ -222,6 +226,7 @@ class QuotaAdmission:
         """The tenant's use (and its cohort's) changes by ``n`` in this pass."""
         if not n:
             return
+        self._rooms.clear()
         self.used[tenant] = self.used.get(tenant, 0) + n
         if not self.used[tenant]:
             del self.used[tenant]
@@ -268,12 +273,13 @@ class QuotaAdmission:
         if any(used.get(t, 0) < n for t, n in self.used.items()):
             self._changed = True  # quota came back since the last pass
         self.used = used
-        self._sum_cohort_use()
         nodes = books.cluster.nodes
         self.loaned_gpus = sum(nodes[n].num_gpus for n in books.loans.loaned)
+        self._sum_cohort_use()
 
     def _sum_cohort_use(self) -> None:
         self.cohort_used = {}
+        self._rooms.clear()
         for t, n in self.used.items():
             cohort = self.config.quota(t).cohort
             if cohort is not None:
@@ -281,21 +287,28 @@ class QuotaAdmission:
 
     def _room(self, tenant: str) -> float:
         """How many more GPUs the tenant may count now."""
-        q, used = self.config.quota(tenant), self.used.get(tenant, 0)
-        if q.cohort is None:
-            return q.nominal - used
-        return min(q.limit - used, self._cohort_room(q.cohort))
+        room = self._rooms.get(tenant)
+        if room is None:
+            q, used = self.config.quota(tenant), self.used.get(tenant, 0)
+            if q.cohort is None:
+                room = q.nominal - used
+            else:
+                room = min(q.limit - used, self._cohort_room(q.cohort))
+            self._rooms[tenant] = room
+        return room
 
     def _cohort_room(self, cohort: str) -> int:
         """What the cohort's tenants may still take: its unused nominal total (negative when
         it is beyond it, on loans), and the loaned GPUs other cohorts do not use (a cohort's
         use beyond its nominal total is on loans)."""
+        unused = self.cohort_nominal.get(cohort, 0) - self.cohort_used.get(cohort, 0)
+        if not self.loaned_gpus:
+            return unused
         others = sum(
             max(0, n - self.cohort_nominal.get(c, 0))
             for c, n in self.cohort_used.items()
             if c != cohort
         )
-        unused = self.cohort_nominal.get(cohort, 0) - self.cohort_used.get(cohort, 0)
         return unused + max(0, self.loaned_gpus - others)
 
     # -- the pass ---------------------------------------------------------------------------------
@@ -332,7 +345,7 @@ class QuotaAdmission:
             if head is None:
                 continue
             job = head[2]
-            if not self.fits(tenant, need):
+            if need > self._room(tenant):
                 found = self._victims(books, job, need, shrunk)
                 if found is None:
                     failed[(tenant, priority)] = need
@@ -480,10 +493,13 @@ class QuotaAdmission:
             if t != tenant and self.config.quota(t).cohort == cohort
         }
         borrowers = [t for t, o in over.items() if o > 0]
+        candidates = self._giving_way_first(books, borrowers)
         shrinks = []
-        for _, victim in self._giving_way_first(books, borrowers, running_only=True):
+        for _, victim in candidates:  # first, scale-ins of running jobs
             if short <= 0:
                 break
+            if victim.status is not Status.RUNNING:
+                continue
             fewest = smallest_fitting(victim, victim.base_gpus, books)
             excess = 0 if fewest is None else len(victim.gpus) - fewest
             if (
@@ -500,7 +516,7 @@ class QuotaAdmission:
             over[victim.spec.tenant] -= give
             short -= give
         chosen = []
-        for _, victim in self._giving_way_first(books, borrowers):
+        for _, victim in candidates:
             if short <= 0:
                 break
             if over[victim.spec.tenant] <= 0:
@@ -518,7 +534,6 @@ class QuotaAdmission:
         books: AdmissionBooks,
         tenants: list[str],
         below: int | None = None,
-        running_only: bool = False,
     ) -> list[tuple[int, JobView]]:
         """The tenants' admitted jobs (of a priority below ``below``, when given) in the order
         they give way: not started before running (evicting one costs no work), then, as
@@ -529,8 +544,7 @@ class QuotaAdmission:
                 (order, j)
                 for t in tenants
                 for order, j in admitted.get(t, {}).values()
-                if (below is None or j.spec.priority < below)
-                and (not running_only or j.status is Status.RUNNING)
+                if below is None or j.spec.priority < below
             ),
             key=lambda e: (e[1].status is Status.RUNNING, e[1].spec.priority, -e[0]),
         )

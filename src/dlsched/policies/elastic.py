@@ -49,6 +49,8 @@ def smallest_fitting(job: JobView, size: int, view: PolicyView) -> int | None:
     """The smallest size from ``size`` up (below its current one) at which a running job's
     memory per GPU, its global batch kept, fits its GPUs; None if none does. Unknown memory
     fits. Every scale-in asks this: fewer GPUs hold a larger share of the batch."""
+    if size >= len(job.gpus):
+        return None  # nothing to scale in (the quota stage asks this of every borrower)
     cluster = view.cluster
     capacity = min(cluster.nodes[cluster.gpu_node[g]].gpu_mem_mib for g in job.gpus)
     for n in range(size, len(job.gpus)):

@@ -54,6 +54,7 @@ class FakeExecutor:
         # GPUs and the units of each a profiling run holds
         self.profiling_gpus: dict[str, tuple[list[tuple[str, int]], int]] = {}
         self.log: list[tuple] = []  # every call, in order
+        self.on_report = None
 
     # -- the interface ---------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:

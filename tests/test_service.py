@@ -61,6 +61,27 @@ def test_fifo_runs_finishes_and_forgets_a_job(tmp_path):
     assert a not in s.service.live and not s.service.state.running  # nothing kept in memory
 
 
+def test_the_loop_takes_a_report_at_once_not_at_its_next_pass(tmp_path):
+    import time
+
+    s = Setup(tmp_path, interval_s=3600.0)  # left alone, the next pass is an hour away
+    a = s.submit(gpus=1)
+    s.service.start()  # its first pass starts the job
+    try:
+        deadline = time.monotonic() + 10
+        while a not in s.executor.runs and time.monotonic() < deadline:
+            time.sleep(0.01)  # (the store says running a moment before the executor starts it)
+        with s.service._lock:  # that pass is over
+            assert s.status(a) == RUNNING
+        s.executor.finish(a)
+        s.executor.on_report()  # what the executor does with news
+        while s.status(a) != DONE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.status(a) == DONE
+    finally:
+        s.service.stop()
+
+
 def test_a_finished_jobs_checkpoint_is_deleted_after_the_retention_only(tmp_path):
     s = Setup(tmp_path, checkpoint_retention_s=3600.0)
     a, b = s.submit(gpus=1), s.submit(gpus=1)

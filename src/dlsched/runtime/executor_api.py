@@ -4,6 +4,7 @@ run in milliseconds. Nothing here imports Ray."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -35,6 +36,11 @@ Placement = list[tuple[str, int]]  # (node name, GPU index on it) per worker
 
 
 class Executor(Protocol):
+    # Called (from any thread) once the executor has news for the scheduler: an outcome for
+    # :meth:`poll`, or a run's first progress. The service sets it to wake its loop, so a
+    # finish or a first iteration is taken at once, not at the next pass.
+    on_report: Callable[[], None] | None
+
     def inventory(self) -> list[NodeInfo]:
         """Nodes with dlsched GPUs, sorted by name; a node seen once and gone since is listed
         as not alive."""

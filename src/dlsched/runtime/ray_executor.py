@@ -24,6 +24,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,10 @@ class _Run:
 # busy node). A build that takes longer holds a slot others wait for: it fails with the reason.
 PROFILE_TIMEOUT_S = 120.0
 DIR_CHECK_EVERY_S = 5.0  # how often a running job's directory is measured (Sandbox.dir_mib)
+# Chosen: how often a run's progress is asked, and until its first iteration (a user waits for
+# that one: asked often for the second or so it takes, then the scheduler is told at once)
+PROGRESS_EVERY_S = 0.5
+FIRST_PROGRESS_EVERY_S = 0.05
 
 
 @ray.remote(num_cpus=0)
@@ -379,6 +384,7 @@ class RayExecutor:
         self._ray_ids: dict[str, str] = {}  # node name -> Ray's node id
         self._hosts: dict[str, str] = {}  # Ray's node id -> its host's address
         self._stand_ins: dict[str, tuple] = {}  # inference node -> (actor, its ready() ref)
+        self.on_report: Callable[[], None] | None = None  # executor_api.Executor.on_report
 
     # -- the cluster -------------------------------------------------------------------------
     def inventory(self) -> list[NodeInfo]:
@@ -654,6 +660,11 @@ class RayExecutor:
     ) -> None:
         with self._lock:
             self._outcomes.append(Outcome(run.job_id, run.attempt, kind, iteration, detail, cause))
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.on_report is not None:
+            self.on_report()
 
     def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
         return TrainWorker.options(  # not detached: they go if the server goes
@@ -747,8 +758,10 @@ class RayExecutor:
             results = [a.run.remote() for a in run.actors]
             stop_sent_at = None
             dir_checked = time.monotonic()
+            first_iteration = False  # reported yet: until then the progress is asked often
             while True:
-                ready, waiting = ray.wait(results, num_returns=len(results), timeout=0.5)
+                every_s = PROGRESS_EVERY_S if first_iteration else FIRST_PROGRESS_EVERY_S
+                ready, waiting = ray.wait(results, num_returns=len(results), timeout=every_s)
                 for ref in ready:
                     ray.get(ref)  # raises if a worker died
                 if not waiting:
@@ -757,6 +770,9 @@ class RayExecutor:
                     run.progress = ray.get(run.actors[0].progress.remote(), timeout=5)
                 except ray.exceptions.RayError:
                     pass  # no report this time: a worker that died fails ``results`` above
+                if not first_iteration and isinstance(run.progress, dict):
+                    if first_iteration := bool(run.progress.get("iteration")):
+                        self._tell()
                 if run.kill.is_set():
                     return self._finish(run, "stopped", detail="killed")
                 if time.monotonic() - dir_checked > DIR_CHECK_EVERY_S:

@@ -161,6 +161,7 @@ class SchedulerService:
             self._set_status(row, QUEUED, "server restarted: resumes from its last checkpoint")
 
     def start(self) -> None:
+        self.executor.on_report = self.wake  # a finish or a first iteration: a pass at once
         self._thread = threading.Thread(target=self._loop, daemon=True, name="dlsched-scheduler")
         self._thread.start()
 

@@ -74,9 +74,11 @@ class _Run:
 PROFILE_TIMEOUT_S = 120.0
 DIR_CHECK_EVERY_S = 5.0  # how often a running job's directory is measured (Sandbox.dir_mib)
 # Chosen: how often a run's progress is asked, and until its first iteration (a user waits for
-# that one: asked often for the second or so it takes, then the scheduler is told at once)
+# that one: asked often for the second or so it takes, then the scheduler is told at once), for
+# at most a window (a program whose first iteration takes longer is asked at the usual pace)
 PROGRESS_EVERY_S = 0.5
 FIRST_PROGRESS_EVERY_S = 0.05
+FIRST_PROGRESS_WINDOW_S = 5.0
 
 
 @ray.remote(num_cpus=0)
@@ -759,8 +761,10 @@ class RayExecutor:
             stop_sent_at = None
             dir_checked = time.monotonic()
             first_iteration = False  # reported yet: until then the progress is asked often
+            often_until = time.monotonic() + FIRST_PROGRESS_WINDOW_S
             while True:
-                every_s = PROGRESS_EVERY_S if first_iteration else FIRST_PROGRESS_EVERY_S
+                often = not first_iteration and time.monotonic() < often_until
+                every_s = FIRST_PROGRESS_EVERY_S if often else PROGRESS_EVERY_S
                 ready, waiting = ray.wait(results, num_returns=len(results), timeout=every_s)
                 for ref in ready:
                     ray.get(ref)  # raises if a worker died

@@ -282,6 +282,33 @@ def test_a_profiling_run_beside_a_job_is_capped_at_the_gpus_rest_and_may_need_a_
     assert s.status(b) == RUNNING and s.status(c) == RUNNING
 
 
+def test_a_profiling_run_counts_in_its_tenant_s_use_until_it_ends_or_its_node_goes(tmp_path):
+    # its GPUs are its tenant's while it runs, as a running job's would be: in the quota's use,
+    # fair share and the dashboard's figures
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1, "n1": 1})
+    a, b = s.submit(gpus=1, duration_s=100), s.submit(gpus=1, duration_s=100)
+
+    def use() -> tuple[int, int, int]:
+        u = s.service.admission.usage_by_tenant(s.service.state)[s.tenant]
+        return s.service.state.tenant_gpus.get(s.tenant, 0), u.used, u.held
+
+    s.step()  # each profiles on a GPU of its own
+    assert use() == (2, 2, 2)
+    [(node, _)] = s.executor.profiling_gpus[b][0]
+    s.executor.lose_node(node)
+    s.step()  # b's lease ended with its node; b waits for a GPU to profile on
+    assert use() == (1, 1, 1) and list(s.service.state.leases) == [a]
+    gpu = 0 if node == "n1" else 1
+    s.executor.finish_profiling()
+    s.step()  # a's lease ends, and b profiles on the GPU it freed before a may start there
+    assert s.status(a) == QUEUED and s.service.state.leases == {b: (gpu,)}
+    assert use() == (1, 2, 1)  # b's run; a waits, admitted, and counts its base size
+    s.executor.finish_profiling()
+    s.step()  # b's lease ends; one of the two runs, the other waits
+    assert s.service.state.leases == {} and use() == (1, 2, 1)
+    assert {s.status(a), s.status(b)} == {RUNNING, QUEUED}
+
+
 def test_a_node_lost_under_a_profiling_run_ends_its_lease_and_the_job_is_profiled_again(
     tmp_path,
 ):

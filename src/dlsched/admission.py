@@ -61,7 +61,7 @@ class TenantUsage:
 
     quota: TenantQuota
     used: int  # GPUs its admitted jobs count: running jobs' held GPUs, waiting ones' base sizes
-    held: int  # GPUs its running jobs hold
+    held: int  # GPUs its running jobs (and profiling runs) hold
     waiting_for_quota: int  # its jobs not admitted yet
 
     @property
@@ -260,8 +260,8 @@ class QuotaAdmission:
 
     @staticmethod
     def usage(books: AdmissionBooks, tenant: str) -> int:
-        """GPUs the tenant's admitted jobs count now: its running jobs' as the state counts
-        them, and its waiting admitted jobs' base sizes."""
+        """GPUs the tenant's admitted jobs count now: its running jobs' (and profiling runs')
+        as the state counts them, and its waiting admitted jobs' base sizes."""
         return books.tenant_gpus.get(tenant, 0) + books.admissions.waiting_gpus.get(tenant, 0)
 
     def _recount(self, books: AdmissionBooks) -> None:

@@ -183,7 +183,7 @@ class PolicyView(Protocol):
     @property
     def loans(self) -> Loans: ...  # inference servers loaned / reclaiming
     @property
-    def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs each tenant's running jobs hold
+    def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs its running jobs (and profiling) hold
 
     def queue(
         self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None

@@ -134,7 +134,10 @@ class RuntimeMetrics:
             registry=r,
         )
         self.tenant_gpus = Gauge(
-            "dlsched_tenant_gpus_held", "GPUs a tenant's running jobs hold", ["tenant"], registry=r
+            "dlsched_tenant_gpus_held",
+            "GPUs a tenant's running jobs and profiling runs hold",
+            ["tenant"],
+            registry=r,
         )
         self.fair_share_weight = Gauge(
             "dlsched_fair_share_weight", "A tenant's fair-share weight", ["tenant"], registry=r

@@ -369,7 +369,7 @@ class SchedulerService:
             jid, tenant, gpus, room_mib = turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
-                self.state.lease(jid, gpus)
+                self.state.lease(jid, gpus, tenant)  # its tenant's use while it runs
                 placement = self._placement(gpus)
                 spec = (
                     row["spec"]

@@ -114,9 +114,10 @@ class ClusterState:
         self.changes = Changes()
         # capacity loaning: inference servers lent to training and asked back (Aryl)
         self.loans = LoanBook.for_cluster(cluster, reclaim_notice_s)
-        # GPUs each tenant's running jobs hold; with a ``tenant_log``, every change is
-        # appended to it as (time, tenant, GPUs held)
+        # GPUs each tenant's running jobs and profiling runs (leases) hold; with a
+        # ``tenant_log``, every change is appended to it as (time, tenant, GPUs held)
         self.tenant_gpus: dict[str, int] = {}
+        self._lease_tenants: dict[str, str] = {}  # lease owner -> the tenant it counts for
         self.tenant_log: TenantLog | None = None
         # the orders (and buckets) policies asked for, of the admitted pending jobs
         self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
@@ -490,11 +491,13 @@ class ClusterState:
         job.rate = self._rate(job)
         self._schedule_completion(job)
 
-    def lease(self, owner: str, gpus: tuple[int, ...]) -> None:
+    def lease(self, owner: str, gpus: tuple[int, ...], tenant: str | None = None) -> None:
         """Hold GPUs of the training pool outside any plan (a profiling run) until
         :meth:`release`: each free GPU whole, or the second place on a GPU that one job holds
         and another could join (:meth:`GpuOccupancy.why_not_join` with no memory asked). No
-        job starts on or joins them meanwhile, and a leased GPU its job leaves stays held."""
+        job starts on or joins them meanwhile, and a leased GPU its job leaves stays held.
+        With ``tenant``, each GPU counts in the tenant's ``tenant_gpus`` (its quota's use, fair
+        share) until the release, as a running job's would."""
         if owner in self.leases:
             raise ValueError(f"{owner} already holds GPUs {self.leases[owner]}")
         occupancy = self.occupancy
@@ -508,12 +511,17 @@ class ClusterState:
         self.free.take([g for g in gpus if self.free.is_free(g)])
         occupancy.leased.update(gpus)
         self.leases[owner] = tuple(gpus)
+        if tenant is not None:
+            self._lease_tenants[owner] = tenant
+            self._held(tenant, len(gpus))
 
     def release(self, owner: str) -> None:
         """Give the owner's leased GPUs back (nothing if it holds none)."""
         gpus = self.leases.pop(owner, ())
         self.occupancy.leased.difference_update(gpus)
         self.free.release([g for g in gpus if not self.occupancy.jobs[g]])
+        if (tenant := self._lease_tenants.pop(owner, None)) is not None:
+            self._held(tenant, -len(gpus))
 
     def node_down(self, nid: int) -> None:
         """A node left: its jobs fail and wait again; its GPUs are not usable until it returns.
@@ -590,7 +598,7 @@ class ClusterState:
             job.first_start = now
         job.status = Status.RUNNING
         job.gpus = tuple(gpus)
-        self._held(job, len(gpus))
+        self._held(job.spec.tenant, len(gpus))
         job.accumulation = accumulation
         job.memory_mib = memory
         job.segment_start = job.gpus_since = now
@@ -654,7 +662,7 @@ class ClusterState:
         self._account(job)
         self._vacate(job)
         self.free.take([g for g in gpus if g in old])  # _vacate freed all its GPUs
-        self._held(job, len(gpus) - len(old))
+        self._held(job.spec.tenant, len(gpus) - len(old))
         if spec.elastic:
             self._size_elastic(job, len(old), len(gpus))
         job.gpus = tuple(gpus)
@@ -755,8 +763,7 @@ class ClusterState:
         job.last_run_s = self.now - job.segment_start
         job.run_time_s += job.last_run_s
 
-    def _held(self, job: JobState, change: int) -> None:
-        tenant = job.spec.tenant
+    def _held(self, tenant: str, change: int) -> None:
         held = self.tenant_gpus[tenant] = self.tenant_gpus.get(tenant, 0) + change
         if self.tenant_log is not None and change:
             self.tenant_log.append(self.now, tenant, held)
@@ -764,7 +771,7 @@ class ClusterState:
     def _leave_gpus(self, job: JobState) -> set[JobState]:
         """The job's run ends now (finished, stopped or cancelled): account it, take the job off
         its GPUs and out of the running jobs; return its former partners."""
-        self._held(job, -len(job.gpus))
+        self._held(job.spec.tenant, -len(job.gpus))
         if job.spec.elastic:
             self._size_elastic(job, len(job.gpus), 0)
         self._account_run(job)

@@ -509,6 +509,7 @@ class RayExecutor:
             self._profiling.pop(job_id, None)
             with self._lock:
                 self._outcomes.append(outcome)
+            self._tell()
 
     def _network(self, ray_nodes: list[str] | tuple[str, ...], first) -> object:
         """The network of workers on these Ray nodes (:mod:`.job_network`): on one host, a

@@ -756,12 +756,14 @@ class RayExecutor:
                         detail=f"gang not ready within {self.start_timeout_s:.0f} s ({where})",
                         cause=cause,
                     )
-            ray.get(setups)
+            start_iteration = ray.get(setups)[0]  # 0, or its checkpoint's (as its process says)
+            if not isinstance(start_iteration, int):
+                start_iteration = 0
             started = True
             results = [a.run.remote() for a in run.actors]
             stop_sent_at = None
             dir_checked = time.monotonic()
-            first_iteration = False  # reported yet: until then the progress is asked often
+            first_iteration = False  # done since the start: until then progress is asked often
             often_until = time.monotonic() + FIRST_PROGRESS_WINDOW_S
             while True:
                 often = not first_iteration and time.monotonic() < often_until
@@ -776,7 +778,9 @@ class RayExecutor:
                 except ray.exceptions.RayError:
                     pass  # no report this time: a worker that died fails ``results`` above
                 if not first_iteration and isinstance(run.progress, dict):
-                    if first_iteration := bool(run.progress.get("iteration")):
+                    iteration = run.progress.get("iteration")
+                    first_iteration = isinstance(iteration, int) and iteration > start_iteration
+                    if first_iteration:
                         self._tell()
                 if run.kill.is_set():
                     return self._finish(run, "stopped", detail="killed")

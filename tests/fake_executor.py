@@ -53,6 +53,7 @@ class FakeExecutor:
         self.profiling: list[str] = []
         # GPUs and the units of each a profiling run holds
         self.profiling_gpus: dict[str, tuple[list[tuple[str, int]], int]] = {}
+        self.placements: dict[str, bool] = {}  # job id -> its run times placements (GENIE)
         self.log: list[tuple] = []  # every call, in order
         self.on_report = None
 
@@ -86,6 +87,7 @@ class FakeExecutor:
         for node, index in gpus:
             assert self.nodes[node].alive and 0 <= index < self.nodes[node].gpus
         self.profiling.append(job_id)
+        self.placements[job_id] = placements
         units = 1 if config.get("memory_grant_mib") else JOBS_PER_GPU  # beside a job, or whole
         self.profiling_gpus[job_id] = ([tuple(p) for p in gpus], units)
         assert max(self.gpu_load().values()) <= JOBS_PER_GPU, "a profiling run on a busy GPU"

@@ -6,13 +6,14 @@ from ..state.cluster_state import ClusterState
 
 
 def profiling_gpus(
-    state: ClusterState, moldable: bool, whole: bool, pair: bool = True
+    state: ClusterState, placements: bool, whole: bool, pair: bool = True
 ) -> tuple[tuple[int, ...], float | None] | None:
     """GPUs of the training pool for one profiling run, and the memory it may use there
     (None: the whole GPU). A free GPU on the fullest node that has one (the least
     fragmentation); else, unless ``whole``, the second place on a GPU one job holds, under the
     rules of sharing: the job's memory known, and the run capped at the rest of the GPU's. A
-    ``moldable`` policy's run (GENIE) takes free GPUs only: two of one node and one of another
+    run timed on ``placements`` (GENIE's, of a job that may run on more than one GPU) takes
+    free GPUs only: two of one node and one of another
     where one is free (its samples on 1 worker, 2 on a node, 2 across nodes), else two of one
     node; where no node of the pool has two GPUs, or without ``pair`` (it waited long enough
     for two), one GPU and one of another node if free. None: not free yet."""
@@ -21,7 +22,7 @@ def profiling_gpus(
     by_fill = sorted(
         (len(free.free[n]), n) for n in free.usable if nodes[n].pool == "training" and free.free[n]
     )
-    if moldable:
+    if placements:
         pairs = [n for count, n in by_fill if count >= 2]
         if not pairs:
             if not by_fill or (

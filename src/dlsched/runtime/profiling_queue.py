@@ -36,13 +36,24 @@ class ProfilingQueue:
         self._since: dict[str, float] = {}  # job id -> when it began to wait for its profile
         # job id -> (the fewest GPUs it may start on, its priority class): what its quota asks
         self._needs: dict[str, tuple[int, int]] = {}
+        # the jobs timed on several placements (GENIE's that may run on more than one GPU)
+        self._placements: set[str] = set()
 
-    def add(self, tenant: str, jid: str, now: float, needs: tuple[int, int] = (1, 0)) -> None:
+    def add(
+        self,
+        tenant: str,
+        jid: str,
+        now: float,
+        needs: tuple[int, int] = (1, 0),
+        placements: bool = False,
+    ) -> None:
         """A job to profile, after its tenant's others; ``needs``: (the fewest GPUs it may start
-        on, its priority class)."""
+        on, its priority class); ``placements``: it is timed on 1 and 2 workers (GENIE)."""
         self._waiting.setdefault(tenant, deque()).append(jid)
         self._since[jid] = now
         self._needs[jid] = needs
+        if placements:
+            self._placements.add(jid)
 
     def again(self, tenant: str, jid: str, whole: bool = False) -> None:
         """A job whose run failed for want of memory beside a job (``whole``: it waits for a
@@ -54,17 +65,18 @@ class ProfilingQueue:
     def next_run(
         self,
         state: ClusterState,
-        moldable: bool,
+        shares: bool,
         now: float,
         may_start: Callable[[str, int, int], bool] | None = None,
     ) -> tuple[str, str, tuple[int, ...], float | None] | None:
         """The next run to start if a slot and its GPUs are free: (job id, tenant, GPUs, the
-        memory it may use there or None for whole GPUs), taken off the queue. Free slots go to
+        memory it may use there or None for whole GPUs), taken off the queue; unless ``shares``
+        (the policy shares GPUs), only whole free GPUs. Free slots go to
         the tenants with jobs waiting, in turn; a tenant holds more than its share of the slots
         only while no other tenant waits for one. A tenant's job is its first that
         ``may_start(tenant, fewest GPUs, priority class)`` (its quota could admit it; a tenant
-        with none waits without a turn). The job chosen waits for its GPUs (a GENIE job for two
-        of one node up to ``pair_wait_s``): a later one does not go first. The caller checks
+        with none waits without a turn). The job chosen waits for its GPUs (a job timed on
+        placements for two of one node up to ``pair_wait_s``): a later one does not go first. The caller checks
         that the job still wants its run."""
         if not self._waiting or len(self.running) >= self.max_running:
             return None
@@ -83,7 +95,12 @@ class ProfilingQueue:
         tenant = next((t for t in first if running[t] < share), next(iter(first)))
         jid = first[tenant]
         pair = now - self._since.get(jid, now) < self.pair_wait_s
-        found = profiling_gpus(state, moldable, whole=jid in self._whole, pair=pair)
+        found = profiling_gpus(
+            state,
+            placements=jid in self._placements,
+            whole=not shares or jid in self._whole,
+            pair=pair,
+        )
         if found is None:
             return None
         waiting = self._waiting.pop(tenant)
@@ -125,3 +142,4 @@ class ProfilingQueue:
         self._cluster_failures.pop(jid, None)
         self._since.pop(jid, None)
         self._needs.pop(jid, None)
+        self._placements.discard(jid)

@@ -352,8 +352,11 @@ class SchedulerService:
                 # a sharing policy needs the job's memory, GENIE its speed on other placements:
                 # profile it before it may be scheduled
                 spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"])
-                needs = (spec.start_range(self.policy.moldable)[0], spec.priority)
-                self.to_profile.add(row["tenant_id"], row["id"], self.clock(), needs)
+                fewest, most = spec.start_range(self.policy.moldable)
+                # GENIE times a job on 2 workers too, unless it may only ever run on one
+                placements = self.policy.moldable and most > 1
+                needs = (fewest, spec.priority)
+                self.to_profile.add(row["tenant_id"], row["id"], self.clock(), needs, placements)
             else:
                 self._enter(row)
         self._start_profiling()
@@ -362,10 +365,10 @@ class SchedulerService:
         """Start the profiling runs whose turn it is (:class:`.profiling_queue.ProfilingQueue`).
         A run holds GPUs in the books and waits for them; it starts before the scheduling
         pass, as the shortest job there is."""
-        moldable, now = self.policy.moldable, self.clock()
+        shares, now = self.policy.shares_gpus, self.clock()
         # a job is profiled once its quota could admit it
         may_start = functools.partial(self.admission.could_admit, self.state)
-        while (turn := self.to_profile.next_run(self.state, moldable, now, may_start)) is not None:
+        while (turn := self.to_profile.next_run(self.state, shares, now, may_start)) is not None:
             jid, tenant, gpus, room_mib = turn
             row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
@@ -376,7 +379,7 @@ class SchedulerService:
                     if room_mib is None
                     else {**row["spec"], "memory_grant_mib": room_mib}
                 )
-                self.executor.profile(jid, spec, placements=self.policy.moldable, gpus=placement)
+                self.executor.profile(jid, spec, placements=len(gpus) > 1, gpus=placement)
                 self.to_profile.started(jid, tenant, beside=room_mib is not None)
                 where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
                 beside = "" if room_mib is None else f" beside a job, capped at {room_mib:,.0f} MiB"

@@ -76,8 +76,8 @@ class ProfilingQueue:
         only while no other tenant waits for one. A tenant's job is its first that
         ``may_start(tenant, fewest GPUs, priority class)`` (its quota could admit it; a tenant
         with none waits without a turn). The job chosen waits for its GPUs (a job timed on
-        placements for two of one node up to ``pair_wait_s``): a later one does not go first. The caller checks
-        that the job still wants its run."""
+        placements for two of one node up to ``pair_wait_s``): a later one does not go first.
+        The caller checks that the job still wants its run."""
         if not self._waiting or len(self.running) >= self.max_running:
             return None
         first: dict[str, str] = {}  # tenant -> its first job that may start

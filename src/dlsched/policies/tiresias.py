@@ -84,6 +84,7 @@ class TiresiasOrder(PreemptiveOrder):
         self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.timers: list[tuple[float, int, str, JobView, float]] = []
         self._below: list[int] = [0] * (len(self.thresholds) + 1)  # in a pass: begin_pass
+        self._queues_lowest_first = range(len(self.thresholds), -1, -1)
         self._timer_seq = 0
 
     def params(self) -> dict:
@@ -113,14 +114,10 @@ class TiresiasOrder(PreemptiveOrder):
     def begin_pass(self, running: RunningJobs) -> None:
         # for each queue, the GPUs the running jobs of the queues below it asked for, as the
         # state counts them at the pass's start (worst_first's first element is minus the queue)
-        per_queue = [0] * (len(self.thresholds) + 1)
-        for head, gpus in running.head_gpus.items():
-            per_queue[-head] += gpus
-        below, total = [0] * len(per_queue), 0
-        for queue in range(len(per_queue) - 1, -1, -1):
+        per_queue, below, total = running.head_gpus.get, self._below, 0
+        for queue in self._queues_lowest_first:
             below[queue] = total
-            total += per_queue[queue]
-        self._below = below
+            total += per_queue(-queue, 0)
 
     def is_low_priority(self, job: JobView) -> bool:
         return self.level.get(job.job_id, 0) > 0

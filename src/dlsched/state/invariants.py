@@ -12,6 +12,9 @@ def problems(state: ClusterState) -> list[str]:
     """Every broken invariant, in words (empty when the state is consistent)."""
     out: list[str] = []
     cluster, free, occupancy = state.cluster, state.free, state.occupancy
+    for jid, job in (*state.pending.items(), *state.running.items()):
+        if job.num_gpus != job.spec.num_gpus:
+            out.append(f"job {jid} counts {job.num_gpus} GPUs asked, its spec {job.spec.num_gpus}")
     for jid, job in state.pending.items():
         if job.status is not Status.PENDING or job.gpus:
             out.append(f"pending job {jid} is {job.status.value} on GPUs {job.gpus}")

@@ -114,10 +114,18 @@ class PendingQueue(Sequence[JobView]):
 
     # -- kept by the state ---------------------------------------------------------------------
     def add(self, job: JobView) -> None:
-        key, seq, b = self._key(job)
+        # (_key and _put inlined: the state calls this for every job that starts waiting)
+        bucket = self.bucket
+        key, seq = self.key(job), job.seq
+        b = None if bucket is None else bucket(job)
+        self._keys[job.job_id] = (key, seq, b)
         entry = (key, seq, job)
-        _put(self._entries, entry)
-        if self.bucket is not None:
+        entries = self._entries
+        if not entries or entries[-1] < entry:
+            entries.append(entry)
+        else:
+            insort(entries, entry)
+        if bucket is not None:
             _put(self._buckets.setdefault(b, []), entry)
             self._changes += 1
             self._stamps[b] = self._changes
@@ -126,7 +134,11 @@ class PendingQueue(Sequence[JobView]):
 
     def remove(self, job: JobView) -> None:
         key, seq, b = self._keys.pop(job.job_id)
-        _drop(self._entries, key, seq, job)
+        entries = self._entries
+        if entries[0][2] is job:  # (_drop inlined: the state calls this for every start)
+            del entries[0]
+        else:
+            del entries[bisect_left(entries, (key, seq))]
         if self.bucket is not None:
             self._changes += 1
             self._stamps[b] = self._changes

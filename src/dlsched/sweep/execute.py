@@ -177,14 +177,11 @@ def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out)
     simulate_task = ray.remote(num_cpus=1)(_simulate_task)
     workloads: dict[str, Any] = {}
     pending: dict[Any, tuple[str, RunSpec]] = {}
-    # one workload's runs submitted together, so a worker often takes its next run of the
-    # workload it holds (:func:`_simulate_task`)
-    for key, run in sorted(todo.items(), key=lambda item: _workload_key(item[1])):
+    for key, run in todo.items():
         wkey = _workload_key(run)
         if wkey not in workloads:  # prepared once, shared through the object store
             workloads[wkey] = prepare_task.remote(run.workload_settings())
-        # in a list: passed as a reference, read by the task unless its worker holds it
-        pending[simulate_task.remote([workloads[wkey]], run)] = (key, run)
+        pending[simulate_task.remote(workloads[wkey], run)] = (key, run)
     workloads.clear()  # each workload is held by its runs not done, and freed after the last
     report(len(pending))
     try:
@@ -206,21 +203,10 @@ def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out)
             ray.cancel(ref, force=True)
 
 
-# this Ray worker's last workload: (its object's id, the workload). Reading a workload from the
-# object store costs about 0.15 s per run for 30,000 jobs (a run of them: 1-4 s); a simulation
-# does not change its workload (the sequential sweep reuses one for all its runs too)
-_held: tuple[str, Any] = ("", None)
-
-
-def _simulate_task(workload: list, run: RunSpec) -> tuple[dict[str, bytes], str]:
+def _simulate_task(workload: Any, run: RunSpec) -> tuple[dict[str, bytes], str]:
     import ray
 
-    global _held
-    [ref] = workload
-    if _held[0] != ref.hex():
-        _held = ("", None)  # the last one goes before the next is read
-        _held = (ref.hex(), ray.get(ref))
-    return simulate_run(_held[1], run), ray.get_runtime_context().get_node_id()
+    return simulate_run(workload, run), ray.get_runtime_context().get_node_id()
 
 
 def _cause(e: BaseException) -> BaseException:

@@ -388,7 +388,7 @@ def test_genie_waits_for_two_gpus_of_one_node_where_a_node_has_them_up_to_a_boun
     c = s.submit(gpus=2, duration_s=100)  # may run on 1 or 2: timed on 2 workers as well
     s.step()  # one GPU of n0 is free, but not two: c's run waits for a pair
     [free] = [g for g, load in s.executor.gpu_load().items() if load == 0]
-    assert s.executor.profiling == [] and s.status(c) == QUEUED
+    assert free[0] == "n0" and s.executor.profiling == [] and s.status(c) == QUEUED
     s.step(DEFAULT_PAIR_WAIT_S - 1)  # c has waited 59 s
     assert s.executor.profiling == []
     s.step()  # 60 s: long enough; it is profiled on the one free GPU

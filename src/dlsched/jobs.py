@@ -157,8 +157,8 @@ class JobState:
     spec: JobSpec
     seq: int  # arrival order, a stable tie-breaker
     job_id: str = field(init=False)
-    # its request, copied from the spec (read millions of times a replay: a property cost 3%
-    # of a Tiresias replay); a spec replaced later keeps its request (only durations change)
+    # its request, copied from the spec (a Tiresias replay of Philly reads it 4.4 million
+    # times); a spec replaced later keeps its request (only durations change)
     num_gpus: int = field(init=False)
     status: Status = Status.PENDING
     gpus: tuple[int, ...] = ()  # global GPU ids while running

@@ -13,10 +13,10 @@ def profiling_gpus(
     fragmentation); else, unless ``whole``, the second place on a GPU one job holds, under the
     rules of sharing: the job's memory known, and the run capped at the rest of the GPU's. A
     run timed on ``placements`` (GENIE's, of a job that may run on more than one GPU) takes
-    free GPUs only: two of one node and one of another
-    where one is free (its samples on 1 worker, 2 on a node, 2 across nodes), else two of one
-    node; where no node of the pool has two GPUs, or without ``pair`` (it waited long enough
-    for two), one GPU and one of another node if free. None: not free yet."""
+    free GPUs only: two of one node and one of another where one is free (its samples on 1
+    worker, 2 on a node, 2 across nodes), else two of one node; where no node of the pool has
+    two GPUs, or without ``pair`` (it waited long enough for two), one GPU and one of another
+    node if free. None: not free yet."""
     free, occupancy, cluster = state.free, state.occupancy, state.cluster
     nodes = cluster.nodes
     by_fill = sorted(

@@ -1,0 +1,73 @@
+"""Is this tree slower than another at a replay, by more than a few percent? Paired rounds on a
+noisy machine: each round runs both trees' own ``benchmarks/sim_speed.py`` (full Philly by
+default) for one policy, in the order A B B A so that a drift in the machine's speed within a
+round touches both alike, and takes the ratio of B's wall time to A's. Prints each round, then
+the geometric mean of the ratios with its 95% interval (Student's t on their logarithms).
+
+    git worktree add /tmp/old b94690e
+    .venv/bin/python benchmarks/ab_speed.py /tmp/old . --policy tiresias --rounds 6
+    .venv/bin/python benchmarks/ab_speed.py /tmp/old . --policy elastic-tiresias \
+        -- --elastic-fraction 0.5
+
+Options after ``--`` go to both trees' ``sim_speed.py``. A tree is run with its own ``src`` on
+``PYTHONPATH``; each run prepares its workload again (not timed: sim_speed times the replay).
+On this 2-core VM the same replay has varied by 20-45% within an hour (docs/simulator.md): a
+single pair of runs cannot tell 5%, an interval over rounds can say whether it could.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from dlsched.stats import mean_ci
+
+
+def replay_s(tree: Path, policy: str, extra: list[str]) -> float:
+    """Wall seconds of one replay, as the tree's own sim_speed.py reports it."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    cmd = [sys.executable, str(tree / "benchmarks" / "sim_speed.py"), "--policies", policy]
+    out = subprocess.run(cmd + extra, env=env, check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if fields and fields[0] == policy:
+            return float(fields[1])
+    raise RuntimeError(f"{tree}: no line for {policy} in sim_speed's output:\n{out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a", type=Path, help="the tree to compare with (e.g. an old commit's)")
+    parser.add_argument("b", type=Path, help="the tree measured")
+    parser.add_argument("--policy", default="tiresias")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("extra", nargs="*", help="after --: options for sim_speed.py")
+    args = parser.parse_args()
+    a, b = args.a.resolve(), args.b.resolve()
+    logs = []
+    for r in range(args.rounds):
+        a1 = replay_s(a, args.policy, args.extra)
+        b1 = replay_s(b, args.policy, args.extra)
+        b2 = replay_s(b, args.policy, args.extra)
+        a2 = replay_s(a, args.policy, args.extra)
+        ratio = (b1 + b2) / (a1 + a2)
+        logs.append(math.log(ratio))
+        print(
+            f"round {r + 1}: A {a1:.2f} {a2:.2f} s, B {b1:.2f} {b2:.2f} s, B/A {ratio:.3f}",
+            flush=True,
+        )
+    mean, half = mean_ci(logs)
+    low, high = (math.exp(mean - half), math.exp(mean + half)) if len(logs) > 1 else (0, 0)
+    print(
+        f"{args.policy}: B/A {math.exp(mean):.3f} (95% interval {low:.3f}-{high:.3f}, "
+        f"{len(logs)} rounds; median {math.exp(statistics.median(logs)):.3f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -46,8 +46,10 @@ def main() -> None:
     parser.add_argument("b", type=Path, help="the tree measured")
     parser.add_argument("--policy", default="tiresias")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("extra", nargs="*", help="after --: options for sim_speed.py")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.extra = argv[cut + 1 :]  # for sim_speed.py
     a, b = args.a.resolve(), args.b.resolve()
     logs = []
     for r in range(args.rounds):

@@ -50,6 +50,8 @@ def main() -> None:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:cut])
     args.extra = argv[cut + 1 :]  # for sim_speed.py
+    if args.rounds < 2:
+        parser.error("--rounds: at least 2 (an interval needs two ratios)")
     a, b = args.a.resolve(), args.b.resolve()
     logs = []
     for r in range(args.rounds):
@@ -64,7 +66,7 @@ def main() -> None:
             flush=True,
         )
     mean, half = mean_ci(logs)
-    low, high = (math.exp(mean - half), math.exp(mean + half)) if len(logs) > 1 else (0, 0)
+    low, high = math.exp(mean - half), math.exp(mean + half)
     print(
         f"{args.policy}: B/A {math.exp(mean):.3f} (95% interval {low:.3f}-{high:.3f}, "
         f"{len(logs)} rounds; median {math.exp(statistics.median(logs)):.3f})"

@@ -155,6 +155,8 @@ class PreemptivePolicy(Policy):
         # job of the pass could not outrank it (drifting keys)
         self._worst: tuple[int, JobView | None] | None = None
         self._cannot_outrank: int | None = None
+        # (moves, bound): the preemptible GPUs bound of the last job asked (drifting keys)
+        self._bound: tuple[int, float] | None = None
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
 
     def params(self) -> dict:
@@ -234,6 +236,7 @@ class PreemptivePolicy(Policy):
         now = view.now
         self._now = now
         self._victims, self._worst, self._cannot_outrank = set(), None, None
+        self._bound = None
         self.order.on_timers(view)
         running: DriftingJobs | RunningJobs
         if self.order.drifting_keys:  # (after the timers: SRTF's now moved)
@@ -325,10 +328,18 @@ class PreemptivePolicy(Policy):
             # job, none can until the running jobs change.
             if self._cannot_outrank == self._moves:
                 return False
+            # A job later in the scan outranks no running job an earlier one does not, so the
+            # earlier one's bound holds for it too while the running jobs stay.
+            bound = self._bound
+            if bound is not None and bound[0] == self._moves:
+                if free_total + bound[1] + extra < job.num_gpus:
+                    return False
             if not self._outranks_worst(job, now):
                 self._cannot_outrank = self._moves
                 return False
-            return free_total + self.order.preemptible_gpus(job) + extra >= job.num_gpus
+            gpus = self.order.preemptible_gpus(job)
+            self._bound = (self._moves, gpus)
+            return free_total + gpus + extra >= job.num_gpus
         if free_total + self.order.preemptible_gpus(job) + extra < job.num_gpus:
             return False
         return self._outranks_worst(job, now)

@@ -34,6 +34,11 @@ class SrtfOrder(PreemptiveOrder):
     def on_timers(self, view: PolicyView) -> None:
         self.now = view.now
 
+    def outranks(self, job: JobView, victim: JobView, now: float) -> bool:
+        # ``rank``'s comparison without its tuples (asked about half a million times a replay)
+        left, mine = victim.remaining_at(now), job.remaining_at(now)
+        return left > mine or (left == mine and victim.seq > job.seq)
+
     # Keys are in "time its work left would reach zero at speed 1 from now" (now + work left),
     # so keys computed at different times compare: a larger one is more work left.
     def exact_worst_first(self, job: JobView) -> tuple:

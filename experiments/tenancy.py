@@ -1,167 +1,131 @@
-"""Quotas and fair share on Philly's virtual clusters (docs/experiments/tenancy.md).
+"""Quotas and fair share on Philly's virtual clusters (docs/experiments/tenancy.md): the sweep
+``experiments/sweeps/tenancy.yaml``, then its tables per virtual cluster.
 
-    .venv/bin/python experiments/tenancy.py [--out out/tenancy] [--workers 2] [--seeds 0,1,2]
+    .venv/bin/python experiments/tenancy.py [--out out/tenancy] [--sequential] [--force]
 
 The full Philly trace on 64 x 8 V100, its 15 virtual clusters (VCs) as tenants, nominal quotas
 from their node counts (Helios' artifact) scaled to the 512 GPUs (``--quotas philly-vc``; the
-4 VCs the file does not list get 0). Runs: Tiresias with no quotas; with hard quotas (no
-borrowing, as Philly ran); with borrowing within one cohort (Kueue-style reclaim); and the
-fair-share policies DRF and FTF alone and under the borrowing quotas. Each run once per seed
-(the seed draws the jobs' models, hence their speeds); the first table gives means with 95%
-intervals across seeds, the per-VC tables the first seed. Writes summary.md and results.json.
+4 VCs the file does not list get 0). Runs (the spec's): Tiresias with no quotas; with hard
+quotas (no borrowing, as Philly ran); with borrowing within one cohort (Kueue-style reclaim);
+and the fair-share policies DRF and FTF alone and under the borrowing quotas, each over the
+spec's seeds (the seed draws the jobs' models, hence their speeds).
+
+The runs are the sweep's: on Ray, cached and resumable in ``OUT`` (``dlsched sweep`` on the
+same spec and folder runs nothing again), with its ``sweep.csv`` and ``report.html``. This
+script adds, from each run's summary, the mean queuing and rho of every VC with 95% intervals
+across seeds, and how many of a VC's jobs never ran. Writes ``OUT/summary.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from dlsched.admission import QuotaAdmission
-from dlsched.metrics import job_rows, summarize
-from dlsched.policies.catalog import make_policy
-from dlsched.prepare import prepare
-from dlsched.sim import SimConfig, simulate
 from dlsched.stats import format_ci
-from dlsched.tenant_quotas import philly_vc
+from dlsched.sweep import SweepResult, run_sweep
 
-RUNS = [
-    ("tiresias, no quotas", "tiresias", None),
-    ("tiresias, hard quotas", "tiresias", "hard"),
-    ("tiresias, borrowing", "tiresias", "borrow"),
-    ("drf", "drf", None),
-    ("ftf", "ftf", None),
-    ("drf, borrowing", "drf", "borrow"),
-]
-CLUSTER = "64x8:V100"
+SPEC = Path(__file__).resolve().parent / "sweeps" / "tenancy.yaml"
 
 
-def run_one(label: str, seed: int) -> dict:
-    _, policy_name, quotas = next(r for r in RUNS if r[0] == label)
-    w = prepare("philly", CLUSTER, seed=seed)
-    policy = make_policy(policy_name)
-    admission = None
-    if quotas:
-        config = philly_vc(w.cluster.pool_gpus("training"))
-        admission = QuotaAdmission(config.without_borrowing() if quotas == "hard" else config)
-    t0 = time.perf_counter()
-    result = simulate(
-        w.cluster, w.jobs, policy, SimConfig(), workload=w.model(), admission=admission
-    )
-    wall = time.perf_counter() - t0
-    rows = job_rows(result.jobs)
-    s = summarize(result)
-    never: dict[str, int] = {}
-    for r in rows:
-        if r["first_start_s"] is None:
-            never[r["tenant"]] = never.get(r["tenant"], 0) + 1
-    return {
-        "run": label,
-        "seed": seed,
-        "wall_s": wall,
-        "mean_jct_s": s["mean_jct_s"],
-        "mean_queue_s": s["mean_queue_s"],
-        "jobs_completed": s["jobs_completed"],
-        "preemptions": s["preemptions"],
-        "jain_index": s["jain_index"],
-        "max_tenant_rho": s["max_tenant_rho"],
-        "evictions": (s.get("quotas") or {}).get("evictions", 0),
-        "never_started": never,
-        "tenants": {
-            t: {k: v[k] for k in ("jobs", "mean_jct_s", "mean_queue_s", "job_gpu_time_s")}
-            for t, v in s["tenants"].items()
-        },
-        "rho": s["fairness"]["rho_by_tenant"],
-        "quotas": (s.get("quotas") or {}).get("tenants"),
+def per_vc(result: SweepResult) -> dict[str, dict[str, dict[str, list]]]:
+    """run label -> VC -> mean queuing (s), rho and jobs never run, one value per seed (and
+    the VC's nominal quota in GPUs, in a run with quotas)."""
+    tables: dict[str, dict[str, dict[str, list]]] = {}
+    for row in sorted(result.rows, key=lambda r: r["seed"]):
+        summary = json.loads((result.out / "runs" / row["run"] / "summary.json").read_text())
+        rho = summary["fairness"]["rho_by_tenant"]
+        quotas = (summary.get("quotas") or {}).get("tenants", {})
+        run = tables.setdefault(row["policy"], {})
+        for vc, stats in summary["tenants"].items():
+            cells = run.setdefault(vc, {"jobs": [], "queue_s": [], "rho": [], "never": []})
+            if vc in quotas:
+                cells["quota"] = quotas[vc]["nominal_gpus"]
+            cells["jobs"].append(stats["jobs"])
+            cells["queue_s"].append(stats["mean_queue_s"])
+            cells["rho"].append(rho.get(vc))
+            cells["never"].append(stats["never_started"])
+    return tables
+
+
+def _cell(values: list, digits: int, scale: float = 1.0) -> str:
+    """Mean ± 95% interval across seeds; "-" where a seed has no value (no job finished)."""
+    if any(v is None or v != v for v in values):
+        return "-"
+    return format_ci(values, digits, scale)
+
+
+def evictions(result: SweepResult) -> str:
+    """Jobs the quota stage evicted to reclaim a tenant's quota, per run (0 without quotas)."""
+    by_run: dict[str, list] = {}
+    for row in result.rows:
+        by_run.setdefault(row["policy"], []).append(row.get("quotas.evictions") or 0)
+    lines = ["| run | evictions (reclaim) |", "|---|---|"]
+    lines += [f"| {run} | {format_ci(values, 0)} |" for run, values in by_run.items()]
+    return "\n".join(lines) + "\n"
+
+
+def vc_tables(result: SweepResult) -> str:
+    tables = per_vc(result)
+    runs = list(tables)
+    first = tables[runs[0]]
+    vcs = sorted(first, key=lambda vc: -first[vc]["jobs"][0])
+    quota = {
+        vc: cells["quota"]
+        for run in tables.values()
+        for vc, cells in run.items()
+        if "quota" in cells
     }
-
-
-def write_summary(all_results: list[dict], out: Path) -> None:
-    quotas = philly_vc(512)
-    seeds = sorted({r["seed"] for r in all_results})
+    seeds = sorted({row["seed"] for row in result.rows})
     lines = [
-        "# Tenancy on Philly: results",
+        f"Mean queuing per VC (hours, mean ± 95% interval over seeds {seeds}; nominal quota in "
+        "GPUs, jobs; the mean number of its jobs that never ran, if any):",
         "",
-        f"Means with 95% intervals over seeds {', '.join(map(str, seeds))}.",
-        "",
-        "| run | mean JCT (h) | mean queuing (h) | completed | preemptions | evictions | Jain | "
-        "max rho | wall (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| VC | quota | jobs | " + " | ".join(runs) + " |",
+        "|---|---|---|" + "---|" * len(runs),
     ]
-    for label, *_ in RUNS:
-        rs = [r for r in all_results if r["run"] == label]
-        lines.append(
-            f"| {label} | {format_ci([r['mean_jct_s'] for r in rs], 2, 1 / 3600)} | "
-            f"{format_ci([r['mean_queue_s'] for r in rs], 2, 1 / 3600)} | "
-            f"{format_ci([r['jobs_completed'] for r in rs], 0)} | "
-            f"{format_ci([r['preemptions'] for r in rs], 0)} | "
-            f"{format_ci([r['evictions'] for r in rs], 0)} | "
-            f"{format_ci([r['jain_index'] for r in rs], 3)} | "
-            f"{format_ci([r['max_tenant_rho'] for r in rs], 1)} | "
-            f"{format_ci([r['wall_s'] for r in rs], 1)} |"
-        )
-    results = [r for r in all_results if r["seed"] == seeds[0]]
-    lines += ["", f"The tables below: seed {seeds[0]}."]
-    tenants = sorted(results[0]["tenants"], key=lambda t: -results[0]["tenants"][t]["jobs"])
-    lines += [
-        "",
-        "Mean queuing per VC (hours; nominal quota in GPUs, jobs):",
-        "",
-        "| VC | quota | jobs | " + " | ".join(r["run"] for r in results) + " |",
-        "|---|---|---|" + "---|" * len(results),
-    ]
-    for t in tenants:
+    for vc in vcs:
         cells = []
-        for r in results:
-            v = r["tenants"][t]
-            never = r["never_started"].get(t, 0)
-            q = v["mean_queue_s"]
+        for run in runs:
+            values = tables[run][vc]
+            never = sum(values["never"]) / len(values["never"])
             cells.append(
-                ("-" if q != q else f"{q / 3600:.2f}") + (f" ({never} never ran)" if never else "")
+                _cell(values["queue_s"], 1, 1 / 3600) + (f" ({never:g} never ran)" if never else "")
             )
-        lines.append(
-            f"| {t} | {quotas.quota(t).nominal} | {results[0]['tenants'][t]['jobs']:,} | "
-            + " | ".join(cells)
-            + " |"
-        )
+        jobs = first[vc]["jobs"][0]
+        lines.append(f"| {vc} | {quota.get(vc, '-')} | {jobs:,} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Rho per VC (summed JCT over summed time on its own 1/15 of the cluster):",
+        "Rho per VC (its summed JCT over the summed time on its own 1/15 of the cluster; mean ± "
+        "95% interval over the seeds):",
         "",
-        "| VC | " + " | ".join(r["run"] for r in results) + " |",
-        "|---|" + "---|" * len(results),
+        "| VC | " + " | ".join(runs) + " |",
+        "|---|" + "---|" * len(runs),
     ]
-    for t in tenants:
+    for vc in vcs:
         lines.append(
-            f"| {t} | "
-            + " | ".join("-" if r["rho"][t] is None else f"{r['rho'][t]:.1f}" for r in results)
-            + " |"
+            f"| {vc} | " + " | ".join(_cell(tables[run][vc]["rho"], 1) for run in runs) + " |"
         )
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/tenancy")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
+    parser.add_argument("--sequential", action="store_true", help="in this process, not on Ray")
+    parser.add_argument("--force", action="store_true", help="rerun the runs done before")
     args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        grid = [(r[0], seed) for seed in seeds for r in RUNS]
-        results = list(pool.map(run_one, *zip(*grid)))
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    write_summary(results, out)
-    print((out / "summary.md").read_text())
+    result = run_sweep(SPEC, args.out, force=args.force, sequential=args.sequential, progress=True)
+    text = "# Tenancy on Philly: results\n\n" + result.tables() + "\n"
+    text += evictions(result) + "\n" + vc_tables(result)
+    (result.out / "summary.md").write_text(text)
+    print(text)
+    failed = len(result.outcome.failed)
     print(
-        f"{len(results)} runs in {time.perf_counter() - t0:.0f} s; wrote {out}/summary.md, "
-        f"results.json"
+        f"wrote {result.out}/summary.md, sweep.csv, report.html"
+        + (f"; {failed} runs failed" if failed else "")
     )
+    raise SystemExit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dlsched.errors import SpecError
-from dlsched.stats import mean_ci
+from dlsched.stats import format_ci, mean_ci
 from dlsched.sweep import parse_spec, run_sweep
 from dlsched.sweep.execute import run_key
 
@@ -254,3 +254,35 @@ def test_the_experiments_sweep_specs_are_valid(path):
 
     s = load_spec(path)
     assert s.runs and s.baseline in {r.get("policy").label for r in s.runs}
+
+
+def test_the_tenancy_experiment_s_vc_tables_are_means_across_the_sweep_s_seeds(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent.parent / "experiments"))
+    try:
+        import tenancy
+    finally:
+        sys.path.pop(0)
+    borrowing = {"name": "tiresias", "label": "borrowing", "settings": {"quotas": "philly-vc"}}
+    data = {
+        "name": "vc",
+        "runs": {"trace": "philly", "cluster": "8x8:V100", "limit": 400},
+        "axes": {"policy": ["tiresias", borrowing]},
+        "seeds": [0, 1],
+    }
+    result = run_sweep(data, tmp_path, sequential=True)
+    assert result.ok
+    tables = tenancy.per_vc(result)
+    summaries = {
+        (r["policy"], r["seed"]): json.loads(
+            (tmp_path / "runs" / r["run"] / "summary.json").read_text()
+        )
+        for r in result.rows
+    }
+    vc = max(summaries[("borrowing", 0)]["tenants"].items(), key=lambda t: t[1]["jobs"])[0]
+    queues = [summaries[("borrowing", s)]["tenants"][vc]["mean_queue_s"] for s in (0, 1)]
+    assert tables["borrowing"][vc]["queue_s"] == queues
+    text = tenancy.vc_tables(result)
+    row = next(line for line in text.splitlines() if line.startswith(f"| {vc} |"))
+    assert format_ci(queues, 1, 1 / 3600) in row.split(" | ")[4]
+    evicted = [summaries[("borrowing", s)]["quotas"]["evictions"] for s in (0, 1)]
+    assert f"| borrowing | {format_ci(evicted, 0)} |" in tenancy.evictions(result)

@@ -1,16 +1,20 @@
 """Calibration: does the simulator, replaying the server's own history under the policy the
 server ran, predict the JCTs the server measured? (docs/experiments/calibration.md)
 
-For each policy it starts ``dlsched server`` on an embedded Ray cluster (2 emulated nodes x 4
-GPUs), submits a seeded workload of real PyTorch jobs (1, 2 and 4 GPUs, arrivals spread over a
-few minutes, two tenants) through the API, waits for all of them, exports the history
-(``GET /v1/export``) and replays it with ``dlsched whatif``: once as exported, and once without
-the measured start-up and restart pauses (what the simulator charges by default), and once with
-every job's pauses set to the cluster's median ones (a model, not each job's own measurement),
-to show what modelling them from measurement is worth.
+For each policy and seed it starts ``dlsched server`` on an embedded Ray cluster (2 emulated
+nodes x 4 GPUs), submits the seed's workload of real PyTorch jobs (1, 2 and 4 GPUs, arrivals
+spread over a few minutes, two tenants) through the API, waits for all of them and exports the
+history (``GET /v1/export``). The replays are one sweep per policy (``dlsched.sweep``, cached
+in ``OUT/POLICY/replays``): each seed's history under the server's policy, as exported (each
+job's measured start-up and restart pauses), with every job's pauses set to the cluster's
+median ones (a model, not each job's own measurement), and without pauses (what the simulator
+charges by default), to show what modelling them from measurement is worth. Each replay's
+calibration (its JCTs against the measured ones, as ``dlsched whatif`` reports it) is
+tabulated as means with 95% intervals across the seeds: ``OUT/summary.md``,
+``OUT/calibration.json``.
 
-    .venv/bin/python experiments/calibration.py [--jobs 36] [--policies tiresias,sjf-bsbf] \\
-        [--out out/calibration]
+    .venv/bin/python experiments/calibration.py [--jobs 36] [--seeds 0,1,2] \\
+        [--policies tiresias,sjf-bsbf] [--out out/calibration] [--replay-only]
 
 The jobs' accelerator time is emulated (dlsched.workloads.emulated): two CPU cores cannot stand
 in for eight GPUs' compute.
@@ -32,6 +36,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from dlsched.stats import format_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 DLSCHED = [sys.executable, "-m", "dlsched.cli"]
@@ -144,8 +150,9 @@ class Server:
         self.log.close()
 
 
-def run_policy(policy: str, jobs, out: Path) -> dict:
-    data_dir = out / policy / "server"
+def run_policy(policy: str, jobs, folder: Path) -> dict:
+    """One server run of ``jobs`` under ``policy``: its exported history (kept in ``folder``)."""
+    data_dir = folder / "server"
     shutil.rmtree(data_dir, ignore_errors=True)
     server = Server(policy, data_dir)
     try:
@@ -179,18 +186,26 @@ def run_policy(policy: str, jobs, out: Path) -> dict:
         history = server.call("GET", "/v1/export", server.admin)
     finally:
         server.stop()
-    (out / policy / "history.json").write_text(json.dumps(history, indent=1))
+    (folder / "history.json").write_text(json.dumps(history, indent=1))
     return history
 
 
-def replay(policy: str, history: dict, out: Path, pauses: str) -> dict:
-    """``dlsched whatif`` on the exported history, each job's pauses its own measured ones
-    (``own``), the cluster's median ones (``median``) or none; its calibration against the
-    measured JCTs."""
+PAUSES = ("own", "median", "none")  # each job's measured pauses, the cluster's median, none
+FIELDS = {  # calibration field: (label, scale, digits)
+    "mean_jct_measured_s": ("measured mean JCT (s)", 1, 1),
+    "mean_jct_simulated_s": ("simulated (s)", 1, 1),
+    "mean_jct_error": ("mean JCT error (%)", 100, 1),
+    "job_error_median": ("per-job error median (%)", 100, 1),
+    "job_error_p90": ("p90 (%)", 100, 1),
+    "job_error_max": ("max (%)", 100, 0),
+}
+
+
+def replay_trace(history: dict, pauses: str, path: Path) -> Path:
+    """The exported history as a trace whose jobs pause as long as they did on the server
+    (``own``), as the cluster's median pause (``median``), or not at all (``none``)."""
     from dlsched.runtime.export import history_csv
 
-    name = f"replay-{pauses}-pauses"
-    path = out / policy / f"{name}.csv"
     rows = list(csv.DictReader(history_csv(history).splitlines()))
     for row in rows:
         for column in ("startup_s", "restart_s"):
@@ -202,33 +217,59 @@ def replay(policy: str, history: dict, out: Path, pauses: str) -> dict:
         w = csv.DictWriter(f, rows[0].keys(), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    params = [a for k, v in history["params"].items() for a in ("--param", f"{k}={v}")]
-    subprocess.run(
-        DLSCHED
-        + [
-            "whatif",
-            "--trace",
-            str(path),
-            "--cluster",
-            history["cluster"],
-            "--server-policy",
-            policy,
-            *params,
-            "--out",
-            str(out / policy / name),
-            "--no-progress",
-        ],
-        check=True,
-    )
-    return json.loads((out / policy / name / "whatif.json").read_text())["policies"][policy][
-        "calibration"
+    return path
+
+
+def replay_sweep(policy: str, histories: dict[int, dict], out: Path) -> dict:
+    """Each seed's history replayed under the server's policy, with each kind of pauses, as
+    one sweep (``dlsched.sweep``: cached in ``out/policy/replays``): seed -> pauses -> the
+    replay's calibration against the JCTs the server measured."""
+    from dlsched.sweep import run_sweep
+
+    traces = {}
+    for seed, history in histories.items():
+        for pauses in PAUSES:
+            path = out / policy / f"seed{seed}" / f"replay-{pauses}-pauses.csv"
+            traces[str(replay_trace(history, pauses, path))] = (seed, pauses)
+    first = next(iter(histories.values()))
+    spec = {
+        "name": f"calibration replays: {policy}",
+        "runs": {"format": "history", "cluster": first["cluster"]},
+        "axes": {"trace": list(traces), "policy": [{"name": policy, "params": first["params"]}]},
+    }
+    result = run_sweep(spec, out / policy / "replays", sequential=True)
+    if not result.ok:
+        raise RuntimeError(f"replays failed: see {out / policy / 'replays' / 'failures.json'}")
+    fits: dict[int, dict] = {}
+    for row in result.rows:
+        seed, pauses = traces[row["trace"]]
+        fits.setdefault(seed, {})[pauses] = {field: row[f"calibration.{field}"] for field in FIELDS}
+    return fits
+
+
+def table(results: dict) -> str:
+    """Per policy and pauses: each calibration field's mean ± 95% interval across seeds."""
+    lines = [
+        "| policy | pauses in the replay | seeds | "
+        + " | ".join(v[0] for v in FIELDS.values())
+        + " |",
+        "|---|---|---|" + "---|" * len(FIELDS),
     ]
+    for policy, result in results.items():
+        fits = result["replays"]
+        for pauses in PAUSES:
+            cells = [
+                format_ci([fits[seed][pauses][field] for seed in fits], digits, scale)
+                for field, (_, scale, digits) in FIELDS.items()
+            ]
+            lines.append(f"| {policy} | {pauses} | {len(fits)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=36)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated: one server run each")
     parser.add_argument("--policies", default="tiresias,sjf-bsbf")
     parser.add_argument("--out", default=str(ROOT / "out" / "calibration"))
     parser.add_argument(
@@ -236,27 +277,33 @@ def main() -> None:
     )
     args = parser.parse_args()
     out = Path(args.out)
+    seeds = [int(s) for s in args.seeds.split(",")]
     results = {}
     for policy in args.policies.split(","):
-        t0 = time.time()
-        history = (
-            json.loads((out / policy / "history.json").read_text())
-            if args.replay_only
-            else run_policy(policy, workload(args.jobs, args.seed), out)
-        )
-        jobs = history["jobs"]
-        results[policy] = {
-            "wall_s": round(time.time() - t0),
-            "jobs": len(jobs),
-            "preemptions": sum(j["preemptions"] for j in jobs),
-            "shared": sum(1 for j in jobs if j["slowdown"]),
-            "sizes": sorted({j["gpus"] for j in jobs}),
-            "typical_pauses": history["typical"],
-            **{f"{p}_pauses": replay(policy, history, out, p) for p in ("own", "median", "none")},
-        }
-        print(json.dumps(results[policy], indent=1))
+        histories, runs = {}, {}
+        for seed in seeds:
+            t0 = time.time()
+            folder = out / policy / f"seed{seed}"
+            history = (
+                json.loads((folder / "history.json").read_text())
+                if args.replay_only
+                else run_policy(policy, workload(args.jobs, seed), folder)
+            )
+            jobs = history["jobs"]
+            histories[seed] = history
+            runs[seed] = {
+                "wall_s": round(time.time() - t0),
+                "jobs": len(jobs),
+                "preemptions": sum(j["preemptions"] for j in jobs),
+                "shared": sum(1 for j in jobs if j["slowdown"]),
+                "typical_pauses": history["typical"],
+            }
+            print(json.dumps({policy: {seed: runs[seed]}}))
+        results[policy] = {"runs": runs, "replays": replay_sweep(policy, histories, out)}
     (out / "calibration.json").write_text(json.dumps(results, indent=1))
-    print(f"wrote {out / 'calibration.json'}")
+    text = table(results)
+    (out / "summary.md").write_text(text)
+    print(text + f"wrote {out / 'calibration.json'} and summary.md")
 
 
 if __name__ == "__main__":

@@ -239,12 +239,10 @@ BASE = {
 }
 
 
-def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_jcts(
-    tmp_path, capsys
-):
-    # FIFO on 2 GPUs: a (2 GPUs, 100 x 0.1 s, 2 s start-up) ends at 12; b (submitted at 1, 50 x
-    # 0.2 s, 1 s start-up) starts at 12 and ends at 23: JCTs 12 and 22. Measured: 12 and 20.
-    path = _history(
+def _two_jobs(tmp_path):
+    """FIFO on 2 GPUs: a (2 GPUs, 100 x 0.1 s, 2 s start-up) ends at 12; b (submitted at 1, 50 x
+    0.2 s, 1 s start-up) starts at 12 and ends at 23: JCTs 12 and 22. Measured: 12 and 20."""
+    return _history(
         tmp_path,
         [
             {
@@ -271,6 +269,12 @@ def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_j
             },
         ],
     )
+
+
+def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_jcts(
+    tmp_path, capsys
+):
+    path = _two_jobs(tmp_path)
     out = tmp_path / "out"
     assert (
         main(
@@ -493,3 +497,24 @@ def test_queued_and_cancelled_jobs_are_exported_with_the_work_they_had(tmp_path)
     path.write_text(history_csv(history))
     durations = {j.job_id: j.duration_s for j in load_trace(str(path)).jobs}
     assert durations[ran] == pytest.approx(3.0) and durations[waits] == pytest.approx(80.0)
+
+
+def test_a_sweep_of_a_history_reports_each_replay_s_calibration(tmp_path):
+    # the experiments' replays (experiments/calibration.py): the same figures as whatif's above
+    from dlsched.sweep import run_sweep
+
+    spec = {
+        "name": "replays",
+        "runs": {
+            "trace": str(_two_jobs(tmp_path)),
+            "format": "history",
+            "cluster": "1x2:emulated/16384",
+        },
+        "axes": {"policy": ["fifo"]},
+    }
+    result = run_sweep(spec, tmp_path / "sweep", sequential=True)
+    assert result.ok, result.outcome.failed
+    (row,) = result.rows
+    assert row["calibration.jobs"] == 2
+    assert row["calibration.mean_jct_error"] == pytest.approx(17.0 / 16.0 - 1)
+    assert row["calibration.job_error_max"] == pytest.approx(0.1)

@@ -364,7 +364,7 @@ def cmd_compare(args) -> int:
 def cmd_whatif(args) -> int:
     """Replay the server's history under other policies; the server's own policy's replay is
     held against what the server measured (calibration)."""
-    from .replay import calibration, measured_summary
+    from .replay import measured_summary
     from .report.columns import human_duration as human_s
 
     out = Path(args.out)
@@ -420,7 +420,7 @@ def cmd_whatif(args) -> int:
             ]
         )
     for name in names:
-        _, result = _run_one(
+        summary, result = _run_one(
             name,
             args,
             workload,
@@ -429,7 +429,7 @@ def cmd_whatif(args) -> int:
         )
         done = [j for j in result.jobs if j.finish is not None]
         jcts = [j.finish - submitted[j.job_id] for j in done]
-        fit = calibration(replay, result.jobs, submitted) if name == server_policy else None
+        fit = summary["calibration"] if name == server_policy else None
         report["policies"][name] = {
             "mean_jct_s": statistics.fmean(jcts) if jcts else None,
             "calibration": fit,

@@ -128,6 +128,11 @@ def simulate(
     ).run()
     wall = time.perf_counter() - started
     summary = summarize(result)
+    if trace.replay is not None:  # a server's history: the replay against what it measured
+        from .replay import calibration
+
+        submitted = {j.job_id: j.submit_time_s for j in workload.jobs}  # as exported
+        summary["calibration"] = calibration(trace.replay, result.jobs, submitted)
     summary.update(
         {
             "policy": name,

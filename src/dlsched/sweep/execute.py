@@ -54,6 +54,8 @@ def prepare_workload(settings: dict) -> Any:
 
     settings = dict(settings)
     trace, cluster = settings.pop("trace"), settings.pop("cluster", None)
+    if "format" in settings:  # (the spec's name for it, as dlsched simulate's --format)
+        settings["fmt"] = settings.pop("format")
     return prepare(trace, cluster, cache_dir=default_cache_dir(), **settings)
 
 

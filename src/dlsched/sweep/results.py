@@ -160,15 +160,17 @@ def _plot(spec: SweepSpec, metric: str, table: dict) -> str:
     axes), with 95% intervals."""
     if spec.x is None:
         return ""
-    from ..report.plots import plt, svg_of
-
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
     lines: dict[tuple, list[tuple]] = {}
     for point, cells in table.items():
         rest = tuple((k, v) for k, v in point if k != spec.x)
         x = dict(point)[spec.x]
         for policy, cell in cells.items():
             lines.setdefault((policy, rest), []).append((x, cell["mean"], cell["ci"]))
+    if not lines:  # no run reported the metric
+        return ""
+    from ..report.plots import plt, svg_of
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
     numeric = all(isinstance(v, int | float) for v in spec.axes[spec.x])
     ticks = spec.axes[spec.x]
     for (policy, rest), points in lines.items():

@@ -331,9 +331,8 @@ class PreemptivePolicy(Policy):
             # A job later in the scan outranks no running job an earlier one does not, so the
             # earlier one's bound holds for it too while the running jobs stay.
             bound = self._bound
-            if bound is not None and bound[0] == self._moves:
-                if free_total + bound[1] + extra < job.num_gpus:
-                    return False
+            if bound and bound[0] == self._moves and free_total + bound[1] + extra < job.num_gpus:
+                return False
             if not self._outranks_worst(job, now):
                 self._cannot_outrank = self._moves
                 return False

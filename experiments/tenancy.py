@@ -28,10 +28,10 @@ from dlsched.sweep import SweepResult, run_sweep
 SPEC = Path(__file__).resolve().parent / "sweeps" / "tenancy.yaml"
 
 
-def per_vc(result: SweepResult) -> dict[str, dict[str, dict[str, list]]]:
+def per_vc(result: SweepResult) -> dict[str, dict[str, dict]]:
     """run label -> VC -> mean queuing (s), rho and jobs never run, one value per seed (and
     the VC's nominal quota in GPUs, in a run with quotas)."""
-    tables: dict[str, dict[str, dict[str, list]]] = {}
+    tables: dict[str, dict[str, dict]] = {}
     for row in sorted(result.rows, key=lambda r: r["seed"]):
         summary = json.loads((result.out / "runs" / row["run"] / "summary.json").read_text())
         rho = summary["fairness"]["rho_by_tenant"]

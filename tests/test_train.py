@@ -162,3 +162,52 @@ def test_the_emulated_job_s_sgd_steps_as_torch_s_and_imports_no_dynamo(tmp_path)
     )
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+COLLECTOR_SEEN: list[tuple[str, bool]] = []
+
+
+def recording_build(args):
+    """The emulated program, noting whether the cyclic collector is on as it is built and at
+    every loss it computes (a training pass)."""
+    import gc
+
+    from dlsched.workloads.emulated import build
+
+    COLLECTOR_SEEN.append(("build", gc.isenabled()))
+    workload = build(args)
+    loss = workload.loss
+
+    def noted(outputs, targets):
+        COLLECTOR_SEEN.append(("pass", gc.isenabled()))
+        return loss(outputs, targets)
+
+    workload.loss = noted
+    return workload
+
+
+def test_the_collector_is_paused_while_a_worker_starts_and_on_while_it_trains(tmp_path):
+    # dlsched.runtime.startup_gc: off for the build (and a first DDP construction), on again for
+    # every pass, and as it was once the worker is done
+    import gc
+
+    COLLECTOR_SEEN.clear()
+    t = Trainer(
+        {
+            "entrypoint": f"{__name__}:recording_build",
+            "args": {"samples": 64, "per_sample_ms": 0, "fixed_ms": 0},
+            "batch_size": 8,
+            "iterations": 3,
+            "checkpoint_every": 0,
+            "checkpoint_path": str(tmp_path / "c.pt"),
+        },
+        0,
+        1,
+        lambda line: None,
+    )
+    assert gc.isenabled()
+    t.setup()
+    assert gc.isenabled()
+    assert t.run() == {"status": "done", "iteration": 3}
+    assert COLLECTOR_SEEN == [("build", False)] + [("pass", True)] * 3
+    assert gc.isenabled()

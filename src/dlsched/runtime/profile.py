@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 
 from .device import cap_memory, peak_mib
+from .startup_gc import collector_paused
 
 PROFILE_REPEATS = 3  # timed passes per batch size, after one warm-up
 
@@ -44,6 +45,7 @@ def check_batch_fits(sample, batch: int, limit_mib: float | None) -> None:
         )
 
 
+@collector_paused()
 def _build(config: dict):
     """The job's program built, its per-worker batch b (at its requested size) and the batches
     measured: b / 2 and b, the smaller first (peak memory only grows)."""
@@ -102,7 +104,8 @@ def _whole_iteration_peak_mib(torch, workload, batch: int, workers: int) -> floa
     if workers > 1:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-        model = nn.parallel.DistributedDataParallel(model)
+        with collector_paused():  # its first construction imports torch._dynamo
+            model = nn.parallel.DistributedDataParallel(model)
     try:
         optimizer = workload.optimizer(workload.model.parameters())
         optimizer.zero_grad()
@@ -162,7 +165,8 @@ def profile_placements(
     torch, workload, local, batches = _build(config)
     # DDP's constructor imports torch._dynamo (1.5 s of CPU here): every rank at once, while
     # rank 0 profiles alone, not each in its pair's turn with its partner waiting
-    importlib.import_module("torch._dynamo")
+    with collector_paused():
+        importlib.import_module("torch._dynamo")
 
     alone = (
         _profile_alone(torch, workload, local, batches, int(config["gpus"]), repeats)

@@ -352,8 +352,12 @@ def serve(sock: socket.socket) -> None:
 
 
 def main() -> None:
-    import torch
+    from .startup_gc import collector_paused
 
+    with collector_paused():
+        import torch
+
+        from . import profile, train  # noqa: F401 (serve's imports, made under the pause)
     torch.set_num_threads(1)
     sock = socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD")))
     try:

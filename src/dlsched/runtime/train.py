@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from .device import cap_memory
+from .startup_gc import collector_paused
 
 
 @dataclass
@@ -148,6 +149,7 @@ class Trainer:
         self.iteration = load_checkpoint(self.checkpoint, self.plain_model, self.optimizer)
         return self.iteration
 
+    @collector_paused()
     def prepare(self) -> None:
         """Everything that does not need the other workers: the program, its model, optimizer
         and data (a background scale-out's new workers do this while the old ones train)."""
@@ -164,6 +166,7 @@ class Trainer:
                 -int(self.config["epochs"]) * len(self.workload.dataset) // self.batch
             )
 
+    @collector_paused()  # a first DDP construction imports torch._dynamo
     def join(self, master: str | None, rank: int, world: int) -> None:
         """(Re)form the process group as ``rank`` of ``world``."""
         self.close()

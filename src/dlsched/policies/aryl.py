@@ -34,8 +34,9 @@ curve is known, so nothing grows.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from typing import ClassVar
 
 from ..errors import SpecError
@@ -254,9 +255,9 @@ class Aryl(Policy):
                 candidates.append((job, list(gpus), -1))
         groups, kept = [], []
         loaned = view.loans.loaned
-        order = _extras_order(free, loaned)
+        slots = ExtraSlots(free, loaned)
         for job, held, index in candidates:
-            options = self._options(view, job, held, free, order)
+            options = self._options(view, job, held, slots)
             if options:
                 groups.append(options)
                 kept.append((job, held, index))
@@ -266,14 +267,9 @@ class Aryl(Policy):
         for (job, held, index), options, pick in zip(kept, groups, chosen):
             if pick < 0:
                 continue
-            extra = _place_extras(
-                free,
-                held,
-                options[pick][0],
-                job.spec.gpu_types,
-                _extras_order(free, loaned),  # as free is now
-                view.cluster.gpu_node,
-            )
+            gpu_node = view.cluster.gpu_node
+            own = {gpu_node[g] for g in held}
+            extra = ExtraSlots(free, loaned).take(own, options[pick][0], job.spec.gpu_types)
             if not extra:
                 continue
             free.take(extra)
@@ -284,7 +280,7 @@ class Aryl(Policy):
                 planned[job.job_id] = grown
 
     def _options(
-        self, view: PolicyView, job: JobView, held: list[int], free: FreeGpus, order: list[int]
+        self, view: PolicyView, job: JobView, held: list[int], slots: ExtraSlots
     ) -> list[knapsack.Option]:
         """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, each valued at the
         GPUs it would get now (extras spanning more nodes may be slower than none), dominated
@@ -307,23 +303,25 @@ class Aryl(Policy):
             return []
         left = job.remaining_at(view.now)
         base_time = left / speed
-        extra = _place_extras(
-            free, held, job.spec.gpu_range[1] - len(held), job.spec.gpu_types, order, gpu_node
-        )
+        extra = slots.take(on, job.spec.gpu_range[1] - len(held), job.spec.gpu_types)
         options: list[knapsack.Option] = []
         best = 0.0
-        for k in range(1, len(extra) + 1):
-            nid = gpu_node[extra[k - 1]]
+        size, spans, accumulation = len(held), len(on), job.accumulation
+        for k, gpu in enumerate(extra, 1):
+            nid = gpu_node[gpu]
             if nid not in on:
                 on.add(nid)
+                spans += 1
                 types = types | {nodes[nid].gpu_type}
-            key = (len(held) + k, len(on), types, job.accumulation)
+            key = (size + k, spans, types, accumulation)
             grown = known.get(key)
             if grown is None:
                 grown = known[key] = workload(job, (*held, *extra[:k]))
-            if grown and base_time - left / grown > best:
-                best = base_time - left / grown
-                options.append((k, best))
+            if grown:
+                gain = base_time - left / grown
+                if gain > best:
+                    best = gain
+                    options.append((k, best))
         return options
 
     # -- reclaim -----------------------------------------------------------------------------
@@ -404,35 +402,34 @@ def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobView]:
     )
 
 
-def _extras_order(free: FreeGpus, loaned: Collection[int]) -> list[int]:
-    """The nodes with free GPUs in the order extras go to them after the job's own nodes:
-    loaned servers before owned ones, each time the fewest free GPUs first."""
-    usable = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]]
-    usable.sort(key=lambda n: (n not in loaned, len(free.free[n]), n))
-    return usable
+class ExtraSlots:
+    """Where extra workers go, as GPUs are free now (a snapshot of ``free``): the job's own
+    nodes first (extras across nodes may be slower than none), then loaned servers before owned
+    ones, each time the nodes with the fewest free GPUs first. A pass values every elastic
+    job's extras against one snapshot."""
 
+    def __init__(self, free: FreeGpus, loaned: Collection[int]) -> None:
+        order = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]]
+        order.sort(key=lambda n: (n not in loaned, len(free.free[n]), n))
+        nodes = free.cluster.nodes
+        self.order = order
+        self.position = {n: i for i, n in enumerate(order)}
+        self.gpus = [sorted(free.free[n]) for n in order]
+        self.types = [nodes[n].gpu_type for n in order]
 
-def _place_extras(
-    free: FreeGpus,
-    gpus: list[int],
-    k: int,
-    types: tuple[str, ...] | None,
-    order: list[int],
-    gpu_node: Sequence[int],
-) -> tuple[int, ...]:
-    """Up to ``k`` GPUs for extra workers: on the job's own nodes first (extras across nodes
-    may be slower than none), then on the nodes in ``order`` (:func:`_extras_order` of
-    ``free``)."""
-    own = {gpu_node[g] for g in gpus}
-    nodes = free.cluster.nodes
-    taken: list[int] = []
-    for nid in [n for n in order if n in own] + [n for n in order if n not in own]:
-        if types is not None and nodes[nid].gpu_type not in types:
-            continue
-        taken.extend(sorted(free.free[nid])[: k - len(taken)])
-        if len(taken) == k:
-            break
-    return tuple(taken)
+    def take(self, own: Collection[int], k: int, types: tuple[str, ...] | None) -> tuple[int, ...]:
+        """Up to ``k`` GPUs for a job on the nodes ``own`` (of ``types``, None: any)."""
+        position = self.position
+        first = sorted(position[n] for n in own if n in position)
+        rest = (i for i, n in enumerate(self.order) if n not in own)
+        taken: list[int] = []
+        for i in itertools.chain(first, rest):
+            if types is not None and self.types[i] not in types:
+                continue
+            taken.extend(self.gpus[i][: k - len(taken)])
+            if len(taken) == k:
+                break
+        return tuple(taken)
 
 
 # The paper's ablations under their own names, for `dlsched compare`: Aryl with other

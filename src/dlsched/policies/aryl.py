@@ -90,6 +90,8 @@ class Aryl(Policy):
         self._rng = random.Random(seed)
         # job id -> (GPUs, nodes, GPU types, sub-batches) -> its speed there (extras' values)
         self._speeds: dict[str, dict[tuple, float]] = {}
+        # job id -> (its GPUs, sub-batches, their nodes and GPU types, its speed there)
+        self._where: dict[str, tuple] = {}
 
     def params(self) -> dict:
         return {
@@ -121,9 +123,11 @@ class Aryl(Policy):
     # a cache of the workload model's answers, not of the cluster's state
     def job_finished(self, job: JobView, now: float) -> None:
         self._speeds.pop(job.job_id, None)
+        self._where.pop(job.job_id, None)
 
     def job_cancelled(self, job: JobView, now: float) -> None:
         self._speeds.pop(job.job_id, None)  # valued as planned to start, then cancelled
+        self._where.pop(job.job_id, None)
 
     # -- JCT model ----------------------------------------------------------------------------
     @staticmethod
@@ -245,14 +249,14 @@ class Aryl(Policy):
     def _grow(self, view: PolicyView, plan: Plan, free: FreeGpus, planned: dict) -> None:
         """Hand the spare GPUs to elastic jobs by the knapsack on JCT reduction."""
         spare = free.total
-        candidates: list[tuple[JobView, list[int], int]] = []  # job, its GPUs, plan.start index
+        candidates: list[tuple[JobView, tuple[int, ...], int]] = []  # job, GPUs, plan.start index
         for i, (job, gpus) in enumerate(plan.start):
             if job.spec.elastic and len(gpus) < job.spec.gpu_range[1]:
-                candidates.append((job, list(gpus), i))
+                candidates.append((job, tuple(gpus), i))
         for job in self._elastic(view).values():
             gpus = view.gpus_of(job)
             if len(gpus) < job.spec.gpu_range[1] and self._resizable(view, job, planned):
-                candidates.append((job, list(gpus), -1))
+                candidates.append((job, tuple(gpus), -1))
         groups, kept = [], []
         loaned = view.loans.loaned
         slots = ExtraSlots(free, loaned)
@@ -273,32 +277,39 @@ class Aryl(Policy):
             if not extra:
                 continue
             free.take(extra)
-            grown = tuple(held) + extra
+            grown = held + extra
             if index >= 0:
                 plan.start[index] = (job, grown)
             else:
                 planned[job.job_id] = grown
 
     def _options(
-        self, view: PolicyView, job: JobView, held: list[int], slots: ExtraSlots
+        self, view: PolicyView, job: JobView, held: tuple[int, ...], slots: ExtraSlots
     ) -> list[knapsack.Option]:
         """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, each valued at the
         GPUs it would get now (extras spanning more nodes may be slower than none), dominated
         ones dropped."""
         workload = view.workload
-        if workload.speed_at_size(job.spec, len(held)) is None:
-            return []  # no speed-vs-size curve: nothing grows
-        # A speed depends on the GPUs' count, nodes and types (and the sub-batch count): known
-        # speeds are kept per job, as every pass values the same jobs again.
-        known = self._speeds.setdefault(job.job_id, {})
         cluster = view.cluster
         gpu_node, nodes = cluster.gpu_node, cluster.nodes
-        on = {gpu_node[g] for g in held}
-        types = frozenset(nodes[n].gpu_type for n in on)
-        key = (len(held), len(on), types, job.accumulation)
-        speed = known.get(key)
-        if speed is None:
-            speed = known[key] = workload(job, tuple(held))
+        # A speed depends on the GPUs' count, nodes and types (and the sub-batch count): known
+        # speeds are kept per job, as every pass values the same jobs again; so is what its
+        # GPUs now give, while they and its sub-batches stay.
+        known = self._speeds.setdefault(job.job_id, {})
+        accumulation = job.accumulation
+        where = self._where.get(job.job_id)
+        if where is None or where[0] != held or where[1] != accumulation:
+            on = frozenset(gpu_node[g] for g in held)
+            types = frozenset(nodes[n].gpu_type for n in on)
+            if workload.speed_at_size(job.spec, len(held)) is None:
+                speed = None  # no speed-vs-size curve: nothing grows
+            else:
+                key = (len(held), len(on), types, accumulation)
+                speed = known.get(key)
+                if speed is None:
+                    speed = known[key] = workload(job, held)
+            where = self._where[job.job_id] = (held, accumulation, on, types, speed)
+        _, _, on, types, speed = where
         if not speed:
             return []
         left = job.remaining_at(view.now)
@@ -306,11 +317,11 @@ class Aryl(Policy):
         extra = slots.take(on, job.spec.gpu_range[1] - len(held), job.spec.gpu_types)
         options: list[knapsack.Option] = []
         best = 0.0
-        size, spans, accumulation = len(held), len(on), job.accumulation
+        size, spans = len(held), len(on)
         for k, gpu in enumerate(extra, 1):
             nid = gpu_node[gpu]
             if nid not in on:
-                on.add(nid)
+                on = on | {nid}
                 spans += 1
                 types = types | {nodes[nid].gpu_type}
             key = (size + k, spans, types, accumulation)
@@ -406,27 +417,29 @@ class ExtraSlots:
     """Where extra workers go, as GPUs are free now (a snapshot of ``free``): the job's own
     nodes first (extras across nodes may be slower than none), then loaned servers before owned
     ones, each time the nodes with the fewest free GPUs first. A pass values every elastic
-    job's extras against one snapshot."""
+    job's extras against one snapshot; a node's free GPUs are listed when first reached."""
 
     def __init__(self, free: FreeGpus, loaned: Collection[int]) -> None:
         order = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]]
         order.sort(key=lambda n: (n not in loaned, len(free.free[n]), n))
-        nodes = free.cluster.nodes
         self.order = order
         self.position = {n: i for i, n in enumerate(order)}
-        self.gpus = [sorted(free.free[n]) for n in order]
-        self.types = [nodes[n].gpu_type for n in order]
+        self.free, self.nodes = free.free, free.cluster.nodes
+        self._listed: dict[int, list[int]] = {}
 
     def take(self, own: Collection[int], k: int, types: tuple[str, ...] | None) -> tuple[int, ...]:
         """Up to ``k`` GPUs for a job on the nodes ``own`` (of ``types``, None: any)."""
-        position = self.position
-        first = sorted(position[n] for n in own if n in position)
-        rest = (i for i, n in enumerate(self.order) if n not in own)
+        position, order, listed = self.position, self.order, self._listed
+        first = [order[i] for i in sorted(position[n] for n in own if n in position)]
+        rest = (n for n in order if n not in own)
         taken: list[int] = []
-        for i in itertools.chain(first, rest):
-            if types is not None and self.types[i] not in types:
+        for nid in itertools.chain(first, rest):
+            if types is not None and self.nodes[nid].gpu_type not in types:
                 continue
-            taken.extend(self.gpus[i][: k - len(taken)])
+            gpus = listed.get(nid)
+            if gpus is None:
+                gpus = listed[nid] = sorted(self.free[nid])
+            taken.extend(gpus[: k - len(taken)])
             if len(taken) == k:
                 break
         return tuple(taken)

@@ -438,3 +438,21 @@ def test_extras_go_where_they_are_fast_and_are_valued_at_their_placement():
             assert done["J"].attained_gpu_s == pytest.approx(2 * done["J"].finish)
         else:
             assert done["J"].finish == 1000.0 and done["J"].attained_gpu_s == 1000.0
+
+
+def test_extra_slots_take_the_job_s_own_nodes_then_loaned_then_the_fewest_free_first():
+    from dlsched.policies.aryl import ExtraSlots
+    from dlsched.state.free import FreeGpus
+
+    # four 4-GPU nodes (node n holds GPUs 4n..4n+3) and a T4 one (16..19)
+    free = FreeGpus(parse_cluster_spec("4x4:V100,1x4:T4"))
+    free.take([0, 1, 2])  # node 0: GPU 3 free
+    free.take([4, 5])  # node 1: 6, 7 free
+    free.take([8])  # node 2: 9, 10, 11 free; node 3 and the T4 node: all four free
+    slots = ExtraSlots(free, loaned={3})
+    # order: loaned node 3, then owned by fewest free: 0 (1), 1 (2), 2 (3), T4 node (4)
+    assert slots.take(own={2}, k=5, types=None) == (9, 10, 11, 12, 13)  # own node 2 first
+    assert slots.take(own={0}, k=3, types=None) == (3, 12, 13)
+    assert slots.take(own=set(), k=7, types=None) == (12, 13, 14, 15, 3, 6, 7)
+    assert slots.take(own={1}, k=3, types=("T4",)) == (16, 17, 18)  # its own node is a V100
+    assert slots.take(own={4}, k=9, types=("T4",)) == (16, 17, 18, 19)  # what there is

@@ -120,7 +120,8 @@ class Aryl(Policy):
         """GPUs the running jobs hold above their base sizes: what scale-ins could free."""
         return view.elastic_extra_gpus if self.elasticity else 0
 
-    # a cache of the workload model's answers, not of the cluster's state
+    # caches of the workload model's answers (the one of where a job runs is checked against
+    # its GPUs at each use), not of the cluster's state
     def job_finished(self, job: JobView, now: float) -> None:
         self._speeds.pop(job.job_id, None)
         self._where.pop(job.job_id, None)
@@ -268,10 +269,10 @@ class Aryl(Policy):
         if not groups:
             return
         chosen = knapsack.solve(groups, spare)
+        gpu_node = view.cluster.gpu_node
         for (job, held, index), options, pick in zip(kept, groups, chosen):
             if pick < 0:
                 continue
-            gpu_node = view.cluster.gpu_node
             own = {gpu_node[g] for g in held}
             extra = ExtraSlots(free, loaned).take(own, options[pick][0], job.spec.gpu_types)
             if not extra:

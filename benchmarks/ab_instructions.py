@@ -1,0 +1,111 @@
+"""Is this tree's replay more work than another's? The instructions of one replay in each tree,
+counted by Valgrind's cachegrind (no cache simulation): a count this machine's timing noise
+does not touch (the same replay's wall time varies by 20-45% here, so ab_speed.py needs many
+rounds to tell 5%). Both trees replay the same jobs: tree A's preparation of the trace, saved
+as JSON (a tree's own preparation may draw other models: b94690e's does). Each tree runs its
+replay in one process and only its preparation in another; the replay's count is the
+difference.
+
+    git worktree add /tmp/old b94690e
+    .venv/bin/python benchmarks/ab_instructions.py /tmp/old . --policy tiresias
+    .venv/bin/python benchmarks/ab_instructions.py /tmp/old . --policy aryl \\
+        --cluster 64x8:V100,16x8:V100@inference --elastic-fraction 0.5
+
+Instructions are not seconds (a cache miss costs more than an add): this says how much more
+work a replay does, ``ab_speed.py`` how much more time it takes. Counted processes run about 20
+times slower than plain ones, in parallel (``--parallel``; the counts do not depend on it). Needs
+valgrind (``apt-get install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+# the replay as sim_speed.py runs it (the same calls exist in older trees), of the jobs saved
+# by SAVE in tree A
+PREPARE = """
+import sys
+from dlsched.prepare import prepare
+trace, cluster, fraction, limit = sys.argv[1:5]
+w = prepare(trace, cluster, elastic_fraction=float(fraction), limit=int(limit) or None)
+"""
+SAVE = """
+import dataclasses, json
+json.dump([dataclasses.asdict(j) for j in w.jobs], open(sys.argv[5], "w"))
+"""
+REPLAY = """
+import json
+from dlsched.inference import demand_cycle, load_curve
+from dlsched.jobs import JobSpec
+from dlsched.policies.catalog import make_policy
+from dlsched.sim import SimConfig, simulate
+policy, replays = sys.argv[6:]
+jobs = [JobSpec(**{**d, "gpu_types": d["gpu_types"] and tuple(d["gpu_types"])})
+        for d in json.load(open(sys.argv[5]))]
+servers = sum(1 for n in w.cluster.nodes if n.pool == "inference")
+demand = demand_cycle(load_curve("genai"), servers) if servers else None
+for _ in range(int(replays)):
+    simulate(w.cluster, jobs, make_policy(policy), SimConfig(inference_demand=demand),
+             workload=w.model())
+"""
+
+
+def inputs(args: argparse.Namespace, jobs: Path) -> list[str]:
+    return [args.trace, args.cluster, str(args.elastic_fraction), str(args.limit), str(jobs)]
+
+
+def instructions(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> int:
+    """Instructions executed by a process of ``tree`` that prepares and runs ``replays``."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    cmd += [sys.executable, "-c", PREPARE + REPLAY, *inputs(args, jobs), args.policy]
+    cmd.append(str(replays))
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"{tree}: the counted run failed:\n{done.stderr[-3000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a", type=Path, help="the tree to compare with (e.g. an old commit's)")
+    parser.add_argument("b", type=Path, help="the tree measured")
+    parser.add_argument("--policy", default="tiresias")
+    parser.add_argument("--trace", default="philly")
+    parser.add_argument("--cluster", default="64x8:V100")
+    parser.add_argument("--elastic-fraction", type=float, default=0.0)
+    parser.add_argument("--limit", type=int, default=0, help="the trace's first N jobs (0: all)")
+    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="runs at once")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        parser.error("needs valgrind on PATH (apt-get install valgrind)")
+    trees = {"A": args.a.resolve(), "B": args.b.resolve()}
+    runs = [(name, replays) for name in trees for replays in (0, 1)]
+    with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
+        jobs = Path(tmp) / "jobs.json"
+        env = {**os.environ, "PYTHONPATH": str(trees["A"] / "src")}
+        save = [sys.executable, "-c", PREPARE + SAVE, *inputs(args, jobs)]
+        subprocess.run(save, env=env, check=True)
+        with ThreadPoolExecutor(args.parallel) as pool:
+            counted = pool.map(lambda r: instructions(trees[r[0]], args, jobs, r[1]), runs)
+            counts = dict(zip(runs, counted))
+    replay = {name: counts[name, 1] - counts[name, 0] for name in trees}
+    for name, tree in trees.items():
+        print(
+            f"{name} {tree}: replay {replay[name] / 1e9:.3f} G instructions "
+            f"(preparation {counts[name, 0] / 1e9:.3f} G)"
+        )
+    print(f"{args.policy}: B/A {replay['B'] / replay['A']:.3f} (instructions of the replay)")
+
+
+if __name__ == "__main__":
+    main()

@@ -89,7 +89,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         parser.error("needs valgrind on PATH (apt-get install valgrind)")
     trees = {"A": args.a.resolve(), "B": args.b.resolve()}
-    runs = [(name, replays) for name in trees for replays in (0, 1)]
+    runs = [(name, replays) for replays in (1, 0) for name in trees]  # the longest first
     with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
         jobs = Path(tmp) / "jobs.json"
         env = {**os.environ, "PYTHONPATH": str(trees["A"] / "src")}

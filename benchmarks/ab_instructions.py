@@ -48,8 +48,10 @@ from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig, simulate
 policy, replays = sys.argv[6:]
-jobs = [JobSpec(**{**d, "gpu_types": d["gpu_types"] and tuple(d["gpu_types"])})
-        for d in json.load(open(sys.argv[5]))]
+def spec(d):
+    types = d["gpu_types"]  # a tuple, saved as a list
+    return JobSpec(**{**d, "gpu_types": None if types is None else tuple(types)})
+jobs = [spec(d) for d in json.load(open(sys.argv[5]))]
 servers = sum(1 for n in w.cluster.nodes if n.pool == "inference")
 demand = demand_cycle(load_curve("genai"), servers) if servers else None
 for _ in range(int(replays)):

@@ -415,10 +415,11 @@ def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobView]:
 
 
 class ExtraSlots:
-    """Where extra workers go, as GPUs are free now (a snapshot of ``free``): the job's own
-    nodes first (extras across nodes may be slower than none), then loaned servers before owned
-    ones, each time the nodes with the fewest free GPUs first. A pass values every elastic
-    job's extras against one snapshot; a node's free GPUs are listed when first reached."""
+    """Where extra workers go, as GPUs are free now: the job's own nodes first (extras across
+    nodes may be slower than none), then loaned servers before owned ones, each time the nodes
+    with the fewest free GPUs first. A node's free GPUs are listed from ``free`` when an extra
+    first reaches it, so it holds only while ``free`` does not change: a pass values every
+    elastic job against one, and makes a new one after each placement."""
 
     def __init__(self, free: FreeGpus, loaned: Collection[int]) -> None:
         order = [n for c in range(1, len(free.buckets)) for n in free.buckets[c]]

@@ -209,6 +209,9 @@ def test_on_two_ray_nodes_runs_spread_and_match_sequential_runs_byte_for_byte(tm
     try:
         for _ in range(2):
             cluster.add_node(num_cpus=1)
+        # both registered before any task: else the first node may take every run (a failure
+        # of this test in the suite, 2026-11-27)
+        cluster.wait_for_nodes()
         ray.init(address=cluster.address)
         s = spec(axes={"policy": ["fifo", "sjf", "srtf", "tiresias"]})
         on_ray = run_sweep(s, tmp_path / "ray", ray_address=cluster.address)

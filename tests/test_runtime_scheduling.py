@@ -75,7 +75,7 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
     job = h.wait_status(elastic, "done", timeout_s=240)
     assert (
         job["iteration"] == ELASTIC_ITERATIONS and job["preemptions"] == 0 and job["failures"] == 0
-    )
+    ), h.events(elastic)
     resizes = [e["message"] for e in job["events"] if "background resize done" in e["message"]]
     assert len(resizes) >= 2  # grew, shrank (and maybe grew again)
     worlds = check_every_iteration_once(

@@ -55,6 +55,27 @@ def test_the_queue_follows_arrivals_starts_preemptions_failures_and_cancels():
     assert ids(state.queue(lambda j: -j.num_gpus)) == ["a", "c"]
 
 
+def test_a_scan_gives_the_queue_s_order_and_passes_over_a_bucket_once_skipped():
+    state = ClusterState(parse_cluster_spec("1x8:V100"), make_policy("fifo"))
+    for jid, n, t in [("a", 4, "x"), ("b", 1, "y"), ("c", 2, "x"), ("d", 3, "y"), ("e", 5, "x")]:
+        state.submit(spec(jid, n, tenant=t))
+    queue = state.queue(fewest_first, by_tenant)
+    assert [(j.job_id, b) for j, b in queue.scan(set())] == [
+        ("b", "y"),
+        ("c", "x"),
+        ("d", "y"),
+        ("a", "x"),
+        ("e", "x"),
+    ]
+    skipped: set = set()
+    seen = []
+    for job, bucket in queue.scan(skipped):
+        seen.append(job.job_id)
+        if job.job_id == "c":
+            skipped.add(bucket)  # x's later jobs, a and e, are never looked at
+    assert seen == ["b", "c", "d"]
+
+
 def test_a_policy_reranks_a_waiting_job_in_its_own_queue():
     level = {"a": 1, "b": 0}
     state = ClusterState(parse_cluster_spec("1x8:V100"), make_policy("fifo"))

@@ -143,15 +143,11 @@ class Aryl(Policy):
         scratch: FreeGpus | None = None  # the idle GPUs as this pass plans them
         planned: dict[str, tuple[int, ...]] = {}  # this pass's shrinks and growths
         queue = view.queue(shortest_first, self.kind)  # SJF, bucketed by kind
-        kinds = queue.buckets
         extra_gpus = self._extra_gpus(view)
-        if queue and view.free.total + extra_gpus >= min(k[0] for k in kinds):
+        if queue and view.free.total + extra_gpus >= min(k[0] for k in queue.buckets):
             free = scratch = view.free.copy()
             failed: set = set()
-            for job in queue:
-                kind = queue.bucket_of(job)
-                if kind in failed:
-                    continue
+            for job, kind in queue.scan(failed):
                 need = kind[0]
                 gpus = (
                     self._place_base(view, free, need, job.spec.gpu_types)
@@ -165,8 +161,6 @@ class Aryl(Policy):
                     if not self.backfill:
                         break
                     failed.add(kind)
-                    if len(failed) == len(kinds):
-                        break
                     continue
                 free.take(gpus)
                 plan.start.append((job, gpus))
@@ -428,23 +422,36 @@ class ExtraSlots:
         self.position = {n: i for i, n in enumerate(order)}
         self.free, self.nodes = free.free, free.cluster.nodes
         self._listed: dict[int, list[int]] = {}
+        # the free GPUs in that order, as far as listed: what a job of any type with no free
+        # GPU on its own nodes gets (most jobs, on a busy cluster)
+        self._in_order: list[int] = []
+        self._nodes_in_order = 0
 
     def take(self, own: Collection[int], k: int, types: tuple[str, ...] | None) -> tuple[int, ...]:
         """Up to ``k`` GPUs for a job on the nodes ``own`` (of ``types``, None: any)."""
-        position, order, listed = self.position, self.order, self._listed
-        first = [order[i] for i in sorted(position[n] for n in own if n in position)]
-        rest = (n for n in order if n not in own)
+        position, order = self.position, self.order
+        first = [n for n in own if n in position]
+        if types is None and not first:
+            in_order = self._in_order
+            while len(in_order) < k and self._nodes_in_order < len(order):
+                in_order += self._gpus(order[self._nodes_in_order])
+                self._nodes_in_order += 1
+            return tuple(in_order[:k])
+        first.sort(key=position.__getitem__)
         taken: list[int] = []
-        for nid in itertools.chain(first, rest):
+        for nid in itertools.chain(first, (n for n in order if n not in own)):
             if types is not None and self.nodes[nid].gpu_type not in types:
                 continue
-            gpus = listed.get(nid)
-            if gpus is None:
-                gpus = listed[nid] = sorted(self.free[nid])
-            taken.extend(gpus[: k - len(taken)])
+            taken += self._gpus(nid)[: k - len(taken)]
             if len(taken) == k:
                 break
         return tuple(taken)
+
+    def _gpus(self, nid: int) -> list[int]:
+        gpus = self._listed.get(nid)
+        if gpus is None:
+            gpus = self._listed[nid] = sorted(self.free[nid])
+        return gpus
 
 
 # The paper's ablations under their own names, for `dlsched compare`: Aryl with other

@@ -72,7 +72,6 @@ class QueuedPolicy(Policy):
         queue = view.queue(self.key, self.kind if backfill else None)
         if not queue:
             return _NO_PLAN
-        kinds = queue.buckets if backfill else {}
         sharing = None
         smallest = 0
         if self.sharing is not None:
@@ -90,12 +89,8 @@ class QueuedPolicy(Policy):
         # order the sharing benefit test only gets harder. Once every kind in the queue has
         # failed, the pass is over.
         failed: set = set()
-        kind = None
-        for job in queue:
-            if backfill:
-                kind = queue.bucket_of(job)
-                if kind in failed:
-                    continue
+        scan = queue.scan(failed) if backfill else ((job, None) for job in queue)
+        for job, kind in scan:
             need = job.num_gpus
             gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None
             k = 1
@@ -105,8 +100,6 @@ class QueuedPolicy(Policy):
                 if not backfill:
                     break
                 failed.add(kind)
-                if len(failed) == len(kinds):
-                    break
                 continue
             idle = gpus if sharing is None else [g for g in gpus if free.is_free(g)]
             if idle:

@@ -16,8 +16,9 @@ tenant's head.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, overload
 
@@ -30,7 +31,7 @@ BucketKey = Callable[[JobView], Hashable]
 
 class PendingQueue(Sequence[JobView]):
     """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
-    ``bucket_of(job)`` and ``buckets`` (bucket -> its jobs, best first)."""
+    ``buckets`` (bucket -> its jobs, best first) and ``scan``."""
 
     __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets", "sizes", "_stamps", "_changes")
 
@@ -97,15 +98,30 @@ class PendingQueue(Sequence[JobView]):
         """The key of a job in the queue (computed when it started waiting)."""
         return self._keys[job.job_id][0]
 
-    def bucket_of(self, job: JobView) -> Any:
-        """The bucket of a job in the queue (None without buckets)."""
-        return self._keys[job.job_id][2]
-
     @property
     def buckets(self) -> Mapping[Any, Sequence[tuple]]:
         """Bucket -> its entries ``(key, seq, job)``, best first; a bucket goes with its last
         job."""
         return self._buckets
+
+    def scan(self, skipped: Container[Hashable]) -> Iterator[tuple[JobView, Hashable]]:
+        """The waiting jobs with their buckets, best first, passing over the rest of a bucket
+        once the caller has put it in ``skipped``: a backfilling pass that learns one kind of
+        job cannot start never looks at that kind's other jobs. It merges the buckets' heads,
+        so a pass costs the jobs it looks at, not the queue's length. The queue must not
+        change meanwhile (it does not: the state changes it between passes)."""
+        buckets = self._buckets
+        heap = [(entries[0][0], entries[0][1], 0, b) for b, entries in buckets.items()]
+        heapq.heapify(heap)  # seq is unique: comparisons never reach the position or bucket
+        while heap:
+            _, _, i, b = heap[0]
+            entries = buckets[b]
+            yield entries[i][2], b
+            i += 1
+            if i == len(entries) or b in skipped:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (entries[i][0], entries[i][1], i, b))
 
     def bucket_stamp(self, bucket: Hashable) -> int:
         """Changes when the bucket's jobs change, never back to an earlier value: a policy

@@ -148,7 +148,7 @@ class Aryl(Policy):
             free = scratch = view.free.copy()
             failed: set = set()
             for job, kind in queue.scan(failed):
-                need = kind[0]
+                need = self.base(job)  # its kind's size
                 gpus = (
                     self._place_base(view, free, need, job.spec.gpu_types)
                     if need <= free.total

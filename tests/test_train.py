@@ -211,3 +211,27 @@ def test_the_collector_is_paused_while_a_worker_starts_and_on_while_it_trains(tm
     assert t.run() == {"status": "done", "iteration": 3}
     assert COLLECTOR_SEEN == [("build", False)] + [("pass", True)] * 3
     assert gc.isenabled()
+
+
+def test_a_newcomer_to_a_group_imports_what_ddp_needs_while_it_prepares(tmp_path):
+    # a background scale-out's newcomers prepare while the others train, and the switch waits
+    # for their DDP construction: its first one imports torch._dynamo.utils (1-2 s of CPU), so
+    # they import it before. A worker alone never builds DDP and does not. (A fresh process:
+    # this one may have imported it already.)
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from dlsched.runtime.train import Trainer
+def trainer(world):
+    config = {{"entrypoint": "dlsched.workloads.emulated:build", "batch_size": 8,
+        "iterations": 1, "checkpoint_path": {str(tmp_path / "c.pt")!r}}}
+    return Trainer(config, 0, world, lambda line: None)
+trainer(1).prepare()
+alone = "torch._dynamo.utils" in sys.modules
+trainer(2).prepare()
+print(alone, "torch._dynamo.utils" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

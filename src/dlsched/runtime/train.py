@@ -165,6 +165,10 @@ class Trainer:
             self.iterations = -(
                 -int(self.config["epochs"]) * len(self.workload.dataset) // self.batch
             )
+        if self.world > 1:
+            # what DDP's first construction imports (1-2 s of CPU): a background scale-out's
+            # newcomer imports it here, while the others train, not in the switch's pause
+            importlib.import_module("torch._dynamo.utils")
 
     @collector_paused()  # a first DDP construction imports torch._dynamo
     def join(self, master: str | None, rank: int, world: int) -> None:

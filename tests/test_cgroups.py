@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from dlsched.runtime.cgroups import Group, detect
+from dlsched.runtime.cgroups import ORPHAN_AGE_S, Group, detect, remove_orphans
 from dlsched.runtime.tenant_process import TenantError, TenantProcess
 
 HIERARCHY = detect() if os.geteuid() == 0 else None
@@ -99,3 +99,27 @@ def test_a_group_left_behind_under_the_same_name_is_made_anew_with_the_new_limit
         assert int((memory / limit).read_text()) == 300 << 20
     finally:
         group.remove()
+
+
+def test_groups_whose_maker_died_go_and_the_others_stay():
+    # the executor kills a run's Ray workers, so a worker never removes its tenant process's
+    # group itself: the next group made on the node removes those of dead makers
+    import subprocess
+    import time
+
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()  # a pid no process has now
+    orphan = Group(HIERARCHY, f"test-orphan-{ended.pid}-1", None, 16)
+    recent = Group(HIERARCHY, f"test-orphan-{ended.pid}-2", None, 16)  # its maker may yet fill it
+    mine = Group(HIERARCHY, f"test-mine-{os.getpid()}-1", None, 16)
+    past = time.time() - 2 * ORPHAN_AGE_S
+    for group in (orphan, mine):
+        for d in group.dirs:
+            os.utime(d, (past, past))
+    try:
+        assert remove_orphans(HIERARCHY) >= len(orphan.dirs)  # (and any left by earlier runs)
+        assert not any(d.exists() for d in orphan.dirs)
+        assert all(d.exists() for d in recent.dirs + mine.dirs)
+    finally:
+        for group in (orphan, recent, mine):
+            group.remove()

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SpecError
-from .cgroups import Group, detect
+from .cgroups import Group, detect, group_name, remove_orphans
 from .device import gpu_mounts
 from .job_network import PRIVATE
 
@@ -141,13 +141,13 @@ class Sandbox:
     def control_group(self, job_id: str) -> Group | None:
         """A control group for one tenant process of the job, on this node: its memory
         (``memory_mib``), tasks (``max_processes``) and CPU time (``cpus``) bounded with all it
-        forks. None when
-        not isolating or the node has no writable memory and pids control (the rlimits
-        alone then; :func:`.cgroups.detect`)."""
+        forks. None when not isolating or the node has no writable memory and pids control
+        (the rlimits alone then; :func:`.cgroups.detect`). Groups of killed workers go first."""
         hierarchy = detect() if self.isolate else None
         if hierarchy is None:
             return None
-        name = f"{job_id}-{os.getpid()}-{next(_GROUP_NUMBERS)}"
+        remove_orphans(hierarchy)
+        name = group_name(job_id, next(_GROUP_NUMBERS))
         memory = self.memory_mib * 2**20 if self.memory_mib else None
         # bubblewrap and setpriv run in the group before the tenant's own tasks
         return Group(hierarchy, name, memory, self.max_processes + 8, self.cpus or None)

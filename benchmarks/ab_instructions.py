@@ -34,12 +34,13 @@ from pathlib import Path
 PREPARE = """
 import sys
 from dlsched.prepare import prepare
-trace, cluster, fraction, limit = sys.argv[1:5]
-w = prepare(trace, cluster, elastic_fraction=float(fraction), limit=int(limit) or None)
+trace, cluster, fraction, limit, deadlines = sys.argv[1:6]
+w = prepare(trace, cluster, elastic_fraction=float(fraction), limit=int(limit) or None,
+            deadlines=deadlines == "1")
 """
 SAVE = """
 import dataclasses, json
-json.dump([dataclasses.asdict(j) for j in w.jobs], open(sys.argv[5], "w"))
+json.dump([dataclasses.asdict(j) for j in w.jobs], open(sys.argv[6], "w"))
 """
 REPLAY = """
 import json
@@ -47,28 +48,45 @@ from dlsched.inference import demand_cycle, load_curve
 from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig, simulate
-policy, replays = sys.argv[6:]
+quotas, policy, replays = sys.argv[7:]
 def spec(d):
     types = d["gpu_types"]  # a tuple, saved as a list
     return JobSpec(**{**d, "gpu_types": None if types is None else tuple(types)})
-jobs = [spec(d) for d in json.load(open(sys.argv[5]))]
+jobs = [spec(d) for d in json.load(open(sys.argv[6]))]
 servers = sum(1 for n in w.cluster.nodes if n.pool == "inference")
 demand = demand_cycle(load_curve("genai"), servers) if servers else None
+def run():
+    gpus, tenants = w.cluster.pool_gpus("training"), [j.tenant for j in jobs]
+    if quotas == "-":
+        return simulate(w.cluster, jobs, make_policy(policy), SimConfig(inference_demand=demand),
+                        workload=w.model())
+    try:  # the quota stage (since the policy boundary)
+        from dlsched.admission import QuotaAdmission
+        from dlsched.tenant_quotas import load_tenants
+    except ImportError:  # the quota layer over the policy (b94690e)
+        from dlsched.policies.quota import QuotaLayer
+        from dlsched.tenancy import load_tenants
+        return simulate(w.cluster, jobs, QuotaLayer(make_policy(policy), load_tenants(
+            quotas, tenants, gpus)), SimConfig(inference_demand=demand), workload=w.model())
+    admission = QuotaAdmission(load_tenants(quotas, tenants, gpus))
+    return simulate(w.cluster, jobs, make_policy(policy), SimConfig(inference_demand=demand),
+                    workload=w.model(), admission=admission)
 for _ in range(int(replays)):
-    simulate(w.cluster, jobs, make_policy(policy), SimConfig(inference_demand=demand),
-             workload=w.model())
+    run()
 """
 
 
-def inputs(args: argparse.Namespace, jobs: Path) -> list[str]:
-    return [args.trace, args.cluster, str(args.elastic_fraction), str(args.limit), str(jobs)]
+def inputs(args: argparse.Namespace) -> list[str]:
+    deadlines = "1" if args.deadlines else "0"
+    return [args.trace, args.cluster, str(args.elastic_fraction), str(args.limit), deadlines]
 
 
 def instructions(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> int:
     """Instructions executed by a process of ``tree`` that prepares and runs ``replays``."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-    cmd += [sys.executable, "-c", PREPARE + REPLAY, *inputs(args, jobs), args.policy]
+    cmd += [sys.executable, "-c", PREPARE + REPLAY, *inputs(args), str(jobs), args.quotas]
+    cmd.append(args.policy)
     cmd.append(str(replays))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
@@ -86,6 +104,10 @@ def main() -> None:
     parser.add_argument("--cluster", default="64x8:V100")
     parser.add_argument("--elastic-fraction", type=float, default=0.0)
     parser.add_argument("--limit", type=int, default=0, help="the trace's first N jobs (0: all)")
+    parser.add_argument("--deadlines", action="store_true", help="generated deadlines")
+    parser.add_argument(
+        "--quotas", default="-", help="equal, philly-vc or a YAML file (each tree's own API)"
+    )
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="runs at once")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -95,7 +117,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
         jobs = Path(tmp) / "jobs.json"
         env = {**os.environ, "PYTHONPATH": str(trees["A"] / "src")}
-        save = [sys.executable, "-c", PREPARE + SAVE, *inputs(args, jobs)]
+        save = [sys.executable, "-c", PREPARE + SAVE, *inputs(args), str(jobs)]
         subprocess.run(save, env=env, check=True)
         with ThreadPoolExecutor(args.parallel) as pool:
             counted = pool.map(lambda r: instructions(trees[r[0]], args, jobs, r[1]), runs)

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from dlsched.runtime.cgroups import ORPHAN_AGE_S, Group, detect, remove_orphans
+from dlsched.runtime.cgroups import ORPHAN_AGE_S, Group, detect, group_name, remove_orphans
 from dlsched.runtime.tenant_process import TenantError, TenantProcess
 
 HIERARCHY = detect() if os.geteuid() == 0 else None
@@ -109,17 +109,20 @@ def test_groups_whose_maker_died_go_and_the_others_stay():
 
     ended = subprocess.Popen([sys.executable, "-c", ""])
     ended.wait()  # a pid no process has now
-    orphan = Group(HIERARCHY, f"test-orphan-{ended.pid}-1", None, 16)
-    recent = Group(HIERARCHY, f"test-orphan-{ended.pid}-2", None, 16)  # its maker may yet fill it
-    mine = Group(HIERARCHY, f"test-mine-{os.getpid()}-1", None, 16)
+    orphan = Group(HIERARCHY, f"test-orphan-{ended.pid}.1-1", None, 16)
+    # a maker whose pid is used again by a later process: its start time differs
+    reused = Group(HIERARCHY, f"test-orphan-{os.getpid()}.1-2", None, 16)
+    recent = Group(HIERARCHY, f"test-orphan-{ended.pid}.1-3", None, 16)  # it may yet be filled
+    old_style = Group(HIERARCHY, f"test-orphan-{ended.pid}-4", None, 16)  # named before
+    mine = Group(HIERARCHY, group_name("test-mine", 1), None, 16)
     past = time.time() - 2 * ORPHAN_AGE_S
-    for group in (orphan, mine):
+    for group in (orphan, reused, old_style, mine):
         for d in group.dirs:
             os.utime(d, (past, past))
     try:
-        assert remove_orphans(HIERARCHY) >= len(orphan.dirs)  # (and any left by earlier runs)
-        assert not any(d.exists() for d in orphan.dirs)
+        assert remove_orphans(HIERARCHY) >= 3 * len(orphan.dirs)  # (and any of earlier runs)
+        assert not any(d.exists() for d in orphan.dirs + reused.dirs + old_style.dirs)
         assert all(d.exists() for d in recent.dirs + mine.dirs)
     finally:
-        for group in (orphan, recent, mine):
+        for group in (orphan, reused, old_style, recent, mine):
             group.remove()

@@ -56,9 +56,20 @@ ORPHAN_AGE_S = 60.0
 
 
 def group_name(owner: str, number: int) -> str:
-    """``owner-<this process's pid>-number``: the pid tells a later process whether the group's
-    maker is still alive (:func:`remove_orphans`)."""
-    return f"{owner}-{os.getpid()}-{number}"
+    """``owner-<pid>.<start time>-number``, this process's pid and start time: unique on the
+    node even once pids wrap around (they do, in minutes, while the suite runs), and a later
+    process can tell whether the maker still lives (:func:`remove_orphans`)."""
+    pid = os.getpid()
+    return f"{owner}-{pid}.{_start_time(pid)}-{number}"
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (in clock ticks since boot), or None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
 
 
 def remove_orphans(hierarchy: Hierarchy) -> int:
@@ -75,15 +86,13 @@ def remove_orphans(hierarchy: Hierarchy) -> int:
             continue
         for entry in entries:
             parts = entry.name.rsplit("-", 2)
-            if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
-                continue  # not named by group_name
-            try:
-                os.kill(int(parts[1]), 0)
+            # "<pid>.<start time>" (group_name), or "<pid>" alone (named by dlsched before)
+            pid, _, started = parts[1].partition(".") if len(parts) == 3 else ("", "", "")
+            if not pid.isdigit() or not (started.isdigit() or not started):
+                continue  # not one of ours
+            now_started = _start_time(int(pid))
+            if now_started is not None and started in ("", now_started):
                 continue  # its maker lives
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue  # alive, another user's
             try:
                 if now - entry.stat().st_mtime < ORPHAN_AGE_S:
                     continue

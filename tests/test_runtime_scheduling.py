@@ -83,6 +83,33 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
     )
     assert {2, 4} <= worlds
 
+    # A background resize whose new workers are not ready in time: the books hold the job at
+    # the new size, so its run checkpoints and fails, not counted (the start is ours), and it
+    # restarts at that size from the checkpoint (before, the resize was forgotten and the job
+    # ran on at its old size while the books held it at the new one)
+    holder = h.submit(alice, **EMULATED, gpus=2, batch_size=16, iterations=100_000)
+    h.wait_status(holder, "running")
+    again = h.submit(
+        alice, **EMULATED, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=400
+    )
+    wait_for(lambda: h.job(again)["iteration"] > 0, 120, what="the second elastic job to run")
+    h.executor.start_timeout_s = 0.2  # no tenant process starts that fast
+    h.client.post(f"/v1/jobs/{holder}/cancel", headers=alice)
+
+    def resize_failed():
+        return [
+            e["message"] for e in h.job(again)["events"] if "new workers failed" in e["message"]
+        ]
+
+    wait_for(resize_failed, 120, what="the resize to fail", state=lambda: h.events(again))
+    h.executor.start_timeout_s = 120.0
+    job = h.wait_status(again, "done", timeout_s=240)
+    assert job["iteration"] == 400 and job["failures"] == 0 and job["preemptions"] == 0, h.events(
+        again
+    )
+    messages = [e["message"] for e in job["events"]]
+    assert any("not counted as its failure" in m for m in messages), messages
+
 
 @pytest.mark.parametrize("harness", [("genie", None)], indirect=True)
 def test_genie_starts_the_tighter_deadline_first_and_predicts_its_finish(harness):

@@ -66,6 +66,9 @@ class _Run:
     thread: threading.Thread | None = None
     progress: object = None  # the tenant process's last report, unchecked
     resize_to: list[tuple[str, int]] | None = None  # a background resize asked for
+    # a background resize that could not be carried out: the run stops (checkpoints) and is
+    # reported failed with this (detail, cause), so that it restarts at the size the books hold
+    resize_failed: tuple[str, str] | None = None
     network: object = HOST  # its workers' network: HOST, or a ref to its namespace's path
 
 
@@ -518,13 +521,13 @@ class RayExecutor:
             return HOST
         return first.open_network.remote()
 
-    def _stalled_start_cause(self, run: _Run) -> tuple[str, str]:
-        """Whose failure a gang that was not ready in time is, and the ranks that were behind:
-        the job's only when every rank reached the tenant's program (a slow build, a
-        rendezvous its own program holds up); the cluster's when Ray did not start a worker, or
-        a rank's tenant process never got that far (its start is ours)."""
+    def _stalled_start_cause(self, actors: list) -> tuple[str, str]:
+        """Whose failure workers that were not ready in time (or failed starting) are, and the
+        ranks that were behind: the job's only when every rank reached the tenant's program (a
+        slow build, a rendezvous its own program holds up); the cluster's when Ray did not
+        start a worker, or a rank's tenant process never got that far (its start is ours)."""
         try:
-            stages = ray.get([a.start_stage.remote() for a in run.actors], timeout=5)
+            stages = ray.get([a.start_stage.remote() for a in actors], timeout=5)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
             return CLUSTER, "a worker Ray did not start"
         behind = [f"rank {r}: {stage}" for r, stage in enumerate(stages) if stage != IN_PROGRAM]
@@ -708,6 +711,9 @@ class RayExecutor:
         detail: str = "",
         cause: str = JOB,
     ) -> None:
+        if kind == "stopped" and run.resize_failed is not None:
+            detail, cause = run.resize_failed  # stopped for it: its failure, checkpointed
+            kind = "failed"
         for actor in run.actors:
             try:
                 ray.kill(actor)
@@ -749,7 +755,7 @@ class RayExecutor:
                 if run.kill.is_set() or run.stop.is_set():
                     return self._finish(run, "stopped", detail="stopped while starting")
                 if time.monotonic() > deadline:
-                    cause, where = self._stalled_start_cause(run)
+                    cause, where = self._stalled_start_cause(run.actors)
                     return self._finish(
                         run,
                         "failed",
@@ -837,14 +843,25 @@ class RayExecutor:
         preparing = [a.prepare.remote(run.network) for a in newcomers]
         while preparing:  # the old workers keep training meanwhile
             done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=0.5)
-            ray.get(done)
+            try:
+                ray.get(done)
+                failed = (
+                    f"not ready within {self.start_timeout_s:.0f} s"
+                    if time.monotonic() - t0 > self.start_timeout_s
+                    else None
+                )
+            except Exception as e:
+                failed = _error_text(e)
             finished, _ = ray.wait(results, num_returns=len(results), timeout=0)
-            if (
-                finished
-                or run.kill.is_set()
-                or run.stop.is_set()
-                or time.monotonic() - t0 > self.start_timeout_s
-            ):
+            if finished or run.kill.is_set() or run.stop.is_set() or failed:
+                if failed and not (finished or run.kill.is_set() or run.stop.is_set()):
+                    # The books hold the job at the new size: it checkpoints and fails, and
+                    # restarts at that size (not the job's failure unless its program failed)
+                    cause, where = self._stalled_start_cause(newcomers)
+                    detail = f"a background resize's new workers failed: {failed} ({where})"
+                    self.log(run.job_id, detail)
+                    run.resize_failed = (detail, cause)
+                    run.stop.set()
                 for a in newcomers:  # the job ended, or is being stopped: forget the resize
                     ray.kill(a)
                 return results

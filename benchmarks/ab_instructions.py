@@ -81,18 +81,26 @@ def inputs(args: argparse.Namespace) -> list[str]:
     return [args.trace, args.cluster, str(args.elastic_fraction), str(args.limit), deadlines]
 
 
-def instructions(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> int:
-    """Instructions executed by a process of ``tree`` that prepares and runs ``replays``."""
+# cachegrind's totals: with --cache-sim also its simulated first-level and last-level misses
+COUNTERS = ("I refs", "D refs", "D1 misses", "LL misses")
+
+
+def counts(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> dict[str, int]:
+    """cachegrind's totals for a process of ``tree`` that prepares and runs ``replays``."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    cmd = ["valgrind", "--tool=cachegrind", "--cachegrind-out-file=/dev/null"]
+    cmd.append(f"--cache-sim={'yes' if args.cache_sim else 'no'}")
     cmd += [sys.executable, "-c", PREPARE + REPLAY, *inputs(args), str(jobs), args.quotas]
     cmd.append(args.policy)
     cmd.append(str(replays))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode != 0 or not found:
+    found = {
+        " ".join(name.split()): int(value.replace(",", ""))
+        for name, value in re.findall(r"== (\w+\s+\w+):\s+([\d,]+)", done.stderr)
+    }
+    if done.returncode != 0 or "I refs" not in found:
         raise RuntimeError(f"{tree}: the counted run failed:\n{done.stderr[-3000:]}")
-    return int(found.group(1).replace(",", ""))
+    return found
 
 
 def main() -> None:
@@ -105,6 +113,11 @@ def main() -> None:
     parser.add_argument("--elastic-fraction", type=float, default=0.0)
     parser.add_argument("--limit", type=int, default=0, help="the trace's first N jobs (0: all)")
     parser.add_argument("--deadlines", action="store_true", help="generated deadlines")
+    parser.add_argument(
+        "--cache-sim",
+        action="store_true",
+        help="also simulate the caches: data reads and writes, first- and last-level misses",
+    )
     parser.add_argument(
         "--quotas", default="-", help="equal, philly-vc or a YAML file (each tree's own API)"
     )
@@ -120,15 +133,18 @@ def main() -> None:
         save = [sys.executable, "-c", PREPARE + SAVE, *inputs(args), str(jobs)]
         subprocess.run(save, env=env, check=True)
         with ThreadPoolExecutor(args.parallel) as pool:
-            counted = pool.map(lambda r: instructions(trees[r[0]], args, jobs, r[1]), runs)
-            counts = dict(zip(runs, counted))
-    replay = {name: counts[name, 1] - counts[name, 0] for name in trees}
-    for name, tree in trees.items():
-        print(
-            f"{name} {tree}: replay {replay[name] / 1e9:.3f} G instructions "
-            f"(preparation {counts[name, 0] / 1e9:.3f} G)"
-        )
-    print(f"{args.policy}: B/A {replay['B'] / replay['A']:.3f} (instructions of the replay)")
+            counted = dict(
+                zip(runs, pool.map(lambda r: counts(trees[r[0]], args, jobs, r[1]), runs))
+            )
+    for counter in [c for c in COUNTERS if c in counted["A", 1]]:
+        replay = {name: counted[name, 1][counter] - counted[name, 0][counter] for name in trees}
+        what = "instructions" if counter == "I refs" else counter
+        for name, tree in trees.items():
+            print(
+                f"{name} {tree}: replay {replay[name] / 1e6:,.1f} M {what} "
+                f"(preparation {counted[name, 0][counter] / 1e6:,.1f} M)"
+            )
+        print(f"{args.policy}: B/A {replay['B'] / replay['A']:.3f} ({what} of the replay)")
 
 
 if __name__ == "__main__":

@@ -853,16 +853,17 @@ class RayExecutor:
             except Exception as e:
                 failed = _error_text(e)
             finished, _ = ray.wait(results, num_returns=len(results), timeout=0)
-            if finished or run.kill.is_set() or run.stop.is_set() or failed:
-                if failed and not (finished or run.kill.is_set() or run.stop.is_set()):
-                    # The books hold the job at the new size: it checkpoints and fails, and
-                    # restarts at that size (not the job's failure unless its program failed)
-                    cause, where = self._stalled_start_cause(newcomers)
-                    detail = f"a background resize's new workers failed: {failed} ({where})"
-                    self.log(run.job_id, detail)
-                    run.resize_failed = (detail, cause)
-                    run.stop.set()
-                for a in newcomers:  # the job ended, or is being stopped: forget the resize
+            ending = finished or run.kill.is_set() or run.stop.is_set()  # the resize is moot
+            if failed and not ending:
+                # The books hold the job at the new size: it checkpoints and fails, and
+                # restarts at that size (not the job's failure unless its program failed)
+                cause, where = self._stalled_start_cause(newcomers)
+                detail = f"a background resize's new workers failed: {failed} ({where})"
+                self.log(run.job_id, detail)
+                run.resize_failed = (detail, cause)
+                run.stop.set()
+            if ending or failed:
+                for a in newcomers:
                     ray.kill(a)
                 return results
         prepared = time.monotonic()

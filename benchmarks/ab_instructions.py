@@ -1,10 +1,10 @@
 """Is this tree's replay more work than another's? The instructions of one replay in each tree,
-counted by Valgrind's cachegrind (no cache simulation): a count this machine's timing noise
-does not touch (the same replay's wall time varies by 20-45% here, so ab_speed.py needs many
-rounds to tell 5%). Both trees replay the same jobs: tree A's preparation of the trace, saved
-as JSON (a tree's own preparation may draw other models: b94690e's does). Each tree runs its
-replay in one process and only its preparation in another; the replay's count is the
-difference.
+counted by Valgrind's cachegrind (with ``--cache-sim``, also its simulated cache misses): a
+count this machine's timing noise does not touch (the same replay's wall time varies by
+20-45% here, so ab_speed.py needs many rounds to tell 5%). Both trees replay the same jobs:
+tree A's preparation of the trace, saved as JSON (a tree's own preparation may draw other
+models: b94690e's does). Each tree runs its replay in one process and only its preparation in
+another; the replay's count is the difference.
 
     git worktree add /tmp/old b94690e
     .venv/bin/python benchmarks/ab_instructions.py /tmp/old . --policy tiresias

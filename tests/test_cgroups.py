@@ -86,21 +86,6 @@ def test_a_group_bounds_cpu_time(tmp_path):
     assert cpu < 0.4, cpu
 
 
-def test_a_group_left_behind_under_the_same_name_is_made_anew_with_the_new_limits():
-    # a job id and a worker's pid both used again (a later server on the same node) name a
-    # group an earlier process left behind; in v1 its lower memsw limit refused a higher memory
-    # limit (EINVAL): an elastic job's background resize failed so in the suite (2026-11-27)
-    name = f"test-again-{os.getpid()}"
-    Group(HIERARCHY, name, 100 << 20, 16)  # left behind: never removed
-    group = Group(HIERARCHY, name, 300 << 20, 16)
-    try:
-        memory = group.dirs[0]
-        limit = "memory.max" if HIERARCHY.version == 2 else "memory.limit_in_bytes"
-        assert int((memory / limit).read_text()) == 300 << 20
-    finally:
-        group.remove()
-
-
 def test_groups_whose_maker_died_go_and_the_others_stay():
     # the executor kills a run's Ray workers, so a worker never removes its tenant process's
     # group itself: the next group made on the node removes those of dead makers

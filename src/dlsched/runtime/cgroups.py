@@ -135,15 +135,7 @@ class Group:
             if hierarchy.version == 2:  # let children have the controllers
                 cpu = " +cpu" if hierarchy.cpu else ""
                 _write(parent / "cgroup.subtree_control", "+memory +pids" + cpu)
-            try:
-                d.mkdir()
-            except FileExistsError:
-                # Left behind by an earlier process of the same name (a job id and a worker's
-                # pid both used again, by a later server): made anew, not with its limits. In
-                # v1 a memory limit above a kept, lower memsw limit is refused (EINVAL). An
-                # empty group goes; one with tasks in it raises.
-                d.rmdir()
-                d.mkdir()
+            d.mkdir()  # a new name (group_name): never one an earlier process left behind
         if hierarchy.version == 2:
             (d,) = self.dirs
             if memory_bytes is not None:

@@ -305,7 +305,7 @@ def test_a_profiling_failure_whose_log_cannot_be_written_frees_its_slot(harness,
 
 
 def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
-    # issue 29, 5: alice's four jobs take 8 s each to build; bob's job, submitted while the
+    # issue 29, 5: alice's four jobs take 4 s each to build; bob's job, submitted while the
     # first two profile, takes the first slot that frees, not the place after alice's four
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
@@ -313,7 +313,7 @@ def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
         h.submit(
             alice,
             entrypoint=f"{PROGRAMS / 'slow_build.py'}:build",
-            args={**EMULATED["args"], "sleep_s": 8},
+            args={**EMULATED["args"], "sleep_s": 4},
             gpus=1,
             batch_size=8,
             iterations=5,
@@ -329,7 +329,7 @@ def test_one_tenant_s_slow_builds_do_not_hold_the_profiling_queue(harness):
 
     wait_for(lambda: all(h.job(j)["profile"] for j in slow), timeout_s=90, what="alice's builds")
     # when alice's two slots free in one pass, they go in turn (alice's third, then bob's, a
-    # few ms apart); behind alice's four, bob's would start 8 s (a build) after her third
+    # few ms apart); behind alice's four, bob's would start 4 s (a build) after her third
     assert profiling_since(quick) <= min(profiling_since(j) for j in slow[2:]) + 1.0
 
 

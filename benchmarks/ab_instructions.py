@@ -11,7 +11,9 @@ another; the replay's count is the difference.
     .venv/bin/python benchmarks/ab_instructions.py /tmp/old . --policy aryl \\
         --cluster 64x8:V100,16x8:V100@inference --elastic-fraction 0.5
 
-Instructions are not seconds (a cache miss costs more than an add): this says how much more
+Each process hashes strings with the same seed (``PYTHONHASHSEED=0``): with random seeds,
+sets and dicts of job ids grow and iterate differently, and one tree's count moved by 0.8%
+between two runs. Instructions are not seconds (a cache miss costs more than an add): this says how much more
 work a replay does, ``ab_speed.py`` how much more time it takes. Counted processes run about 20
 times slower than plain ones, in parallel (``--parallel``; the counts do not depend on it). Needs
 valgrind (``apt-get install valgrind``).
@@ -87,7 +89,7 @@ COUNTERS = ("I refs", "D refs", "D1 misses", "LL misses")
 
 def counts(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> dict[str, int]:
     """cachegrind's totals for a process of ``tree`` that prepares and runs ``replays``."""
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONHASHSEED": "0"}
     cmd = ["valgrind", "--tool=cachegrind", "--cachegrind-out-file=/dev/null"]
     cmd.append(f"--cache-sim={'yes' if args.cache_sim else 'no'}")
     cmd += [sys.executable, "-c", PREPARE + REPLAY, *inputs(args), str(jobs), args.quotas]
@@ -129,7 +131,7 @@ def main() -> None:
     runs = [(name, replays) for replays in (1, 0) for name in trees]  # the longest first
     with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
         jobs = Path(tmp) / "jobs.json"
-        env = {**os.environ, "PYTHONPATH": str(trees["A"] / "src")}
+        env = {**os.environ, "PYTHONPATH": str(trees["A"] / "src"), "PYTHONHASHSEED": "0"}
         save = [sys.executable, "-c", PREPARE + SAVE, *inputs(args), str(jobs)]
         subprocess.run(save, env=env, check=True)
         with ThreadPoolExecutor(args.parallel) as pool:

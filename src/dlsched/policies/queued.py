@@ -10,6 +10,7 @@ cannot use.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from typing import Protocol
 
 from ..jobs import JobView
@@ -89,7 +90,7 @@ class QueuedPolicy(Policy):
         # order the sharing benefit test only gets harder. Once every kind in the queue has
         # failed, the pass is over.
         failed: set = set()
-        scan = queue.scan(failed) if backfill else ((job, None) for job in queue)
+        scan = queue.scan(failed) if backfill else zip(queue, repeat(None))
         for job, kind in scan:
             need = job.num_gpus
             gpus = self.place(free, need, job.spec.gpu_types) if need <= free.total else None

@@ -293,7 +293,11 @@ class Simulator:
             if tick <= t:
                 tick = t + interval
                 res.events += 1
-            plan = schedule_pass(state, policy, admission)
+            plan = (
+                policy.schedule(state)  # no stage: the pass is the policy's (the hot path)
+                if admission is None
+                else schedule_pass(state, policy, admission)
+            )
             res.schedule_calls += 1
             if done_before != done or arrived_before != i:
                 done_before, arrived_before, idle_passes = done, i, 0

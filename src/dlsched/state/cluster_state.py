@@ -324,22 +324,27 @@ class ClusterState:
     def _commit(self, plan: Plan, check: PlanCheck) -> Applied:
         """Apply a checked plan to the state's own records of its jobs (the check found each
         entry's job to be one)."""
-        preempted = [self.running[job.job_id] for job in plan.preempt]
-        resized = [(self.running[job.job_id], gpus) for job, gpus in plan.resize]
-        started = [(self.pending[job.job_id], gpus) for job, gpus in plan.start]
+        # (a plan of starts alone is the common one: the empty parts cost nothing)
+        running, pending = self.running, self.pending
+        preempted = [running[job.job_id] for job in plan.preempt] if plan.preempt else []
+        resized = [(running[job.job_id], gpus) for job, gpus in plan.resize] if plan.resize else []
+        started = [(pending[job.job_id], gpus) for job, gpus in plan.start]
         for job in preempted:
             self._stop(job, by_policy=True)
         for job, gpus in resized:
             self._resize(job, tuple(gpus))
+        accumulation, memory, joined = plan.accumulation, check.memory, check.joined
         for job, gpus in started:
             jid = job.job_id
-            joined = check.joined.get(jid)
-            self._start(job, tuple(gpus), plan.accumulation.get(jid, 1), check.memory[jid], joined)
+            k = accumulation.get(jid, 1) if accumulation else 1
+            self._start(job, tuple(gpus), k, memory[jid], joined.get(jid) if joined else None)
             if job.actual_s is not None:  # its true length, as a real run's first progress tells
                 actual, job.actual_s = job.actual_s, None
                 self.observe_progress(job, 0.0, actual)
         self._settle_reclaims()
-        return Applied(preempted, [j for j, _ in resized], [j for j, _ in started])
+        return Applied(
+            preempted, [j for j, _ in resized] if resized else None, [j for j, _ in started]
+        )
 
     # -- capacity loaning ----------------------------------------------------------------------
     def set_inference_demand(self, servers: int) -> Applied:

@@ -11,7 +11,8 @@ joins) is kept for the commit.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from types import MappingProxyType
+from typing import Protocol, cast
 
 from ..cluster import Cluster
 from ..errors import PlanError
@@ -48,6 +49,12 @@ def unknown_gpu(cluster: Cluster, gpus: tuple[int, ...]) -> str | None:
     return None
 
 
+# read-only empties (a write would raise): run() replaces them before it checks a preemption
+# or a resize
+_NONE = cast(set, frozenset())
+_NO_STATUS = cast(dict, MappingProxyType({}))
+
+
 class PlanCheck:
     __slots__ = (
         "state",
@@ -66,21 +73,26 @@ class PlanCheck:
         self.state = state
         self.retiring = retiring  # servers being reclaimed: nothing may start or grow there
         self.claimed: set[int] = set()  # GPUs an entry took
-        self.released: set[int] = set()  # GPUs the plan's preemptions and scale-ins make idle
         self.memory: dict[str, float | None] = {}  # job id -> MiB per GPU where it starts
         self.joined: dict[str, list[int]] = {}  # job id -> GPUs it starts on beside others
-        self.status: dict[str, Status] = {}  # job id -> its status once the entries so far apply
-        self.leaving: set[JobView] = set()  # running jobs preempted by the plan
-        self.resized: set[str] = set()
         self.started: list[tuple[JobView, tuple[int, ...]]] = []  # the starts checked so far
+        # What only preemptions and resizes change, made by run() for a plan that has any (a
+        # plan of starts alone, most of them, does without): shared empties until then.
+        self.released: set[int] = _NONE  # GPUs the plan's preemptions and scale-ins make idle
+        self.status: dict[str, Status] = _NO_STATUS  # job id -> its status once entries apply
+        self.leaving: set[JobView] = _NONE  # running jobs preempted by the plan
+        self.resized: set[str] = _NONE
 
     def run(self, plan: Plan) -> None:
+        if plan.preempt or plan.resize:
+            self.released, self.status, self.leaving, self.resized = set(), {}, set(), set()
         for job in plan.preempt:
-            self.preempt(job)
+            self._preempt(job)
         for job, gpus in plan.resize:
-            self.resize(job, tuple(gpus))
+            self._resize(job, tuple(gpus))
+        accumulation, start = plan.accumulation, self._start
         for job, gpus in plan.start:
-            self.start(job, tuple(gpus), plan.accumulation.get(job.job_id, 1))
+            start(job, tuple(gpus), accumulation.get(job.job_id, 1) if accumulation else 1)
 
     def _fail(self, job: JobView, what: str, why: str) -> PlanError:
         return PlanError(f"policy {self.state.policy.name} {what} job {job.job_id}: {why}")
@@ -110,7 +122,7 @@ class PlanCheck:
             return job.memory_mib
         return state.workload.memory_mib(job.spec, len(job.gpus), 1)
 
-    def preempt(self, job: JobView) -> None:
+    def _preempt(self, job: JobView) -> None:
         status = self._status(job, "preempted")
         if status is not Status.RUNNING:
             raise self._fail(job, "preempted", f"it is {status.value}")
@@ -122,7 +134,7 @@ class PlanCheck:
             [g for g in job.gpus if len(holders[g]) == 1 or all(h in leaving for h in holders[g])]
         )
 
-    def resize(self, job: JobView, gpus: tuple[int, ...]) -> None:
+    def _resize(self, job: JobView, gpus: tuple[int, ...]) -> None:
         state = self.state
         status = self._status(job, "resized")
         low, high = job.spec.gpu_range
@@ -160,42 +172,45 @@ class PlanCheck:
         self._release([g for g in job.gpus if g not in new])
         self.resized.add(job.job_id)
 
-    def start(self, job: JobView, gpus: tuple[int, ...], accumulation: int) -> None:
-        state, jid = self.state, job.job_id
-        if state.pending.get(jid) is not job or jid in self.memory:  # else: waiting, not started
-            status = Status.RUNNING if jid in self.memory else self._status(job, "started")
+    def _start(self, job: JobView, gpus: tuple[int, ...], accumulation: int) -> None:
+        state, jid, memory_of = self.state, job.job_id, self.memory
+        if jid in memory_of or state.pending.get(jid) is not job:  # else: waiting, not started
+            status = Status.RUNNING if jid in memory_of else self._status(job, "started")
             if status is not Status.PENDING:
                 raise self._fail(job, "started", f"it is {status.value}")
         if not job.admitted:
             raise self._fail(job, "started", "it is not admitted (it waits for quota)")
-        if unknown := unknown_gpu(state.cluster, gpus):
+        cluster = state.cluster
+        if unknown := unknown_gpu(cluster, gpus):
             raise self._fail(job, "started", f"onto {unknown}")
-        low, high = job.spec.start_range(state.policy.moldable)
-        n = len(gpus)
-        if not low <= (len(set(gpus)) if n > 1 else n) == n <= high:
+        spec, n = job.spec, len(gpus)
+        low, high = spec.start_range(state.policy.moldable)
+        if not low <= n <= high or (n > 1 and len(set(gpus)) != n):
             raise self._fail(
                 job,
                 "started",
                 f"{len(set(gpus))} distinct GPUs; it needs "
                 f"{low if low == high else f'{low}..{high}'} (gang)",
             )
-        if not isinstance(accumulation, int) or accumulation < 1:
+        if accumulation != 1 and (type(accumulation) is not int or accumulation < 1):
             raise self._fail(job, "started", f"sub-batch count {accumulation!r} is not >= 1")
-        memory = state.workload.memory_mib(job.spec, n, accumulation)
+        memory = state.workload.memory_mib(spec, n, accumulation)
         if self.claimed or self.released or self.retiring:
             idle = self._idle
             joined = [g for g in gpus if not idle(g)]
         else:  # the plan's first start, or starts only: idle is the state's free
-            free, gpu_node = state.free.free, state.cluster.gpu_node
+            free, gpu_node = state.free.free, cluster.gpu_node
             joined = [g for g in gpus if g not in free[gpu_node[g]]]
-        for g in joined:
-            if why := self._why_not_join(job, g, memory):
-                raise self._fail(job, "started", why)
-        self.claimed.update([g for g in gpus if g not in joined] if joined else gpus)
-        self.started.append((job, gpus))
-        self.memory[jid] = memory  # also: started (a second start is refused)
         if joined:
+            for g in joined:
+                if why := self._why_not_join(job, g, memory):
+                    raise self._fail(job, "started", why)
             self.joined[jid] = joined
+            self.claimed.update([g for g in gpus if g not in joined])
+        else:
+            self.claimed.update(gpus)
+        self.started.append((job, gpus))
+        memory_of[jid] = memory  # also: started (a second start is refused)
 
     # -- idle GPUs once the entries so far apply --------------------------------------------
     def _usable(self, nid: int) -> bool:

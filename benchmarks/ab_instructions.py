@@ -11,12 +11,12 @@ another; the replay's count is the difference.
     .venv/bin/python benchmarks/ab_instructions.py /tmp/old . --policy aryl \\
         --cluster 64x8:V100,16x8:V100@inference --elastic-fraction 0.5
 
-Each process hashes strings with the same seed (``PYTHONHASHSEED=0``): with random seeds,
-sets and dicts of job ids grow and iterate differently, and one tree's count moved by 0.8%
-between two runs. Instructions are not seconds (a cache miss costs more than an add): this says how much more
-work a replay does, ``ab_speed.py`` how much more time it takes. Counted processes run about 20
-times slower than plain ones, in parallel (``--parallel``; the counts do not depend on it). Needs
-valgrind (``apt-get install valgrind``).
+Each process hashes strings with the same seed (``PYTHONHASHSEED=0``): with random seeds, sets
+and dicts of job ids grow and iterate differently, and one tree's count moved by 0.8% between
+two runs. Instructions are not seconds (a cache miss costs more than an add): this says how much
+more work a replay does, ``ab_speed.py`` how much more time it takes. Counted processes run
+about 20 times slower than plain ones, in parallel (``--parallel``; the counts do not depend on
+it). Needs valgrind (``apt-get install valgrind``).
 """
 
 from __future__ import annotations

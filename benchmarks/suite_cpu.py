@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from dlsched.runtime.procfs import STIME, UTIME
 from dlsched.runtime.reaper import process_table
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -53,7 +54,8 @@ def kind(cmdline: str) -> str:
 def cpu_times() -> dict[int, tuple[float, str]]:
     """pid -> (CPU seconds so far, command line) of every process readable now."""
     return {
-        pid: ((int(f[11]) + int(f[12])) / TICK, cmd) for pid, (f, cmd) in process_table().items()
+        pid: ((int(f[UTIME]) + int(f[STIME])) / TICK, cmd)
+        for pid, (f, cmd) in process_table().items()
     }
 
 

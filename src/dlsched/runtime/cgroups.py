@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .procfs import START_TIME, stat_fields
+
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "dlsched"  # our groups live under this one in each hierarchy
 CPU_PERIOD_US = 100_000  # the kernel's default scheduling period for a CPU quota
@@ -65,11 +67,8 @@ def group_name(owner: str, number: int) -> str:
 
 def _start_time(pid: int) -> str | None:
     """When process ``pid`` started (in clock ticks since boot), or None if there is none."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = stat_fields(pid)
+    return None if fields is None else fields[START_TIME]
 
 
 def remove_orphans(hierarchy: Hierarchy) -> int:

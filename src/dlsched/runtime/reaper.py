@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 
+from .procfs import PPID, START_TIME, stat_fields
+
 RAY_MARKERS = ("ray::", "/ray/", "gcs_server", "raylet")
 SCAN_EVERY_S = 1.0
 
@@ -39,20 +41,20 @@ def process_table() -> dict[int, tuple[list[str], str]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        fields = stat_fields(entry)
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue  # gone meanwhile
-        out[int(entry)] = (fields, cmdline)
+        if fields is not None:
+            out[int(entry)] = (fields, cmdline)
     return out
 
 
 def _processes() -> dict[int, tuple[int, str, str]]:
     """pid -> (parent pid, start time, command line) of every process."""
-    return {pid: (int(f[1]), f[19], cmd) for pid, (f, cmd) in process_table().items()}
+    return {pid: (int(f[PPID]), f[START_TIME], cmd) for pid, (f, cmd) in process_table().items()}
 
 
 def descendants(

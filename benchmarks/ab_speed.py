@@ -11,6 +11,10 @@ the geometric mean of the ratios with its 95% interval (Student's t on their log
 
 Options after ``--`` go to both trees' ``sim_speed.py``. A tree is run with its own ``src`` on
 ``PYTHONPATH``; each run prepares its workload again (not timed: sim_speed times the replay).
+A tree's own preparation may draw other models than the other's (b94690e's does), so the two
+replays may not be the same work: with ``--same-jobs`` both replay tree A's preparation of the
+trace instead, saved once, as ``ab_instructions.py`` counts them (its options ``--trace``,
+``--cluster``, ``--elastic-fraction``, ``--limit``, ``--deadlines``, ``--quotas`` then apply).
 On this 2-core VM the same replay has varied by 20-45% within an hour (docs/simulator.md): a
 single pair of runs cannot tell 5%, an interval over rounds can say whether it could.
 """
@@ -23,9 +27,13 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from dlsched.stats import mean_ci
+
+sys.path.insert(0, str(Path(__file__).parent))
+import ab_instructions  # noqa: E402  (its saved jobs and replay)
 
 
 def replay_s(tree: Path, policy: str, extra: list[str]) -> float:
@@ -40,12 +48,38 @@ def replay_s(tree: Path, policy: str, extra: list[str]) -> float:
     raise RuntimeError(f"{tree}: no line for {policy} in sim_speed's output:\n{out}")
 
 
+# a replay of the saved jobs (ab_instructions.py's), timed: its own loop runs no replay
+TIMED = """
+import time
+start = time.perf_counter()
+run()
+print(time.perf_counter() - start)
+"""
+
+
+def same_jobs_replay_s(tree: Path, args: argparse.Namespace, jobs: Path) -> float:
+    """Wall seconds of one replay of the saved jobs in ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONHASHSEED": "0"}
+    script = ab_instructions.PREPARE + ab_instructions.REPLAY + TIMED
+    cmd = [sys.executable, "-c", script, *ab_instructions.inputs(args), str(jobs)]
+    cmd += [args.quotas, args.policy, "0"]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path, help="the tree to compare with (e.g. an old commit's)")
     parser.add_argument("b", type=Path, help="the tree measured")
     parser.add_argument("--policy", default="tiresias")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--same-jobs", action="store_true", help="both replay tree A's jobs")
+    parser.add_argument("--trace", default="philly")
+    parser.add_argument("--cluster", default="64x8:V100")
+    parser.add_argument("--elastic-fraction", type=float, default=0.0)
+    parser.add_argument("--limit", type=int, default=0, help="the trace's first N jobs (0: all)")
+    parser.add_argument("--deadlines", action="store_true", help="generated deadlines")
+    parser.add_argument("--quotas", default="-", help="a quota setting (equal, philly-vc, a file)")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:cut])
@@ -53,12 +87,28 @@ def main() -> None:
     if args.rounds < 2:
         parser.error("--rounds: at least 2 (an interval needs two ratios)")
     a, b = args.a.resolve(), args.b.resolve()
+    with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
+        if args.same_jobs:
+            jobs = Path(tmp) / "jobs.json"
+            env = {**os.environ, "PYTHONPATH": str(a / "src"), "PYTHONHASHSEED": "0"}
+            save = ab_instructions.PREPARE + ab_instructions.SAVE
+            inputs = ab_instructions.inputs(args)
+            subprocess.run([sys.executable, "-c", save, *inputs, str(jobs)], env=env, check=True)
+
+            def timed(tree: Path) -> float:
+                return same_jobs_replay_s(tree, args, jobs)
+        else:
+
+            def timed(tree: Path) -> float:
+                return replay_s(tree, args.policy, args.extra)
+
+        rounds(args, a, b, timed)
+
+
+def rounds(args: argparse.Namespace, a: Path, b: Path, timed) -> None:
     logs = []
     for r in range(args.rounds):
-        a1 = replay_s(a, args.policy, args.extra)
-        b1 = replay_s(b, args.policy, args.extra)
-        b2 = replay_s(b, args.policy, args.extra)
-        a2 = replay_s(a, args.policy, args.extra)
+        a1, b1, b2, a2 = timed(a), timed(b), timed(b), timed(a)
         ratio = (b1 + b2) / (a1 + a2)
         logs.append(math.log(ratio))
         print(

@@ -192,14 +192,21 @@ class PlanCheck:
                 f"{len(set(gpus))} distinct GPUs; it needs "
                 f"{low if low == high else f'{low}..{high}'} (gang)",
             )
-        if accumulation != 1 and (type(accumulation) is not int or accumulation < 1):
+        if type(accumulation) is not int or accumulation < 1:  # (a bool or 1.0 is not a count)
             raise self._fail(job, "started", f"sub-batch count {accumulation!r} is not >= 1")
         memory = state.workload.memory_mib(spec, n, accumulation)
-        if self.claimed or self.released or self.retiring:
+        free, gpu_node = state.free.free, cluster.gpu_node
+        claimed, released = self.claimed, self.released
+        if self.retiring:
             idle = self._idle
             joined = [g for g in gpus if not idle(g)]
+        elif claimed or released:  # _idle inlined (a preemptive pass's every start)
+            joined = [
+                g
+                for g in gpus
+                if g in claimed or (g not in released and g not in free[gpu_node[g]])
+            ]
         else:  # the plan's first start, or starts only: idle is the state's free
-            free, gpu_node = state.free.free, cluster.gpu_node
             joined = [g for g in gpus if g not in free[gpu_node[g]]]
         if joined:
             for g in joined:

@@ -83,6 +83,14 @@ def inputs(args: argparse.Namespace) -> list[str]:
     return [args.trace, args.cluster, str(args.elastic_fraction), str(args.limit), deadlines]
 
 
+def save_jobs(tree: Path, args: argparse.Namespace, path: Path) -> Path:
+    """Save ``tree``'s preparation of the trace (the jobs both trees replay) to ``path``."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONHASHSEED": "0"}
+    cmd = [sys.executable, "-c", PREPARE + SAVE, *inputs(args), str(path)]
+    subprocess.run(cmd, env=env, check=True)
+    return path
+
+
 # cachegrind's totals: with --cache-sim also its simulated first-level and last-level misses
 COUNTERS = ("I refs", "D refs", "D1 misses", "LL misses")
 
@@ -130,10 +138,7 @@ def main() -> None:
     trees = {"A": args.a.resolve(), "B": args.b.resolve()}
     runs = [(name, replays) for replays in (1, 0) for name in trees]  # the longest first
     with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
-        jobs = Path(tmp) / "jobs.json"
-        env = {**os.environ, "PYTHONPATH": str(trees["A"] / "src"), "PYTHONHASHSEED": "0"}
-        save = [sys.executable, "-c", PREPARE + SAVE, *inputs(args), str(jobs)]
-        subprocess.run(save, env=env, check=True)
+        jobs = save_jobs(trees["A"], args, Path(tmp) / "jobs.json")
         with ThreadPoolExecutor(args.parallel) as pool:
             counted = dict(
                 zip(runs, pool.map(lambda r: counts(trees[r[0]], args, jobs, r[1]), runs))

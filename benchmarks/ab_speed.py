@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from dlsched.stats import mean_ci
@@ -89,11 +90,7 @@ def main() -> None:
     a, b = args.a.resolve(), args.b.resolve()
     with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
         if args.same_jobs:
-            jobs = Path(tmp) / "jobs.json"
-            env = {**os.environ, "PYTHONPATH": str(a / "src"), "PYTHONHASHSEED": "0"}
-            save = ab_instructions.PREPARE + ab_instructions.SAVE
-            inputs = ab_instructions.inputs(args)
-            subprocess.run([sys.executable, "-c", save, *inputs, str(jobs)], env=env, check=True)
+            jobs = ab_instructions.save_jobs(a, args, Path(tmp) / "jobs.json")
 
             def timed(tree: Path) -> float:
                 return same_jobs_replay_s(tree, args, jobs)
@@ -105,7 +102,8 @@ def main() -> None:
         rounds(args, a, b, timed)
 
 
-def rounds(args: argparse.Namespace, a: Path, b: Path, timed) -> None:
+def rounds(args: argparse.Namespace, a: Path, b: Path, timed: Callable[[Path], float]) -> None:
+    """Time the trees in rounds of A B B A; print each round and the mean ratio."""
     logs = []
     for r in range(args.rounds):
         a1, b1, b2, a2 = timed(a), timed(b), timed(b), timed(a)

@@ -10,6 +10,7 @@ owns only time, the event queues and the cluster-wide integrals (utilization, sh
 
 from __future__ import annotations
 
+import functools
 import gc
 import heapq
 import math
@@ -220,6 +221,13 @@ class Simulator:
             state.changes.returned,
         )
         take_changes = self._take_changes
+        # a pass: admission, the policy, the charge; without a stage, the policy's own call
+        # (chosen once: this is the hot path)
+        plan_pass = (
+            policy.schedule
+            if admission is None
+            else functools.partial(schedule_pass, policy=policy, admission=admission)
+        )
         while True:
             if moved or switched:
                 take_changes()
@@ -293,11 +301,7 @@ class Simulator:
             if tick <= t:
                 tick = t + interval
                 res.events += 1
-            plan = (
-                policy.schedule(state)  # no stage: the pass is the policy's (the hot path)
-                if admission is None
-                else schedule_pass(state, policy, admission)
-            )
+            plan = plan_pass(state)
             res.schedule_calls += 1
             if done_before != done or arrived_before != i:
                 done_before, arrived_before, idle_passes = done, i, 0

@@ -1,22 +1,26 @@
 """A sweep on Ray against the same runs one after another: 40 short runs (4 policies x 10 seeds
 of a synthetic trace), each side from nothing (its own output folder and workload cache), the
 Ray side including starting and stopping its embedded cluster. Prints both wall times and the
-speed-up (issue 27 asks for at least 1.7x on a 2-core machine), and what Ray's start and stop
-cost alone (the part a sweep of short runs cannot win back):
+speed-up (issue 27 asks for at least 1.7x on a 2-core machine) of each round (the two sides in
+turn, in alternating order), their geometric mean with its 95% interval, and what Ray's start
+and stop cost alone:
 
-    .venv/bin/python benchmarks/sweep_speed.py [--jobs 12000] [--seeds 10]
+    .venv/bin/python benchmarks/sweep_speed.py [--jobs 12000] [--seeds 10] [--rounds 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from dlsched.stats import mean_ci
 
 
 def timed_sweep(spec: Path, out: Path, *extra: str) -> float:
@@ -47,24 +51,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=12000, help="jobs in each run's trace")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="dlsched-sweep-bench-") as tmp:
-        root = Path(tmp)
-        spec = root / "spec.yaml"  # (JSON is YAML)
-        runs = {"trace": "synthetic", "cluster": "8x8:V100"}
-        runs["trace_params"] = {"num_jobs": args.jobs}
-        policies = ["fifo", "sjf", "srtf", "tiresias"]
-        data = {"name": "sweep speed", "runs": runs, "axes": {"policy": policies}}
-        spec.write_text(json.dumps({**data, "seeds": list(range(args.seeds))}))
-        runs = 4 * args.seeds
-        sequential = timed_sweep(spec, root / "sequential", "--sequential")
-        on_ray = timed_sweep(spec, root / "ray")
-    fixed = ray_start_and_stop()
-    print(f"{runs} runs of {args.jobs:,} jobs on {os.cpu_count()} cores")
-    print(f"one after another: {sequential:7.1f} s")
-    print(f"on Ray:            {on_ray:7.1f} s (embedded cluster started and stopped)")
-    print(f"speed-up:          {sequential / on_ray:7.2f}x")
-    print(f"Ray alone:         {fixed:7.1f} s (import, start, one task per core, stop)")
+    runs = {"trace": "synthetic", "cluster": "8x8:V100", "trace_params": {"num_jobs": args.jobs}}
+    policies = ["fifo", "sjf", "srtf", "tiresias"]
+    data = {"name": "sweep speed", "runs": runs, "axes": {"policy": policies}}
+    data["seeds"] = list(range(args.seeds))
+    print(f"{4 * args.seeds} runs of {args.jobs:,} jobs on {os.cpu_count()} cores")
+    print("round  one after another  on Ray (started and stopped)  speed-up")
+    logs = []
+    for n in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="dlsched-sweep-bench-") as tmp:
+            root = Path(tmp)
+            spec = root / "spec.yaml"  # (JSON is YAML)
+            spec.write_text(json.dumps(data))
+            times = {}
+            for side in ("sequential", "ray") if n % 2 == 0 else ("ray", "sequential"):
+                extra = ["--sequential"] if side == "sequential" else []
+                times[side] = timed_sweep(spec, root / side, *extra)
+        logs.append(math.log(times["sequential"] / times["ray"]))
+        print(
+            f"{n + 1:5}  {times['sequential']:15.1f} s  {times['ray']:26.1f} s"
+            f"  {math.exp(logs[-1]):7.2f}x"
+        )
+    mean, half = mean_ci(logs)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    interval = "" if math.isnan(half) else f" (95%: {low:.2f}-{high:.2f})"
+    print(f"speed-up: {math.exp(mean):.2f}x{interval}, geometric mean of {len(logs)} rounds")
+    print(f"Ray alone: {ray_start_and_stop():.1f} s (import, start, one task per core, stop)")
 
 
 if __name__ == "__main__":

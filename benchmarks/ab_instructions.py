@@ -1,5 +1,7 @@
 """Is this tree's replay more work than another's? The instructions of one replay in each tree,
-counted by Valgrind's cachegrind (with ``--cache-sim``, also its simulated cache misses): a
+counted by Valgrind's cachegrind (with ``--cache-sim``, also its simulated cache misses; with
+``--branch-sim``, its simulated mispredicted branches, which cost time an instruction count
+does not show: docs/simulator.md, Tiresias' extra time): a
 count this machine's timing noise does not touch (the same replay's wall time varies by
 20-45% here, so ab_speed.py needs many rounds to tell 5%). Both trees replay the same jobs:
 tree A's preparation of the trace, saved as JSON (a tree's own preparation may draw other
@@ -91,8 +93,9 @@ def save_jobs(tree: Path, args: argparse.Namespace, path: Path) -> Path:
     return path
 
 
-# cachegrind's totals: with --cache-sim also its simulated first-level and last-level misses
-COUNTERS = ("I refs", "D refs", "D1 misses", "LL misses")
+# cachegrind's totals: with --cache-sim also its simulated first-level and last-level misses,
+# with --branch-sim its conditional and indirect branches and those its predictor missed
+COUNTERS = ("I refs", "D refs", "D1 misses", "LL misses", "Branches", "Mispredicts")
 
 
 def counts(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> dict[str, int]:
@@ -100,13 +103,14 @@ def counts(tree: Path, args: argparse.Namespace, jobs: Path, replays: int) -> di
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONHASHSEED": "0"}
     cmd = ["valgrind", "--tool=cachegrind", "--cachegrind-out-file=/dev/null"]
     cmd.append(f"--cache-sim={'yes' if args.cache_sim else 'no'}")
+    cmd.append(f"--branch-sim={'yes' if args.branch_sim else 'no'}")
     cmd += [sys.executable, "-c", PREPARE + REPLAY, *inputs(args), str(jobs), args.quotas]
     cmd.append(args.policy)
     cmd.append(str(replays))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     found = {
         " ".join(name.split()): int(value.replace(",", ""))
-        for name, value in re.findall(r"== (\w+\s+\w+):\s+([\d,]+)", done.stderr)
+        for name, value in re.findall(r"== (\w+(?:\s+\w+)?):\s+([\d,]+)", done.stderr)
     }
     if done.returncode != 0 or "I refs" not in found:
         raise RuntimeError(f"{tree}: the counted run failed:\n{done.stderr[-3000:]}")
@@ -127,6 +131,11 @@ def main() -> None:
         "--cache-sim",
         action="store_true",
         help="also simulate the caches: data reads and writes, first- and last-level misses",
+    )
+    parser.add_argument(
+        "--branch-sim",
+        action="store_true",
+        help="also simulate branch prediction: branches and mispredicted branches",
     )
     parser.add_argument(
         "--quotas", default="-", help="equal, philly-vc or a YAML file (each tree's own API)"

@@ -336,8 +336,8 @@ class PreemptivePolicy(Policy):
         if self._cannot_outrank == self._moves:
             return False
         # A job later in the scan outranks no running job an earlier one does not, so the
-        # earlier one's bound holds for it too while the running jobs stay (its bound costs
-        # more than a look at the worst job).
+        # earlier one's bound holds for it too while the running jobs stay. A new bound costs
+        # more than a look at the worst job, which comes first.
         bound = self._bound
         if bound and bound[0] == self._moves and room + bound[1] < job.num_gpus:
             return False

@@ -22,7 +22,6 @@ single pair of runs cannot tell 5%, an interval over rounds can say whether it c
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from dlsched.stats import mean_ci
+from dlsched.stats import geometric_mean_ci
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ab_instructions  # noqa: E402  (its saved jobs and replay)
@@ -104,20 +103,18 @@ def main() -> None:
 
 def rounds(args: argparse.Namespace, a: Path, b: Path, timed: Callable[[Path], float]) -> None:
     """Time the trees in rounds of A B B A; print each round and the mean ratio."""
-    logs = []
+    ratios = []
     for r in range(args.rounds):
         a1, b1, b2, a2 = timed(a), timed(b), timed(b), timed(a)
-        ratio = (b1 + b2) / (a1 + a2)
-        logs.append(math.log(ratio))
+        ratios.append((b1 + b2) / (a1 + a2))
         print(
-            f"round {r + 1}: A {a1:.2f} {a2:.2f} s, B {b1:.2f} {b2:.2f} s, B/A {ratio:.3f}",
+            f"round {r + 1}: A {a1:.2f} {a2:.2f} s, B {b1:.2f} {b2:.2f} s, B/A {ratios[-1]:.3f}",
             flush=True,
         )
-    mean, half = mean_ci(logs)
-    low, high = math.exp(mean - half), math.exp(mean + half)
+    mean, low, high = geometric_mean_ci(ratios)
     print(
-        f"{args.policy}: B/A {math.exp(mean):.3f} (95% interval {low:.3f}-{high:.3f}, "
-        f"{len(logs)} rounds; median {math.exp(statistics.median(logs)):.3f})"
+        f"{args.policy}: B/A {mean:.3f} (95% interval {low:.3f}-{high:.3f}, "
+        f"{len(ratios)} rounds; median {statistics.median(ratios):.3f})"
     )
 
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dlsched.stats import mean_ci
+from dlsched.stats import geometric_mean_ci
 
 
 def timed_sweep(spec: Path, out: Path, *extra: str) -> float:
@@ -59,7 +59,7 @@ def main() -> None:
     data["seeds"] = list(range(args.seeds))
     print(f"{4 * args.seeds} runs of {args.jobs:,} jobs on {os.cpu_count()} cores")
     print("round  one after another  on Ray (started and stopped)  speed-up")
-    logs = []
+    speedups = []
     for n in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="dlsched-sweep-bench-") as tmp:
             root = Path(tmp)
@@ -69,15 +69,14 @@ def main() -> None:
             for side in ("sequential", "ray") if n % 2 == 0 else ("ray", "sequential"):
                 extra = ["--sequential"] if side == "sequential" else []
                 times[side] = timed_sweep(spec, root / side, *extra)
-        logs.append(math.log(times["sequential"] / times["ray"]))
+        speedups.append(times["sequential"] / times["ray"])
         print(
             f"{n + 1:5}  {times['sequential']:15.1f} s  {times['ray']:26.1f} s"
-            f"  {math.exp(logs[-1]):7.2f}x"
+            f"  {speedups[-1]:7.2f}x"
         )
-    mean, half = mean_ci(logs)
-    low, high = math.exp(mean - half), math.exp(mean + half)
-    interval = "" if math.isnan(half) else f" (95%: {low:.2f}-{high:.2f})"
-    print(f"speed-up: {math.exp(mean):.2f}x{interval}, geometric mean of {len(logs)} rounds")
+    mean, low, high = geometric_mean_ci(speedups)
+    interval = "" if math.isnan(low) else f" (95%: {low:.2f}-{high:.2f})"
+    print(f"speed-up: {mean:.2f}x{interval}, geometric mean of {len(speedups)} rounds")
     print(f"Ray alone: {ray_start_and_stop():.1f} s (import, start, one task per core, stop)")
 
 

@@ -28,6 +28,13 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return mean, t * statistics.stdev(values) / math.sqrt(n)
 
 
+def geometric_mean_ci(ratios: Sequence[float]) -> tuple[float, float, float]:
+    """The geometric mean of ``ratios`` and its 95% interval (low, high): :func:`mean_ci` of
+    their logarithms, so a ratio and its inverse weigh alike (nan bounds for one ratio)."""
+    mean, half = mean_ci([math.log(r) for r in ratios])
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def format_ci(values: Sequence[float], digits: int = 1, scale: float = 1.0) -> str:
     """``mean ± half-width`` (or just the mean of a single value)."""
     mean, half = mean_ci([v * scale for v in values])

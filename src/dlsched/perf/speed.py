@@ -36,22 +36,28 @@ class PerfSpeed:
         spec = job.spec
         if spec.model is None:
             return 1.0
-        nodes_of = self.cluster.gpu_node
-        node_ids = {nodes_of[g] for g in gpus}
-        nodes = self.cluster.nodes
-        gpu_types = tuple(sorted({nodes[n].gpu_type for n in node_ids}))
+        nodes_of, nodes = self.cluster.gpu_node, self.cluster.nodes
+        first = nodes_of[gpus[0]]
+        for g in gpus:
+            if nodes_of[g] != first:  # spread over nodes
+                node_ids = {nodes_of[g] for g in gpus}
+                node_count = len(node_ids)
+                gpu_types = tuple(sorted({nodes[n].gpu_type for n in node_ids}))
+                break
+        else:  # on one node (most placements): no sets to make
+            node_count, gpu_types = 1, (nodes[first].gpu_type,)
         key = (
             spec.model,
             spec.num_gpus,
             spec.batch_size,
             len(gpus),
-            len(node_ids),
+            node_count,
             gpu_types,
             job.accumulation,
         )
         speed = self._cache.get(key)
         if speed is None:
-            speed = self._speed(spec, len(gpus), len(node_ids), gpu_types, job.accumulation)
+            speed = self._speed(spec, len(gpus), node_count, gpu_types, job.accumulation)
             self._cache[key] = speed
         return speed
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
@@ -322,13 +322,12 @@ class ClusterState:
                 self.admission.admission_undone(job, admitted, self.now)
 
     def _commit(self, plan: Plan, check: PlanCheck) -> Applied:
-        """Apply a checked plan to the state's own records of its jobs (the check found each
-        entry's job to be one)."""
+        """Apply a checked plan: the check found each entry's job to be the state's own record
+        of it (not a copy), so the plan's jobs are changed as they are."""
         # (a plan of starts alone is the common one: the empty parts cost nothing)
-        running, pending = self.running, self.pending
-        preempted = [running[job.job_id] for job in plan.preempt] if plan.preempt else []
-        resized = [(running[job.job_id], gpus) for job, gpus in plan.resize] if plan.resize else []
-        started = [(pending[job.job_id], gpus) for job, gpus in plan.start]
+        preempted = cast(list[JobState], plan.preempt)
+        resized = cast(list[tuple[JobState, tuple[int, ...]]], plan.resize)
+        started = cast(list[tuple[JobState, tuple[int, ...]]], plan.start)
         for job in preempted:
             self._stop(job, by_policy=True)
         for job, gpus in resized:
@@ -611,7 +610,7 @@ class ClusterState:
         job.resume_at = now + pause
         partners = self.occupancy.attach(job)
         job.sharing, job.slowdown, job.slowdown_since = False, 1.0, now
-        job.rate = self._rate(job)
+        job.rate = self._rate(job, partners)
         self._unwait(job)
         self.running[job.job_id] = job
         if job.spec.elastic:
@@ -623,10 +622,12 @@ class ClusterState:
         for partner in partners:
             self._refresh(partner)
 
-    def _rate(self, job: JobState) -> float:
+    def _rate(self, job: JobState, partners: set[JobState] | None = None) -> float:
         """Solo speed at its placement and sub-batch, divided by the worst slowdown any of its
-        partners causes (a multi-GPU job runs at the pace of its slowest worker)."""
-        partners = self.occupancy.partners(job)
+        partners (when not given, those the occupancy finds) causes: a multi-GPU job runs at the
+        pace of its slowest worker."""
+        if partners is None:
+            partners = self.occupancy.partners(job)
         slowdown = 1.0
         for partner in partners:
             xi = self.workload.slowdown(job, partner)

@@ -181,21 +181,26 @@ class PlanCheck:
         if not job.admitted:
             raise self._fail(job, "started", "it is not admitted (it waits for quota)")
         cluster = state.cluster
-        if unknown := unknown_gpu(cluster, gpus):
-            raise self._fail(job, "started", f"onto {unknown}")
+        free, gpu_node = state.free.free, cluster.gpu_node
+        count = len(gpu_node)
+        for g in gpus:  # (unknown_gpu's test inlined: the hot path)
+            if type(g) is not int or not 0 <= g < count:
+                raise self._fail(job, "started", f"onto {unknown_gpu(cluster, gpus)}")
         spec, n = job.spec, len(gpus)
-        low, high = spec.start_range(state.policy.moldable)
-        if not low <= n <= high or (n > 1 and len(set(gpus)) != n):
-            raise self._fail(
-                job,
-                "started",
-                f"{len(set(gpus))} distinct GPUs; it needs "
-                f"{low if low == high else f'{low}..{high}'} (gang)",
-            )
+        # (its request is always in its range: the range is looked up only for another count)
+        distinct = n == 1 or len(set(gpus)) == n
+        if n != spec.num_gpus or not distinct:
+            low, high = spec.start_range(state.policy.moldable)
+            if not (distinct and low <= n <= high):
+                raise self._fail(
+                    job,
+                    "started",
+                    f"{len(set(gpus))} distinct GPUs; it needs "
+                    f"{low if low == high else f'{low}..{high}'} (gang)",
+                )
         if type(accumulation) is not int or accumulation < 1:  # (a bool or 1.0 is not a count)
             raise self._fail(job, "started", f"sub-batch count {accumulation!r} is not >= 1")
         memory = state.workload.memory_mib(spec, n, accumulation)
-        free, gpu_node = state.free.free, cluster.gpu_node
         claimed, released = self.claimed, self.released
         if self.retiring:
             idle = self._idle

@@ -182,15 +182,14 @@ class PreemptivePolicy(Policy):
         """How many jobs wait once ``plan`` applies, and those jobs best first: the queue
         without the jobs it starts, with the jobs it preempts at their ranks."""
         queue = self.queue(view)
-        entries = queue.entries
         if not plan.start and not plan.preempt:
-            return len(entries), queue
+            return len(queue), queue
         started = {job.job_id for job, _ in plan.start}
-        count = len(entries) - len(started) + len(plan.preempt)
+        count = len(queue) - len(started) + len(plan.preempt)
         if not plan.preempt:
-            return count, (e[2] for e in entries if e[2].job_id not in started)
+            return count, (e[2] for e in queue.merged() if e[2].job_id not in started)
         victims = sorted((self.order.rank(v, view.now), v.seq, v) for v in plan.preempt)
-        return count, _with_victims(entries, started, victims)
+        return count, _with_victims(queue.merged(), started, victims)
 
     def _take(self, job: JobView) -> None:
         """The running job is a victim of the pass under way."""

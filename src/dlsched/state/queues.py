@@ -41,9 +41,11 @@ class PendingQueue(Sequence[JobView]):
         self.key = key
         self.bucket = bucket
         # job id -> (key, seq, bucket); entries are (key, seq, job), sorted (seq is unique, so
-        # comparisons never reach the job)
+        # comparisons never reach the job). A bucketed queue keeps its buckets only, and
+        # ``_entries`` is their merge, made when asked after a change (None until then): the
+        # hot paths (a preemptive scan, fair share's heads) read the buckets.
         self._keys: dict[str, tuple] = {}
-        self._entries: list[tuple] = []
+        self._entries: list[tuple] | None = []
         self._buckets: dict[Hashable, list[tuple]] = {}
         # GPUs asked for -> jobs waiting that ask for as many (a scan's quick "nothing fits")
         self.sizes: dict[int, int] = {}
@@ -65,13 +67,13 @@ class PendingQueue(Sequence[JobView]):
         return k
 
     def __iter__(self) -> Iterator[JobView]:
-        return map(_job, self._entries)
+        return map(_job, self.entries)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._keys)
 
     def __bool__(self) -> bool:
-        return bool(self._entries)
+        return bool(self._keys)
 
     @overload
     def __getitem__(self, i: int) -> JobView: ...
@@ -79,13 +81,23 @@ class PendingQueue(Sequence[JobView]):
     def __getitem__(self, i: slice) -> list[JobView]: ...
     def __getitem__(self, i: int | slice) -> JobView | list[JobView]:
         if isinstance(i, slice):
-            return [e[2] for e in self._entries[i]]
-        return self._entries[i][2]
+            return [e[2] for e in self.entries[i]]
+        return self.entries[i][2]
 
     @property
     def entries(self) -> Sequence[tuple]:
-        """The entries ``(key, seq, job)``, best first."""
+        """The entries ``(key, seq, job)``, best first (of a bucketed queue: its buckets
+        merged, once per change of the queue; ``merged`` reads a prefix for less)."""
+        if self._entries is None:
+            self._entries = list(heapq.merge(*self._buckets.values()))
         return self._entries
+
+    def merged(self) -> Iterator[tuple]:
+        """The entries, best first, as they are read: of a bucketed queue, its buckets merged
+        as far as the caller reads (the queue must not change meanwhile)."""
+        if self._entries is not None:
+            return iter(self._entries)
+        return heapq.merge(*self._buckets.values())
 
     def rerank(self, job: JobView) -> None:
         """The policy's key for this waiting job changed (its own order: Tiresias promotes a
@@ -136,12 +148,15 @@ class PendingQueue(Sequence[JobView]):
         b = None if bucket is None else bucket(job)
         self._keys[job.job_id] = (key, seq, b)
         entry = (key, seq, job)
-        entries = self._entries
-        if not entries or entries[-1] < entry:
-            entries.append(entry)
+        if bucket is None:
+            entries = self._entries
+            assert entries is not None  # (kept when not bucketed)
+            if not entries or entries[-1] < entry:
+                entries.append(entry)
+            else:
+                insort(entries, entry)
         else:
-            insort(entries, entry)
-        if bucket is not None:
+            self._entries = None
             _put(self._buckets.setdefault(b, []), entry)
             self._changes += 1
             self._stamps[b] = self._changes
@@ -150,12 +165,15 @@ class PendingQueue(Sequence[JobView]):
 
     def remove(self, job: JobView) -> None:
         key, seq, b = self._keys.pop(job.job_id)
-        entries = self._entries
-        if entries[0][2] is job:  # (_drop inlined: the state calls this for every start)
-            del entries[0]
+        if self.bucket is None:
+            entries = self._entries
+            assert entries is not None  # (kept when not bucketed)
+            if entries[0][2] is job:  # (_drop inlined: the state calls this for every start)
+                del entries[0]
+            else:
+                del entries[bisect_left(entries, (key, seq))]
         else:
-            del entries[bisect_left(entries, (key, seq))]
-        if self.bucket is not None:
+            self._entries = None
             self._changes += 1
             self._stamps[b] = self._changes
             same = self._buckets[b]

@@ -28,6 +28,7 @@ class PerfSpeed:
         self.perf = perf
         self.cluster = cluster
         self._cache: dict[tuple, float] = {}
+        self._memory: dict[tuple, float | None] = {}  # memory_mib's answers
 
     def reference_nodes(self, gpus: int) -> int:
         return self.cluster.min_nodes_for(gpus)
@@ -130,7 +131,14 @@ class PerfSpeed:
         the job has no model or its model no measured footprint."""
         if spec.model is None:
             return None
-        return self.perf.memory_mib(spec.model, self.global_batch(spec) / gpus / accumulation)
+        # (asked at every start, by the plan check: the model's arithmetic is several calls)
+        key = (spec.model, spec.batch_size, spec.num_gpus, gpus, accumulation)
+        try:
+            return self._memory[key]
+        except KeyError:  # (its first time)
+            batch = self.global_batch(spec) / gpus / accumulation
+            mib = self._memory[key] = self.perf.memory_mib(spec.model, batch)
+            return mib
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:
         """Its checkpoint's size, or None when the model's parameter count is unknown."""

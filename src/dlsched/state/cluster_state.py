@@ -325,9 +325,10 @@ class ClusterState:
         """Apply a checked plan: the check found each entry's job to be the state's own record
         of it (not a copy), so the plan's jobs are changed as they are."""
         # (a plan of starts alone is the common one: the empty parts cost nothing)
-        preempted = cast(list[JobState], plan.preempt)
-        resized = cast(list[tuple[JobState, tuple[int, ...]]], plan.resize)
-        started = cast(list[tuple[JobState, tuple[int, ...]]], plan.start)
+        # (the types as strings: a subscripted type is built anew at every call)
+        preempted = cast("list[JobState]", plan.preempt)
+        resized = cast("list[tuple[JobState, tuple[int, ...]]]", plan.resize)
+        started = cast("list[tuple[JobState, tuple[int, ...]]]", plan.start)
         for job in preempted:
             self._stop(job, by_policy=True)
         for job, gpus in resized:

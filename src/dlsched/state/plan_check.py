@@ -202,17 +202,18 @@ class PlanCheck:
             raise self._fail(job, "started", f"sub-batch count {accumulation!r} is not >= 1")
         memory = state.workload.memory_mib(spec, n, accumulation)
         claimed, released = self.claimed, self.released
+        joined: list[int] = []  # (loops, not comprehensions: a start has a GPU or a few)
         if self.retiring:
             idle = self._idle
             joined = [g for g in gpus if not idle(g)]
-        elif claimed or released:  # _idle inlined (a preemptive pass's every start)
-            joined = [
-                g
-                for g in gpus
-                if g in claimed or (g not in released and g not in free[gpu_node[g]])
-            ]
-        else:  # the plan's first start, or starts only: idle is the state's free
-            joined = [g for g in gpus if g not in free[gpu_node[g]]]
+        elif claimed or released:  # _idle inlined (most starts)
+            for g in gpus:
+                if g in claimed or (g not in released and g not in free[gpu_node[g]]):
+                    joined.append(g)
+        else:  # the plan's first entry: idle is the state's free
+            for g in gpus:
+                if g not in free[gpu_node[g]]:
+                    joined.append(g)
         if joined:
             for g in joined:
                 if why := self._why_not_join(job, g, memory):

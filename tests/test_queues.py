@@ -49,8 +49,10 @@ def test_the_queue_follows_arrivals_starts_preemptions_failures_and_cancels():
     state.fail(a)  # a crash: it waits again, at its place
     d = state.submit(spec("d", 3))
     assert ids(queue) == ["c", "d", "a"]
+    assert queue.sizes == {2: 1, 3: 1, 4: 1}  # GPUs asked -> jobs waiting that ask so many
     state.cancel(d)
     assert ids(queue) == ["c", "a"] and len(queue) == 2 and queue[1] is a
+    assert queue.sizes == {2: 1, 4: 1}  # (a FIFO pass ends early when none of them fits)
     # a prefix of the buckets' merge, as a pass reads the best waiting jobs
     assert next(queue.merged())[2].job_id == "c"
     # a queue asked for later starts from the jobs waiting then

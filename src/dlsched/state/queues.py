@@ -181,6 +181,12 @@ class PendingQueue(Sequence[JobView]):
                 del self._buckets[b]
             else:
                 _drop(same, key, seq, job)
+        n = job.num_gpus
+        left = self.sizes[n] - 1
+        if left:
+            self.sizes[n] = left
+        else:
+            del self.sizes[n]
 
 
 # Most jobs join at the tail (arrival order) and leave from the head (they start): both are

@@ -160,6 +160,7 @@ class JobState:
     # its request, copied from the spec (a Tiresias replay of Philly reads it 4.4 million
     # times); a spec replaced later keeps its request (only durations change)
     num_gpus: int = field(init=False)
+    elastic: bool = field(init=False)  # its spec's, as the state asks at every start and stop
     status: Status = Status.PENDING
     gpus: tuple[int, ...] = ()  # global GPU ids while running
     done_s: float = 0.0  # solo seconds of work completed (as of progress_at)
@@ -201,6 +202,7 @@ class JobState:
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
         self.num_gpus = self.spec.num_gpus
+        self.elastic = self.spec.elastic
 
     @property
     def remaining_s(self) -> float:

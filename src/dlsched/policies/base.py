@@ -49,11 +49,7 @@ class Policy:
         if scan not in SCANS:
             raise SpecError("scan", f"unknown scan '{scan}': choose from {', '.join(SCANS)}")
         self.scan = scan
-
-    @property
-    def backfill(self) -> bool:
-        """Later jobs may start past one that cannot."""
-        return self.scan != "strict"
+        self.backfill = scan != "strict"  # later jobs may start past one that cannot
 
     # -- notifications from the backend ----------------------------------------------------
     def job_arrived(self, job: JobView, now: float) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
@@ -325,10 +325,8 @@ class ClusterState:
         """Apply a checked plan: the check found each entry's job to be the state's own record
         of it (not a copy), so the plan's jobs are changed as they are."""
         # (a plan of starts alone is the common one: the empty parts cost nothing)
-        # (the types as strings: a subscripted type is built anew at every call)
-        preempted = cast("list[JobState]", plan.preempt)
-        resized = cast("list[tuple[JobState, tuple[int, ...]]]", plan.resize)
-        started = cast("list[tuple[JobState, tuple[int, ...]]]", plan.start)
+        own = cast("_CheckedPlan", plan)
+        preempted, resized, started = own.preempt, own.resize, own.start
         for job in preempted:
             self._stop(job, by_policy=True)
         for job, gpus in resized:
@@ -614,7 +612,7 @@ class ClusterState:
         job.rate = self._rate(job, partners)
         self._unwait(job)
         self.running[job.job_id] = job
-        if job.spec.elastic:
+        if job.elastic:
             self._size_elastic(job, 0, len(gpus))
         self._schedule_completion(job)
         if self._running_orders:
@@ -779,7 +777,7 @@ class ClusterState:
         """The job's run ends now (finished, stopped or cancelled): account it, take the job off
         its GPUs and out of the running jobs; return its former partners."""
         self._held(job.spec.tenant, -len(job.gpus))
-        if job.spec.elastic:
+        if job.elastic:
             self._size_elastic(job, len(job.gpus), 0)
         self._account_run(job)
         partners = self._vacate(job)
@@ -827,3 +825,10 @@ if TYPE_CHECKING:
 
     def _policies_read_the_state(state: ClusterState) -> PolicyView:
         return state  # the type checker holds the state to the view's Protocol here
+
+    class _CheckedPlan(Protocol):
+        """A plan the check passed: its jobs are the state's own."""
+
+        start: list[tuple[JobState, tuple[int, ...]]]
+        preempt: list[JobState]
+        resize: list[tuple[JobState, tuple[int, ...]]]

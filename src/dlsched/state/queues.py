@@ -67,7 +67,7 @@ class PendingQueue(Sequence[JobView]):
         return k
 
     def __iter__(self) -> Iterator[JobView]:
-        return map(_job, self.entries)
+        return map(_job, self.merged())  # (a reader of the best few pays for those)
 
     def __len__(self) -> int:
         return len(self._keys)

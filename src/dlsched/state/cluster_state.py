@@ -608,8 +608,7 @@ class ClusterState:
         job.progress_at = now
         job.resume_at = now + pause
         partners = self.occupancy.attach(job)
-        job.sharing, job.slowdown, job.slowdown_since = False, 1.0, now
-        job.rate = self._rate(job, partners)
+        job.rate = self._rate(job, partners)  # (its sharing state from now on, too)
         self._unwait(job)
         self.running[job.job_id] = job
         if job.elastic:

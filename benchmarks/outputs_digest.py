@@ -51,6 +51,7 @@ RUNS: dict[str, tuple[str, list[str], bool]] = {
     "fifo-quotas": ("fifo", QUOTAS, False),
     "srtf-quotas": ("srtf", QUOTAS, False),
     "drf-quotas": ("drf", QUOTAS, False),
+    "ftf-quotas": ("ftf", QUOTAS, False),
     "sjf-bsbf-quotas": ("sjf-bsbf", QUOTAS, False),
     "elastic-tiresias-quotas": ("elastic-tiresias", [*ELASTIC, *QUOTAS], False),
     "tiresias-hard-quotas": ("tiresias", [*QUOTAS, "--hard-quotas"], False),

@@ -154,22 +154,51 @@ def test_an_evicted_job_leaves_the_policy_queue_until_admitted_again():
     assert ids(state.not_admitted(fewest_first)) == ["b"]
 
 
-def test_a_bucket_s_stamp_changes_with_its_jobs_and_never_comes_back():
-    # FTF reuses a tenant's sums over its waiting jobs while the stamp stays
+def test_a_bucket_s_totals_follow_its_jobs_exactly_in_any_order():
+    # FTF reads each tenant's sums over its waiting jobs from the queue. Float running sums
+    # would lose the 1 s: 1e16 + 1 rounds to 1e16 (its spacing is 2), minus 1e16 leaves 0.
     from dlsched.jobs import JobState
     from dlsched.state.queues import PendingQueue
 
-    a, b, c = (
-        JobState(JobSpec(n, float(i), 1, 10.0, tenant=t), seq=i)
-        for i, (n, t) in enumerate([("a", "x"), ("b", "y"), ("c", "x")])
+    big, one, other = (
+        JobState(JobSpec(n, t, 1, 10.0, tenant=tenant), seq=i)
+        for i, (n, t, tenant) in enumerate([("big", 1e16, "x"), ("one", 1.0, "x"), ("o", 5.0, "y")])
     )
-    queue = PendingQueue(lambda j: j.spec.submit_time_s, [a, b], bucket=lambda j: j.spec.tenant)
-    seen = {queue.bucket_stamp("x")}
-    queue.add(c)
-    assert queue.bucket_stamp("x") not in seen
-    seen.add(queue.bucket_stamp("x"))
-    y = queue.bucket_stamp("y")
-    queue.remove(a)
-    queue.remove(c)  # the bucket goes with its last job; back, it has a new stamp
-    queue.add(a)
-    assert queue.bucket_stamp("x") not in seen and queue.bucket_stamp("y") == y
+    queue = PendingQueue(
+        lambda j: j.seq,
+        [big],
+        bucket=lambda j: j.spec.tenant,
+        totals=lambda j: (j.spec.submit_time_s, 2.5),
+    )
+    queue.add(one)
+    queue.add(other)
+    assert queue.bucket_totals("x") == (1e16, 5.0)  # 1e16 + 1 correctly rounded
+    queue.remove(big)
+    assert queue.bucket_totals("x") == (1.0, 2.5)
+    assert queue.bucket_totals("y") == (5.0, 2.5)
+    queue.remove(one)  # the bucket goes with its last job, and its sums with it
+    assert queue.bucket_totals("x") == ()
+    queue.add(big)
+    assert queue.bucket_totals("x") == (1e16, 2.5)
+    with pytest.raises(ValueError, match="bucket"):
+        PendingQueue(lambda j: j.seq, totals=lambda j: (1.0,))
+
+
+def test_a_bucket_s_totals_count_a_preempted_job_s_work_left_and_the_invariant_sees_drift():
+    from dlsched.policies.fairshare import rho_totals, submit_order, tenant_of
+    from dlsched.state.invariants import problems
+
+    state = ClusterState(parse_cluster_spec("1x8:V100"), make_policy("ftf"))
+    a, b = (state.submit(spec(j, 4, tenant="x")) for j in "ab")  # 100 s of work each
+    queue = state.queue(submit_order, tenant_of, rho_totals)
+    assert queue.bucket_totals("x") == (0.0, 200.0, 800.0)
+    state.apply(Plan(start=[(a, (0, 1, 2, 3))]))
+    assert queue.bucket_totals("x") == (0.0, 100.0, 400.0)
+    state.advance_to(30.0)
+    state.apply(Plan(preempt=[a]))  # back with 70 s left (no checkpoint cost in the defaults)
+    left = a.remaining_s
+    assert left < 100.0
+    assert queue.bucket_totals("x") == (0.0, 100.0 + left, 4 * (100.0 + left))
+    assert not problems(state)
+    queue._sums["x"][1] += 1 << 1074  # a second too many: the invariant check reports it
+    assert any("bucket 'x' sums" in p for p in problems(state))

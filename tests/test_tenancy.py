@@ -176,7 +176,9 @@ def tenant_cases(draw):
 @settings(max_examples=60, deadline=None)
 @given(
     tenant_cases(),
-    st.sampled_from(["fifo", "sjf", "tiresias", "drf", "elastic-fifo", "elastic-tiresias", "aryl"]),
+    st.sampled_from(
+        ["fifo", "sjf", "tiresias", "drf", "ftf", "elastic-fifo", "elastic-tiresias", "aryl"]
+    ),
 )
 def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld(case, policy):
     from dlsched.inference import DemandCycle, DemandStep

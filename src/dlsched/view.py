@@ -122,7 +122,7 @@ class JobQueue(Protocol):
     def scan(self, skipped: Container[Hashable]) -> Iterator[tuple[JobView, Hashable]]: ...
     @property
     def buckets(self) -> Mapping[Any, Sequence[tuple]]: ...
-    def bucket_stamp(self, bucket: Hashable) -> int: ...  # changes when the bucket's jobs do
+    def bucket_totals(self, bucket: Hashable) -> tuple[float, ...]: ...  # sums of ``totals``
 
 
 class RunningJobs(Protocol):
@@ -187,12 +187,16 @@ class PolicyView(Protocol):
     def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs its running jobs (and profiling) hold
 
     def queue(
-        self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
+        self,
+        key: Callable[[JobView], Any],
+        bucket: Callable[[JobView], Hashable] | None = None,
+        totals: Callable[[JobView], tuple[float, ...]] | None = None,
     ) -> JobQueue:
         """The admitted pending jobs in the order of ``key`` (smallest first), split into
-        buckets by ``bucket`` when given, kept by the state from the first call on
-        (:mod:`dlsched.state.queues`): read it, do not copy or sort it. Pass the same
-        functions every time (module-level functions or bound methods of the policy)."""
+        buckets by ``bucket`` when given, with each bucket's sums of ``totals`` when given,
+        kept by the state from the first call on (:mod:`dlsched.state.queues`): read it, do
+        not copy or sort it. Pass the same functions every time (module-level functions or
+        bound methods of the policy)."""
 
     def running_order(self, key: Callable[[JobView], tuple]) -> RunningJobs:
         """The running jobs in the order of ``key`` (worst first: the first to preempt), kept

@@ -55,6 +55,12 @@ def tenant_of(job: JobView) -> str:
     return job.spec.tenant
 
 
+def rho_totals(job: JobView) -> tuple[float, float, float]:
+    """What FTF sums over a tenant's waiting jobs: submit time, work left, GPUs x work left (a
+    waiting job's are fixed while it waits)."""
+    return job.spec.submit_time_s, job.remaining_s, job.num_gpus * job.remaining_s
+
+
 class TenantFairShare(Policy):
     """The pass above; subclasses give the score (lower = worse off, served first)."""
 
@@ -73,6 +79,10 @@ class TenantFairShare(Policy):
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         raise NotImplementedError
 
+    def waiting_queue(self, view: PolicyView) -> JobQueue:
+        """The admitted waiting jobs, oldest first, bucketed per tenant."""
+        return view.queue(submit_order, tenant_of)
+
     def begin(self, queue: JobQueue) -> None:
         """A pass begins over the tenants' waiting jobs (``queue.buckets``: entries ``(key,
         seq, job)`` per tenant)."""
@@ -82,7 +92,7 @@ class TenantFairShare(Policy):
 
     def schedule(self, view: PolicyView) -> Plan:
         plan = Plan()
-        queue = view.queue(submit_order, tenant_of)  # oldest first, per tenant
+        queue = self.waiting_queue(view)
         tenants = queue.buckets
         if not tenants or view.free.total == 0:
             return plan
@@ -143,40 +153,21 @@ class Ftf(TenantFairShare):
 
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
-        # within a pass, per tenant, over its waiting jobs: count, sum of submit times, of work
-        # left, of GPUs x work
+        # within a pass, per tenant, over its jobs not yet started: their count and the sums
+        # of rho_totals (the state keeps those of all its waiting jobs)
         self.sums: dict[str, list[float]] = {}
-        # per tenant, the sums over its whole bucket and the bucket's stamp they were taken at
-        # (a waiting job's values do not change: a sum is reused until the bucket changes)
-        self._bucket_sums: dict[str, tuple[int, list[float]]] = {}
-        self._summed: JobQueue | None = None
 
-    @staticmethod
-    def _add(s: list[float], job: JobView, sign: int) -> None:
-        s[0] += sign
-        s[1] += sign * job.spec.submit_time_s
-        s[2] += sign * job.remaining_s
-        s[3] += sign * job.num_gpus * job.remaining_s
+    def waiting_queue(self, view: PolicyView) -> JobQueue:
+        return view.queue(submit_order, tenant_of, rho_totals)
 
     def begin(self, queue: JobQueue) -> None:
-        self.sums = {}
-        if queue is not self._summed:  # stamps belong to one queue
-            self._summed, self._bucket_sums = queue, {}
-        cache: dict[str, tuple[int, list[float]]] = {}
-        for tenant, entries in queue.buckets.items():
-            stamp = queue.bucket_stamp(tenant)
-            cached = self._bucket_sums.get(tenant)
-            if cached is None or cached[0] != stamp:
-                total = [0.0, 0.0, 0.0, 0.0]
-                for entry in entries:
-                    self._add(total, entry[2], +1)
-                cached = (stamp, total)
-            cache[tenant] = cached
-            self.sums[tenant] = list(cached[1])
-        self._bucket_sums = cache  # tenants with no job waiting drop out
+        self.sums = {t: [len(jobs), *queue.bucket_totals(t)] for t, jobs in queue.buckets.items()}
 
     def took(self, job: JobView) -> None:
-        self._add(self.sums[job.spec.tenant], job, -1)
+        s = self.sums[job.spec.tenant]
+        s[0] -= 1
+        for i, v in enumerate(rho_totals(job), 1):
+            s[i] -= v
 
     def score(self, tenant: str, now: float, total_gpus: int) -> float:
         return -self.rho(tenant, now, total_gpus)

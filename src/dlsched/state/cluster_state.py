@@ -33,7 +33,7 @@ from .free import FreeGpus
 from .loans import LoanBook
 from .occupancy import GpuOccupancy
 from .plan_check import PlanCheck
-from .queues import BucketKey, PendingQueue, QueueKey
+from .queues import BucketKey, PendingQueue, QueueKey, Totals
 from .running import RunningKey, RunningOrder
 from .tenant_log import TenantLog
 from .whatif import WhatIfView
@@ -120,9 +120,9 @@ class ClusterState:
         self._lease_tenants: dict[str, str] = {}  # lease owner -> the tenant it counts for
         self.tenant_log: TenantLog | None = None
         # the orders (and buckets) policies asked for, of the admitted pending jobs
-        self._queues: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
+        self._queues: dict[tuple[QueueKey, BucketKey | None, Totals | None], PendingQueue] = {}
         # the same of the pending jobs not admitted, for the admission stage
-        self._held_back: dict[tuple[QueueKey, BucketKey | None], PendingQueue] = {}
+        self._held_back: dict[tuple[QueueKey, BucketKey | None, Totals | None], PendingQueue] = {}
         # the orders of running jobs policies asked for (preemptive policies' victims)
         self._running_orders: dict[RunningKey, RunningOrder] = {}
         self._running_drifts: dict[LinearKey, RunningDrift] = {}
@@ -154,9 +154,13 @@ class ClusterState:
             lost += (self.now - job.resume_at) % interval
         return len(job.gpus) * lost
 
-    def queue(self, key: QueueKey, bucket: BucketKey | None = None) -> PendingQueue:
-        queue = self._queues.get((key, bucket))  # asked several times a pass: look up first
-        return queue if queue is not None else self._order(self._queues, key, bucket, True)
+    def queue(
+        self, key: QueueKey, bucket: BucketKey | None = None, totals: Totals | None = None
+    ) -> PendingQueue:
+        queue = self._queues.get((key, bucket, totals))  # asked several times a pass
+        if queue is None:
+            queue = self._order(self._queues, key, bucket, True, totals)
+        return queue
 
     def running_order(self, key: RunningKey) -> RunningOrder:
         order = self._running_orders.get(key)
@@ -174,13 +178,19 @@ class ClusterState:
         return drift
 
     def _order(
-        self, orders: dict, key: QueueKey, bucket: BucketKey | None, admitted: bool
+        self,
+        orders: dict,
+        key: QueueKey,
+        bucket: BucketKey | None,
+        admitted: bool,
+        totals: Totals | None = None,
     ) -> PendingQueue:
-        """The queue in ``orders`` for (key, bucket), made from the pending jobs at first ask."""
-        queue = orders.get((key, bucket))
+        """The queue in ``orders`` for (key, bucket, totals), made from the pending jobs at
+        first ask."""
+        queue = orders.get((key, bucket, totals))
         if queue is None:
             jobs = (j for j in self.pending.values() if j.admitted is admitted)
-            queue = orders[(key, bucket)] = PendingQueue(key, jobs, bucket)
+            queue = orders[(key, bucket, totals)] = PendingQueue(key, jobs, bucket, totals)
         return queue
 
     # -- admission (the stage that runs before the policy: dlsched.admission) ----------------------

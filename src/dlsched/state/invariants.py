@@ -3,9 +3,12 @@ of random workloads, in the simulator and in the runtime's service."""
 
 from __future__ import annotations
 
+import math
+
 from ..jobs import Status
 from ..workload_model import one_more_gpu_helps
 from .cluster_state import ClusterState
+from .queues import PendingQueue
 
 
 def problems(state: ClusterState) -> list[str]:
@@ -112,11 +115,31 @@ def problems(state: ClusterState) -> list[str]:
             asked[head] = asked.get(head, 0) + held.num_gpus
         if asked != order.head_gpus:
             out.append(f"a running order counts {order.head_gpus} GPUs per head, not {asked}")
+    for orders, admitted in ((state._queues, True), (state._held_back, False)):
+        waiting = {j for j, job in state.pending.items() if job.admitted is admitted}
+        for queue in orders.values():
+            out += _queue_problems(queue, waiting)
     for drift in state._running_drifts.values():
         if len(drift) != len(running) or any(jid not in drift for jid in running):
             out.append("a drifting index does not hold exactly the running jobs")
     if state.admission is not None:
         out += _admission_problems(state)
+    return out
+
+
+def _queue_problems(queue: PendingQueue, waiting: set[str]) -> list[str]:
+    """A pending queue against the jobs it must list: all of them, in order, with exact sums."""
+    listed = [j.job_id for j in queue]
+    if sorted(listed) != sorted(waiting):
+        return [f"a pending queue lists {sorted(listed)}, not the waiting jobs {sorted(waiting)}"]
+    if listed != [j.job_id for j in sorted(queue, key=lambda j: (queue.key(j), j.seq))]:
+        return ["a pending queue is not in its key's order"]
+    out = []
+    if queue.bucket is not None and queue.totals is not None:
+        for b, entries in queue.buckets.items():
+            values = list(zip(*(queue.totals(e[2]) for e in entries)))
+            if queue.bucket_totals(b) != tuple(math.fsum(v) for v in values):
+                out.append(f"bucket {b!r} sums {queue.bucket_totals(b)}, not its jobs' {values}")
     return out
 
 

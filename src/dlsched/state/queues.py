@@ -12,6 +12,12 @@ With ``bucket`` (``view.queue(key, bucket)``), the queue is also split by a seco
 the job (its size and GPU types, its tenant), each bucket in the same order: a scan that learns
 that one kind of job cannot start skips its whole bucket, and a fair-share pass takes each
 tenant's head.
+
+With ``totals`` as well (``view.queue(key, bucket, totals)``), a function of a waiting job giving
+a tuple of numbers, the queue keeps each bucket's sums of them as jobs join and leave
+(``bucket_totals``): fair share's rho over a tenant's waiting jobs reads them instead of summing
+the bucket at every pass. The sums are exact (integers in units of the smallest float), so they
+never drift with the order of joins and leaves and equal ``math.fsum`` of the bucket.
 """
 
 from __future__ import annotations
@@ -27,19 +33,34 @@ from ..jobs import JobView
 QueueKey = Callable[[JobView], Any]
 _job = itemgetter(2)  # an entry's job
 BucketKey = Callable[[JobView], Hashable]
+Totals = Callable[[JobView], tuple[float, ...]]
+_UNIT_BITS = 1074  # the smallest positive float is 2**-1074: every float is a whole count of it
+
+
+def _exact(x: float) -> int:
+    """``x`` as a whole number of 2**-1074 (exact, for any finite float)."""
+    n, d = x.as_integer_ratio()  # d is a power of two, at most 2**1074
+    return n << (_UNIT_BITS + 1 - d.bit_length())
 
 
 class PendingQueue(Sequence[JobView]):
     """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
     ``buckets`` (bucket -> its jobs, best first) and ``scan``."""
 
-    __slots__ = ("key", "bucket", "_entries", "_keys", "_buckets", "sizes", "_stamps", "_changes")
+    __slots__ = ("key", "bucket", "totals", "_entries", "_keys", "_buckets", "sizes", "_sums")
 
     def __init__(
-        self, key: QueueKey, jobs: Iterable[JobView] = (), bucket: BucketKey | None = None
+        self,
+        key: QueueKey,
+        jobs: Iterable[JobView] = (),
+        bucket: BucketKey | None = None,
+        totals: Totals | None = None,
     ) -> None:
+        if totals is not None and bucket is None:
+            raise ValueError("totals are kept per bucket: give a bucket function too")
         self.key = key
         self.bucket = bucket
+        self.totals = totals
         # job id -> (key, seq, bucket); entries are (key, seq, job), sorted (seq is unique, so
         # comparisons never reach the job). A bucketed queue keeps its buckets only, and
         # ``_entries`` is their merge, made when asked after a change (None until then): the
@@ -49,9 +70,8 @@ class PendingQueue(Sequence[JobView]):
         self._buckets: dict[Hashable, list[tuple]] = {}
         # GPUs asked for -> jobs waiting that ask for as many (a scan's quick "nothing fits")
         self.sizes: dict[int, int] = {}
-        # bucket -> the count of changes to the queue when it last changed (see bucket_stamp)
-        self._stamps: dict[Hashable, int] = {}
-        self._changes = 0
+        # bucket -> the exact sums of ``totals`` over its jobs (see bucket_totals)
+        self._sums: dict[Hashable, list[int]] = {}
         for job in jobs:
             k = self._key(job)
             self._entries.append((k[0], k[1], job))
@@ -59,7 +79,10 @@ class PendingQueue(Sequence[JobView]):
         self._entries.sort(key=lambda e: e[:2])
         if bucket is not None:
             for e in self._entries:
-                self._buckets.setdefault(self._keys[e[2].job_id][2], []).append(e)
+                b = self._keys[e[2].job_id][2]
+                self._buckets.setdefault(b, []).append(e)
+                if totals is not None:
+                    self._count(b, e[2], 1)
 
     def _key(self, job: JobView) -> tuple:
         k = (self.key(job), job.seq, None if self.bucket is None else self.bucket(job))
@@ -135,10 +158,24 @@ class PendingQueue(Sequence[JobView]):
             else:
                 heapq.heapreplace(heap, (entries[i][0], entries[i][1], i, b))
 
-    def bucket_stamp(self, bucket: Hashable) -> int:
-        """Changes when the bucket's jobs change, never back to an earlier value: a policy
-        that sums over a bucket may reuse its sum while the stamp stays (0: never changed)."""
-        return self._stamps.get(bucket, 0)
+    def bucket_totals(self, bucket: Hashable) -> tuple[float, ...]:
+        """The sums of ``totals`` over the bucket's jobs (each correctly rounded); an empty
+        tuple for a bucket with no job waiting."""
+        sums = self._sums.get(bucket)
+        return () if sums is None else tuple(s / (1 << _UNIT_BITS) for s in sums)
+
+    def _count(self, b: Hashable, job: JobView, sign: int) -> None:
+        assert self.totals is not None
+        values = self.totals(job)
+        sums = self._sums.get(b)
+        if sums is None:
+            self._sums[b] = [_exact(v) for v in values]
+        elif sign > 0:
+            for i, v in enumerate(values):
+                sums[i] += _exact(v)
+        else:
+            for i, v in enumerate(values):
+                sums[i] -= _exact(v)
 
     # -- kept by the state ---------------------------------------------------------------------
     def add(self, job: JobView) -> None:
@@ -158,8 +195,8 @@ class PendingQueue(Sequence[JobView]):
         else:
             self._entries = None
             _put(self._buckets.setdefault(b, []), entry)
-            self._changes += 1
-            self._stamps[b] = self._changes
+            if self.totals is not None:
+                self._count(b, job, 1)
         n = job.num_gpus
         self.sizes[n] = self.sizes.get(n, 0) + 1
 
@@ -174,13 +211,15 @@ class PendingQueue(Sequence[JobView]):
                 del entries[bisect_left(entries, (key, seq))]
         else:
             self._entries = None
-            self._changes += 1
-            self._stamps[b] = self._changes
             same = self._buckets[b]
             if len(same) == 1:
                 del self._buckets[b]
+                if self.totals is not None:
+                    del self._sums[b]
             else:
                 _drop(same, key, seq, job)
+                if self.totals is not None:
+                    self._count(b, job, -1)
         n = job.num_gpus
         left = self.sizes[n] - 1
         if left:

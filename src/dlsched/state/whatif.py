@@ -134,9 +134,12 @@ class WhatIfView:
         return self._tenant_gpus
 
     def queue(
-        self, key: Callable[[JobView], Any], bucket: Callable[[JobView], Hashable] | None = None
+        self,
+        key: Callable[[JobView], Any],
+        bucket: Callable[[JobView], Hashable] | None = None,
+        totals: Callable[[JobView], tuple[float, ...]] | None = None,
     ) -> JobQueue:
-        return self.base.queue(key, bucket)
+        return self.base.queue(key, bucket, totals)
 
     def running_order(self, key: RunningKey) -> RunningJobs:
         return self.base.running_order(key)

@@ -156,12 +156,17 @@ class Ftf(TenantFairShare):
         # within a pass, per tenant, over its jobs not yet started: their count and the sums
         # of rho_totals (the state keeps those of all its waiting jobs)
         self.sums: dict[str, list[float]] = {}
+        self.tenants = 0
 
     def waiting_queue(self, view: PolicyView) -> JobQueue:
         return view.queue(submit_order, tenant_of, rho_totals)
 
     def begin(self, queue: JobQueue) -> None:
-        self.sums = {t: [len(jobs), *queue.bucket_totals(t)] for t, jobs in queue.buckets.items()}
+        waiting = queue.buckets
+        self.sums = {t: [len(jobs), *queue.bucket_totals(t)] for t, jobs in waiting.items()}
+        # N: tenants with work, waiting or running. Constant through the pass: a tenant whose
+        # last waiting job the pass starts holds its GPUs instead.
+        self.tenants = len(waiting) + sum(1 for t, n in self.held.items() if n and t not in waiting)
 
     def took(self, job: JobView) -> None:
         s = self.sums[job.spec.tenant]
@@ -176,11 +181,6 @@ class Ftf(TenantFairShare):
         n, submits, work, gpu_work = self.sums.get(tenant, (0, 0, 0, 0))
         if n <= 0 or work <= 0:
             return 0.0
-        tenants = sum(1 for n in self.waiting.values() if n) + sum(
-            1
-            for t in self.held.keys() | self.planned.keys()
-            if self.gpus_of(t) > 0 and not self.waiting.get(t)
-        )
-        share = total_gpus / max(1, tenants)
+        share = total_gpus / max(1, self.tenants)
         isolated = max(work, gpu_work / share)  # on its 1/N: at most `share` GPUs at once
         return (n * now - submits + work) / isolated

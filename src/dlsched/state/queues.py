@@ -47,7 +47,17 @@ class PendingQueue(Sequence[JobView]):
     """Read-only to policies: iterate it (best first), ``len`` it, index it; with buckets,
     ``buckets`` (bucket -> its jobs, best first) and ``scan``."""
 
-    __slots__ = ("key", "bucket", "totals", "_entries", "_keys", "_buckets", "sizes", "_sums")
+    __slots__ = (
+        "key",
+        "bucket",
+        "totals",
+        "_entries",
+        "_keys",
+        "_buckets",
+        "sizes",
+        "_sums",
+        "_rounded",
+    )
 
     def __init__(
         self,
@@ -72,6 +82,7 @@ class PendingQueue(Sequence[JobView]):
         self.sizes: dict[int, int] = {}
         # bucket -> the exact sums of ``totals`` over its jobs (see bucket_totals)
         self._sums: dict[Hashable, list[int]] = {}
+        self._rounded: dict[Hashable, tuple[float, ...]] = {}  # as floats, until they change
         for job in jobs:
             k = self._key(job)
             self._entries.append((k[0], k[1], job))
@@ -161,12 +172,18 @@ class PendingQueue(Sequence[JobView]):
     def bucket_totals(self, bucket: Hashable) -> tuple[float, ...]:
         """The sums of ``totals`` over the bucket's jobs (each correctly rounded); an empty
         tuple for a bucket with no job waiting."""
-        sums = self._sums.get(bucket)
-        return () if sums is None else tuple(s / (1 << _UNIT_BITS) for s in sums)
+        rounded = self._rounded.get(bucket)
+        if rounded is None:
+            sums = self._sums.get(bucket)
+            if sums is None:
+                return ()
+            rounded = self._rounded[bucket] = tuple(s / (1 << _UNIT_BITS) for s in sums)
+        return rounded
 
     def _count(self, b: Hashable, job: JobView, sign: int) -> None:
         assert self.totals is not None
         values = self.totals(job)
+        self._rounded.pop(b, None)
         sums = self._sums.get(b)
         if sums is None:
             self._sums[b] = [_exact(v) for v in values]
@@ -216,6 +233,7 @@ class PendingQueue(Sequence[JobView]):
                 del self._buckets[b]
                 if self.totals is not None:
                     del self._sums[b]
+                    self._rounded.pop(b, None)
             else:
                 _drop(same, key, seq, job)
                 if self.totals is not None:

@@ -448,6 +448,29 @@ def test_drf_after_a_cancel_counts_the_gpus_the_tenant_gave_up():
     _fair_share_after(cancel, "2x2")  # z0's node is free
 
 
+def test_ftf_after_a_cancel_counts_only_the_tenants_with_work():
+    # 2 x 4 GPUs. z0 (tenant z, all 8) runs from 0; b1 (b, 8 GPUs, 100 s) waits from 0. At 150 z0
+    # is cancelled (z has no other job) and a1 (a, 1 GPU, 100 s) arrives. N = 2 tenants with
+    # work (a, b): each one's own cluster is 8 / 2 = 4 GPUs. rho(a) = (0 + 100) / 100 = 1;
+    # rho(b) = (150 + 100) / max(100, 800 / 4) = 1.25, so b1 starts and a1 waits (7 GPUs would
+    # be left for a1 otherwise, too few for b1). Were z still counted (N = 3, 8/3 GPUs each),
+    # rho(b) = 250 / 300 = 0.83 < 1 and a1 would start first.
+    from dlsched.state.cluster_state import ClusterState
+    from dlsched.view import Plan
+
+    state = ClusterState(parse_cluster_spec("2x4"), make_policy("ftf"))
+    z0 = state.submit(JobSpec("z0", 0.0, 8, 1000.0, tenant="z"))
+    state.apply(Plan(start=[(z0, tuple(range(8)))]))
+    b1 = state.submit(JobSpec("b1", 0.0, 8, 100.0, tenant="b"))
+    state.advance_to(150.0)
+    state.cancel(z0)
+    a1 = state.submit(JobSpec("a1", 150.0, 1, 100.0, tenant="a"))
+    assert not any(state.tenant_gpus.values())
+    _pass(state)
+    assert b1.status is Status.RUNNING and a1.status is Status.PENDING
+    assert not problems(state)
+
+
 def test_drf_under_quotas_counts_a_start_the_stage_cut():
     # 1 x 8 GPUs; z may use 4 (hard), b 8. z_run (2) and b_run (2) start at 0. At 1 the elastic
     # z0 (asks 4, at least 1) arrives: DRF plans 4, the stage cuts it to 1 + the 1 GPU z has

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cluster import Cluster, load_cluster
+from .collector import fewer_collections
 from .elastic_jobs import make_elastic
 from .errors import SpecError
 from .jobs import JOB_SPEC_FIELDS, JobSpec
@@ -106,19 +107,20 @@ def prepare(
         limit=limit,
         deadlines=deadlines,
     )
-    if cache_dir is None:
-        return _prepare(trace, cluster, **options)
-    from . import workload_cache
+    with fewer_collections():
+        if cache_dir is None:
+            return _prepare(trace, cluster, **options)
+        from . import workload_cache
 
-    cluster_key = cluster.spec() if isinstance(cluster, Cluster) else cluster
-    path = workload_cache.entry_path(
-        Path(cache_dir), {"trace": trace, "cluster": cluster_key, **options}
-    )
-    workload = workload_cache.load(path, Workload)
-    if workload is None:
-        workload = _prepare(trace, cluster, **options)
-        workload_cache.store(path, workload)
-    return workload
+        cluster_key = cluster.spec() if isinstance(cluster, Cluster) else cluster
+        path = workload_cache.entry_path(
+            Path(cache_dir), {"trace": trace, "cluster": cluster_key, **options}
+        )
+        workload = workload_cache.load(path, Workload)
+        if workload is None:
+            workload = _prepare(trace, cluster, **options)
+            workload_cache.store(path, workload)
+        return workload
 
 
 def _prepare(

@@ -11,16 +11,15 @@ owns only time, the event queues and the cluster-wide integrals (utilization, sh
 from __future__ import annotations
 
 import functools
-import gc
 import heapq
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..admission import QuotaAdmission, schedule_pass
 from ..cluster import Cluster
+from ..collector import fewer_collections
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
 from ..jobs import JobSpec, JobState, Status
@@ -196,7 +195,7 @@ class Simulator:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> SimResult:
-        with _collector_for_a_run():
+        with fewer_collections():
             return self._loop()
 
     def _loop(self) -> SimResult:
@@ -357,28 +356,6 @@ class Simulator:
 # Young objects the collector lets pile up before it looks: a run's garbage is almost all acyclic
 # (freed by reference counts), so Python's default of 700 only makes it look ten times as often
 # for nothing (measured on Philly: collections cost 7% of a FIFO replay at 700, 2% at 10,000).
-YOUNG_OBJECTS_BEFORE_COLLECTING = 10_000
-
-
-@contextmanager
-def _collector_for_a_run() -> Iterator[None]:
-    """For the run: the objects alive before it (the jobs, the trace, the caller's own) kept
-    out of the collector's full passes, which would walk them again for no garbage, and the
-    young generation collected less often. Both are put back after, also on an error; nothing
-    is frozen when the caller froze objects itself."""
-    thresholds = gc.get_threshold()
-    freeze = not gc.get_freeze_count()
-    if freeze:
-        gc.freeze()
-    gc.set_threshold(max(thresholds[0], YOUNG_OBJECTS_BEFORE_COLLECTING), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        if freeze:
-            gc.unfreeze()
-
-
 class UsageRecorder:
     """The cluster-wide integrals a result reports (GPUs allocated, shared and usable; the
     inference side's need, shortfall and loans), and the time series' points the loop finds

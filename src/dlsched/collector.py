@@ -12,6 +12,9 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# Young objects the collector lets pile up before it looks: a run's garbage is almost all acyclic
+# (freed by reference counts), so Python's default of 700 only makes it look ten times as often
+# for nothing (measured on Philly: collections cost 7% of a FIFO replay at 700, 2% at 10,000).
 YOUNG_OBJECTS_BEFORE_COLLECTING = 10_000
 
 

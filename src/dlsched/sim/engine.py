@@ -353,9 +353,6 @@ class Simulator:
         return res
 
 
-# Young objects the collector lets pile up before it looks: a run's garbage is almost all acyclic
-# (freed by reference counts), so Python's default of 700 only makes it look ten times as often
-# for nothing (measured on Philly: collections cost 7% of a FIFO replay at 700, 2% at 10,000).
 class UsageRecorder:
     """The cluster-wide integrals a result reports (GPUs allocated, shared and usable; the
     inference side's need, shortfall and loans), and the time series' points the loop finds

@@ -184,15 +184,9 @@ class PendingQueue(Sequence[JobView]):
         assert self.totals is not None
         values = self.totals(job)
         self._rounded.pop(b, None)
-        sums = self._sums.get(b)
-        if sums is None:
-            self._sums[b] = [_exact(v) for v in values]
-        elif sign > 0:
-            for i, v in enumerate(values):
-                sums[i] += _exact(v)
-        else:
-            for i, v in enumerate(values):
-                sums[i] -= _exact(v)
+        sums = self._sums.setdefault(b, [0] * len(values))
+        for i, v in enumerate(values):
+            sums[i] += sign * _exact(v)
 
     # -- kept by the state ---------------------------------------------------------------------
     def add(self, job: JobView) -> None:

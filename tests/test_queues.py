@@ -195,7 +195,7 @@ def test_a_bucket_s_totals_count_a_preempted_job_s_work_left_and_the_invariant_s
     state.apply(Plan(start=[(a, (0, 1, 2, 3))]))
     assert queue.bucket_totals("x") == (0.0, 100.0, 400.0)
     state.advance_to(30.0)
-    state.apply(Plan(preempt=[a]))  # back with 70 s left (no checkpoint cost in the defaults)
+    state.apply(Plan(preempt=[a]))  # back in the queue with less than its 100 s left
     left = a.remaining_s
     assert left < 100.0
     assert queue.bucket_totals("x") == (0.0, 100.0 + left, 4 * (100.0 + left))

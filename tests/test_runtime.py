@@ -37,21 +37,21 @@ def test_two_tenants_jobs_run_to_completion_under_fifo(harness):
 def test_tiresias_preempts_and_the_job_resumes_from_its_checkpoint(harness, tmp_path):
     h = harness
     alice = h.tenant("alice")
-    # L takes all 4 GPUs with no periodic checkpoint (about 9 s of training); after 8 GPU-seconds
+    # L takes all 4 GPUs with no periodic checkpoint (about 6 s of training); after 8 GPU-seconds
     # (2 s) it drops to the lower queue, so S (a new job, top queue) preempts it. L checkpoints
     # when stopped, and resumes.
     long_job = h.submit(
-        alice, **EMULATED, gpus=4, batch_size=16, iterations=300, checkpoint_every=0
+        alice, **EMULATED, gpus=4, batch_size=16, iterations=200, checkpoint_every=0
     )
     # four workers' start-ups beside the other pytest worker's: 91 s on CI once, over 90 here
     wait_for(lambda: h.job(long_job)["iteration"] >= 20, 240, what="L to make progress")
     short = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=30)
     assert h.wait_status(short, "done")["iteration"] == 30
     job = h.wait_status(long_job, "done", timeout_s=240)
-    assert job["iteration"] == 300 and job["preemptions"] >= 1
+    assert job["iteration"] == 200 and job["preemptions"] >= 1
     log = log_of(h, long_job)
     stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
-    assert stopped_at >= 20 and f"start at iteration {stopped_at} of 300" in log
+    assert stopped_at >= 20 and f"start at iteration {stopped_at} of 200" in log
     assert any("preempted by tiresias" in e["message"] for e in job["events"])
     # S's workers started only once L's had stopped (checkpointed and gone) from their GPUs
     short_log = log_of(h, short)
@@ -126,13 +126,13 @@ def test_a_killed_worker_requeues_its_job_which_resumes_from_its_checkpoint(harn
     h = harness
     alice = h.tenant("alice")
     jid = h.submit(
-        alice, **EMULATED, gpus=2, batch_size=8, iterations=300, checkpoint_every=20
-    )  # ~9 s
+        alice, **EMULATED, gpus=2, batch_size=8, iterations=200, checkpoint_every=20
+    )  # ~6 s
     wait_for(lambda: h.job(jid)["iteration"] >= 50, 90, what="progress past a checkpoint")
     pids = h.executor.worker_pids(jid)
     os.kill(pids[1], signal.SIGKILL)
     job = h.wait_status(jid, "done", timeout_s=180)
-    assert job["iteration"] == 300 and job["failures"] == 1
+    assert job["iteration"] == 200 and job["failures"] == 1
     resumed = [
         int(line.split("start at iteration ")[1].split()[0])
         for line in log_of(h, jid).splitlines()
@@ -144,19 +144,19 @@ def test_a_killed_worker_requeues_its_job_which_resumes_from_its_checkpoint(harn
 def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_cluster):
     h = harness
     alice = h.tenant("alice")
-    # long enough (about 9 s of training) that the node goes while it runs
-    jid = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=300, checkpoint_every=20)
+    # long enough (about 6 s of training) that the node goes while it runs
+    jid = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=200, checkpoint_every=20)
     wait_for(lambda: h.job(jid)["iteration"] >= 50, 90, what="progress past a checkpoint")
     node = h.job(jid)["gpus"][0][0]
     ray_cluster.remove_node(node)
     try:
         job = h.wait_status(jid, "done", timeout_s=180)
-        assert job["iteration"] == 300 and job["failures"] >= 1
+        assert job["iteration"] == 200 and job["failures"] >= 1
         assert {g[0] for g in job["gpus"]} != {node}  # it finished on the other node
         log = log_of(h, jid)
-        assert "start at iteration 0 of 300" in log and log.count("start at iteration") == 2
+        assert "start at iteration 0 of 200" in log and log.count("start at iteration") == 2
         assert (
-            "start at iteration 0 of 300" not in log.split("start at iteration", 2)[2]
+            "start at iteration 0 of 200" not in log.split("start at iteration", 2)[2]
         )  # not from scratch
         status = h.client.get("/v1/cluster", headers=alice).json()
         assert [n["alive"] for n in status["nodes"] if n["name"] == node] == [False]

@@ -125,7 +125,7 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text(
         json.dumps(
-            {**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 300, "checkpoint_every": 20}
+            {**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 200, "checkpoint_every": 20}
         )
     )
     code, out, err = server.cli("submit", str(spec), token=token)
@@ -145,7 +145,7 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     job = wait_for(
         lambda: (j := server.job(running))["status"] == "done" and j, 180, what="the job to finish"
     )
-    assert job["iteration"] == 300
+    assert job["iteration"] == 200
     assert any("server restarted" in e["message"] for e in job["events"])
     code, log, _ = server.cli("logs", running, token=token)
     starts = [
@@ -157,7 +157,7 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     code, events, _ = server.cli("events", running, token=token)
     assert code == 0 and events.index("submitted") < events.index(
         "server restarted"
-    ) < events.index("done after 300")
+    ) < events.index("done after 200")
     assert wait_for(
         lambda: server.job(queued)["status"] == "done", 120, what="the queued job"
     )  # not lost

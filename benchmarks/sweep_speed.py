@@ -25,7 +25,7 @@ from dlsched.stats import geometric_mean_ci
 
 def timed_sweep(spec: Path, out: Path, *extra: str) -> float:
     env = {**os.environ, "DLSCHED_CACHE_DIR": str(out / "cache")}
-    cmd = [sys.executable, "-c", "import sys; from dlsched.cli import main; sys.exit(main())"]
+    cmd = [sys.executable, "-c", "from dlsched.cli import console_main; console_main()"]
     cmd += ["sweep", str(spec), "--out", str(out), "--no-progress", *extra]
     started = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)

@@ -159,17 +159,26 @@ def test_the_cache_misses_when_any_input_changes(tmp_path):
     assert run_key(parse_spec(relabelled).runs[0]) == run_key(base)
 
 
-def test_a_failing_run_is_listed_and_the_others_finish(tmp_path):
-    bad = tmp_path / "bad.csv"  # a trace file with a malformed row: its runs fail at preparation
+def failing_spec(tmp_path) -> dict:
+    """Two runs: one of them on a trace file with a malformed row (it fails at preparation)."""
+    bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,duration,num_gpus,cluster\n2017-10-03 10:00:00,100,x,vc1\n")
     s = spec(axes={"policy": ["fifo"], "trace": ["synthetic", str(bad)]}, seeds=[0])
     s["runs"] = {"cluster": "4x8:V100", "trace_params": {"num_jobs": 50}}
-    result = run_sweep(s, tmp_path / "out", sequential=True)
+    return s
+
+
+def check_the_bad_trace_failed(result, out) -> None:
     assert not result.ok and len(result.outcome.done) == 1
     ((run, error),) = result.outcome.failed
-    assert run.get("trace") == str(bad) and "num_gpus" in error
-    listed = json.loads((tmp_path / "out" / "failures.json").read_text())
-    assert listed[0]["point"]["trace"] == str(bad)
+    assert run.get("trace").endswith("bad.csv") and "num_gpus" in error
+    listed = json.loads((out / "failures.json").read_text())
+    assert listed[0]["point"]["trace"].endswith("bad.csv")
+
+
+def test_a_failing_run_is_listed_and_the_others_finish(tmp_path):
+    result = run_sweep(failing_spec(tmp_path), tmp_path / "out", sequential=True)
+    check_the_bad_trace_failed(result, tmp_path / "out")
 
 
 def test_a_sweep_killed_midway_loses_only_the_runs_in_flight(tmp_path):
@@ -215,11 +224,14 @@ def test_on_two_ray_nodes_runs_spread_and_match_sequential_runs_byte_for_byte(tm
         ray.init(address=cluster.address)
         s = spec(axes={"policy": ["fifo", "sjf", "srtf", "tiresias"]})
         on_ray = run_sweep(s, tmp_path / "ray", ray_address=cluster.address)
+        # a workload that cannot be prepared fails its runs, named with its error, not others
+        failing = run_sweep(failing_spec(tmp_path), tmp_path / "bad", ray_address=cluster.address)
     finally:
         ray.shutdown()
         cluster.shutdown()
     assert on_ray.ok and len(on_ray.outcome.done) == 12
     assert len(set(on_ray.outcome.nodes.values())) == 2  # both nodes ran some
+    check_the_bad_trace_failed(failing, tmp_path / "bad")
     here = run_sweep(s, tmp_path / "here", sequential=True)
     for run in here.spec.runs:
         a, b = (tmp_path / side / "runs" / run_key(run) for side in ("ray", "here"))
@@ -231,6 +243,37 @@ def test_on_two_ray_nodes_runs_spread_and_match_sequential_runs_byte_for_byte(tm
                 assert {**sa, "wall_s": 0} == {**sb, "wall_s": 0}
             else:
                 assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.runtime
+def test_the_command_on_an_embedded_ray_exits_with_its_outputs_and_leaves_no_ray_process(
+    tmp_path,
+):
+    from dlsched.runtime.reaper import RAY_MARKERS, _processes, descendants
+
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec(seeds=[0])))
+    cmd = [sys.executable, "-c", "from dlsched.cli import console_main; console_main()"]
+    cmd += ["sweep", str(spec_file), "--out", str(tmp_path / "out"), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[int, tuple[str, str]] = {}  # its Ray processes: pid -> start time, command
+    while proc.poll() is None:
+        for pid, (start, command) in descendants(proc.pid, _processes()).items():
+            if any(m in command for m in RAY_MARKERS):
+                seen[pid] = (start, command)
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert "2 runs done now" in out and (tmp_path / "out" / "sweep.csv").is_file()
+    commands = " ".join(command for _, command in seen.values())
+    assert "gcs_server" in commands and "raylet" in commands  # it ran on a cluster of its own
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        alive = [p for p, (_, start, _) in _processes().items() if seen.get(p, ("",))[0] == start]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive, [seen[p] for p in alive]  # the reaper took it down after the exit
 
 
 def test_the_cli_sweep_prints_the_tables_and_exits_1_when_a_run_failed(tmp_path):

@@ -33,6 +33,9 @@ def ray_call(address, actor):
         f"import ray; ray.init(address={address!r}, namespace='dlsched', logging_level='ERROR'); "
         f"a = ray.get_actor({actor!r}, namespace='dlsched'); ray.kill(a); print('KILLED')"
     )
+    # where Ray's port cannot even be reached, no client can get in (Ray's retries for ever)
+    host, port = address.rsplit(":", 1)
+    socket.create_connection((host, int(port)), 5).close()
     # a client Ray lets in connects in 2-5 s here; one without the token retries for ever, so 20 s
     # without a connection is blocked
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)

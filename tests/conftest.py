@@ -64,6 +64,11 @@ def harness(ray_cluster, tmp_path, request):
     h = Harness(ray_cluster.address, tmp_path, policy, params, **(options[0] if options else {}))
     yield h
     h.close()
+    # the next test gets the whole cluster: a worker this one left holding a GPU is this test's
+    # error, not a start that never comes in the next one's
+    from runtime_helpers import wait_for_gpus_released
+
+    wait_for_gpus_released(ray_cluster)
 
 
 @pytest.fixture

@@ -43,6 +43,26 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
 
 
+def wait_for_gpus_released(cluster, timeout_s: float = 30.0) -> None:
+    """Until every GPU of ``cluster`` (a :class:`LocalRayCluster`) is free in Ray's books."""
+    import ray
+
+    from dlsched.runtime.ray_executor import JOBS_PER_GPU, gpu_resource
+
+    names = [gpu_resource(n, i) for n in cluster.nodes for i in range(cluster.gpus_per_node)]
+
+    def held() -> dict:
+        available = ray.available_resources()
+        return {r: available.get(r, 0) for r in names if available.get(r, 0) < JOBS_PER_GPU}
+
+    wait_for(
+        lambda: not held(),
+        timeout_s,
+        what="every GPU released",
+        state=lambda: (held(), ray.util.list_named_actors(all_namespaces=True)),
+    )
+
+
 class Harness:
     """A scheduler service over a Ray cluster, its loop running, and a TestClient on its API."""
 

@@ -819,8 +819,8 @@ def main(argv: list[str] | None = None) -> int:
 def console_main() -> None:
     """The ``dlsched`` command. After a sweep on an embedded Ray cluster it exits at once, its
     outputs written, and leaves the cluster to the reaper that was started with it, which kills
-    its processes: Ray's own stop at exit waits on them one by one (1.3-1.8 s here, half of an
-    empty sweep's start and stop)."""
+    its processes: Ray's own stop at exit waits on them one by one (1.3-1.8 s here, a third of
+    an empty sweep's start and stop)."""
     code = main()
     execute = sys.modules.get("dlsched.sweep.execute")
     if execute is not None and execute.started_embedded_ray():

@@ -144,3 +144,38 @@ def test_a_start_never_applied_is_not_counted_by_tiresias():
     assert policy.running_order(state).head_gpus == {}
     state.apply(plan)
     assert policy.running_order(state).head_gpus == {0: 4}  # queue 0 (the key's first is -0)
+
+
+def test_a_job_cannot_join_a_gpu_a_profiling_run_holds():
+    # a profiling run holds GPU 0's second place beside a (ClusterState.lease): a plan that
+    # puts b there too is refused whole (a sharing pass once did: three on a GPU of two)
+    state = make_state("1x2:V100")
+    a, b = state.submit(spec("a")), state.submit(spec("b"))
+    state.apply(Plan(start=[(a, (0,))]))
+    state.lease("profiling c", (0,))
+    before = books(state)
+    with pytest.raises(PlanError, match="job b: GPU 0 holds a profiling run"):
+        state.apply(Plan(start=[(b, (0,))]))
+    assert books(state) == before
+    state.release("profiling c")
+    state.apply(Plan(start=[(b, (0,))]))  # once it ended, b may join a
+    assert [j.job_id for j in state.occupancy.jobs[0]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("policy", ["sjf-ffs", "sjf-bsbf"])
+def test_a_sharing_policy_pairs_no_job_with_one_beside_a_profiling_run(policy):
+    # a runs on GPU 0 with a profiling run beside it, GPU 1 idle: b goes to GPU 1; once GPU 1
+    # is taken too, c waits rather than join a
+    state = ClusterState(
+        parse_cluster_spec("1x2:V100"), make_policy(policy), workload=make_state().workload
+    )
+    a = state.submit(spec("a"))
+    state.apply(Plan(start=[(a, (0,))]))
+    state.lease("profiling", (0,))
+    b = state.submit(spec("b"))
+    plan = state.policy.schedule(state)
+    assert plan.start == [(b, (1,))]
+    state.apply(plan)
+    c = state.submit(spec("c"))
+    plan = state.policy.schedule(state)
+    assert plan.start == [(c, (1,))]  # beside b, not a

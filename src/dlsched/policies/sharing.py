@@ -198,13 +198,16 @@ class _SharingPass:
         view = self.view
         finish_of = view.projected_finish
         gpu_mem = self.part.gpu_memory(view.cluster)
+        leased = view.occupancy.leased
         by_key: dict[tuple, list[JobView]] = {}
         for job in view.running.values():
             # a job without a model or a known memory shares with nobody; one sharing already
-            # (the state marks it) takes no second partner
+            # (the state marks it), or beside a profiling run, takes no partner
             if job.sharing or job.memory_mib is None or job.spec.model is None:
                 continue
             gpus = job.gpus
+            if leased and not leased.isdisjoint(gpus):
+                continue
             capacity = gpu_mem[gpus[0]] if len(gpus) == 1 else min(gpu_mem[g] for g in gpus)
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)
         groups = []

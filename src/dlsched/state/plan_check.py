@@ -262,6 +262,8 @@ class PlanCheck:
         """As :meth:`GpuOccupancy.why_not_join`, on the GPU's holders once the plan so far
         applies."""
         state = self.state
+        if g in state.occupancy.leased:
+            return f"GPU {g} holds a profiling run"
         holders = self._holders(g)
         if not holders:
             return f"GPU {g} is neither free nor held: its node is not usable"

@@ -29,13 +29,13 @@ def books(state: ClusterState) -> tuple:
     )
 
 
-def make_state(cluster="1x4:V100", memory=None):
+def make_state(cluster="1x4:V100", memory=None, policy="sjf-ffs"):
     speed = TableSpeed(
         {(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")},
         memory or {"ma": 12000, "mb": 6000},
         {2: 1.25},
     )
-    return ClusterState(parse_cluster_spec(cluster), make_policy("sjf-ffs"), workload=speed)
+    return ClusterState(parse_cluster_spec(cluster), make_policy(policy), workload=speed)
 
 
 def spec(jid, gpus=1, model="mb", tenant="t"):
@@ -166,9 +166,7 @@ def test_a_job_cannot_join_a_gpu_a_profiling_run_holds():
 def test_a_sharing_policy_pairs_no_job_with_one_beside_a_profiling_run(policy):
     # a runs on GPU 0 with a profiling run beside it, GPU 1 idle: b goes to GPU 1; once GPU 1
     # is taken too, c waits rather than join a
-    state = ClusterState(
-        parse_cluster_spec("1x2:V100"), make_policy(policy), workload=make_state().workload
-    )
+    state = make_state("1x2:V100", policy=policy)
     a = state.submit(spec("a"))
     state.apply(Plan(start=[(a, (0,))]))
     state.lease("profiling", (0,))

@@ -175,7 +175,9 @@ def _run_here(todo, runs_dir, outcome, report, *_) -> None:
 
 def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out) -> None:
     ray = connect_ray(address, token_file, cpus, out)
-    task = ray.remote(num_cpus=1)(_ray_task)
+    # spread over the nodes: else a node whose worker is up first may take every short run
+    # while the others' workers start (seen in the suite on a loaded machine)
+    task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_ray_task)
     prepare_task = task.options(num_returns=2)
     workloads: dict[str, Any] = {}
     pending: dict[Any, tuple[str, RunSpec]] = {}

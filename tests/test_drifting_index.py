@@ -42,6 +42,40 @@ def test_by_hand_worst_bound_and_ended_keys():
     assert index.ended(1e9) == [] and index.gpus_from(850.0, 0.0) == 4
 
 
+def test_a_near_tie_between_slopes_is_decided_by_the_exact_keys():
+    # at t=100 both a (speed 1: badness 750) and b (half speed: 0.5 x 100 + 700 = 750) are as
+    # bad by their linear keys; the exact key decides, whichever slope comes first
+    a, b = running(0, 1, 750.0), running(1, 2, 700.0, rate=0.5)
+    for first, then, exact_key in [(a, b, {0: 1, 1: 0}), (b, a, {0: 0, 1: 1})]:
+        index = DriftingIndex()
+        for job in (first, then):
+            index.add(job, 0.0 if job is a else 0.5, 750.0 if job is a else 700.0, float("inf"))
+
+        def exact_by_hand(job, exact_key=exact_key):
+            return exact_key[job.seq]
+
+        chosen = min((a, b), key=exact_by_hand)
+        assert index.worst(exact_by_hand, 100.0) is chosen
+        # with the chosen one a victim already, the other is the worst
+        other = b if chosen is a else a
+        assert index.worst(exact_by_hand, 100.0, skip={chosen.job_id}) is other
+
+
+def test_a_count_asked_to_reach_enough_stops_there_or_is_whole():
+    index = DriftingIndex()
+    # badness at t=0: 100 (1 GPU), 200 (2), 300 (4), 400 (8) on one slope; 250 (2) on another
+    for seq, (gpus, key) in enumerate([(1, 100.0), (2, 200.0), (4, 300.0), (8, 400.0)]):
+        index.add(running(seq, gpus, key), 0.0, key, float("inf"))
+    index.add(running(4, 2, 250.0, rate=0.5), 0.5, 250.0, float("inf"))
+    # from 150: 2 + 4 + 8 + 2 = 16 in all; asked to reach 5 it stops at the worst (8)
+    assert index.gpus_from(150.0, 0.0) == 16
+    assert index.gpus_from(150.0, 0.0, enough=5) == 8
+    # below enough it is the whole count, with the victims left out
+    assert index.gpus_from(150.0, 0.0, skip={"j3"}, enough=20) == 8
+    assert index.gpus_from(150.0, 0.0, skip={"j3"}) == 8
+    assert index.gpus_from(150.0, 0.0, enough=0) == 0
+
+
 def test_an_elastic_job_counts_its_largest_size():
     index = DriftingIndex()
     index.add(running(0, 2, 100.0, min_gpus=1, max_gpus=8), 0.0, 100.0, float("inf"))
@@ -73,6 +107,10 @@ def test_worst_and_bound_agree_with_a_brute_force_over_the_exact_keys():
             jobs.append(job)
             index.add(job, *order.linear_key(job))
         assert index.worst(order.exact_worst_first, now) is min(jobs, key=order.exact_worst_first)
+        victims = {j.job_id for j in jobs if rng.random() < 0.3}
+        left = [j for j in jobs if j.job_id not in victims]
+        expected = min(left, key=order.exact_worst_first) if left else None
+        assert index.worst(order.exact_worst_first, now, skip=victims) is expected, trial
         pending = JobState(JobSpec("p", now, 1, rng.uniform(10, 1e6)), seq=99)
         outranked = sum(len(j.gpus) for j in jobs if order.rank(j, now) > order.rank(pending, now))
         badness = now + pending.remaining_at(now)
@@ -80,3 +118,9 @@ def test_worst_and_bound_agree_with_a_brute_force_over_the_exact_keys():
         # an upper bound, and tight but for jobs within the rounding of the pending one
         assert index.gpus_from(badness + margin, now) <= outranked, trial
         assert index.gpus_from(badness - margin, now) >= outranked, trial
+        # asked to reach enough: the whole count below it, at least enough otherwise
+        for skip in (set(), victims):
+            whole = index.gpus_from(badness, now, skip)
+            enough = rng.randint(0, 40)
+            reached = index.gpus_from(badness, now, skip, enough)
+            assert reached == whole if whole < enough else reached >= enough, trial

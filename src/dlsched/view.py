@@ -11,7 +11,16 @@ it is talking to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Container,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -149,7 +158,9 @@ class DriftingJobs(Protocol):
         skip: Container[str] = (),
         running: Container[str] | None = None,
     ) -> JobView | None: ...
-    def gpus_from(self, badness: float, now: float, skip: Iterable[str] = ()) -> int: ...
+    def gpus_from(
+        self, badness: float, now: float, skip: Collection[str] = (), enough: float = ...
+    ) -> int: ...
     def rekey(self, job: JobView) -> None: ...
 
 

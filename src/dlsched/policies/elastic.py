@@ -31,6 +31,7 @@ requests (:class:`~dlsched.view.PolicyView`), so a pass touches only the jobs it
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable
 
 from ..errors import SpecError
@@ -265,7 +266,7 @@ class NoPreemptionFifo(PreemptiveOrder):
     def outranks(self, job: JobView, victim: JobView, now: float) -> bool:
         return False
 
-    def preemptible_gpus(self, job: JobView) -> float:
+    def preemptible_gpus(self, job: JobView, enough: float = math.inf) -> float:
         return 0.0
 
 

@@ -17,6 +17,7 @@ may resize jobs before and after the pass.
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
@@ -65,10 +66,11 @@ class PreemptiveOrder:
         """May ``job`` preempt ``victim``? By default when its rank is strictly better."""
         return self.rank(victim, now) > self.rank(job, now)
 
-    def preemptible_gpus(self, job: JobView) -> float:
-        """An upper bound on the GPUs that preempting could free for ``job``; lets a pass skip
-        a futile search. By default no bound."""
-        return float("inf")
+    def preemptible_gpus(self, job: JobView, enough: float = math.inf) -> float:
+        """An upper bound on the GPUs that preempting could free for ``job``, or any number of
+        at least ``enough`` once that bound reaches it (the pass asks only whether preempting
+        could free ``enough``); lets a pass skip a futile search. By default no bound."""
+        return math.inf
 
     def is_low_priority(self, job: JobView) -> bool:
         """For elastic growth: a job that shrinks first when many jobs wait."""
@@ -155,7 +157,8 @@ class PreemptivePolicy(Policy):
         # job of the pass could not outrank it (drifting keys)
         self._worst: tuple[int, JobView | None] | None = None
         self._cannot_outrank: int | None = None
-        # (moves, bound): the preemptible GPUs bound of the last job asked (drifting keys)
+        # (moves, bound): the preemptible GPUs bound of the last job asked whose count did not
+        # stop at what it needed (drifting keys)
         self._bound: tuple[int, float] | None = None
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
 
@@ -216,12 +219,15 @@ class PreemptivePolicy(Policy):
         self._worst = (self._moves, job)
         return job
 
-    def drifting_gpus_from(self, badness: float, now: float) -> int:
+    def drifting_gpus_from(self, badness: float, now: float, enough: float = math.inf) -> int:
         """With drifting keys: an upper bound on the GPUs held by the running jobs whose
-        badness (in ``linear_key``'s units) is at least ``badness`` at ``now``; a margin covers
-        the rounding of keys computed differently."""
+        badness (in ``linear_key``'s units) is at least ``badness`` at ``now``, counted up to
+        ``enough`` (``preemptible_gpus``); a margin covers the rounding of keys computed
+        differently."""
         assert self._drifting is not None  # asked in a pass, by an order with drifting keys
-        return self._drifting.gpus_from(badness - rounding_margin(badness, now), now, self._victims)
+        return self._drifting.gpus_from(
+            badness - rounding_margin(badness, now), now, self._victims, enough
+        )
 
     # -- notifications ---------------------------------------------------------------------
     def job_finished(self, job: JobView, now: float) -> None:
@@ -343,9 +349,12 @@ class PreemptivePolicy(Policy):
         if not self._outranks_worst(job, now):
             self._cannot_outrank = self._moves
             return False
-        gpus = self.order.preemptible_gpus(job)
-        self._bound = (self._moves, gpus)
-        return room + gpus >= job.num_gpus
+        enough = job.num_gpus - room
+        gpus = self.order.preemptible_gpus(job, enough)
+        if gpus < enough:  # counted whole (a count stopped at ``enough`` bounds nothing)
+            self._bound = (self._moves, gpus)
+            return False
+        return True
 
     def _outranks_worst(self, job: JobView, now: float) -> bool:
         worst = self._peek_worst()

@@ -44,10 +44,10 @@ class SrtfOrder(PreemptiveOrder):
     def exact_worst_first(self, job: JobView) -> tuple:
         return (-(self.now + job.remaining_at(self.now)), -job.seq)
 
-    def preemptible_gpus(self, job: JobView) -> float:
+    def preemptible_gpus(self, job: JobView, enough: float = math.inf) -> float:
         """The GPUs of the running jobs with more work left than ``job``'s (at most)."""
         now = self.now
-        return self.policy.drifting_gpus_from(now + job.remaining_at(now), now)
+        return self.policy.drifting_gpus_from(now + job.remaining_at(now), now, enough)
 
     def linear_key(self, job: JobView) -> tuple[float, float, float]:
         """now + work left: t + R while it pauses (until it resumes), then (1 - r) t + R + r s

@@ -27,6 +27,7 @@ with a small factor makes long jobs cycle between the queues, each cycle costing
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 
 from ..errors import SpecError
@@ -108,7 +109,7 @@ class TiresiasOrder(PreemptiveOrder):
         self._timer_seq += 1
         heapq.heappush(self.timers, (at, self._timer_seq, kind, job, tag))
 
-    def preemptible_gpus(self, job: JobView) -> float:
+    def preemptible_gpus(self, job: JobView, enough: float = math.inf) -> float:
         return self._below[self.level.get(job.job_id, 0)]
 
     def begin_pass(self, running: RunningJobs) -> None:

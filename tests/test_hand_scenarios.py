@@ -213,6 +213,33 @@ def test_binned_timeseries_by_hand():
     assert sum(b["utilization"] for b in bins) / 4 == pytest.approx(summarize(r)["gpu_utilization"])
 
 
+def test_a_step_within_one_bin_is_counted_as_the_pieces_count_it():
+    # binned series take a step that lies in one bin without the generator of pieces: the same
+    # overlap to the last bit, and only where the generator gives exactly one piece (random
+    # steps, and steps from and to bin edges, where rounding decides)
+    import random
+
+    from dlsched.metrics import _bin_pieces, _within_one_bin
+
+    rng = random.Random(3)
+    for _ in range(20_000):
+        start, bins = rng.choice([0.0, 0.1, 1e6 / 3]), rng.choice([1, 3, 7, 1000])
+        width = rng.choice([1.0, 0.1, 1e5 / 7])
+        edge = start + rng.randrange(bins) * width
+        seg_start = rng.choice([edge, start + rng.uniform(0, bins * width)])
+        seg_end = rng.choice(
+            [seg_start + rng.uniform(0, 2 * width), start + rng.randrange(bins + 1) * width]
+        )
+        if seg_start >= seg_end:
+            continue
+        b = min(bins - 1, int((seg_start - start) / width))
+        pieces = list(_bin_pieces(seg_start, seg_end, start, width, bins))
+        one = _within_one_bin(seg_start, seg_end, b, start, width, bins)
+        assert (one is not None) == (len(pieces) == 1)
+        if one is not None:
+            assert pieces == [(b, one)]
+
+
 def test_preemption_stops_only_the_jobs_whose_gpus_the_new_job_takes():
     # 2 nodes x 4 GPUs, SRTF, 30 s restart pause. At 0: a (3 GPUs, 60 s) lands on node 0, v2
     # (4 GPUs, 910 s) on node 1, v1 (1 GPU, 930 s) on node 0's last GPU. At 10, j (4 GPUs,

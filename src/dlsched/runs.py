@@ -50,10 +50,10 @@ class Run:
     def write(self, out_dir: str | Path) -> None:
         """summary.json, jobs.csv and timeseries.csv (and tenants_timeseries.csv) in
         ``out_dir``, as ``dlsched simulate --out`` writes them."""
-        from .metrics import iter_job_rows, write_outputs
+        from .metrics import write_outputs
 
-        rows = self.__dict__.get("jobs") or iter_job_rows(self.result.jobs)
-        write_outputs(self.result, out_dir, self.summary, rows)
+        # the rows as dicts if a caller made them already; else jobs.csv is written from the jobs
+        write_outputs(self.result, out_dir, self.summary, self.__dict__.get("jobs"))
 
 
 def simulate(

@@ -202,3 +202,38 @@ def test_a_bucket_s_totals_count_a_preempted_job_s_work_left_and_the_invariant_s
     assert not problems(state)
     a.done_s += 10.0  # a waiting job's work changed behind the queue's back: reported
     assert any("bucket 'x' sums" in p for p in problems(state))
+
+
+def test_a_queue_whose_jobs_leave_from_its_head_reads_as_a_sorted_list_throughout():
+    # an unbucketed queue skips the jobs that left from its head instead of moving the list;
+    # random joins (mostly at the tail), leaves (mostly from the head) and reads against a
+    # sorted list of the same entries
+    import random
+
+    from dlsched.jobs import JobState
+    from dlsched.state.queues import PendingQueue
+
+    rng = random.Random(11)
+
+    def key(job):
+        return job.spec.submit_time_s
+
+    queue, model, seq = PendingQueue(key), [], 0
+    for step in range(3000):
+        if model and rng.random() < 0.5:
+            job = model[0][2] if rng.random() < 0.8 else rng.choice(model)[2]
+            queue.remove(job)
+            model.remove(next(e for e in model if e[2] is job))
+        else:
+            submit = seq * 10.0 if rng.random() < 0.8 else rng.uniform(0, seq * 10.0)
+            job = JobState(spec(f"j{seq}", 1, submit), seq=seq)
+            seq += 1
+            queue.add(job)
+            model.append((submit, job.seq, job))
+            model.sort(key=lambda e: e[:2])
+        assert len(queue) == len(model)
+        assert ids(queue) == ids(e[2] for e in model), step
+        if model and step % 7 == 0:
+            i = rng.randrange(len(model))
+            assert queue[i] is model[i][2] and queue[-1] is model[-1][2]
+            assert list(queue.entries) == model

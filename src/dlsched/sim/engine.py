@@ -153,7 +153,8 @@ class Simulator:
             problem = unplaceable(s, cluster)
             if problem:
                 raise SpecError("num_gpus", problem)
-        self.jobs = [JobState(spec=s, seq=i) for i, s in enumerate(specs)]
+        with fewer_collections():  # a state per job: the collector would walk them all
+            self.jobs = [JobState(spec=s, seq=i) for i, s in enumerate(specs)]
         self._completions: list[tuple[float, int, int, JobState]] = []
         self._switches: list[tuple[float, int, int, JobState]] = []  # background scale-outs
         self.state = ClusterState(

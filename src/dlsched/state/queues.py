@@ -52,6 +52,7 @@ class PendingQueue(Sequence[JobView]):
         "bucket",
         "totals",
         "_entries",
+        "_head",
         "_keys",
         "_buckets",
         "sizes",
@@ -74,9 +75,13 @@ class PendingQueue(Sequence[JobView]):
         # job id -> (key, seq, bucket); entries are (key, seq, job), sorted (seq is unique, so
         # comparisons never reach the job). A bucketed queue keeps its buckets only, and
         # ``_entries`` is their merge, made when asked after a change (None until then): the
-        # hot paths (a preemptive scan, fair share's heads) read the buckets.
+        # hot paths (a preemptive scan, fair share's heads) read the buckets. An unbucketed
+        # queue's jobs leave mostly from its head: the entries before ``_head`` have left (a
+        # list's ``del l[0]`` moves every other entry: 6% of a FIFO replay of Philly), and go
+        # once they are half the list.
         self._keys: dict[str, tuple] = {}
         self._entries: list[tuple] | None = []
+        self._head = 0
         self._buckets: dict[Hashable, list[tuple]] = {}
         # GPUs asked for -> jobs waiting that ask for as many (a scan's quick "nothing fits")
         self.sizes: dict[int, int] = {}
@@ -124,14 +129,20 @@ class PendingQueue(Sequence[JobView]):
         merged, once per change of the queue; ``merged`` reads a prefix for less)."""
         if self._entries is None:
             self._entries = list(heapq.merge(*self._buckets.values()))
+        elif self._head:
+            del self._entries[: self._head]
+            self._head = 0
         return self._entries
 
     def merged(self) -> Iterator[tuple]:
         """The entries, best first, as they are read: of a bucketed queue, its buckets merged
         as far as the caller reads (the queue must not change meanwhile)."""
-        if self._entries is not None:
-            return iter(self._entries)
-        return heapq.merge(*self._buckets.values())
+        entries = self._entries
+        if entries is None:
+            return heapq.merge(*self._buckets.values())
+        if not self._head:
+            return iter(entries)
+        return map(entries.__getitem__, range(self._head, len(entries)))
 
     def rerank(self, job: JobView) -> None:
         """The policy's key for this waiting job changed (its own order: Tiresias promotes a
@@ -199,10 +210,10 @@ class PendingQueue(Sequence[JobView]):
         if bucket is None:
             entries = self._entries
             assert entries is not None  # (kept when not bucketed)
-            if not entries or entries[-1] < entry:
+            if len(entries) == self._head or entries[-1] < entry:
                 entries.append(entry)
             else:
-                insort(entries, entry)
+                insort(entries, entry, lo=self._head)
         else:
             self._entries = None
             _put(self._buckets.setdefault(b, []), entry)
@@ -214,12 +225,16 @@ class PendingQueue(Sequence[JobView]):
     def remove(self, job: JobView) -> None:
         key, seq, b = self._keys.pop(job.job_id)
         if self.bucket is None:
-            entries = self._entries
+            entries, head = self._entries, self._head
             assert entries is not None  # (kept when not bucketed)
-            if entries[0][2] is job:  # (_drop inlined: the state calls this for every start)
-                del entries[0]
+            if entries[head][2] is job:  # (the state calls this for every start)
+                head += 1
+                if 2 * head >= len(entries):  # (when empty, too)
+                    del entries[:head]
+                    head = 0
+                self._head = head
             else:
-                del entries[bisect_left(entries, (key, seq))]
+                del entries[bisect_left(entries, (key, seq), lo=head)]
         else:
             self._entries = None
             same = self._buckets[b]

@@ -211,11 +211,13 @@ class JobState:
 
     def remaining_at(self, now: float) -> float:
         """Solo seconds of work left at ``now`` (counting progress since ``progress_at``)."""
+        # (remaining_s and max inlined: SRTF and Aryl ask this millions of times a replay)
+        left = self.spec.duration_s - self.done_s
         if self.status is Status.RUNNING:
-            since = max(self.progress_at, self.resume_at)
+            since = self.progress_at if self.progress_at >= self.resume_at else self.resume_at
             if now > since:
-                return self.remaining_s - self.rate * (now - since)
-        return self.remaining_s
+                return left - self.rate * (now - since)
+        return left
 
     def executed_at(self, now: float) -> float:
         """GPU-seconds spent making progress up to ``now`` (pauses to restart excluded)."""

@@ -170,7 +170,7 @@ class QuotaAdmission:
         nominal = self.config.quota(tenant).nominal
         if self.usage(books, tenant) + gpus <= nominal or self.fits(tenant, gpus):
             return True
-        return any(p < priority for p in books.admissions.priorities.get(tenant, {}))
+        return _has_lower_class(books, tenant, priority)
 
     # -- notifications from the state (the policy hears of the same from it) ---------------------
     def job_arrived(self, job: JobView, now: float) -> None:
@@ -272,9 +272,12 @@ class QuotaAdmission:
                 used[t] = used.get(t, 0) + n
         if any(used.get(t, 0) < n for t, n in self.used.items()):
             self._changed = True  # quota came back since the last pass
-        self.used = used
         nodes = books.cluster.nodes
-        self.loaned_gpus = sum(nodes[n].num_gpus for n in books.loans.loaned)
+        loaned_gpus = sum(nodes[n].num_gpus for n in books.loans.loaned)
+        if used == self.used and loaned_gpus == self.loaned_gpus:
+            return  # the cohorts' use and the rooms stand as the last pass left them
+        self.used = used
+        self.loaned_gpus = loaned_gpus
         self._sum_cohort_use()
 
     def _sum_cohort_use(self) -> None:
@@ -453,7 +456,7 @@ class QuotaAdmission:
         used = self.used.get(tenant, 0)
         if q.cohort is not None and used + need <= q.nominal:
             return self._reclaim(books, tenant, need - self._cohort_room(q.cohort), shrunk)
-        if not any(p < job.spec.priority for p in books.admissions.priorities.get(tenant, {})):
+        if not _has_lower_class(books, tenant, job.spec.priority):
             return None
         own: list[JobView] = []
         freed = 0
@@ -586,6 +589,12 @@ class QuotaAdmission:
                         self.lent_gpu_s.get(t, 0.0) + borrowed_total * u / pool * dt
                     )
         self._last_t = now
+
+
+def _has_lower_class(books: AdmissionBooks, tenant: str, priority: int) -> bool:
+    """Whether the tenant has an admitted job of a class below ``priority`` (asked of every
+    bucket head over its room in every pass: 2.5 million times in a replay of Philly)."""
+    return min(books.admissions.priorities.get(tenant, ()), default=priority) < priority
 
 
 def _first_not(entries: Iterable[tuple], gone: set[str]) -> tuple | None:

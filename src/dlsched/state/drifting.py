@@ -116,9 +116,11 @@ class DriftingIndex:
                 largest, second, found = badness, largest, same.jobs[i]
             elif badness > second:
                 second = badness
-        if found is None or second < largest - rounding_margin(largest, now):
-            return found
+        if found is None:
+            return None
         cut = largest - rounding_margin(largest, now)
+        if second < cut:
+            return found
         tops = self._tops(now, skip, running)
         return min((job for badness, job in tops if badness >= cut), key=exact_worst_first)
 
@@ -163,9 +165,9 @@ class DriftingIndex:
     ) -> int:
         """``gpus_from`` counting each slope from its worst job down, stopping at ``enough``:
         every job counted holds a GPU, so it visits at most ``enough`` jobs and the skipped."""
-        total = 0
         if enough <= 0:
-            return total
+            return 0
+        total = 0
         for slope, same in self._slopes.items():
             # the jobs whose key is at least (threshold,), as the bisection in gpus_from counts
             threshold = badness - slope * now

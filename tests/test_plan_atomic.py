@@ -164,8 +164,8 @@ def test_a_job_cannot_join_a_gpu_a_profiling_run_holds():
 
 @pytest.mark.parametrize("policy", ["sjf-ffs", "sjf-bsbf"])
 def test_a_sharing_policy_pairs_no_job_with_one_beside_a_profiling_run(policy):
-    # a runs on GPU 0 with a profiling run beside it, GPU 1 idle: b goes to GPU 1; once GPU 1
-    # is taken too, c waits rather than join a
+    # a runs on GPU 0 with a profiling run beside it, GPU 1 idle: b goes to GPU 1; c then
+    # joins b on GPU 1, not a on GPU 0
     state = make_state("1x2:V100", policy=policy)
     a = state.submit(spec("a"))
     state.apply(Plan(start=[(a, (0,))]))

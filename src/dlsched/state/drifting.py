@@ -62,7 +62,7 @@ class DriftingIndex:
         same.keys.insert(i, key)
         same.jobs.insert(i, job)
         # at most its largest size: an elastic job's GPUs may change while it is indexed
-        gpus = max(len(job.gpus), job.spec.max_gpus or job.num_gpus)  # gpu_range's largest
+        gpus = max(len(job.gpus), job.spec.gpu_range[1])
         same.gpus.insert(i, gpus)
         same.total += gpus
         self._where[job.job_id] = (slope, key)

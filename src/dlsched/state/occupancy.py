@@ -27,14 +27,19 @@ class GpuOccupancy:
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None:
         """Why a job needing ``memory_mib`` per GPU cannot join the jobs on GPU ``g``, which is
         not free (None: it can)."""
+        return self.why_not_join_holders(g, len(self.jobs[g]), self.memory[g], memory_mib)
+
+    def why_not_join_holders(
+        self, g: int, holders: int, used: float | None, memory_mib: float | None
+    ) -> str | None:
+        """:meth:`why_not_join` for GPU ``g`` held by ``holders`` jobs using ``used`` MiB (None:
+        unknown), as they stand or as a plan will leave them (:mod:`.plan_check`)."""
         if g in self.leased:
             return f"GPU {g} holds a profiling run"
-        holders = self.jobs[g]
         if not holders:
             return f"GPU {g} is neither free nor held: its node is not usable"
-        if len(holders) >= self.max_jobs_per_gpu:
-            return f"GPU {g} already holds {len(holders)} jobs (at most {self.max_jobs_per_gpu})"
-        used = self.memory[g]
+        if holders >= self.max_jobs_per_gpu:
+            return f"GPU {g} already holds {holders} jobs (at most {self.max_jobs_per_gpu})"
         if used is None or memory_mib is None:
             return f"GPU {g}: memory of a job there is unknown, so it cannot be shared"
         capacity = self.cluster.nodes[self.cluster.gpu_node[g]].gpu_mem_mib

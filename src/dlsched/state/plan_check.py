@@ -262,22 +262,12 @@ class PlanCheck:
         """As :meth:`GpuOccupancy.why_not_join`, on the GPU's holders once the plan so far
         applies."""
         state = self.state
-        if g in state.occupancy.leased:
-            return f"GPU {g} holds a profiling run"
         holders = self._holders(g)
-        if not holders:
-            return f"GPU {g} is neither free nor held: its node is not usable"
-        most = state.occupancy.max_jobs_per_gpu
-        if len(holders) >= most:
-            return f"GPU {g} already holds {len(holders)} jobs (at most {most})"
         used: float | None = 0.0
         for _, mib in holders:
             used = None if used is None or mib is None else used + mib
-        if used is None or memory is None:
-            return f"GPU {g}: memory of a job there is unknown, so it cannot be shared"
-        capacity = state.cluster.nodes[state.cluster.gpu_node[g]].gpu_mem_mib
-        if used + memory > capacity:
-            return f"GPU {g}: {used:.0f} + {memory:.0f} MiB exceeds its {capacity} MiB"
+        if why := state.occupancy.why_not_join_holders(g, len(holders), used, memory):
+            return why
         if any(state.workload.slowdown(job, other) is None for other, _ in holders):
             return f"GPU {g}: no co-location measurement for this pair"
         return None

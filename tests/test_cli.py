@@ -100,6 +100,48 @@ def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
     assert (tmp_path / "again.html").read_text().count("<svg") == 5
 
 
+def test_compare_in_forked_processes_writes_what_one_after_another_writes(tmp_path, capsys):
+    """--jobs 2 runs the policies in two forked processes: each run's files, the comparison and
+    the report are byte for byte those of the runs one after another (but the wall times)."""
+    policies = ["fifo", "srtf", "tiresias", "sjf-bsbf"]
+    args = ["compare", "--trace", "pollux-1", "--cluster", "4x8", "--no-progress"]
+    args += ["--policies", ",".join(policies)]
+    for jobs in ("1", "2"):
+        assert main(args + ["--jobs", jobs, "--out", str(tmp_path / jobs)]) == 0
+
+    def without_wall(path):
+        data = json.loads(path.read_text())
+        for summary in data if isinstance(data, list) else [data]:
+            assert summary.pop("wall_s") > 0
+        return data
+
+    for name in policies:
+        one, two = tmp_path / "1" / name, tmp_path / "2" / name
+        files = sorted(p.name for p in one.iterdir())
+        assert files == sorted(p.name for p in two.iterdir()) and "jobs.csv" in files
+        for file in files:
+            if file == "summary.json":
+                assert without_wall(one / file) == without_wall(two / file)
+            else:
+                assert (one / file).read_bytes() == (two / file).read_bytes(), (name, file)
+    one, two = tmp_path / "1" / "comparison.json", tmp_path / "2" / "comparison.json"
+    assert without_wall(one) == without_wall(two)
+    # the page (which shows the wall times) is the same page whenever it is rendered: its SVGs
+    # carry no date and no random ids
+    for page in ("a.html", "b.html"):
+        assert main(["report", str(tmp_path / "1"), "--out", str(tmp_path / page)]) == 0
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
+
+
+def test_an_error_in_a_forked_run_is_the_command_s_error(tmp_path, capsys):
+    args = ["compare", "--trace", "pollux-1", "--cluster", "4x8", "--no-progress"]
+    args += ["--policies", "fifo,genie", "--scan", "greedy", "--jobs", "2"]
+    assert main(args + ["--out", str(tmp_path / "out")]) == 2  # a SpecError, as in one process
+    assert "policy 'genie' has no scan" in capsys.readouterr().err
+    assert main(args[:-1] + ["0", "--out", str(tmp_path / "out")]) == 2
+    assert "field 'jobs': must be at least 1" in capsys.readouterr().err
+
+
 def test_job_larger_than_the_cluster_stops_before_simulating(tmp_path, capsys):
     code = main(
         [

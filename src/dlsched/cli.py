@@ -238,8 +238,16 @@ def _load_workload(args):
     )
 
 
-def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = None):
-    """Simulate one policy on the workload and write its outputs: (summary, result)."""
+def _run_one(
+    policy_name: str,
+    args,
+    workload,
+    out: Path,
+    params: dict | None = None,
+    position: int | None = None,
+):
+    """Simulate one policy on the workload and write its outputs: (summary, result).
+    ``position``: its progress bar's line, when runs go on at once."""
     from .runs import simulate
 
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
@@ -254,7 +262,14 @@ def _run_one(policy_name: str, args, workload, out: Path, params: dict | None = 
         from tqdm import tqdm
 
         total = len(workload.jobs)
-        bar = tqdm(total=total, desc=policy_name, unit="job", leave=False, file=sys.stderr)
+        bar = tqdm(
+            total=total,
+            desc=policy_name,
+            unit="job",
+            leave=False,
+            file=sys.stderr,
+            position=position,
+        )
     try:
         run = simulate(
             workload,
@@ -325,6 +340,44 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+# What the processes ``_run_policies`` forks inherit (not pickled: a prepared workload of
+# full Philly is tens of MB, and a fork shares it for nothing)
+_forked: tuple | None = None
+
+
+def _run_forked(task: tuple[int, str]) -> dict:
+    assert _forked is not None  # set before the fork
+    args, workload, out = _forked
+    position, name = task
+    return _run_one(name, args, workload, out / name, position=position)[0]
+
+
+def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
+    """Each policy's run on the workload, its outputs in its own folder, the summaries in
+    ``names``' order: ``--jobs`` at a time, each in a process forked from this one (the runs
+    are independent, so their outputs are the same either way), or one after another here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if args.jobs is not None and args.jobs < 1:
+        raise SpecError("jobs", "must be at least 1")
+    jobs = min(args.jobs or len(os.sched_getaffinity(0)), len(names))
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_run_one(name, args, workload, out / name)[0] for name in names]
+    global _forked
+    _forked = (args, workload, out)
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        tqdm.get_lock()  # made before the fork: the children's bars share it
+    try:  # (a process that dies, killed for its memory say, fails the map: no wait forever)
+        fork = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(jobs, mp_context=fork) as pool:
+            return list(pool.map(_run_forked, enumerate(names)))
+    finally:
+        _forked = None
+
+
 def cmd_compare(args) -> int:
     from .report.html import render_report
 
@@ -334,7 +387,7 @@ def cmd_compare(args) -> int:
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     for name in names:
         make_policy(name)  # fail fast on a typo, before any simulation
-    summaries = [_run_one(name, args, workload, out / name)[0] for name in names]
+    summaries = _run_policies(names, args, workload, out)
     (out / "comparison.json").write_text(
         json.dumps(
             [{k: v for k, v in s.items() if k != "tenants"} for s in summaries],
@@ -702,6 +755,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--policies",
         default="fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf",
         help="comma-separated policy names or package.module:ClassName (default %(default)s)",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        help="policies simulated at once, each in a process forked from this one (default: "
+        "the CPUs this process may use; 1: one after another in this process)",
     )
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser(

@@ -28,6 +28,9 @@ class SpecError(ValueError):
         prefix = (", ".join(where) + ": ") if where else ""
         return f"{prefix}field '{self.field}': {self.reason}"
 
+    def __reduce__(self):  # its own arguments: it crosses processes (compare, sweeps on Ray)
+        return _spec_error, (self.field, self.reason, self.row, self.source)
+
     def at(self, *, row: int | None = None, source: str | None = None) -> SpecError:
         """The same error located at a row / source (keeps whatever was already known)."""
         return SpecError(
@@ -36,6 +39,10 @@ class SpecError(ValueError):
             row=self.row if row is None else row,
             source=self.source if source is None else source,
         )
+
+
+def _spec_error(field: str, reason: str, row: int | None, source: str | None) -> SpecError:
+    return SpecError(field, reason, row=row, source=source)
 
 
 class PlanError(RuntimeError):

@@ -15,15 +15,7 @@ from .plots import plt, scaling_figure_svg, svg_of
 
 def load_run(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
-    with (run_dir / "jobs.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    jcts = sorted(float(r["jct_s"]) for r in rows if r["jct_s"])
-    # lateness of the jobs that finished after their deadline
-    late = sorted(
-        float(r["finish_s"]) - float(r["deadline_s"])
-        for r in rows
-        if r.get("met_deadline") == "False" and r["finish_s"]
-    )
+    jcts, late = _jcts_and_lateness(run_dir / "jobs.csv")
     with (run_dir / "timeseries.csv").open() as f:
         series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     tenants: dict[str, list[tuple[float, float]]] = {}
@@ -39,6 +31,25 @@ def load_run(run_dir: Path) -> dict:
         "series": series,
         "tenant_series": tenants,
     }
+
+
+def _jcts_and_lateness(jobs_csv: Path) -> tuple[list[float], list[float]]:
+    """The finished jobs' JCTs, and how late those that missed their deadline finished, each
+    sorted (rows read by column position: a run's jobs.csv has a row per job)."""
+    jcts, late = [], []
+    with jobs_csv.open(newline="") as f:
+        rows = csv.reader(f)
+        column = {name: i for i, name in enumerate(next(rows))}
+        jct, finish = column["jct_s"], column["finish_s"]
+        met, deadline = column.get("met_deadline"), column.get("deadline_s")
+        for row in rows:
+            if row[jct]:
+                jcts.append(float(row[jct]))
+            if met is not None and row[met] == "False" and row[finish]:
+                late.append(float(row[finish]) - float(row[deadline]))
+    jcts.sort()
+    late.sort()
+    return jcts, late
 
 
 def _cdf_plot(

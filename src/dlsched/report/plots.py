@@ -7,6 +7,8 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
+# the same runs give the same page: SVG ids from a fixed salt, not a random one
+matplotlib.rcParams["svg.hashsalt"] = "dlsched"
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..perf.measurements import pollux_apps  # noqa: E402
@@ -16,7 +18,7 @@ from ..perf.validation import consolidated_curve  # noqa: E402
 
 def svg_of(fig) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buf.getvalue()
     return text[text.index("<svg") :]

@@ -173,9 +173,10 @@ def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_clust
 def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     h = harness
     alice = h.tenant("alice")
-    # about 18 s of training: it must outlast the short job's profiling run (1.5-11 s in the
-    # calibration run)
-    long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=600)
+    # about 27 s of training: it must outlast the short job's profiling run and start (1.5-11 s
+    # in the calibration run; with 600 iterations, 18 s, the short job once started 0.07 s after
+    # the long one ended, in a suite run of 430 s)
+    long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=900)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     # (a start the cluster failed before this, a gang not ready on a loaded machine, is not
     # what this test is about: the run that trains from here on is)
@@ -189,7 +190,7 @@ def test_sjf_bsbf_pairs_a_new_job_on_a_busy_gpu_and_both_finish(harness):
     assert job["iteration"] == 40 and job["profile"]["fixed_mib"] > 0
     assert job["gpus"][0] in h.job(long_job)["gpus"]  # on one of the long job's GPUs
     assert job["started"] < (h.job(long_job)["finished"] or float("inf"))  # ... while it ran
-    assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 600
+    assert h.wait_status(long_job, "done", timeout_s=240)["iteration"] == 900
     long_done = h.job(long_job)
     # never disturbed by the jobs beside it
     assert long_done["attempt"] == attempt and long_done["failures"] == 0, long_done["events"]

@@ -238,6 +238,18 @@ def _load_workload(args):
     )
 
 
+def _given_options(policy_name: str, args) -> dict:
+    """``--placement`` and ``--scan`` as given, refused for a policy that has no such
+    parameter."""
+    given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
+    for option in given:
+        if not takes_parameter(policy_name, option):
+            raise SpecError(
+                option, f"policy '{policy_name}' has no {option}: --{option} does nothing"
+            )
+    return given
+
+
 def _run_one(
     policy_name: str,
     args,
@@ -250,12 +262,7 @@ def _run_one(
     ``position``: its progress bar's line, when runs go on at once."""
     from .runs import simulate
 
-    given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
-    for option in given:
-        if not takes_parameter(policy_name, option):
-            raise SpecError(
-                option, f"policy '{policy_name}' has no {option}: --{option} does nothing"
-            )
+    given = _given_options(policy_name, args)
     notice = {} if args.reclaim_notice_s is None else {"reclaim_notice_s": args.reclaim_notice_s}
     bar = None
     if not args.no_progress:
@@ -359,8 +366,6 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    if args.jobs is not None and args.jobs < 1:
-        raise SpecError("jobs", "must be at least 1")
     jobs = min(args.jobs or len(os.sched_getaffinity(0)), len(names))
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [_run_one(name, args, workload, out / name)[0] for name in names]
@@ -370,23 +375,27 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
         from tqdm import tqdm
 
         tqdm.get_lock()  # made before the fork: the children's bars share it
-    try:  # (a process that dies, killed for its memory say, fails the map: no wait forever)
-        fork = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(jobs, mp_context=fork) as pool:
-            return list(pool.map(_run_forked, enumerate(names)))
-    finally:
+    # (a process that dies, killed for its memory say, fails the map: no wait for ever)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    try:
+        return list(pool.map(_run_forked, enumerate(names)))
+    finally:  # after a failure, the runs not started are not started
+        pool.shutdown(cancel_futures=True)
         _forked = None
 
 
 def cmd_compare(args) -> int:
     from .report.html import render_report
 
+    if args.jobs is not None and args.jobs < 1:
+        raise SpecError("jobs", "must be at least 1")
     workload = _load_workload(args)
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     out = Path(args.out)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
-    for name in names:
-        make_policy(name)  # fail fast on a typo, before any simulation
+    for name in names:  # fail fast on a typo or an option it lacks, before any simulation
+        make_policy(name)
+        _given_options(name, args)
     summaries = _run_policies(names, args, workload, out)
     (out / "comparison.json").write_text(
         json.dumps(

@@ -234,8 +234,8 @@ class _NominatingEveryHead(QuotaAdmission):
     """The stage as it was before heads that fail as the books stand were put aside: every
     bucket's head is nominated in admission order and asked for victims."""
 
-    def _hopeless_heads(self, books):
-        return lambda key: False
+    def _hopeless(self, books, key):
+        return False
 
 
 @settings(max_examples=60, deadline=None)

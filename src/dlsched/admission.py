@@ -41,8 +41,7 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .jobs import JobView, Status
@@ -340,9 +339,8 @@ class QuotaAdmission:
         # heads of most passes: 2.5 million of a Philly replay under its VCs' quotas)
         heads: list[tuple] = []
         aside: list[tuple] = []
-        hopeless = self._hopeless_heads(books)
         for key, bucket in buckets.items():
-            (aside if hopeless(key) else heads).append((bucket[0][:2], key))
+            (aside if self._hopeless(books, key) else heads).append((bucket[0][:2], key))
         heapq.heapify(heads)
         failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
         gone: set[str] = set()  # evicted in this pass: admitted again from the next pass
@@ -379,13 +377,12 @@ class QuotaAdmission:
                 self.log.append(("admitted", job, now - job.pending_since))
             if aside:  # the books changed: what was set aside before this head failed then;
                 # of the rest, those that fail as the books stand now stay aside
-                hopeless = self._hopeless_heads(books)
                 still: list[tuple] = []
                 for entry in aside:
                     if entry < nominated:
                         t, p, n = entry[1]
                         failed[(t, p)] = min(n, failed.get((t, p), n))
-                    elif hopeless(entry[1]):
+                    elif self._hopeless(books, entry[1]):
                         still.append(entry)
                     else:
                         heapq.heappush(heads, entry)
@@ -397,25 +394,25 @@ class QuotaAdmission:
             self._changed = True
         return done
 
-    def _hopeless_heads(self, books: AdmissionBooks) -> Callable[[tuple], bool]:
-        """A test of a bucket's key (tenant, priority class, size): whether its head fails as the
-        books stand, being over its tenant's room, not within its nominal quota in a cohort (no
-        reclaim), and its tenant with no admitted job of a lower class (:meth:`_victims` gives
-        None). A larger head of the same tenant and class fails then too."""
-        standing: dict[str, tuple[float, float, float]] = {}
+    def _hopeless(self, books: AdmissionBooks, key: tuple) -> bool:
+        """Whether the head of the bucket ``key`` (tenant, priority class, size) fails as the
+        books stand: over its tenant's room, no reclaim within its nominal quota, and no
+        admitted job of its tenant of a lower class (:meth:`_victims` gives None). A larger
+        head of the same tenant and class fails then too."""
+        tenant, priority, need = key
+        return (
+            need > self._room(tenant)
+            and self._reclaim_cohort(tenant, need) is None
+            and not _has_lower_class(books, tenant, priority)
+        )
 
-        def hopeless(key: tuple) -> bool:
-            tenant, priority, need = key
-            known = standing.get(tenant)
-            if known is None:
-                q = self.config.quota(tenant)
-                within = q.nominal - self.used.get(tenant, 0) if q.cohort is not None else -1
-                lowest = min(books.admissions.priorities.get(tenant, ()), default=math.inf)
-                known = standing[tenant] = (self._room(tenant), within, lowest)
-            room, within_nominal, lowest = known
-            return need > room and need > within_nominal and lowest >= priority
-
-        return hopeless
+    def _reclaim_cohort(self, tenant: str, need: int) -> str | None:
+        """The tenant's cohort when ``need`` more GPUs fit its nominal quota there: they may be
+        taken back from the cohort's borrowers (else None)."""
+        q = self.config.quota(tenant)
+        if q.cohort is not None and self.used.get(tenant, 0) + need <= q.nominal:
+            return q.cohort
+        return None
 
     def charge(
         self,
@@ -493,10 +490,8 @@ class QuotaAdmission:
         borrowers in its cohort give back what the cohort is short of; failing that, more of
         its own jobs give way until it fits its limits."""
         tenant = job.spec.tenant
-        q = self.config.quota(tenant)
-        used = self.used.get(tenant, 0)
-        if q.cohort is not None and used + need <= q.nominal:
-            return self._reclaim(books, tenant, need - self._cohort_room(q.cohort), shrunk)
+        if (cohort := self._reclaim_cohort(tenant, need)) is not None:
+            return self._reclaim(books, tenant, need - self._cohort_room(cohort), shrunk)
         if not _has_lower_class(books, tenant, job.spec.priority):
             return None
         own: list[JobView] = []

@@ -34,12 +34,12 @@ def timed_sweep(spec: Path, out: Path, *extra: str) -> float:
 
 def ray_start_and_stop() -> float:
     """What an empty sweep on Ray costs: importing Ray, starting an embedded cluster on every
-    core, one task per core, stopping it (a process of its own, as the sweep's)."""
+    core as the sweep does, one task per core, stopping it (a process of its own)."""
     code = (
         "import os, ray\n"
-        "ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level='ERROR')\n"
+        "from dlsched.sweep.execute import start_embedded_head\n"
+        "ray.init(address=start_embedded_head(os.cpu_count()), logging_level='ERROR')\n"
         "ray.get([ray.remote(num_cpus=1)(lambda i: i).remote(i) for i in range(os.cpu_count())])\n"
-        "ray.shutdown()\n"
     )
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     started = time.perf_counter()

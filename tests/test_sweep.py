@@ -246,7 +246,7 @@ def test_on_two_ray_nodes_runs_spread_and_match_sequential_runs_byte_for_byte(tm
 
 
 @pytest.mark.runtime
-def test_the_command_on_an_embedded_ray_exits_with_its_outputs_and_leaves_no_ray_process(
+def test_the_command_on_a_lean_embedded_ray_exits_with_its_outputs_and_leaves_no_ray_process(
     tmp_path,
 ):
     from dlsched.runtime.reaper import RAY_MARKERS, _processes, descendants
@@ -267,6 +267,9 @@ def test_the_command_on_an_embedded_ray_exits_with_its_outputs_and_leaves_no_ray
     assert "2 runs done now" in out and (tmp_path / "out" / "sweep.csv").is_file()
     commands = " ".join(command for _, command in seen.values())
     assert "gcs_server" in commands and "raylet" in commands  # it ran on a cluster of its own
+    # and only the processes a sweep uses: no autoscaler monitor, log monitor or dashboard
+    for unused in ("autoscaler/_private/monitor.py", "log_monitor.py", "dashboard/dashboard.py"):
+        assert unused not in commands, unused
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         alive = [p for p, (_, start, _) in _processes().items() if seen.get(p, ("",))[0] == start]

@@ -14,6 +14,7 @@ time.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import json
@@ -269,10 +270,40 @@ def connect_ray(address: str | None, token_file: str | None, cpus: int | None, o
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
         if address is None:
-            kwargs.update(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False)
             _start_reaper()
+            address = start_embedded_head(cpus or os.cpu_count() or 1)
         ray.init(address=address, **kwargs)
     return ray
+
+
+def start_embedded_head(cpus: int) -> str:
+    """An embedded Ray head node with only the processes a sweep uses, and its address.
+
+    ``ray.init`` also starts the autoscaler's monitor, a log monitor and a dashboard API server
+    (even with ``include_dashboard=False``): three Python processes importing Ray, which on
+    two cores delayed a sweep's first task by about a second (docs/sweeps.md). This starts the
+    head as ``ray.init`` does, through Ray's ``Node`` (as ``ray.cluster_utils`` does; Ray is
+    pinned to 2.60), without them. Its processes die with this one (the kernel's fate sharing,
+    as under ``ray.init``, and the reaper) or at its normal exit."""
+    import ray
+    from ray._private.node import Node
+    from ray._private.parameter import RayParams
+
+    class _Head(Node):
+        def start_api_server(self, *, include_dashboard, raise_on_failure) -> None:
+            self._webui_url = None  # what ``ray.init`` reports without a dashboard
+
+    params = RayParams(
+        num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=False
+    )
+    head = _Head(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
+
+    def stop() -> None:  # at exit: the driver first (it waits on a raylet it cannot reach)
+        ray.shutdown()
+        head.kill_all_processes(check_alive=False, allow_graceful=False)
+
+    atexit.register(stop)
+    return head.address
 
 
 _reaper: int | None = None  # the write end of the embedded cluster's reaper's pipe

@@ -44,7 +44,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .jobs import JobView, Status
+from .jobs import RUNNING, JobView
 from .policies.base import Policy
 from .policies.elastic import keep_consolidated, smallest_fitting
 from .tenant_quotas import TenantConfig, TenantQuota
@@ -100,7 +100,7 @@ def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmissi
     if admission is None:
         return policy.schedule(state)
     admitted = admission.admit(state, policy)
-    running_gone = [j for j in admitted.evicted if j.status is Status.RUNNING]
+    running_gone = [j for j in admitted.evicted if j.status is RUNNING]
     freed = [
         (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in admitted.shrunk.values()
     ]
@@ -220,7 +220,7 @@ class QuotaAdmission:
         scale-ins)."""
         if job.job_id in shrunk:
             return len(shrunk[job.job_id][1])
-        return len(job.gpus) if job.status is Status.RUNNING else reservation(job)
+        return len(job.gpus) if job.status is RUNNING else reservation(job)
 
     def _use(self, tenant: str, n: int) -> None:
         """The tenant's use (and its cohort's) changes by ``n`` in this pass."""
@@ -537,7 +537,7 @@ class QuotaAdmission:
         for _, victim in candidates:  # first, scale-ins of running jobs
             if short <= 0:
                 break
-            if victim.status is not Status.RUNNING:
+            if victim.status is not RUNNING:
                 continue
             fewest = smallest_fitting(victim, victim.base_gpus, books)
             excess = 0 if fewest is None else len(victim.gpus) - fewest
@@ -585,7 +585,7 @@ class QuotaAdmission:
                 for order, j in admitted.get(t, {}).values()
                 if below is None or j.spec.priority < below
             ),
-            key=lambda e: (e[1].status is Status.RUNNING, e[1].spec.priority, -e[0]),
+            key=lambda e: (e[1].status is RUNNING, e[1].spec.priority, -e[0]),
         )
 
     def _evict(

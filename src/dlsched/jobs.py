@@ -150,6 +150,12 @@ class Status(Enum):
     CANCELLED = "cancelled"  # the runtime: a user cancelled it
 
 
+# The members under plain names, for the simulator's hot paths: Python 3.11 looks an enum's
+# member up through its metaclass, 0.15 us a time against 0.04 us for a plain class attribute
+# (``Status.RUNNING`` is asked millions of times a replay)
+PENDING, RUNNING, DONE, CANCELLED = Status.PENDING, Status.RUNNING, Status.DONE, Status.CANCELLED
+
+
 @dataclass(slots=True, eq=False)
 class JobState:
     """A job's state as a backend tracks it. Policies read it and never write it."""
@@ -213,7 +219,7 @@ class JobState:
         """Solo seconds of work left at ``now`` (counting progress since ``progress_at``)."""
         # (remaining_s and max inlined: SRTF and Aryl ask this millions of times a replay)
         left = self.spec.duration_s - self.done_s
-        if self.status is Status.RUNNING:
+        if self.status is RUNNING:
             since = self.progress_at if self.progress_at >= self.resume_at else self.resume_at
             if now > since:
                 return left - self.rate * (now - since)
@@ -222,7 +228,7 @@ class JobState:
     def executed_at(self, now: float) -> float:
         """GPU-seconds spent making progress up to ``now`` (pauses to restart excluded)."""
         since = max(self.resume_at, self.gpus_since)
-        if self.status is Status.RUNNING and now > since:
+        if self.status is RUNNING and now > since:
             return self.executed_gpu_s + len(self.gpus) * (now - since)
         return self.executed_gpu_s
 

@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterable
 
 from ..errors import SpecError
-from ..jobs import JobView, Status
+from ..jobs import CANCELLED, DONE, PENDING, RUNNING, JobView
 from ..view import RunningJobs
 from .base import PolicyView
 from .preemptive import PreemptiveOrder, PreemptivePolicy
@@ -140,7 +140,7 @@ class TiresiasOrder(PreemptiveOrder):
         level = self.level.get(job.job_id, 0)
         for queue in range(level):
             self._below[queue] -= job.num_gpus
-        if job.status in (Status.DONE, Status.CANCELLED):
+        if job.status in (DONE, CANCELLED):
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)
             return
@@ -154,7 +154,7 @@ class TiresiasOrder(PreemptiveOrder):
             _, _, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
-                if job.status is Status.RUNNING and job.segment_start == tag:  # still in that run
+                if job.status is RUNNING and job.segment_start == tag:  # still in that run
                     level = self.level.get(jid, 0)
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):  # paused meanwhile
@@ -163,11 +163,7 @@ class TiresiasOrder(PreemptiveOrder):
                     self.level[jid] = level + 1
                     self.policy.running_order(view).rekey(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
-            elif (
-                job.status is Status.PENDING
-                and job.pending_since == tag
-                and self.level.get(jid, 0) > 0
-            ):
+            elif job.status is PENDING and job.pending_since == tag and self.level.get(jid, 0) > 0:
                 self.level[jid] = 0
                 self.offset[jid] = job.executed_gpu_s
                 self.policy.queue(view).rerank(job)

@@ -22,7 +22,7 @@ from ..cluster import Cluster
 from ..collector import fewer_collections
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
-from ..jobs import JobSpec, JobState, Status
+from ..jobs import RUNNING, JobSpec, JobState
 from ..policies.base import Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
@@ -279,7 +279,7 @@ class Simulator:
             # finish moved to now included)
             while completions and completions[0][0] <= t:
                 _, _, version, job = heapq.heappop(completions)
-                if version == job.version and job.status is Status.RUNNING:
+                if version == job.version and job.status is RUNNING:
                     state.finish(job)
                     res.events += 1
                     done += 1
@@ -289,7 +289,7 @@ class Simulator:
                         take_changes()
             while switches and switches[0][0] <= t:
                 at, _, _, job = heapq.heappop(switches)
-                if job.switch_at == at and job.status is Status.RUNNING:
+                if job.switch_at == at and job.status is RUNNING:
                     state.switch(job)
                     res.events += 1
             while ei < len(node_events) and node_events[ei][0] <= t:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 from ..cluster import Cluster
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
-from ..jobs import JobSpec, JobState, JobView, Status
+from ..jobs import CANCELLED, DONE, PENDING, RUNNING, JobSpec, JobState, JobView
 from ..view import AdmissionHooks, Applied, Plan, PolicyHooks, PolicyView
 from ..workload_model import TRACE_MODEL, WorkloadModel, one_more_gpu_helps
 from .admitted import AdmittedJobs
@@ -216,7 +216,7 @@ class ClusterState:
         if own.admitted:
             self._set_admitted(own, False)
             self._admission_journal.append((own, self.admissions.remove(own)))
-            if own.status is Status.RUNNING:
+            if own.status is RUNNING:
                 self.policy.job_finished(own, self.now)
             else:
                 self.policy.job_cancelled(own, self.now)
@@ -233,7 +233,7 @@ class ClusterState:
         """Move a waiting job between the policy's queues and the admission stage's."""
         if job.admitted is admitted:
             return
-        waiting = job.status is Status.PENDING
+        waiting = job.status is PENDING
         if waiting:
             self._unqueue(job)
         job.admitted = admitted
@@ -318,7 +318,7 @@ class ClusterState:
         and withdrawal."""
         journal, self._admission_journal = self._admission_journal, []
         for job, number in reversed(journal):
-            if job.status not in (Status.PENDING, Status.RUNNING):
+            if job.status not in (PENDING, RUNNING):
                 continue
             admitted = number is not None  # evicted in the pass: admitted again
             self._set_admitted(job, admitted)
@@ -435,7 +435,7 @@ class ClusterState:
         job.done_s = job.spec.duration_s
         job.progress_at = now
         partners = self._leave_gpus(job)
-        job.status = Status.DONE
+        job.status = DONE
         job.finish = now
         job.finish_time = now
         self._leave_admission(job)
@@ -457,10 +457,10 @@ class ClusterState:
     def cancel(self, job: JobState) -> None:
         """A user cancelled the job: it leaves the queue, or its GPUs (its partners get their
         speed and full batch back)."""
-        if job.status is Status.RUNNING:
+        if job.status is RUNNING:
             self._advance(job)
             partners = self._leave_gpus(job)
-            job.gpus, job.status = (), Status.CANCELLED
+            job.gpus, job.status = (), CANCELLED
             job.finish_time = INF
             job.version += 1
             self._leave_admission(job)
@@ -470,9 +470,9 @@ class ClusterState:
                 self.admission.job_finished(job, self.now)
             self.policy.job_finished(job, self.now)
             self._settle_reclaims()
-        elif job.status is Status.PENDING:
+        elif job.status is PENDING:
             self._unwait(job)
-            job.status = Status.CANCELLED
+            job.status = CANCELLED
             if job.admitted:  # (one the stage never admitted the policy never heard of)
                 self._leave_admission(job)
                 if self.admission is not None:
@@ -484,7 +484,7 @@ class ClusterState:
     ) -> None:
         """A running job's measured progress (and re-estimated solo duration) replaces the
         prediction: its projected finish and version move, and the policy is told."""
-        if job.status is not Status.RUNNING:
+        if job.status is not RUNNING:
             return
         if duration_s is not None and duration_s > 0:
             job.spec = job.spec.evolve(duration_s=duration_s)
@@ -495,7 +495,7 @@ class ClusterState:
 
     def switch(self, job: JobState) -> None:
         """A background scale-out's new workers are ready: everyone switches to the new group."""
-        if job.status is not Status.RUNNING or job.switch_at is None:
+        if job.status is not RUNNING or job.switch_at is None:
             return
         self._advance(job)
         job.switch_at = None
@@ -609,7 +609,7 @@ class ClusterState:
         pause = self.costs.start_pause_s(job.spec, first=job.first_start is None)
         if job.first_start is None:
             job.first_start = now
-        job.status = Status.RUNNING
+        job.status = RUNNING
         job.gpus = tuple(gpus)
         self._held(job.spec.tenant, len(gpus))
         job.accumulation = accumulation
@@ -701,7 +701,7 @@ class ClusterState:
     def _stop(self, job: JobState, by_policy: bool, counted: bool = True) -> None:
         """Take a running job off its GPUs and put it back in the queue: a policy's preemption
         (which checkpoints first when ``checkpoint_on_preempt``) or a failure."""
-        if job.status is not Status.RUNNING:
+        if job.status is not RUNNING:
             raise PlanError(
                 f"policy {self.policy.name} preempted job {job.job_id}, which is {job.status.value}"
             )
@@ -714,7 +714,7 @@ class ClusterState:
             job.done_s = max(0.0, job.done_s - job.rate * lost_wall)
         partners = self._leave_gpus(job)
         job.gpus = ()
-        job.status = Status.PENDING
+        job.status = PENDING
         job.rate = 0.0
         job.finish_time = INF
         job.version += 1

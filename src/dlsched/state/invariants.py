@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..jobs import Status
+from ..jobs import PENDING, RUNNING
 from ..workload_model import one_more_gpu_helps
 from .cluster_state import ClusterState
 from .queues import PendingQueue
@@ -19,13 +19,13 @@ def problems(state: ClusterState) -> list[str]:
         if job.num_gpus != job.spec.num_gpus:
             out.append(f"job {jid} counts {job.num_gpus} GPUs asked, its spec {job.spec.num_gpus}")
     for jid, job in state.pending.items():
-        if job.status is not Status.PENDING or job.gpus:
+        if job.status is not PENDING or job.gpus:
             out.append(f"pending job {jid} is {job.status.value} on GPUs {job.gpus}")
         if jid in state.running:
             out.append(f"job {jid} is both pending and running")
     holders_seen: dict[int, list[str]] = {}
     for jid, job in state.running.items():
-        if job.status is not Status.RUNNING:
+        if job.status is not RUNNING:
             out.append(f"running job {jid} is {job.status.value}")
         low, high = job.spec.start_range(state.policy.moldable)
         if not low <= len(set(job.gpus)) == len(job.gpus) <= high:
@@ -157,7 +157,7 @@ def _admission_problems(state: ClusterState) -> list[str]:
         t, p = job.spec.tenant, job.spec.priority
         admitted.setdefault(t, set()).add(job.job_id)
         priorities.setdefault(t, {})[p] = priorities.get(t, {}).get(p, 0) + 1
-        if job.status is Status.PENDING:
+        if job.status is PENDING:
             waiting[t] = waiting.get(t, 0) + job.base_gpus
     kept = {t: set(jobs) for t, jobs in books.by_tenant.items() if jobs}
     if kept != admitted:

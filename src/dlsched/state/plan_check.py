@@ -16,7 +16,7 @@ from typing import Protocol, cast
 
 from ..cluster import Cluster
 from ..errors import PlanError
-from ..jobs import JobView, Status
+from ..jobs import PENDING, RUNNING, JobView, Status
 from ..view import Plan, PolicyHooks
 from ..workload_model import WorkloadModel
 from .free import FreeGpus
@@ -124,9 +124,9 @@ class PlanCheck:
 
     def _preempt(self, job: JobView) -> None:
         status = self._status(job, "preempted")
-        if status is not Status.RUNNING:
+        if status is not RUNNING:
             raise self._fail(job, "preempted", f"it is {status.value}")
-        self.status[job.job_id] = Status.PENDING
+        self.status[job.job_id] = PENDING
         leaving = self.leaving
         leaving.add(job)
         holders = self.state.occupancy.jobs
@@ -139,7 +139,7 @@ class PlanCheck:
         status = self._status(job, "resized")
         low, high = job.spec.gpu_range
         problem = None
-        if status is not Status.RUNNING:
+        if status is not RUNNING:
             problem = f"it is {status.value}"
         elif job.job_id in self.resized:
             problem = "the plan resizes it twice"
@@ -175,8 +175,8 @@ class PlanCheck:
     def _start(self, job: JobView, gpus: tuple[int, ...], accumulation: int) -> None:
         state, jid, memory_of = self.state, job.job_id, self.memory
         if jid in memory_of or state.pending.get(jid) is not job:  # else: waiting, not started
-            status = Status.RUNNING if jid in memory_of else self._status(job, "started")
-            if status is not Status.PENDING:
+            status = RUNNING if jid in memory_of else self._status(job, "started")
+            if status is not PENDING:
                 raise self._fail(job, "started", f"it is {status.value}")
         if not job.admitted:
             raise self._fail(job, "started", "it is not admitted (it waits for quota)")

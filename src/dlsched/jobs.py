@@ -227,7 +227,7 @@ class JobState:
 
     def executed_at(self, now: float) -> float:
         """GPU-seconds spent making progress up to ``now`` (pauses to restart excluded)."""
-        since = max(self.resume_at, self.gpus_since)
+        since = self.gpus_since if self.gpus_since > self.resume_at else self.resume_at
         if self.status is RUNNING and now > since:
             return self.executed_gpu_s + len(self.gpus) * (now - since)
         return self.executed_gpu_s

@@ -54,7 +54,7 @@ class SrtfOrder(PreemptiveOrder):
         for work left R at s, the later of its last progress and its resume, at speed r."""
         if job.resume_at > self.now or job.rate <= 0:
             return 1.0, job.remaining_s, job.resume_at if job.rate > 0 else math.inf
-        since = max(job.progress_at, job.resume_at)
+        since = job.resume_at if job.resume_at > job.progress_at else job.progress_at
         return 1.0 - job.rate, job.remaining_s + job.rate * since, math.inf
 
 

@@ -766,7 +766,7 @@ class ClusterState:
         """Add the GPU-time since the job's GPUs last changed to its totals."""
         now = self.now
         job.attained_gpu_s += len(job.gpus) * (now - job.gpus_since)
-        since = max(job.resume_at, job.gpus_since)
+        since = job.gpus_since if job.gpus_since > job.resume_at else job.resume_at
         if now > since:
             job.executed_gpu_s += len(job.gpus) * (now - since)
         job.gpus_since = now

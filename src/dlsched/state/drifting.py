@@ -62,7 +62,10 @@ class DriftingIndex:
         same.keys.insert(i, key)
         same.jobs.insert(i, job)
         # at most its largest size: an elastic job's GPUs may change while it is indexed
-        gpus = max(len(job.gpus), job.spec.gpu_range[1])
+        # (a conditional, not ``max``: asked at every start and resume)
+        gpus, largest = len(job.gpus), job.spec.gpu_range[1]
+        if largest > gpus:
+            gpus = largest
         same.gpus.insert(i, gpus)
         same.total += gpus
         self._where[job.job_id] = (slope, key)

@@ -321,10 +321,18 @@ class LocalRayCluster:
 
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
         self._reaper = start_reaper()  # no Ray process outlives this one, even killed
-        self.cluster = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False},
-        )
+        # Without the autoscaler's monitor (the cluster's nodes are ours to add) and the log
+        # monitor (the executor does not stream its workers' output: ``log_to_driver=False``):
+        # in the suite, nine clusters' log monitors took 35 CPU-s and their monitors 9
+        # (benchmarks/suite_cpu.py, 2026-11-28)
+        head = {
+            "num_cpus": 1,
+            "num_gpus": 0,
+            "include_dashboard": False,
+            "no_monitor": True,
+            "include_log_monitor": False,
+        }
+        self.cluster = Cluster(initialize_head=True, head_node_args=head)
         self.nodes: dict[str, object] = {}
         for _ in range(nodes):
             self.add_node()

@@ -423,7 +423,20 @@ def test_the_live_api_bounds_and_hides(harness):
 
 
 # -- the server's lifecycle ---------------------------------------------------------------------
-def start_server(tmp_path, port):
+@pytest.fixture
+def start_server(tmp_path):
+    """Starts a ``dlsched server`` (``start_server(port)``) and kills any it started that still
+    runs when the test ends: a test failing before its own stop leaves no server (seen: one kept
+    training a job for the next 20 minutes)."""
+    started = []
+    yield lambda port: _start_server(tmp_path, port, started)
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _start_server(tmp_path, port, started):
     from dlsched.runtime.reaper import _processes, ray_descendants  # noqa: F401
 
     env = {**os.environ, "DLSCHED_ADMIN_TOKEN": "admin-secret", "OMP_NUM_THREADS": "1"}
@@ -449,6 +462,7 @@ def start_server(tmp_path, port):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    started.append(proc)
 
     def healthy():
         assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
@@ -469,14 +483,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path):
+def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path, start_server):
     # issue 29, 7: a Ray worker outlived a killed server by 20-50 s. With a job running, every
     # process the server started (Ray's, the job's worker, its tenant process, the holder of its
     # network) is gone within a few of the reaper's 1 s scans.
     from dlsched.runtime.reaper import _processes, descendants
 
     port = free_port()
-    proc = start_server(tmp_path, port)
+    proc = start_server(port)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
     admin = {"Authorization": "Bearer admin-secret"}
     token = client.post("/v1/tenants", json={"name": "alice"}, headers=admin).json()["token"]
@@ -515,10 +529,10 @@ def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path):
     assert time.monotonic() - killed_at < 10
 
 
-def test_sigterm_stops_the_server_quietly_with_exit_code_0(tmp_path):
+def test_sigterm_stops_the_server_quietly_with_exit_code_0(tmp_path, start_server):
     from dlsched.runtime.reaper import _processes, ray_descendants
 
-    proc = start_server(tmp_path, free_port())
+    proc = start_server(free_port())
     ray = ray_descendants(proc.pid, _processes())
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=90) == 0

@@ -35,6 +35,7 @@ import ray  # noqa: E402
 from .device import mps_environment, out_of_memory  # noqa: E402
 from .executor_api import CLUSTER, JOB, MEMORY, NodeInfo, Outcome, Placement  # noqa: E402
 from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
+from .ray_setup import LEAN_HEAD  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
 from .tenant_process import TenantError, TenantProcess, plain, stamp  # noqa: E402
@@ -321,18 +322,9 @@ class LocalRayCluster:
 
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
         self._reaper = start_reaper()  # no Ray process outlives this one, even killed
-        # Without the autoscaler's monitor (the cluster's nodes are ours to add) and the log
-        # monitor (the executor does not stream its workers' output: ``log_to_driver=False``):
-        # in the suite, nine clusters' log monitors took 35 CPU-s and their monitors 9
-        # (benchmarks/suite_cpu.py, 2026-11-28)
-        head = {
-            "num_cpus": 1,
-            "num_gpus": 0,
-            "include_dashboard": False,
-            "no_monitor": True,
-            "include_log_monitor": False,
-        }
-        self.cluster = Cluster(initialize_head=True, head_node_args=head)
+        self.cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, **LEAN_HEAD}
+        )
         self.nodes: dict[str, object] = {}
         for _ in range(nodes):
             self.add_node()

@@ -33,3 +33,10 @@ def configure_ray(token_path: Path, embedded: bool) -> None:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     if embedded:
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray process on 127.0.0.1
+
+
+# What an embedded cluster's head leaves out (``RayParams`` fields): the dashboard, the
+# autoscaler's monitor (the cluster's nodes are dlsched's to add) and the log monitor (no driver
+# streams its workers' output: ``log_to_driver=False``). In the suite, nine clusters' log
+# monitors took 35 CPU-s and their monitors 9 (benchmarks/suite_cpu.py, 2026-11-28).
+LEAN_HEAD = {"include_dashboard": False, "no_monitor": True, "include_log_monitor": False}

@@ -283,20 +283,22 @@ def start_embedded_head(cpus: int) -> str:
     (even with ``include_dashboard=False``): three Python processes importing Ray, which on
     two cores delayed a sweep's first task by about a second (docs/sweeps.md). This starts the
     head as ``ray.init`` does, through Ray's ``Node`` (as ``ray.cluster_utils`` does; Ray is
-    pinned to 2.60), without them. Its processes die with this one (the kernel's fate sharing,
+    pinned to 2.60), without them (``LEAN_HEAD``, and no API server, which Ray has
+    no switch for). Its processes die with this one (the kernel's fate sharing,
     as under ``ray.init``, and the reaper) or at its normal exit."""
     import ray
     from ray._private.node import Node
     from ray._private.parameter import RayParams
 
+    from ..runtime.ray_setup import LEAN_HEAD
+
     class _Head(Node):
         def start_api_server(self, *, include_dashboard, raise_on_failure) -> None:
             self._webui_url = None  # what ``ray.init`` reports without a dashboard
 
-    params = RayParams(
-        num_cpus=cpus, include_dashboard=False, no_monitor=True, include_log_monitor=False
+    head = _Head(
+        RayParams(num_cpus=cpus, **LEAN_HEAD), head=True, shutdown_at_exit=False, spawn_reaper=True
     )
-    head = _Head(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
 
     def stop() -> None:  # at exit: the driver first (it waits on a raylet it cannot reach)
         ray.shutdown()

@@ -14,7 +14,7 @@ import pytest
 from dlsched.errors import SpecError
 from dlsched.stats import format_ci, mean_ci
 from dlsched.sweep import parse_spec, run_sweep
-from dlsched.sweep.execute import run_key
+from dlsched.sweep.execute import DispatchPlan, run_key
 
 SYNTHETIC = {"trace": "synthetic", "cluster": "4x8:V100", "trace_params": {"num_jobs": 150}}
 
@@ -206,6 +206,33 @@ def test_a_sweep_killed_midway_loses_only_the_runs_in_flight(tmp_path):
     assert {run_key(r) for r in again.outcome.cached} == kept
     assert len(again.outcome.done) == 8 - len(kept) and again.ok
     assert not [d for d in done.iterdir() if d.name.startswith(".tmp-")]
+
+
+def test_a_free_worker_runs_the_workload_it_holds_then_prepares_the_next_then_helps():
+    runs = parse_spec(spec(seeds=[0, 1])).runs  # two workloads (seeds) of two runs each
+    plan = DispatchPlan({run_key(r): r for r in runs})
+    w0, w1 = sorted(plan.left)
+    assert plan.next_step(None) == (w0, None, None)  # prepare it
+    assert plan.next_step(None) == (w1, None, None)
+    plan.preparing(w0, "refs0")
+    plan.preparing(w1, "refs1")
+    plan.holds("a", w1)  # worker a prepared workload 1: its runs, not workload 0's
+    wkey, (_, run), refs = plan.next_step("a")
+    assert (wkey, run.seed, refs) == (w1, 1, "refs1")
+    assert plan.next_step("a")[0] == w1
+    # a has run all of workload 1 and nothing is left to prepare: it helps with workload 0
+    assert plan.next_step("a")[::2] == (w0, "refs0")
+    plan.holds("b", w0)
+    assert plan.next_step("b")[::2] == (w0, "refs0")
+    assert plan.next_step("b") is None and plan.next_step(None) is None and not plan.left
+
+
+def test_a_workload_that_cannot_be_prepared_gives_back_its_runs_not_submitted():
+    plan = DispatchPlan({run_key(r): r for r in parse_spec(spec(seeds=[0])).runs})
+    (wkey,) = plan.left
+    assert plan.next_step(None) == (wkey, None, None)
+    plan.preparing(wkey, "refs")
+    assert len(plan.drop(wkey)) == 2 and plan.next_step(None) is None
 
 
 @pytest.mark.runtime

@@ -3,9 +3,11 @@ of a synthetic trace), each side from nothing (its own output folder and workloa
 Ray side including starting and stopping its embedded cluster. Prints both wall times and the
 speed-up (issue 27 asks for at least 1.7x on a 2-core machine) of each round (the two sides in
 turn, in alternating order), their geometric mean with its 95% interval, and what Ray's start
-and stop cost alone:
+and stop cost alone. With ``--ceiling``, each round also times the same runs as two
+``--sequential`` sweeps of half the seeds each at once, without Ray: what two processes gain on
+this machine, the most a sweep on Ray could.
 
-    .venv/bin/python benchmarks/sweep_speed.py [--jobs 12000] [--seeds 10] [--rounds 1]
+    .venv/bin/python benchmarks/sweep_speed.py [--jobs 12000] [--seeds 10] [--rounds 1] [--ceiling]
 """
 
 from __future__ import annotations
@@ -23,12 +25,20 @@ from pathlib import Path
 from dlsched.stats import geometric_mean_ci
 
 
-def timed_sweep(spec: Path, out: Path, *extra: str) -> float:
+def sweep_process(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "DLSCHED_CACHE_DIR": str(out / "cache")}
     cmd = [sys.executable, "-c", "from dlsched.cli import console_main; console_main()"]
     cmd += ["sweep", str(spec), "--out", str(out), "--no-progress", *extra]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+
+
+def timed(*sweeps: tuple) -> float:
+    """The wall time of the sweeps ``(spec, out, *extra)``, run at once."""
     started = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    processes = [sweep_process(*sweep) for sweep in sweeps]
+    for process in processes:
+        if process.wait() != 0:
+            raise SystemExit(f"a sweep failed: {process.args}")
     return time.perf_counter() - started
 
 
@@ -52,31 +62,47 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=12000, help="jobs in each run's trace")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--ceiling", action="store_true", help="also two halves at once, no Ray")
     args = parser.parse_args()
     runs = {"trace": "synthetic", "cluster": "8x8:V100", "trace_params": {"num_jobs": args.jobs}}
     policies = ["fifo", "sjf", "srtf", "tiresias"]
     data = {"name": "sweep speed", "runs": runs, "axes": {"policy": policies}}
     data["seeds"] = list(range(args.seeds))
     print(f"{4 * args.seeds} runs of {args.jobs:,} jobs on {os.cpu_count()} cores")
-    print("round  one after another  on Ray (started and stopped)  speed-up")
-    speedups = []
+    header = "round  one after another  on Ray (started and stopped)  speed-up"
+    print(header + ("  two halves at once  speed-up" if args.ceiling else ""))
+    speedups, ceilings = [], []
     for n in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="dlsched-sweep-bench-") as tmp:
             root = Path(tmp)
-            spec = root / "spec.yaml"  # (JSON is YAML)
-            spec.write_text(json.dumps(data))
-            times = {}
-            for side in ("sequential", "ray") if n % 2 == 0 else ("ray", "sequential"):
-                extra = ["--sequential"] if side == "sequential" else []
-                times[side] = timed_sweep(spec, root / side, *extra)
+            specs = {}
+            for name, seeds in (("all", data["seeds"]), ("a", data["seeds"][::2])):
+                specs[name] = root / f"{name}.yaml"  # (JSON is YAML)
+                specs[name].write_text(json.dumps({**data, "seeds": seeds}))
+            specs["b"] = root / "b.yaml"
+            specs["b"].write_text(json.dumps({**data, "seeds": data["seeds"][1::2]}))
+            sides = {
+                "sequential": [(specs["all"], root / "sequential", "--sequential")],
+                "ray": [(specs["all"], root / "ray")],
+            }
+            if args.ceiling:
+                sides["halves"] = [(specs[h], root / h, "--sequential") for h in ("a", "b")]
+            order = list(sides) if n % 2 == 0 else list(reversed(sides))
+            times = {side: timed(*sides[side]) for side in order}
         speedups.append(times["sequential"] / times["ray"])
-        print(
+        line = (
             f"{n + 1:5}  {times['sequential']:15.1f} s  {times['ray']:26.1f} s"
             f"  {speedups[-1]:7.2f}x"
         )
-    mean, low, high = geometric_mean_ci(speedups)
-    interval = "" if math.isnan(low) else f" (95%: {low:.2f}-{high:.2f})"
-    print(f"speed-up: {mean:.2f}x{interval}, geometric mean of {len(speedups)} rounds")
+        if args.ceiling:
+            ceilings.append(times["sequential"] / times["halves"])
+            line += f"  {times['halves']:16.1f} s  {ceilings[-1]:7.2f}x"
+        print(line)
+    for name, ratios in (("speed-up", speedups), ("two halves at once, no Ray", ceilings)):
+        if ratios:
+            mean, low, high = geometric_mean_ci(ratios)
+            interval = "" if math.isnan(low) else f" (95%: {low:.2f}-{high:.2f})"
+            print(f"{name}: {mean:.2f}x{interval}, geometric mean of {len(ratios)} rounds")
     print(f"Ray alone: {ray_start_and_stop():.1f} s (import, start, one task per core, stop)")
 
 

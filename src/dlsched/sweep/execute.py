@@ -185,9 +185,8 @@ def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out)
     task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_ray_task)
     prepare_task = task.options(num_returns=2)
     plan = DispatchPlan(todo)
-    in_flight: dict[
-        Any, tuple[str, RunSpec | None]
-    ] = {}  # -> (run key, run) or (workload key, None)
+    # a task's reference -> (run key, run), or (workload key, None) for a preparation
+    in_flight: dict[Any, tuple[str, RunSpec | None]] = {}
 
     def fill(worker: str | None) -> None:
         """One task per CPU of the cluster (which may grow) at a time, so that each is chosen

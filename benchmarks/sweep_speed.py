@@ -76,11 +76,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="dlsched-sweep-bench-") as tmp:
             root = Path(tmp)
             specs = {}
-            for name, seeds in (("all", data["seeds"]), ("a", data["seeds"][::2])):
+            seeds = data["seeds"]
+            for name, some in (("all", seeds), ("a", seeds[::2]), ("b", seeds[1::2])):
                 specs[name] = root / f"{name}.yaml"  # (JSON is YAML)
-                specs[name].write_text(json.dumps({**data, "seeds": seeds}))
-            specs["b"] = root / "b.yaml"
-            specs["b"].write_text(json.dumps({**data, "seeds": data["seeds"][1::2]}))
+                specs[name].write_text(json.dumps({**data, "seeds": some}))
             sides = {
                 "sequential": [(specs["all"], root / "sequential", "--sequential")],
                 "ray": [(specs["all"], root / "ray")],

@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +192,8 @@ def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out)
     def fill(worker: str | None) -> None:
         """One task per CPU of the cluster (which may grow) at a time, so that each is chosen
         when a worker is free: the first for ``worker``, which just finished one."""
-        while len(in_flight) < max(1, int(ray.cluster_resources().get("CPU", 0))):
+        slots = max(1, int(ray.cluster_resources().get("CPU", 0)))
+        while len(in_flight) < slots:
             step = plan.next_step(worker)
             if step is None:
                 return
@@ -251,11 +253,10 @@ class DispatchPlan:
     def __init__(self, todo: dict[str, RunSpec]) -> None:
         self.left: dict[str, list[tuple[str, RunSpec]]] = {}  # workload key -> runs to submit
         self.settings: dict[str, dict] = {}
-        for key, run in sorted(todo.items(), key=lambda item: _workload_key(item[1])):
-            wkey = _workload_key(run)
+        for wkey, key, run in sorted((_workload_key(r), k, r) for k, r in todo.items()):
             self.left.setdefault(wkey, []).append((key, run))
             self.settings[wkey] = run.workload_settings()
-        self._unprepared = list(self.left)
+        self._unprepared = deque(self.left)
         self._refs: dict[str, Any] = {}  # workloads prepared or preparing -> their references
         self._held: dict[str, str] = {}  # worker id -> the workload key it holds
 
@@ -265,7 +266,7 @@ class DispatchPlan:
         wkey = self._held.get(worker or "")
         if wkey not in self._refs or not self.left.get(wkey):
             if self._unprepared:
-                return self._unprepared.pop(0), None, None
+                return self._unprepared.popleft(), None, None
             ready = [k for k in self._refs if self.left.get(k)]
             if not ready:
                 return None

@@ -49,10 +49,10 @@ format: $(STAMP)
 # whole packages (399 modules, most of them schemathesis's) again: 3 s of its 10 s collection.
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
-# the inner loop: the checks and every test that needs no Ray, with a quarter of the API fuzz
-# (about a minute and a half)
+# the inner loop: the checks and every test that needs neither Ray nor fresh PyTorch processes
+# building DDP (32 s of test time between them), with a quarter of the API fuzz (about a minute)
 check: lint
-	DLSCHED_FUZZ_EXAMPLES=30 $(TEST_ENV) $(BIN)/python -m pytest -m "not runtime"
+	DLSCHED_FUZZ_EXAMPLES=30 $(TEST_ENV) $(BIN)/python -m pytest -m "not runtime and not torch_processes"
 
 test: lint test-tools
 	$(TEST_ENV) $(BIN)/python -m pytest

@@ -52,6 +52,7 @@ def _run_group(world: int, partners: tuple = (1, 2)) -> dict:
     return out
 
 
+@pytest.mark.torch_processes
 def test_one_group_of_three_times_the_job_alone_on_one_node_and_on_two():
     out = _run_group(3)
     assert out[1] is None and out[2] is None  # only rank 0 reports
@@ -67,6 +68,7 @@ def test_one_group_of_three_times_the_job_alone_on_one_node_and_on_two():
     ]
 
 
+@pytest.mark.torch_processes
 def test_a_group_of_two_on_two_nodes_labels_its_pair_so():
     # a cluster without a node of two GPUs (profiling_gpus): rank 1 is on another node
     out = _run_group(2, partners=(2,))
@@ -114,6 +116,7 @@ for i in range(150):
 """
 
 
+@pytest.mark.torch_processes
 def test_the_whole_iteration_s_peak_frees_ddp_before_its_group_again_and_again():
     # Freed after its gloo group was destroyed, the DDP wrapper hung the process at the return
     # (three runs of 300 rounds here all hung, one at round 38); rank 0 of a profiling group did

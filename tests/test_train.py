@@ -93,6 +93,7 @@ def _worker_of_two(rank: int, master: str, checkpoint: str, out: str, accumulati
     os._exit(0)
 
 
+@pytest.mark.torch_processes
 def test_two_workers_accumulating_give_the_parameters_of_one(tmp_path):
     import multiprocessing
     import socket
@@ -213,6 +214,7 @@ def test_the_collector_is_paused_while_a_worker_starts_and_on_while_it_trains(tm
     assert gc.isenabled()
 
 
+@pytest.mark.torch_processes
 def test_a_newcomer_to_a_group_imports_what_ddp_needs_while_it_prepares(tmp_path):
     # a background scale-out's newcomers prepare while the others train, and the switch waits
     # for their DDP construction: its first one imports torch._dynamo.utils (1-2 s of CPU), so

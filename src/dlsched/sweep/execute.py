@@ -257,20 +257,21 @@ class DispatchPlan:
             self.left.setdefault(wkey, []).append((key, run))
             self.settings[wkey] = run.workload_settings()
         self._unprepared = deque(self.left)
-        self._refs: dict[str, Any] = {}  # workloads prepared or preparing -> their references
+        # workloads prepared or preparing -> their references, while runs of them are left to
+        # submit (the last one's submission drops it)
+        self._refs: dict[str, Any] = {}
         self._held: dict[str, str] = {}  # worker id -> the workload key it holds
 
     def next_step(self, worker: str | None) -> tuple[str, tuple[str, RunSpec] | None, Any] | None:
         """(workload key, None, None) to prepare it, (workload key, (run key, run), the
         workload's references) to run, or None: nothing left to submit."""
         wkey = self._held.get(worker or "")
-        if wkey not in self._refs or not self.left.get(wkey):
+        if wkey not in self._refs:
             if self._unprepared:
                 return self._unprepared.popleft(), None, None
-            ready = [k for k in self._refs if self.left.get(k)]
-            if not ready:
+            if not self._refs:
                 return None
-            wkey = max(ready, key=lambda k: len(self.left[k]))
+            wkey = max(self._refs, key=lambda k: len(self.left[k]))
         item, refs = self.left[wkey].pop(0), self._refs[wkey]
         if not self.left[wkey]:  # its last run: the runs in flight hold the workload now
             self.drop(wkey)
@@ -373,9 +374,9 @@ def start_embedded_head(cpus: int) -> str:
         def start_api_server(self, *, include_dashboard, raise_on_failure) -> None:
             self._webui_url = None  # what ``ray.init`` reports without a dashboard
 
-    # Its workers start with the raylet, beside its agents, not once the driver has connected,
-    # which then waits for one to start (``ray.init`` 0.7-0.8 s, 0.5-0.65 s with them started;
-    # the benchmark's sweep 0.86 s shorter on average over 5 interleaved pairs, docs/sweeps.md)
+    # Its workers start with the raylet, beside its agents, not as the driver registers (then
+    # ``ray.init`` took 0.56-0.82 s here, 0.50-0.65 s with them started; the benchmark's sweep
+    # was 0.86 s shorter on average over 5 interleaved pairs: docs/sweeps.md)
     config = {"enable_worker_prestart": True}
     params = RayParams(num_cpus=cpus, _system_config=config, **LEAN_HEAD)
     head = _Head(params, head=True, shutdown_at_exit=False, spawn_reaper=True)

@@ -1,7 +1,7 @@
 """Is this tree's replay more work than another's? The instructions of one replay in each tree,
 counted by Valgrind's cachegrind (with ``--cache-sim``, also its simulated cache misses; with
 ``--branch-sim``, its simulated mispredicted branches, which cost time an instruction count
-does not show: docs/simulator.md, Tiresias' extra time): a
+does not show: docs/speed-log.md, Tiresias' extra time): a
 count this machine's timing noise does not touch (the same replay's wall time varies by
 20-45% here, so ab_speed.py needs many rounds to tell 5%). Both trees replay the same jobs:
 tree A's preparation of the trace, saved as JSON (a tree's own preparation may draw other

@@ -15,7 +15,7 @@ A tree's own preparation may draw other models than the other's (b94690e's does)
 replays may not be the same work: with ``--same-jobs`` both replay tree A's preparation of the
 trace instead, saved once, as ``ab_instructions.py`` counts them (its options ``--trace``,
 ``--cluster``, ``--elastic-fraction``, ``--limit``, ``--deadlines``, ``--quotas`` then apply).
-On this 2-core VM the same replay has varied by 20-45% within an hour (docs/simulator.md): a
+On this 2-core VM the same replay has varied by 20-45% within an hour (docs/speed-log.md): a
 single pair of runs cannot tell 5%, an interval over rounds can say whether it could.
 """
 

@@ -4,7 +4,7 @@ Both build or update hundreds of thousands of long-lived objects (job specs and 
 make few cycles. The collector's default (a young collection every 700 new objects, and full
 ones that walk every live object) then spends a large part of the run finding no garbage: a
 fifth of preparing 400,000 synthetic jobs (``prepare("synthetic", ...)``: 8.2-9.0 s, 7.0 s
-with these settings; docs/simulator.md).
+with these settings; docs/speed-log.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The command line, end to end, on small bundled or generated inputs."""
 
+import io
 import json
 import subprocess
 import sys
@@ -47,6 +48,23 @@ def test_simulate_writes_summary_jobs_and_timeseries(tmp_path, capsys):
     assert len(lines) == 993 and lines[0].startswith("job_id,tenant")
     assert (out / "timeseries.csv").read_text().startswith("time_s,queue_mean")
     assert "tiresias" in capsys.readouterr().out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_progress_bar_only_on_a_terminal(tmp_path, capsys, monkeypatch, terminal):
+    """In a log or a pipe (CI, ``make demo > log``) a bar is lines of control characters."""
+    stderr = _Terminal()
+    if terminal:
+        monkeypatch.setattr(sys, "stderr", stderr)
+    args = ["simulate", "--trace", "muri-3", "--cluster", "4x8:V100", "--policy", "fifo"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    written = stderr.getvalue() if terminal else capsys.readouterr().err
+    assert ("fifo:" in written and "job" in written) is terminal, written
 
 
 def test_simulate_is_deterministic_byte_for_byte(tmp_path):

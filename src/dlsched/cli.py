@@ -215,7 +215,15 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         default="whatif" if replay else None,
         help="output folder" + (" (default %(default)s)" if replay else ""),
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+
+
+# Progress bars redraw their line with control characters: in a log or a pipe they are noise
+NO_PROGRESS_HELP = "no progress bar (there is none when standard error is not a terminal)"
+
+
+def _shows_progress(args) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
 
 
 def _load_workload(args):
@@ -265,7 +273,7 @@ def _run_one(
     given = _given_options(policy_name, args)
     notice = {} if args.reclaim_notice_s is None else {"reclaim_notice_s": args.reclaim_notice_s}
     bar = None
-    if not args.no_progress:
+    if _shows_progress(args):
         from tqdm import tqdm
 
         total = len(workload.jobs)
@@ -371,7 +379,7 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
         return [_run_one(name, args, workload, out / name)[0] for name in names]
     global _forked
     _forked = (args, workload, out)
-    if not args.no_progress:
+    if _shows_progress(args):
         from tqdm import tqdm
 
         tqdm.get_lock()  # made before the fork: the children's bars share it
@@ -563,7 +571,7 @@ def cmd_sweep(args) -> int:
         ray_address=args.ray_address,
         ray_token_file=args.ray_token_file,
         cpus=args.cpus,
-        progress=not args.no_progress,
+        progress=_shows_progress(args),
     )
     o = result.outcome
     print(result.tables())
@@ -823,7 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray-token-file",
         help="the cluster's auth token file (as the server's); embedded: default OUT/ray.token",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     p.set_defaults(func=cmd_sweep)
     sub.add_parser("traces", help="list the bundled traces with their job counts").set_defaults(
         func=cmd_traces

@@ -43,6 +43,14 @@ def _key_values(items: list[str] | None, what: str) -> dict:
     return out
 
 
+# Progress bars redraw their line with control characters: in a log or a pipe they are noise
+NO_PROGRESS_HELP = "no progress bar (there is none when standard error is not a terminal)"
+
+
+def _shows_progress(args) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
+
+
 def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None:
     if replay:
         p.add_argument(
@@ -216,14 +224,6 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         help="output folder" + (" (default %(default)s)" if replay else ""),
     )
     p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
-
-
-# Progress bars redraw their line with control characters: in a log or a pipe they are noise
-NO_PROGRESS_HELP = "no progress bar (there is none when standard error is not a terminal)"
-
-
-def _shows_progress(args) -> bool:
-    return not args.no_progress and sys.stderr.isatty()
 
 
 def _load_workload(args):

@@ -59,6 +59,25 @@ def test_bad_cluster_specs_name_the_field(spec, field):
     assert e.value.field == field
 
 
+@pytest.mark.parametrize(
+    "spec, field, what",
+    [
+        ("99999999x8", "groups[0].count", "131,072 nodes"),  # was built until the kernel killed it
+        ("1x1048576,1x1", "groups[1].count", "1,048,576 GPUs"),
+        ("100000x1,31073x1", "groups[1].count", "131,072 nodes"),
+        ("1x1048577", "groups[0].count", "1,048,576 GPUs"),
+    ],
+)
+def test_a_cluster_past_its_bounds_stops_before_it_is_built(spec, field, what):
+    with pytest.raises(SpecError, match=what) as e:
+        parse_cluster_spec(spec)
+    assert e.value.field == field
+
+
+def test_a_cluster_at_its_bounds_is_built():
+    assert parse_cluster_spec("131072x8").num_gpus == 1_048_576
+
+
 def test_bad_cluster_yaml_names_the_field(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("groups:\n  - {count: 2, gpus_per_node: -1}\n")

@@ -36,6 +36,11 @@ GPU_MEMORY_MIB = {
 DEFAULT_GPU_TYPE = "V100"
 DEFAULT_CPUS_PER_GPU = 8  # a typical 8-GPU server has 64 cores; overridable per node
 DEFAULT_NODES_PER_RACK = 16
+# Bounds on a cluster's size (chosen: 64x the largest cluster the benchmarks simulate, 2048 x 8,
+# in GPUs): a spec past them stops with an error instead of building nodes until memory runs
+# out (99999999x8 was killed by the kernel).
+MAX_NODES = 131_072
+MAX_GPUS = 1_048_576
 
 
 @dataclass(slots=True, frozen=True)
@@ -81,9 +86,19 @@ class Cluster:
         nodes: list[Node] = []
         speeds: dict[str, float] = {}
         rack_base = 0
+        total_gpus = 0
         for gi, g in enumerate(groups):
             count = _positive_int(g.get("count"), f"groups[{gi}].count")
             gpus = _positive_int(g.get("gpus_per_node"), f"groups[{gi}].gpus_per_node")
+            total_gpus += count * gpus
+            if len(nodes) + count > MAX_NODES:
+                raise SpecError(
+                    f"groups[{gi}].count", f"the cluster would have over {MAX_NODES:,} nodes"
+                )
+            if total_gpus > MAX_GPUS:
+                raise SpecError(
+                    f"groups[{gi}].count", f"the cluster would have over {MAX_GPUS:,} GPUs"
+                )
             gpu_type = str(g.get("gpu_type") or DEFAULT_GPU_TYPE)
             mem = g.get("gpu_mem_mib")
             if mem is None:

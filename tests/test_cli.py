@@ -234,6 +234,24 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             ["--trace", "muri-3", "--policy", "genie", "--scan", "strict"],
             "field 'scan': policy 'genie' has no scan: --scan does nothing",
         ),
+        # a slice took -5 as "all but the last five" and 0 as no job at all
+        (["--trace", "muri-3", "--limit", "-5"], "field 'limit': must be an integer >= 1"),
+        (["--trace", "muri-3", "--limit", "0"], "field 'limit': must be an integer >= 1"),
+        # options a trace had no use for were dropped in silence
+        (
+            ["--trace", "muri-3", "--trace-param", "num_jobs=5"],
+            "field 'trace_param': --trace-param sets the synthetic trace's; 'muri-3' takes none",
+        ),
+        (
+            ["--trace", "muri-3", "--map", "submit=ts"],
+            "field 'mapping': --map names a CSV file's columns: 'muri-3' has its own reader",
+        ),
+        (["--trace", "synthetic", "--map", "submit=ts"], "field 'mapping': --map names"),
+        # a TypeError's traceback
+        (
+            ["--trace", "synthetic", "--trace-param", "foo=1"],
+            "field 'trace_param': the synthetic trace has no parameter 'foo' (it takes num_jobs",
+        ),
         # issue 25, 3: without deadlines GENIE ran silently as arrival order, shrunk to what is
         # idle, and EDF as FIFO
         *(

@@ -224,6 +224,35 @@ def test_the_synthetic_realized_load_is_the_offered_load_of_the_drawn_jobs():
         synthetic(10, 64, realized_load=0)
 
 
+@pytest.mark.parametrize(
+    "params, field, reason",
+    [
+        ({"num_jobs": 10**11}, "num_jobs", "1..10,000,000"),  # drew until memory ran out
+        ({"num_jobs": 2.5}, "num_jobs", "integer"),
+        ({"tenants": 10**9}, "tenants", "1..100,000"),  # named each one first
+        ({"load": float("inf")}, "load", "finite"),  # every job arrived at 0
+        ({"realized_load": float("nan")}, "realized_load", "finite"),
+        ({"max_duration_s": -5}, "max_duration_s", ">= 1"),  # was blamed on duration_s
+        ({"log_sigma": float("inf")}, "log_sigma", "finite"),
+        ({"seed": "abc"}, "seed", "integer"),
+        ({"gpu_mix": "abc"}, "gpu_mix", "GPUS:WEIGHT"),  # an AttributeError from the CLI
+        ({"gpu_mix": {0: 1}}, "gpu_mix", "sizes >= 1"),
+        ({"gpu_mix": {1: -1}}, "gpu_mix", "weights > 0"),
+        ({"foo": 1}, "trace_param", "no parameter 'foo'"),  # a TypeError
+    ],
+)
+def test_a_bad_synthetic_parameter_is_named_with_its_bound(params, field, reason):
+    with pytest.raises(SpecError, match=reason) as e:
+        load_trace("synthetic", **params)
+    assert e.value.field == field
+
+
+def test_a_gpu_mix_written_on_the_command_line_is_the_mapping():
+    given = synthetic(200, 64, seed=3, gpu_mix={1: 70, 2: 20, 4: 10}).jobs
+    assert synthetic(200, 64, seed=3, gpu_mix="1:70,2:20,4:10").jobs == given
+    assert {j.num_gpus for j in given} == {1, 2, 4}
+
+
 def test_an_evolved_spec_is_validated_as_a_new_one():
     from dataclasses import replace
 

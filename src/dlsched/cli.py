@@ -228,8 +228,19 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
 
 def _load_workload(args):
     from .prepare import prepare
+    from .traces import BUNDLED
     from .workload_cache import default_cache_dir
 
+    # options that would do nothing say so (a sweep's settings, common to its runs, apply
+    # where they can instead)
+    if args.trace_param and args.trace != "synthetic":
+        raise SpecError(
+            "trace_param", f"--trace-param sets the synthetic trace's; {args.trace!r} takes none"
+        )
+    if args.mapping is not None and (args.trace == "synthetic" or args.trace in BUNDLED):
+        raise SpecError(
+            "mapping", f"--map names a CSV file's columns: {args.trace!r} has its own reader"
+        )
     return prepare(
         args.trace,
         args.cluster,

@@ -138,6 +138,9 @@ def _prepare(
     limit: int | None,
     deadlines: bool,
 ) -> Workload:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        # (a slice would take -5 as "all but the last 5", 0 as none)
+        raise SpecError("limit", f"must be an integer >= 1, got {limit!r}")
     params = dict(trace_params or {})
     if isinstance(cluster, str):
         cluster = load_cluster(cluster)

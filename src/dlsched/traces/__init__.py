@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -20,6 +21,8 @@ from .openb import load_openb
 from .philly import load_philly
 from .pollux import load_pollux
 from .synthetic import synthetic
+
+SYNTHETIC_PARAMETERS = tuple(inspect.signature(synthetic).parameters)
 
 LOADERS: dict[str, Callable[..., Trace]] = {
     "philly": load_philly,
@@ -106,6 +109,13 @@ def load_trace(
     **synthetic_params,
 ) -> Trace:
     if name_or_path == "synthetic":
+        unknown = sorted(set(synthetic_params) - set(SYNTHETIC_PARAMETERS))
+        if unknown:
+            raise SpecError(
+                "trace_param",
+                f"the synthetic trace has no parameter {unknown[0]!r} "
+                f"(it takes {', '.join(SYNTHETIC_PARAMETERS)})",
+            )
         return synthetic(**synthetic_params)
     if name_or_path in BUNDLED:
         b = BUNDLED[name_or_path]

@@ -23,6 +23,11 @@ from ..errors import SpecError
 from ..jobs import JobSpec
 from .base import Trace
 
+# Bounds on what one draw may build (chosen: 10x the million jobs issue 26's benchmark draws,
+# about 1 KiB of memory a job; a tenant's name each): past them, an error instead of a process
+# that fills memory
+MAX_JOBS = 10_000_000
+MAX_TENANTS = 100_000
 # GPU-count shares of the Philly trace (count of jobs per size / 82,247).
 PHILLY_GPU_MIX = {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
 PHILLY_MEDIAN_DURATION_S = 1144.0
@@ -38,21 +43,27 @@ def synthetic(
     log_sigma: float = PHILLY_LOG_SIGMA,
     max_duration_s: float = 30 * 86400,
     tenants: int = 4,
-    gpu_mix: dict[int, int] | None = None,
+    gpu_mix: dict[int, float] | str | None = None,
     realized_load: float | None = None,
 ) -> Trace:
-    for name, value, ok in (
-        ("realized_load", realized_load, realized_load is None or realized_load > 0),
-        ("num_jobs", num_jobs, num_jobs >= 1),
-        ("cluster_gpus", cluster_gpus, cluster_gpus >= 1),
-        ("load", load, load > 0),
-        ("tenants", tenants, tenants >= 1),
-        ("median_duration_s", median_duration_s, median_duration_s > 0),
-        ("log_sigma", log_sigma, log_sigma >= 0),
+    _integer("num_jobs", num_jobs, MAX_JOBS)
+    _integer("cluster_gpus", cluster_gpus, None)
+    _integer("tenants", tenants, MAX_TENANTS)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SpecError("seed", f"must be an integer, got {seed!r}")
+    for name, value, low in (
+        ("load", load, 0.0),
+        ("realized_load", realized_load, 0.0),
+        ("median_duration_s", median_duration_s, 0.0),
+        ("max_duration_s", max_duration_s, 1.0),
     ):
-        if not ok:
-            raise SpecError(name, f"invalid value {value!r}")
-    mix = {g: w for g, w in (gpu_mix or PHILLY_GPU_MIX).items() if g <= cluster_gpus}
+        if value is not None and not _finite(value, low, strict=name != "max_duration_s"):
+            bound = "> 0" if low == 0.0 else ">= 1"
+            raise SpecError(name, f"must be a finite number {bound}, got {value!r}")
+    if not _finite(log_sigma, 0.0, strict=False):
+        raise SpecError("log_sigma", f"must be a finite number >= 0, got {log_sigma!r}")
+    given_mix = parse_gpu_mix(gpu_mix) if gpu_mix is not None else PHILLY_GPU_MIX
+    mix = {g: w for g, w in given_mix.items() if g <= cluster_gpus}
     if not mix:
         raise SpecError("gpu_mix", f"no job size fits a {cluster_gpus}-GPU cluster")
     rng = random.Random(seed)
@@ -83,6 +94,42 @@ def synthetic(
     trace = Trace(name, jobs)
     trace.rows = num_jobs
     return trace
+
+
+def _integer(name: str, value: object, most: int | None) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < 1
+        or (most is not None and value > most)
+    ):
+        bound = f"1..{most:,}" if most is not None else ">= 1"
+        raise SpecError(name, f"must be an integer {bound}, got {value!r}")
+
+
+def _finite(value: object, low: float, strict: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return value > low if strict else value >= low
+
+
+def parse_gpu_mix(mix: object) -> dict[int, float]:
+    """Job sizes and their weights: a mapping, or ``"GPUS:WEIGHT,..."`` (``--trace-param
+    "gpu_mix=1:70,2:20,4:10"``)."""
+    if isinstance(mix, str):
+        try:
+            pairs = [part.split(":") for part in mix.split(",")]
+            mix = {int(g): float(w) for g, w in pairs}
+        except ValueError:
+            raise SpecError(
+                "gpu_mix", f"must be GPUS:WEIGHT pairs, e.g. 1:70,2:20,4:10, got {mix!r}"
+            ) from None
+    if not isinstance(mix, dict) or not mix:
+        raise SpecError("gpu_mix", f"must map job sizes to weights, got {mix!r}")
+    for g, w in mix.items():
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1 or not _finite(w, 0.0, True):
+            raise SpecError("gpu_mix", f"needs sizes >= 1 and finite weights > 0, got {g!r}: {w!r}")
+    return mix
 
 
 def offered_load(jobs: list[JobSpec], cluster_gpus: int) -> float:

@@ -89,6 +89,24 @@ def test_simulate_is_deterministic_byte_for_byte(tmp_path):
     assert (tmp_path / "a" / "jobs.csv").read_bytes() != (tmp_path / "c" / "jobs.csv").read_bytes()
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        # a traceback: no folder for comparison.json
+        (["compare", "--policies", ","], "field 'policies': name at least one policy"),
+        # a traceback: two runs writing one folder at once
+        (["compare", "--policies", "fifo,sjf,fifo"], "field 'policies': 'fifo' is named twice"),
+        (["report", "{tmp}/nowhere"], "field 'dir': no such folder"),  # a traceback
+    ],
+)
+def test_bad_compare_and_report_arguments_get_a_clear_error(tmp_path, capsys, args, message):
+    workload = ["--trace", "muri-3", "--cluster", "4x8", "--no-progress", "--out", str(tmp_path)]
+    args = [a.format(tmp=tmp_path) for a in args] + (workload if args[0] == "compare" else [])
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "fifo").exists()  # nothing ran
+
+
 def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
     out = tmp_path / "cmp"
     assert (

@@ -83,6 +83,10 @@ def test_bad_cluster_yaml_names_the_field(tmp_path):
     f.write_text("groups:\n  - {count: 2, gpus_per_node: -1}\n")
     with pytest.raises(SpecError, match=r"groups\[0\].gpus_per_node"):
         load_cluster(str(f))
+    f.write_text("groups:\n  - [2, 8]\n")  # an AttributeError's traceback
+    with pytest.raises(SpecError, match="must be a mapping") as e:
+        load_cluster(str(f))
+    assert e.value.field == "groups[0]"
 
 
 @pytest.mark.parametrize(

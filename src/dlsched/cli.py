@@ -412,6 +412,11 @@ def cmd_compare(args) -> int:
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
     out = Path(args.out)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not names:
+        raise SpecError("policies", "name at least one policy, e.g. fifo,tiresias")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # (both runs would write one folder at once)
+        raise SpecError("policies", f"'{twice}' is named twice")
     for name in names:  # fail fast on a typo or an option it lacks, before any simulation
         make_policy(name)
         _given_options(name, args)
@@ -556,6 +561,8 @@ def cmd_report(args) -> int:
     from .report.html import render_report
 
     root = Path(args.dir)
+    if not root.is_dir():
+        raise SpecError("dir", f"no such folder: {root}")
     dirs = (
         [root]
         if (root / "summary.json").is_file()

@@ -88,6 +88,10 @@ class Cluster:
         rack_base = 0
         total_gpus = 0
         for gi, g in enumerate(groups):
+            if not isinstance(g, dict):
+                raise SpecError(
+                    f"groups[{gi}]", f"must be a mapping (count, gpus_per_node, ...), got {g!r}"
+                )
             count = _positive_int(g.get("count"), f"groups[{gi}].count")
             gpus = _positive_int(g.get("gpus_per_node"), f"groups[{gi}].gpus_per_node")
             total_gpus += count * gpus

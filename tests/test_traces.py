@@ -1,5 +1,7 @@
 """Trace adapters: bundled traces, malformed rows, the generic mapping, the generator."""
 
+import gzip
+
 import pytest
 
 from dlsched.errors import SpecError
@@ -139,6 +141,7 @@ def test_an_empty_deadline_cell_means_no_deadline(tmp_path):
         ("submit=a,duration=b,gpus=c,colour=d", "unknown field 'colour'"),
         ("submit=a:fortnights,duration=b,gpus=c", "unit 'fortnights'"),
         ("submit", "FIELD=COLUMN"),
+        ("submit=a,duration=b,gpus=b,gpus=a", "field 'gpus' is mapped twice"),  # the last won
     ],
 )
 def test_bad_mappings_are_explained(mapping, message):
@@ -150,6 +153,25 @@ def test_generic_mapping_to_a_missing_column(tmp_path):
     path = _write(tmp_path, "a,b,c\n1,2,3\n")
     with pytest.raises(SpecError, match="column missing"):
         load_trace(path, mapping="submit=a,duration=b,gpus=nope")
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("latin.csv", b"timestamp,duration,num_gpus,cluster\n2017-10-03,100,1,v\xe9\n"),
+        ("broken.csv.gz", b"\x9d\x14 not gzip"),
+        ("cut.csv.gz", gzip.compress(b"timestamp,duration,num_gpus,cluster\n" * 50, mtime=0)[:-20]),
+    ],
+    ids=["latin-1", "not-gzip", "truncated-gzip"],
+)
+def test_a_file_that_is_not_utf8_text_or_a_whole_gzip_is_named(tmp_path, name, content):
+    # each was a UnicodeDecodeError's, a BadGzipFile's or an EOFError's traceback
+    path = tmp_path / name
+    path.write_bytes(content)
+    for fmt in (None, "philly"):
+        with pytest.raises(SpecError, match="cannot be read as a UTF-8 CSV file") as e:
+            load_trace(str(path), fmt=fmt)
+        assert e.value.field == "trace"
 
 
 def test_unknown_file_format_asks_for_a_mapping(tmp_path):

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SpecError
-from .base import Trace, open_text
+from .base import Trace, open_text, readable
 from .generic import load_generic
 from .history import load_history
 from .muri import load_muri
@@ -89,7 +89,7 @@ def bundled_path(name: str) -> Path:
 
 
 def detect_format(path: str | Path) -> str:
-    with open_text(path) as f:
+    with readable(path), open_text(path) as f:
         header = {c.strip() for c in f.readline().strip().split(",")}
     for fmt, cols in SIGNATURES.items():
         if cols <= header:

@@ -7,7 +7,9 @@ import csv
 import gzip
 import io
 import math
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,11 +51,26 @@ def open_text(path: str | Path) -> io.TextIOBase:
     return open(path, newline="")
 
 
+# what reading a file that is not UTF-8 text, or a broken gzip, raises
+_UNREADABLE = (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error)
+
+
+@contextmanager
+def readable(path: str | Path) -> Iterator[None]:
+    """A file that cannot be read as text stops with an error naming it, not a traceback."""
+    try:
+        yield
+    except _UNREADABLE as err:
+        raise SpecError(
+            "trace", f"{path} cannot be read as a UTF-8 CSV file, plain or gzipped: {err}"
+        ) from None
+
+
 def read_rows(
     path: str | Path, required: Iterable[str], source: str, delimiter: str = ","
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (data row number, row) after checking the header names every required column."""
-    with open_text(path) as f:
+    with readable(path), open_text(path) as f:
         reader = csv.DictReader(f, delimiter=delimiter)
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]

@@ -41,6 +41,8 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
         key, target = (s.strip() for s in part.split("=", 1))
         if key not in FIELDS:
             raise SpecError("mapping", f"unknown field '{key}': use {', '.join(FIELDS)}")
+        if key in mapping:  # (the last one silently won)
+            raise SpecError("mapping", f"field '{key}' is mapped twice")
         column, _, unit = target.partition(":")
         if not column:
             raise SpecError("mapping", f"field '{key}' maps to an empty column name")

@@ -247,6 +247,16 @@ def test_scaling_rule_and_announcement_ahead():
         assert step.announced == max([step.needed, *window])
 
 
+def test_a_demand_file_that_is_not_utf8_text_is_named(tmp_path):
+    from dlsched.errors import SpecError
+
+    path = tmp_path / "demand.csv"
+    path.write_bytes(b"\xff\xfetime_s,load\n0,1\n60,2\n")  # UTF-16's mark: a traceback before
+    with pytest.raises(SpecError, match="cannot be read as a UTF-8 CSV file") as e:
+        load_curve(str(path))
+    assert e.value.field == "inference_demand"
+
+
 # -- invariants over random demand and workloads ------------------------------------------------
 @st.composite
 def loaning_cases(draw):

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import SpecError
+from .traces.base import readable
 
 # Chosen defaults (no public figure fits every deployment): the inference side's peak uses 90%
 # of its servers, and it announces a need 2 minutes ahead (the reclaim notice).
@@ -73,7 +74,7 @@ def load_curve(source: str) -> LoadCurve:
             f"'{source}' is neither a bundled curve ({', '.join(SOURCES)}) nor a file",
         )
     times, values = [], []
-    with path.open(newline="") as f:
+    with readable(path, "inference_demand"), path.open(newline="") as f:
         reader = csv.reader(f)
         next(reader, None)
         for line, row in enumerate(reader, start=2):

@@ -56,13 +56,14 @@ _UNREADABLE = (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error)
 
 
 @contextmanager
-def readable(path: str | Path) -> Iterator[None]:
-    """A file that cannot be read as text stops with an error naming it, not a traceback."""
+def readable(path: str | Path, option: str = "trace") -> Iterator[None]:
+    """A file that cannot be read as text stops with an error naming it (and the ``option``
+    that gave it), not a traceback."""
     try:
         yield
     except _UNREADABLE as err:
         raise SpecError(
-            "trace", f"{path} cannot be read as a UTF-8 CSV file, plain or gzipped: {err}"
+            option, f"{path} cannot be read as a UTF-8 CSV file, plain or gzipped: {err}"
         ) from None
 
 

@@ -74,6 +74,30 @@ def test_a_cluster_past_its_bounds_stops_before_it_is_built(spec, field, what):
     assert e.value.field == field
 
 
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"\xff\xfegroups: []\n", "can't decode byte 0xff"),  # UnicodeDecodeError's traceback
+        (b"groups: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deep"),  # RecursionError's
+        (b"groups: [\n", "while parsing a flow node"),  # as before
+    ],
+    ids=["utf-16", "deep", "unclosed"],
+)
+def test_a_yaml_file_that_cannot_be_read_names_its_option(tmp_path, content, reason):
+    from dlsched.yamlfile import read_yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_bytes(content)
+    with pytest.raises(SpecError, match=reason) as e:
+        load_cluster(str(path))
+    assert e.value.field == "cluster"
+    with open(path, "ab") as f:  # past the bound: refused before it is read
+        f.truncate(16 * 2**20 + 1)
+    with pytest.raises(SpecError, match="over 16,777,216") as e:
+        read_yaml(path, "quotas")
+    assert e.value.field == "quotas"
+
+
 def test_a_cluster_at_its_bounds_is_built():
     assert parse_cluster_spec("131072x8").num_gpus == 1_048_576
 

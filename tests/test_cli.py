@@ -345,6 +345,32 @@ def test_perf_show_prints_the_curve_memory_and_gpu_types(capsys):
     assert "no performance profile for 'alexnet'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (["--gpus-per-node", "0"], "field 'gpus_per_node': must be an integer in 1.."),  # was 1/0
+        (["--batch", "nan"], "field 'batch': must be a finite number > 0"),  # a table of nan
+        (["--batch", "0"], "field 'batch'"),  # the default batch, in silence
+        (["--max-gpus", "0"], "field 'max_gpus'"),  # an empty table
+    ],
+)
+def test_perf_show_refuses_what_it_cannot_show(capsys, option, message):
+    assert main(["perf", "show", "resnet18", *option]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_reader_that_goes_away_gets_no_traceback():
+    # ``dlsched ... | head``: the first write after the reader closed raised BrokenPipeError
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlsched.cli", "perf", "show", "resnet18"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # before the command writes anything
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and b"Traceback" not in err, err.decode()
+
+
 def test_perf_validate_prints_errors_per_model_and_point(capsys):
     assert main(["perf", "validate", "--model", "bert", "--points"]) == 0
     out = capsys.readouterr().out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from . import __version__
+from .cluster import MAX_GPUS
 from .errors import PlanError, SpecError
 from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
 from .policies.catalog import make_policy, policy_descriptions, takes_parameter
@@ -711,6 +713,14 @@ def cmd_perf_show(args) -> int:
     from .perf.model import PerfModel, default_local_batch
     from .perf.scaling import COEFFICIENTS, scaling_model
 
+    if args.batch is not None and not 0 < args.batch < math.inf:
+        raise SpecError("batch", f"must be a finite number > 0, got {args.batch!r}")
+    for name, value, most in (
+        ("max_gpus", args.max_gpus, MAX_GPUS),
+        ("gpus_per_node", args.gpus_per_node, MAX_GPUS),
+    ):
+        if not 1 <= value <= most:
+            raise SpecError(name, f"must be an integer in 1..{most:,}, got {value!r}")
     perf = PerfModel()
     prof = perf.profile(args.model)
     fit = scaling_model(prof.scaling_app)
@@ -916,7 +926,11 @@ def console_main() -> None:
     outputs written, and leaves the cluster to the reaper that was started with it, which kills
     its processes: Ray's own stop at exit waits on them one by one (1.3-1.8 s here, a third of
     an empty sweep's start and stop)."""
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:  # the reader went away (``dlsched ... | head``): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor one at exit's flush
+        sys.exit(128 + 13)  # as a command SIGPIPE ended
     execute = sys.modules.get("dlsched.sweep.execute")
     if execute is not None and execute.started_embedded_ray():
         sys.stdout.flush()

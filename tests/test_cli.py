@@ -371,6 +371,20 @@ def test_a_reader_that_goes_away_gets_no_traceback():
     assert proc.returncode == 141 and b"Traceback" not in err, err.decode()
 
 
+@pytest.mark.parametrize(
+    "server, message",
+    [
+        ("http://[::1", "field 'server': 'http://[::1' is not a URL"),  # an InvalidURL traceback
+        ("ftp://127.0.0.1:1", "is not an http:// or https:// URL"),
+        ("127.0.0.1:8000", "is not an http:// or https:// URL"),
+        ("http://127.0.0.1:1", "cannot reach the server"),  # a URL: asked, and no answer
+    ],
+)
+def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, message):
+    assert main(["jobs", "--server", server, "--token", "t"]) in (2, 4)
+    assert message in capsys.readouterr().err
+
+
 def test_perf_validate_prints_errors_per_model_and_point(capsys):
     assert main(["perf", "validate", "--model", "bert", "--points"]) == 0
     out = capsys.readouterr().out

@@ -32,7 +32,13 @@ def _client(args):
     if not token:
         raise SpecError("token", "give --token or set DLSCHED_TOKEN")
     base = args.server or os.environ.get("DLSCHED_SERVER") or f"http://127.0.0.1:{DEFAULT_PORT}"
-    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    try:
+        url = httpx.URL(base)
+    except httpx.InvalidURL as e:  # (not an HTTPError: it was a traceback)
+        raise SpecError("server", f"{base!r} is not a URL: {e}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise SpecError("server", f"{base!r} is not an http:// or https:// URL")
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
 def _call(args, method: str, path: str, **kwargs):

@@ -385,6 +385,29 @@ def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, m
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (
+            ["--port", "70000"],
+            "field 'port': must be an integer in 0..65,535",
+        ),  # bind()'s traceback
+        (["--gpus-per-node", "100000"], "field 'gpus-per-node'"),  # the raylet's argv overflowed
+        (["--nodes", "0"], "field 'nodes'"),  # refused only once Ray was up
+        (["--interval-s", "0"], "field 'interval-s': must be a finite number >= 0.01"),  # spun
+        (["--checkpoint-retention-h", "nan"], "field 'checkpoint-retention-h'"),  # taken
+        (["--finished-kept-per-tenant", "0"], "field 'finished-kept-per-tenant'"),
+    ],
+)
+def test_a_server_option_out_of_bounds_stops_it_before_anything_starts(
+    tmp_path, capsys, option, message
+):
+    data = tmp_path / "data"
+    assert main(["server", "--data-dir", str(data), "--trust-tenants", *option]) == 2
+    assert message in capsys.readouterr().err
+    assert not data.exists()
+
+
 def test_perf_validate_prints_errors_per_model_and_point(capsys):
     assert main(["perf", "validate", "--model", "bert", "--points"]) == 0
     out = capsys.readouterr().out

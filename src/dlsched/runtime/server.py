@@ -4,6 +4,7 @@ scheduling loop and the API, started together and stopped together."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 from pathlib import Path
@@ -105,7 +106,39 @@ def sandbox_from(args, data_dir: Path):
     return sandbox
 
 
+# Chosen bounds of the embedded cluster: each emulated node is a raylet and its workers on this
+# machine, and each GPU a custom resource on the raylet's command line (100,000 overflowed it)
+MAX_EMBEDDED_NODES = 64
+MAX_EMBEDDED_GPUS_PER_NODE = 64
+
+
+def check_options(args) -> None:
+    """The numeric options, before anything starts (a bad one stopped the server only once Ray
+    was up, or never: a pass period of 0 spun, nan ones were taken)."""
+    embedded = args.ray_address is None
+    for name, value, low, high in (
+        ("port", args.port, 0, 65535),
+        ("nodes", args.nodes, 1 if embedded else 0, MAX_EMBEDDED_NODES),
+        ("gpus-per-node", args.gpus_per_node, 1 if embedded else 0, MAX_EMBEDDED_GPUS_PER_NODE),
+        ("inference-nodes", args.inference_nodes, 0, MAX_EMBEDDED_NODES),
+        ("finished-kept-per-tenant", args.finished_kept_per_tenant, 1, 10**9),
+        ("job-max-processes", args.job_max_processes, 1, 10**6),
+        ("job-memory-mib", args.job_memory_mib, 0, 2**40),
+    ):
+        if not low <= value <= high:
+            raise SpecError(name, f"must be an integer in {low}..{high:,}, got {value!r}")
+    for name, value, least in (
+        ("interval-s", args.interval_s, 0.01),  # a shorter period spins
+        ("start-timeout-s", args.start_timeout_s, 0.01),
+        ("disk-reserve-mib", args.disk_reserve_mib, 0.0),
+        ("checkpoint-retention-h", args.checkpoint_retention_h, 0.0),
+    ):
+        if not (math.isfinite(value) and value >= least):
+            raise SpecError(name, f"must be a finite number >= {least:g}, got {value!r}")
+
+
 def serve(args, params: dict) -> int:
+    check_options(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -408,6 +408,29 @@ def test_a_server_option_out_of_bounds_stops_it_before_anything_starts(
     assert not data.exists()
 
 
+@pytest.mark.parametrize(
+    "command, option, message",
+    [
+        ("simulate", ["--out", "{file}"], "field 'out': {file} is a file, not a folder"),
+        ("simulate", ["--out", "{file}/run"], "field 'out': cannot make the folder"),
+        ("compare", ["--out", "{file}", "--policies", "fifo"], "field 'out'"),
+        ("simulate", ["--cache-dir", "{file}"], "field 'cache_dir': cannot keep prepared"),
+    ],
+)
+def test_an_unusable_output_or_cache_folder_is_named_before_any_work(
+    tmp_path, capsys, command, option, message
+):
+    # each was a traceback at the first write, after the simulation had run
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    option = [o.format(file=a_file) for o in option]
+    args = [command, "--trace", "muri-3", "--cluster", "4x8", "--no-progress"]
+    if "--out" not in option:
+        option += ["--out", str(tmp_path / "out")]
+    assert main(args + option) == 2
+    assert message.format(file=a_file) in capsys.readouterr().err
+
+
 def test_perf_validate_prints_errors_per_model_and_point(capsys):
     assert main(["perf", "validate", "--model", "bert", "--points"]) == 0
     out = capsys.readouterr().out

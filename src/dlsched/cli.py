@@ -359,8 +359,24 @@ def _never_started_note(summary: dict) -> str | None:
     )
 
 
+def _output_folder(path: str) -> Path:
+    """The output folder, made (or found writable) before any work: a run of minutes used to
+    end in a traceback at its first write."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SpecError("out", f"{path} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SpecError("out", f"cannot make the folder {path}: {e.strerror}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise SpecError("out", f"cannot write to the folder {path}")
+    return out
+
+
 def cmd_simulate(args) -> int:
-    summary, _ = _run_one(args.policy, args, _load_workload(args), Path(args.out))
+    out = _output_folder(args.out)
+    summary, _ = _run_one(args.policy, args, _load_workload(args), out)
     print(_table([summary]))
     if note := _never_started_note(summary):
         print(note)
@@ -410,9 +426,9 @@ def cmd_compare(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise SpecError("jobs", "must be at least 1")
+    out = _output_folder(args.out)
     workload = _load_workload(args)
     trace, cluster, jobs = workload.trace, workload.cluster, workload.jobs
-    out = Path(args.out)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise SpecError("policies", "name at least one policy, e.g. fifo,tiresias")
@@ -456,7 +472,7 @@ def cmd_whatif(args) -> int:
     from .replay import measured_summary
     from .report.columns import human_duration as human_s
 
-    out = Path(args.out)
+    out = _output_folder(args.out)
     server_policy, server_params = args.server_policy, {}
     if args.trace is None:
         from .runtime.client import fetch_history
@@ -465,7 +481,6 @@ def cmd_whatif(args) -> int:
         history = fetch_history(args)
         if not history["jobs"]:
             raise SpecError("trace", "the server has no finished or running job to replay")
-        out.mkdir(parents=True, exist_ok=True)
         args.trace = str(out / "history.csv")
         Path(args.trace).write_text(history_csv(history))
         args.cluster = args.cluster or history["cluster"]
@@ -585,7 +600,7 @@ def cmd_sweep(args) -> int:
     spec = load_spec(args.spec)  # every field checked before any run starts
     result = run_sweep(
         spec,
-        args.out,
+        _output_folder(args.out),
         force=args.force,
         sequential=args.sequential,
         ray_address=args.ray_address,

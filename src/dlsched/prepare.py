@@ -112,6 +112,14 @@ def prepare(
             return _prepare(trace, cluster, **options)
         from . import workload_cache
 
+        try:  # before the work it would keep: a run used to end in a traceback at the store
+            (Path(cache_dir) / "workloads").mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SpecError(
+                "cache_dir",
+                f"cannot keep prepared workloads in {cache_dir}: {e.strerror} "
+                "(--cache-dir DIR for another, --no-cache for none)",
+            ) from None
         cluster_key = cluster.spec() if isinstance(cluster, Cluster) else cluster
         path = workload_cache.entry_path(
             Path(cache_dir), {"trace": trace, "cluster": cluster_key, **options}

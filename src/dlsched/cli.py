@@ -360,17 +360,16 @@ def _never_started_note(summary: dict) -> str | None:
 
 
 def _output_folder(path: str) -> Path:
-    """The output folder, made (or found writable) before any work: a run of minutes used to
-    end in a traceback at its first write."""
+    """The output folder, checked before any work (a run of minutes used to end in a traceback
+    at its first write); made when the outputs are written, so a run that fails leaves none."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise SpecError("out", f"{path} is a file, not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise SpecError("out", f"cannot make the folder {path}: {e.strerror}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise SpecError("out", f"cannot write to the folder {path}")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise SpecError("out", f"cannot make the folder {path}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SpecError("out", f"cannot write to {existing}")
     return out
 
 
@@ -481,6 +480,7 @@ def cmd_whatif(args) -> int:
         history = fetch_history(args)
         if not history["jobs"]:
             raise SpecError("trace", "the server has no finished or running job to replay")
+        out.mkdir(parents=True, exist_ok=True)
         args.trace = str(out / "history.csv")
         Path(args.trace).write_text(history_csv(history))
         args.cluster = args.cluster or history["cluster"]

@@ -237,6 +237,15 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
         (["--trace", "muri-3", "--cluster", "8y8"], "cannot parse '8y8'"),
         (["--trace", "muri-3", "--param", "thresholds_gpu_s=-4"], "field 'thresholds_gpu_s'"),
         (["--trace", "muri-3", "--param", "colour=red"], "has no parameter 'colour'"),
+        # a built-in policy's own check, or its int(), was a traceback
+        (
+            ["--trace", "muri-3", "--policy", "sjf-bsbf", "--param", "max_accumulation=0"],
+            "field 'param': policy 'sjf-bsbf' refused max_accumulation=0: max_accumulation must",
+        ),
+        (
+            ["--trace", "muri-3", "--policy", "elastic-fifo", "--param", "shrink_when_waiting=x"],
+            "field 'param': policy 'elastic-fifo' refused shrink_when_waiting='x'",
+        ),
         # options that would do nothing (issue 25, 14): each named, nothing simulated
         (["--trace", "muri-3", "--hard-quotas"], "field 'hard_quotas': does nothing without"),
         (

@@ -116,7 +116,13 @@ def make_policy(name: str, **params: Any) -> Policy:
                 f"(it takes {', '.join(sorted(accepted)) or 'none'})",
             )
     if cls in POLICIES.values():
-        return cls(**params)
+        try:
+            return cls(**params)
+        except SpecError:
+            raise
+        except (ValueError, TypeError, OverflowError) as e:  # a parameter's own check or int()
+            given = ", ".join(f"{k}={v!r}" for k, v in params.items())
+            raise SpecError("param", f"policy '{name}' refused {given}: {e}") from None
     try:
         policy = cls(**params)
     except SpecError:

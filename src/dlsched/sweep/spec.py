@@ -199,10 +199,8 @@ def _policy(value: Any, where: str) -> PolicyChoice:
         raise SpecError(where, "a policy is a name or {name, params, label, settings}")
     try:
         make_policy(name, **params)  # unknown names and parameters are refused now
-    except SpecError as e:
+    except SpecError as e:  # (a parameter's own check included: make_policy names it)
         raise SpecError(where, e.reason) from None
-    except Exception as e:  # a parameter's own check (a ValueError, a TypeError...)
-        raise SpecError(where, f"policy '{name}' refused its parameters: {e}") from None
     return PolicyChoice(name, tuple(sorted(params.items())), label, tuple(sorted(settings.items())))
 
 

@@ -236,6 +236,11 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
         (["--trace", "muri-3", "--policy", "lottery"], "unknown policy 'lottery'"),
         (["--trace", "muri-3", "--cluster", "8y8"], "cannot parse '8y8'"),
         (["--trace", "muri-3", "--param", "thresholds_gpu_s=-4"], "field 'thresholds_gpu_s'"),
+        # a queue whose threshold is nan or inf: taken
+        *(
+            (["--trace", "muri-3", "--param", f"thresholds_gpu_s={t}"], "increasing finite")
+            for t in ("nan", "3600,1e400")
+        ),
         (["--trace", "muri-3", "--param", "colour=red"], "has no parameter 'colour'"),
         # a built-in policy's own check, or its int(), was a traceback
         (

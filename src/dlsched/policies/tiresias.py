@@ -67,11 +67,12 @@ class TiresiasOrder(PreemptiveOrder):
                 f"not a list of numbers nor a set ({', '.join(THRESHOLD_SETS)}): "
                 f"{thresholds_gpu_s!r}",
             ) from None
-        if any(t <= 0 for t in self.thresholds) or list(self.thresholds) != sorted(
+        if not all(0 < t < math.inf for t in self.thresholds) or list(self.thresholds) != sorted(
             set(self.thresholds)
-        ):
+        ):  # (nan and inf passed: nan compares false, and equals itself in a list)
             raise SpecError(
-                "thresholds_gpu_s", f"must be increasing positive numbers, got {thresholds_gpu_s!r}"
+                "thresholds_gpu_s",
+                f"must be increasing finite positive numbers, got {thresholds_gpu_s!r}",
             )
         if starvation_factor is not None and not (
             isinstance(starvation_factor, (int, float)) and starvation_factor > 0

@@ -51,17 +51,15 @@ def synthetic(
     _integer("tenants", tenants, MAX_TENANTS)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SpecError("seed", f"must be an integer, got {seed!r}")
-    for name, value, low in (
-        ("load", load, 0.0),
-        ("realized_load", realized_load, 0.0),
-        ("median_duration_s", median_duration_s, 0.0),
-        ("max_duration_s", max_duration_s, 1.0),
+    for name, value, bound in (
+        ("load", load, "> 0"),
+        ("realized_load", realized_load, "> 0"),
+        ("median_duration_s", median_duration_s, "> 0"),
+        ("max_duration_s", max_duration_s, ">= 1"),
+        ("log_sigma", log_sigma, ">= 0"),
     ):
-        if value is not None and not _finite(value, low, strict=name != "max_duration_s"):
-            bound = "> 0" if low == 0.0 else ">= 1"
+        if value is not None and not _finite(value, bound):
             raise SpecError(name, f"must be a finite number {bound}, got {value!r}")
-    if not _finite(log_sigma, 0.0, strict=False):
-        raise SpecError("log_sigma", f"must be a finite number >= 0, got {log_sigma!r}")
     given_mix = parse_gpu_mix(gpu_mix) if gpu_mix is not None else PHILLY_GPU_MIX
     mix = {g: w for g, w in given_mix.items() if g <= cluster_gpus}
     if not mix:
@@ -107,10 +105,12 @@ def _integer(name: str, value: object, most: int | None) -> None:
         raise SpecError(name, f"must be an integer {bound}, got {value!r}")
 
 
-def _finite(value: object, low: float, strict: bool) -> bool:
+def _finite(value: object, bound: str) -> bool:
+    """Whether ``value`` is a finite number within ``bound`` ("> 0", ">= 1")."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
-    return value > low if strict else value >= low
+    op, limit = bound.split()
+    return value > float(limit) if op == ">" else value >= float(limit)
 
 
 def parse_gpu_mix(mix: object) -> dict[int, float]:
@@ -127,7 +127,7 @@ def parse_gpu_mix(mix: object) -> dict[int, float]:
     if not isinstance(mix, dict) or not mix:
         raise SpecError("gpu_mix", f"must map job sizes to weights, got {mix!r}")
     for g, w in mix.items():
-        if isinstance(g, bool) or not isinstance(g, int) or g < 1 or not _finite(w, 0.0, True):
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1 or not _finite(w, "> 0"):
             raise SpecError("gpu_mix", f"needs sizes >= 1 and finite weights > 0, got {g!r}: {w!r}")
     return mix
 

@@ -425,8 +425,8 @@ def test_a_server_option_out_of_bounds_stops_it_before_anything_starts(
 @pytest.mark.parametrize(
     "command, option, message",
     [
-        ("simulate", ["--out", "{file}"], "field 'out': {file} is a file, not a folder"),
-        ("simulate", ["--out", "{file}/run"], "field 'out': cannot make the folder"),
+        ("simulate", ["--out", "{file}"], "field 'out': cannot make the folder {file}: {file} is"),
+        ("simulate", ["--out", "{file}/run"], "field 'out': cannot make the folder {file}/run:"),
         ("compare", ["--out", "{file}", "--policies", "fifo"], "field 'out'"),
         ("simulate", ["--cache-dir", "{file}"], "field 'cache_dir': cannot keep prepared"),
     ],

@@ -363,8 +363,6 @@ def _output_folder(path: str) -> Path:
     """The output folder, checked before any work (a run of minutes used to end in a traceback
     at its first write); made when the outputs are written, so a run that fails leaves none."""
     out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise SpecError("out", f"{path} is a file, not a folder")
     existing = next(p for p in (out, *out.absolute().parents) if p.exists())
     if not existing.is_dir():
         raise SpecError("out", f"cannot make the folder {path}: {existing} is a file")

@@ -115,20 +115,17 @@ def make_policy(name: str, **params: Any) -> Policy:
                 f"policy '{name}' has no parameter '{unknown[0]}' "
                 f"(it takes {', '.join(sorted(accepted)) or 'none'})",
             )
-    if cls in POLICIES.values():
-        try:
-            return cls(**params)
-        except SpecError:
-            raise
-        except (ValueError, TypeError, OverflowError) as e:  # a parameter's own check or int()
-            given = ", ".join(f"{k}={v!r}" for k, v in params.items())
-            raise SpecError("param", f"policy '{name}' refused {given}: {e}") from None
     try:
         policy = cls(**params)
     except SpecError:
         raise
-    except Exception as e:  # a plug-in's constructor: say whose
-        raise SpecError("policy", f"plug-in '{name}' failed to start: {_say(e)}") from e
+    except Exception as e:
+        if cls not in POLICIES.values():  # a plug-in's constructor: say whose
+            raise SpecError("policy", f"plug-in '{name}' failed to start: {_say(e)}") from e
+        if not isinstance(e, (ValueError, TypeError, OverflowError)):
+            raise  # a built-in's own fault, not its parameters'
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items())  # its check, or an int()
+        raise SpecError("param", f"policy '{name}' refused {given}: {e}") from None
     if not policy.name:
         policy.name = name  # errors and reports name it as it was given
     return policy

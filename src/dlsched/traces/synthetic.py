@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterable, Sequence
 
 from ..errors import SpecError
-from ..jobs import JobSpec
+from ..jobs import JobSpec, finite_number
 from .base import Trace
 
 # Bounds on what one draw may build (chosen: 10x the million jobs issue 26's benchmark draws,
@@ -107,7 +107,7 @@ def _integer(name: str, value: object, most: int | None) -> None:
 
 def _finite(value: object, bound: str) -> bool:
     """Whether ``value`` is a finite number within ``bound`` ("> 0", ">= 1")."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite_number(value):
         return False
     op, limit = bound.split()
     return value > float(limit) if op == ">" else value >= float(limit)

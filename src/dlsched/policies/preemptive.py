@@ -291,7 +291,11 @@ class PreemptivePolicy(Policy):
             if gpus is None and (not blocked or self.scan == "greedy"):
                 room = free.total + (0 if elastic is None else elastic.extra_gpus)
                 if preemptible is None:
-                    can_preempt = self._can_preempt_with_drift(job, now, room)
+                    # (past a job that cannot outrank the worst running one, none can until the
+                    # running jobs change: tested here, as most jobs the scan asks about fail it)
+                    can_preempt = self._cannot_outrank != self._moves and (
+                        self._can_preempt_with_drift(job, now, room)
+                    )
                 else:
                     can_preempt = room + preemptible(job) >= job.num_gpus
                     can_preempt = can_preempt and self._outranks_worst(job, now)
@@ -335,18 +339,17 @@ class PreemptivePolicy(Policy):
 
     def _can_preempt_with_drift(self, job: JobView, now: float, room: int) -> bool:
         """Whether preempting could make room for ``job`` (``room``: GPUs free, and held above
-        requests), for an order with drifting keys."""
-        # The scan goes best ranked first: past a job that cannot outrank the worst running
-        # job, none can until the running jobs change.
-        if self._cannot_outrank == self._moves:
-            return False
+        requests), for an order with drifting keys, asked unless an earlier job of the scan
+        could not outrank the worst running job since the running jobs last changed (the scan
+        goes best ranked first, so none can)."""
         # A job later in the scan outranks no running job an earlier one does not, so the
         # earlier one's bound holds for it too while the running jobs stay. A new bound costs
         # more than a look at the worst job, which comes first.
         bound = self._bound
         if bound and bound[0] == self._moves and room + bound[1] < job.num_gpus:
             return False
-        if not self._outranks_worst(job, now):
+        worst = self._peek_worst()
+        if worst is None or not self.order.outranks(job, worst, now):
             self._cannot_outrank = self._moves
             return False
         enough = job.num_gpus - room
@@ -402,6 +405,8 @@ class PreemptivePolicy(Policy):
         if gpus is None:  # the same running jobs as before: the same worst
             self._worst = (self._moves, worst_before)
             return None
+        if spared:  # the worst of them (popped first, spared last) is the worst running job
+            self._worst = (self._moves, spared[-1])
         for victim in popped:
             if victim in spared:
                 continue

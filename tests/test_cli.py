@@ -549,6 +549,47 @@ def test_jobs_that_never_ran_are_counted_shown_and_named(tmp_path, capsys):
     )
 
 
+def test_outputs_are_strict_json_when_a_mean_is_over_no_jobs(tmp_path):
+    # with hard quotas of 2 GPUs each, neither 3-GPU job can ever run: no JCT has a mean. JSON
+    # has no NaN (Python wrote one, which JavaScript's and most parsers refuse): it is null.
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit,gpus,duration,tenant\na1,0,3,100,a\nb1,0,3,100,b\n")
+    out = tmp_path / "cmp"
+    args = ["compare", "--trace", str(trace), "--format", "generic", "--cluster", "1x4"]
+    args += ["--map", "id=id,submit=submit,gpus=gpus,duration=duration,tenant=tenant"]
+    args += ["--policies", "fifo,sjf", "--quotas", "equal", "--hard-quotas"]
+    assert main([*args, "--out", str(out), "--no-progress"]) == 0
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    [fifo, _] = json.loads((out / "comparison.json").read_text(), parse_constant=refuse)
+    assert fifo["jobs_completed"] == 0 and fifo["mean_jct_s"] is None
+    summary = json.loads((out / "fifo" / "summary.json").read_text(), parse_constant=refuse)
+    assert summary["never_started"] == 2 and summary["tenants"]["a"]["mean_jct_s"] is None
+
+
+@pytest.mark.parametrize(
+    "rows, extra, reason",
+    [
+        ("", [], "has no jobs to run"),
+        ("a,0,1,x\n", ["--skip-invalid"], "has no jobs to run (1 rows dropped: {'invalid"),
+    ],
+    ids=["header-only", "every-row-dropped"],
+)
+def test_a_trace_without_jobs_is_refused_naming_what_was_dropped(
+    tmp_path, capsys, rows, extra, reason
+):
+    # it ran "0 jobs" with exit status 0 and a summary of blanks
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,submit,gpus,duration\n" + rows)
+    args = ["simulate", "--trace", str(trace), "--format", "generic", "--cluster", "1x4"]
+    args += ["--map", "id=id,submit=submit,gpus=gpus,duration=duration", *extra]
+    assert main([*args, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert f"field 'trace': {reason}" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_prepared_workload_is_cached_reused_rebuilt_when_corrupt_and_missed_when_inputs_change(
     tmp_path, monkeypatch
 ):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -419,6 +418,7 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
 
 
 def cmd_compare(args) -> int:
+    from .metrics import json_text
     from .report.html import render_report
 
     if args.jobs is not None and args.jobs < 1:
@@ -437,12 +437,7 @@ def cmd_compare(args) -> int:
         _given_options(name, args)
     summaries = _run_policies(names, args, workload, out)
     (out / "comparison.json").write_text(
-        json.dumps(
-            [{k: v for k, v in s.items() if k != "tenants"} for s in summaries],
-            indent=2,
-            default=str,
-        )
-        + "\n"
+        json_text([{k: v for k, v in s.items() if k != "tenants"} for s in summaries]) + "\n"
     )
     report = render_report(
         [out / n for n in names], out / "report.html", title=f"{trace.name} on {cluster.describe()}"
@@ -466,6 +461,7 @@ def cmd_compare(args) -> int:
 def cmd_whatif(args) -> int:
     """Replay the server's history under other policies; the server's own policy's replay is
     held against what the server measured (calibration)."""
+    from .metrics import json_text
     from .replay import measured_summary
     from .report.columns import human_duration as human_s
 
@@ -567,7 +563,7 @@ def cmd_whatif(args) -> int:
             disable_numparse=True,
         )
     )
-    (out / "whatif.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "whatif.json").write_text(json_text(report) + "\n")
     print(f"wrote {out}/whatif.json and a folder per policy")
     return 0
 

@@ -474,14 +474,24 @@ def write_outputs(
     if usage:
         _write_csv(out / "tenants_timeseries.csv", ("time_s", "tenant", "gpus"), usage)
     tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    tmp.write_text(json_text(summary) + "\n")
     tmp.replace(out / "summary.json")
 
 
-def _json_default(o):
-    if isinstance(o, float) and math.isnan(o):
-        return None
-    return str(o)
+def json_text(value) -> str:
+    """``value`` as JSON that any parser reads: a number that is not finite (the mean JCT of
+    no completed jobs) is null, as JSON has no NaN; other objects are written as text."""
+    return json.dumps(_finite(value), indent=2, default=str, allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Iterable, dicts: bool = True) -> None:

@@ -196,5 +196,10 @@ def _prepare(
             )
         loaded.dropped["larger than the cluster"] = len(too_big)
         jobs = [j for j, why in problems if not why]
+    if not jobs:  # (a summary of no jobs is a table of blanks, and exit status 0)
+        dropped = (
+            f" ({loaded.dropped_total:,} rows dropped: {loaded.dropped})" if loaded.dropped else ""
+        )
+        raise SpecError("trace", f"has no jobs to run{dropped}", source=loaded.name)
     loaded.jobs = []  # the workload's are ``jobs``: the trace's own are not kept (nor cached)
     return Workload(loaded, cluster, jobs, perf, elastic_fraction)

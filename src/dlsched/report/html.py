@@ -138,14 +138,18 @@ def _tenant_plot(runs: list[dict]) -> str:
         return ""
     fig, ax = plt.subplots(figsize=(max(7, len(tenants) * 0.6), 3.5))
     width = 0.8 / max(1, len(runs))
+    longest = 0.0
     for k, run in enumerate(runs):
         per = run["summary"].get("tenants", {})
+        # (no mean: none of the tenant's jobs finished)
         vals = [(per.get(t, {}).get("mean_jct_s") or 0) / 3600 for t in tenants]
+        longest = max(longest, *vals)
         ax.bar([i + k * width for i in range(len(tenants))], vals, width, label=run["name"])
     ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(tenants))])
     ax.set_xticklabels(tenants, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("mean JCT (hours)")
-    ax.set_yscale("log")
+    if longest > 0:  # (a log scale of nothing but zeros is an empty plot and a warning)
+        ax.set_yscale("log")
     ax.legend(fontsize=8)
     ax.set_title("Mean JCT per tenant")
     return svg_of(fig)

@@ -314,6 +314,8 @@ class PreemptivePolicy(Policy):
             if gpus is None:
                 if not self.backfill:
                     break
+                if not free.total and preemptible is None and self._cannot_outrank == self._moves:
+                    break  # no later job can start (no GPU is free) or preempt (see above)
                 blocked = True
                 dropped.append((entry, kind))
                 continue

@@ -411,6 +411,9 @@ def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, m
         (["--interval-s", "0"], "field 'interval-s': must be a finite number >= 0.01"),  # spun
         (["--checkpoint-retention-h", "nan"], "field 'checkpoint-retention-h'"),  # taken
         (["--finished-kept-per-tenant", "0"], "field 'finished-kept-per-tenant'"),
+        # these two were refused only once Ray was up
+        (["--job-retention-days", "nan"], "field 'job-retention-days': must be a finite"),
+        (["--policy", "tiresias", "--param", "thresholds_gpu_s=x"], "field 'thresholds_gpu_s'"),
     ],
 )
 def test_a_server_option_out_of_bounds_stops_it_before_anything_starts(

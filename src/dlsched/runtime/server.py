@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
+from ..policies.catalog import make_policy
 from .limits import (
     CHECKPOINT_RETENTION_S,
     DISK_RESERVE_BYTES,
@@ -112,9 +113,10 @@ MAX_EMBEDDED_NODES = 64
 MAX_EMBEDDED_GPUS_PER_NODE = 64
 
 
-def check_options(args) -> None:
-    """The numeric options, before anything starts (a bad one stopped the server only once Ray
-    was up, or never: a pass period of 0 spun, nan ones were taken)."""
+def check_options(args, params: dict) -> None:
+    """The numeric options and the policy with its parameters, before anything starts (a bad
+    one stopped the server only once Ray was up, or never: a pass period of 0 spun, nan ones
+    were taken)."""
     embedded = args.ray_address is None
     for name, value, low, high in (
         ("port", args.port, 0, 65535),
@@ -135,10 +137,15 @@ def check_options(args) -> None:
     ):
         if not (math.isfinite(value) and value >= least):
             raise SpecError(name, f"must be a finite number >= {least:g}, got {value!r}")
+    if not (math.isfinite(args.job_retention_days) and args.job_retention_days > 0):
+        raise SpecError(
+            "job-retention-days", f"must be a finite number > 0, got {args.job_retention_days!r}"
+        )
+    make_policy(args.policy, **params)  # the service makes its own once Ray is up
 
 
 def serve(args, params: dict) -> int:
-    check_options(args)
+    check_options(args, params)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

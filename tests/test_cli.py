@@ -432,6 +432,9 @@ def test_a_server_option_out_of_bounds_stops_it_before_anything_starts(
         ("simulate", ["--out", "{file}/run"], "field 'out': cannot make the folder {file}/run:"),
         ("compare", ["--out", "{file}", "--policies", "fifo"], "field 'out'"),
         ("simulate", ["--cache-dir", "{file}"], "field 'cache_dir': cannot keep prepared"),
+        # the kernel's own file systems: root may write anywhere else (a traceback at the end)
+        ("simulate", ["--out", "/proc/dlsched-out"], "field 'out': cannot make the folder /proc"),
+        ("compare", ["--out", "/sys/a/b", "--policies", "fifo"], "folder /sys/a/b or write in"),
     ],
 )
 def test_an_unusable_output_or_cache_folder_is_named_before_any_work(

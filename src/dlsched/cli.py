@@ -7,6 +7,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from tabulate import tabulate
@@ -362,11 +363,27 @@ def _output_folder(path: str) -> Path:
     """The output folder, checked before any work (a run of minutes used to end in a traceback
     at its first write); made when the outputs are written, so a run that fails leaves none."""
     out = Path(path)
-    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    missing, existing = [], out.absolute()
+    while not existing.exists():
+        missing.append(existing)
+        existing = existing.parent
     if not existing.is_dir():
         raise SpecError("out", f"cannot make the folder {path}: {existing} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise SpecError("out", f"cannot write to {existing}")
+    # tried, then undone: only a try tells (root passes os.access anywhere; /proc, /sys and a
+    # read-only mount refuse)
+    made: list[Path] = []
+    try:
+        for folder in reversed(missing):
+            folder.mkdir()
+            made.append(folder)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as e:
+        raise SpecError(
+            "out", f"cannot make the folder {path} or write in it: {e.strerror}"
+        ) from None
+    finally:
+        for folder in reversed(made):
+            folder.rmdir()
     return out
 
 

@@ -451,6 +451,22 @@ def test_an_unusable_output_or_cache_folder_is_named_before_any_work(
     assert message.format(file=a_file) in capsys.readouterr().err
 
 
+def test_a_disk_that_fills_up_while_outputs_are_written_is_an_error_not_a_traceback(
+    tmp_path, capsys, monkeypatch
+):
+    import errno
+
+    import dlsched.metrics
+
+    def full(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(dlsched.metrics, "_write_csv", full)
+    args = ["simulate", "--trace", "muri-3", "--cluster", "4x8", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "o")]) == 1
+    assert "dlsched: error: [Errno 28] No space left on device" in capsys.readouterr().err
+
+
 def test_perf_validate_prints_errors_per_model_and_point(capsys):
     assert main(["perf", "validate", "--model", "bert", "--points"]) == 0
     out = capsys.readouterr().out

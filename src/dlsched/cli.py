@@ -945,6 +945,11 @@ def main(argv: list[str] | None = None) -> int:
     except ApiError as e:
         print(f"dlsched: {e}", file=sys.stderr)
         return 4
+    except BrokenPipeError:  # (console_main's)
+        raise
+    except OSError as e:  # the machine's, not the input's: a full disk, a file gone meanwhile
+        print(f"dlsched: error: {e}", file=sys.stderr)
+        return 1
 
 
 def console_main() -> None:

@@ -407,8 +407,6 @@ class PreemptivePolicy(Policy):
         if gpus is None:  # the same running jobs as before: the same worst
             self._worst = (self._moves, worst_before)
             return None
-        if spared:  # the worst of them (popped first, spared last) is the worst running job
-            self._worst = (self._moves, spared[-1])
         for victim in popped:
             if victim in spared:
                 continue

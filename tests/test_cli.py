@@ -136,6 +136,31 @@ def test_compare_prints_a_table_and_writes_a_report(tmp_path, capsys):
     assert (tmp_path / "again.html").read_text().count("<svg") == 5
 
 
+@pytest.mark.parametrize(
+    "file, content, reason",
+    [
+        ("summary.json", b"{cut", "JSONDecodeError"),
+        ("summary.json", b"[1, 2]", "summary.json does not hold a summary"),
+        ("jobs.csv", None, "No such file or directory"),
+        ("jobs.csv", b"x\n1\n", "KeyError: 'jct_s'"),
+        ("timeseries.csv", b"\xff\xfe", "UnicodeDecodeError"),
+    ],
+    ids=["summary-cut", "summary-a-list", "jobs-missing", "jobs-not-ours", "series-not-text"],
+)
+def test_report_names_a_run_folder_that_is_not_whole(tmp_path, capsys, file, content, reason):
+    # each was a traceback
+    run = tmp_path / "run"
+    args = ["simulate", "--trace", "muri-3", "--cluster", "4x8", "--no-progress"]
+    assert main([*args, "--out", str(run)]) == 0
+    if content is None:
+        (run / file).unlink()
+    else:
+        (run / file).write_bytes(content)
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"field 'dir': {run} is not a whole simulation output (" in err and reason in err
+
+
 def test_compare_in_forked_processes_writes_what_one_after_another_writes(tmp_path, capsys):
     """--jobs 2 runs the policies in two forked processes: each run's files, the comparison and
     the report are byte for byte those of the runs one after another (but the wall times)."""

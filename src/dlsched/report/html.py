@@ -9,12 +9,27 @@ import html
 import json
 from pathlib import Path
 
+from ..errors import SpecError
 from .columns import format_cell, shown_columns
 from .plots import plt, scaling_figure_svg, svg_of
 
 
 def load_run(run_dir: Path) -> dict:
+    """A run folder's outputs; one that is not whole (a file missing, cut or not a run's) is an
+    error naming the folder (a folder given to ``dlsched report`` may be anything)."""
+    try:
+        run = _read_run(run_dir)
+    except (OSError, ValueError, LookupError, StopIteration, TypeError, AttributeError) as e:
+        raise SpecError(
+            "dir", f"{run_dir} is not a whole simulation output ({type(e).__name__}: {e})"
+        ) from None
+    return run
+
+
+def _read_run(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
+    if not isinstance(summary, dict):
+        raise ValueError("summary.json does not hold a summary")
     jcts, late = _jcts_and_lateness(run_dir / "jobs.csv")
     with (run_dir / "timeseries.csv").open() as f:
         series = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]

@@ -108,6 +108,47 @@ def test_rho_on_a_two_tenant_example():
     assert f["jain_index"] == pytest.approx((100 + 400) ** 2 / (2 * (100**2 + 400**2)))
 
 
+@pytest.mark.parametrize(
+    "jobs, expected",
+    [
+        # a holds all 4 GPUs from 0 to 100; b's 2-GPU job waits from 10 to 100: both fair
+        # shares are 2 GPUs, a holds 2x its share and b none: (2 + 0)^2 / (2 (4 + 0)) = 0.5
+        ([("a1", "a", 0, 4), ("b1", "b", 10, 2)], 0.5),
+        # a's 1 GPU and b's 3 run side by side: each holds its share capped at its demand (an
+        # equal split, 2 and 2, would call it 0.8); before and after, one tenant alone
+        ([("a1", "a", 0, 1), ("b1", "b", 0, 3)], 1.0),
+    ],
+    ids=["one-holds-all", "demand-capped"],
+)
+def test_the_fair_share_index_over_time_by_hand(jobs, expected):
+    from conftest import run as simulate_on
+    from dlsched.metrics import summarize
+
+    specs = [JobSpec(i, float(t), g, 100.0, tenant=tenant) for i, tenant, t, g in jobs]
+    _, result = simulate_on("1x4", specs, "fifo", SimConfig(restart_overhead_s=0.0))
+    summary = summarize(result)
+    assert summary["fair_share_index"] == pytest.approx(expected)
+    # the whole trace's GPU time per tenant cannot tell: it is each tenant's demand
+    assert summary["jain_index"] != pytest.approx(expected)
+
+
+def test_the_fair_share_index_tells_policies_apart_where_gpu_time_cannot():
+    from conftest import run as simulate_on
+    from dlsched.metrics import summarize
+
+    # a's eight 1-GPU jobs come first; b's four just after. FIFO gives b a GPU only once a's
+    # are all placed; DRF gives b each GPU that frees until their dominant shares are equal
+    specs = [JobSpec(f"a{i}", float(i), 1, 1000.0 + 100 * i, tenant="a") for i in range(8)]
+    specs += [JobSpec(f"b{i}", 10.0 + i, 1, 3000.0, tenant="b") for i in range(4)]
+    index = {}
+    for policy in ("fifo", "drf"):
+        _, result = simulate_on("1x4", specs, policy, SimConfig(restart_overhead_s=0.0))
+        summary = summarize(result)
+        index[policy] = (summary["fair_share_index"], summary["jain_index"])
+    assert index["fifo"][1] == pytest.approx(index["drf"][1])  # the same GPU time each
+    assert index["drf"][0] > index["fifo"][0] + 0.2  # 0.88 against 0.59 when written
+
+
 def test_ftf_serves_the_tenant_with_the_largest_rho_first():
     # one GPU, busy until 100; a's job has waited since 1, b's since 50: at 100, a's rho is larger
     spec = [

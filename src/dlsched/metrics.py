@@ -6,7 +6,7 @@ import csv
 import json
 import math
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .jobs import JobState
@@ -216,6 +216,9 @@ def summarize(result) -> dict:
         result.admission.config if result.admission is not None else None,
     )
     summary["jain_index"] = fairness["jain_index"] if fairness else None
+    summary["fair_share_index"] = (
+        fair_share_index(result, fairness_weights(result)) if fairness else None
+    )
     summary["max_tenant_rho"] = fairness["max_tenant_rho"] if fairness else None
     if fairness is not None:
         summary["fairness"] = fairness
@@ -415,6 +418,91 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
         }
         for b in range(bins)
     ]
+
+
+def fairness_weights(result) -> Callable[[str], float]:
+    """A tenant's entitlement: its nominal quota with quotas, else 1."""
+    admission = result.admission
+    if admission is None:
+        return lambda tenant: 1.0
+    config = admission.config
+    return lambda tenant: config.quota(tenant).nominal
+
+
+# Chosen: the instants the fair-share index averages over (a replay of Philly has 330,000
+# changes of demand and holdings; an instant costs a max-min allocation among its tenants)
+FAIR_SHARE_INSTANTS = 1000
+
+
+def fair_share_index(
+    result, weight: Callable[[str], float], instants: int = FAIR_SHARE_INSTANTS
+) -> float | None:
+    """How evenly the tenants that compete get their fair shares, over time: at each of
+    ``instants`` instants evenly spaced from the first submit to the end, the tenants with work
+    (jobs submitted and not finished) and an entitlement (``weight``) above 0 compete; each one's
+    fair share is its max-min fair allocation of the training GPUs, weighted by entitlement and
+    capped at its demand (the GPUs its jobs ask for); Jain's index of each tenant's GPUs held
+    over its fair share, averaged over the instants where at least two tenants compete and one
+    holds a GPU. 1: each got its share at every instant; 1/n: one of n held everything. Unlike
+    ``jain_index`` (GPU time over the whole trace, which equals the demand once every job has
+    run) it tells policies apart. None when no instant counts."""
+    log, jobs = result.tenant_log, result.jobs
+    start, end = result.start_s, result.end_s
+    if not len(log) or end <= start:
+        return None
+    # the jobs are in submit order; their finishes sorted (references, not copies: the replay's
+    # peak memory is close by)
+    finished = sorted((j for j in jobs if j.finish is not None), key=operator.attrgetter("finish"))
+    capacity = result.cluster.pool_gpus("training")
+    demand: dict[str, int] = {}
+    # GPUs held by the log's tenant numbers, read from its columns (it has a row per change)
+    held = [0] * len(log.names)
+    number = {name: i for i, name in enumerate(log.names)}
+    times, tenants, gpus_held = log.times, log.tenants, log.held
+    submitted = ended = logged = 0
+    n_jobs, n_finished, n_logged = len(jobs), len(finished), len(times)
+    total = counted = 0.0
+    width = (end - start) / instants
+    for k in range(instants):
+        now = start + (k + 0.5) * width
+        while submitted < n_jobs and jobs[submitted].spec.submit_time_s <= now:
+            spec = jobs[submitted].spec
+            demand[spec.tenant] = demand.get(spec.tenant, 0) + spec.num_gpus
+            submitted += 1
+        while ended < n_finished and finished[ended].finish <= now:
+            spec = finished[ended].spec
+            demand[spec.tenant] -= spec.num_gpus
+            ended += 1
+        while logged < n_logged and times[logged] <= now:
+            held[tenants[logged]] = gpus_held[logged]
+            logged += 1
+        competing = {t: d for t, d in demand.items() if d > 0 and weight(t) > 0}
+        if len(competing) < 2:
+            continue
+        shares = [
+            (held[number[t]] if t in number else 0) / fair
+            for t, fair in _max_min(competing, weight, capacity)
+        ]
+        squares = sum(x * x for x in shares)
+        if squares:
+            total += sum(shares) ** 2 / (len(shares) * squares)
+            counted += 1
+    return total / counted if counted else None
+
+
+def _max_min(demand: dict[str, int], weight: Callable[[str], float], capacity: float) -> list:
+    """(tenant, its allocation) when ``capacity`` is shared max-min fairly by weight, no tenant
+    above its demand: the tenants asking least per unit of weight are filled first."""
+    order = sorted(demand, key=lambda t: demand[t] / weight(t))
+    left, weights = float(capacity), sum(weight(t) for t in order)
+    allocation = []
+    for tenant in order:
+        w = weight(tenant)
+        share = min(demand[tenant], left * w / weights)
+        allocation.append((tenant, share))
+        left -= share
+        weights -= w
+    return allocation
 
 
 def binned_tenant_usage(result, bins: int = 200) -> list[dict]:

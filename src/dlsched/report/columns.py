@@ -21,9 +21,13 @@ COLUMNS = (
     ("qos_pct", "QoS met", "{:.1f}%"),
     ("cluster_usage", "usage (both pools)", "{:.1%}"),
     ("reclaim_preemptions", "reclaim preempt.", "{:,}"),
-    ("jain_index", "Jain (tenants)", "{:.3f}"),
+    ("fair_share_index", "fair shares (Jain)", "{:.3f}"),
     ("max_tenant_rho", "max rho", "{:.2f}"),
 )
+
+# What a sweep may report: the columns, and summary figures no table shows (the same for every
+# policy once every job has run: docs/tenancy.md)
+METRICS = (*COLUMNS, ("jain_index", "Jain (GPU time)", "{:.3f}"))
 
 
 SHOWN_WHEN_NONZERO = {"never_started"}

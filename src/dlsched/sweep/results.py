@@ -14,13 +14,13 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..report.columns import COLUMNS, format_cell
+from ..report.columns import METRICS, format_cell
 from ..stats import mean_ci
 from .execute import run_key
 from .spec import SweepSpec
 
-FORMATS = {key: fmt for key, _, fmt in COLUMNS}
-LABELS = {key: label for key, label, _ in COLUMNS}
+FORMATS = {key: fmt for key, _, fmt in METRICS}
+LABELS = {key: label for key, label, _ in METRICS}
 
 
 def collect(spec: SweepSpec, out: Path) -> list[dict]:

@@ -329,9 +329,9 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
     if unknown:
         raise SpecError(f"report.{sorted(unknown)[0]}", "unknown field (metrics, baseline, x)")
     metrics = report.get("metrics", list(DEFAULT_METRICS))
-    from ..report.columns import COLUMNS
+    from ..report.columns import METRICS
 
-    known = [key for key, _, _ in COLUMNS]
+    known = [key for key, _, _ in METRICS]
     if not isinstance(metrics, list) or not metrics:
         raise SpecError("report.metrics", f"must be a list of summary fields ({', '.join(known)})")
     for i, m in enumerate(metrics):

@@ -132,6 +132,21 @@ def test_the_fair_share_index_over_time_by_hand(jobs, expected):
     assert summary["jain_index"] != pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    "demand, expected",
+    [
+        ({"a": 4, "b": 4}, {"a": 3.0, "b": 1.0}),  # 4 GPUs split 3:1
+        ({"a": 1, "b": 4}, {"a": 1.0, "b": 3.0}),  # a asks for less than its 3: b takes the rest
+        ({"a": 1, "b": 1}, {"a": 1.0, "b": 1.0}),  # room for both: each gets what it asks
+    ],
+)
+def test_fair_shares_are_max_min_by_quota_capped_at_demand(demand, expected):
+    from dlsched.metrics import _max_min
+
+    weights = {"a": 3.0, "b": 1.0}  # nominal quotas
+    assert dict(_max_min(demand, weights.__getitem__, 4)) == pytest.approx(expected)
+
+
 def test_the_fair_share_index_tells_policies_apart_where_gpu_time_cannot():
     from conftest import run as simulate_on
     from dlsched.metrics import summarize

@@ -18,12 +18,11 @@ def load_run(run_dir: Path) -> dict:
     """A run folder's outputs; one that is not whole (a file missing, cut or not a run's) is an
     error naming the folder (a folder given to ``dlsched report`` may be anything)."""
     try:
-        run = _read_run(run_dir)
+        return _read_run(run_dir)
     except (OSError, ValueError, LookupError, StopIteration, TypeError, AttributeError) as e:
         raise SpecError(
             "dir", f"{run_dir} is not a whole simulation output ({type(e).__name__}: {e})"
         ) from None
-    return run
 
 
 def _read_run(run_dir: Path) -> dict:

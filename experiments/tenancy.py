@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from dlsched.stats import format_ci
@@ -115,7 +116,11 @@ def main() -> None:
     parser.add_argument("--sequential", action="store_true", help="in this process, not on Ray")
     parser.add_argument("--force", action="store_true", help="rerun the runs done before")
     args = parser.parse_args()
-    result = run_sweep(SPEC, args.out, force=args.force, sequential=args.sequential, progress=True)
+    # a bar only on a terminal, as the CLI draws it (a log got a line of cursor moves per update)
+    progress = sys.stderr.isatty()
+    result = run_sweep(
+        SPEC, args.out, force=args.force, sequential=args.sequential, progress=progress
+    )
     text = "# Tenancy on Philly: results\n\n" + result.tables() + "\n"
     text += evictions(result) + "\n" + vc_tables(result)
     (result.out / "summary.md").write_text(text)

@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from dlsched.cluster import parse_cluster_spec
 from dlsched.jobs import JobSpec, Status
+from dlsched.metrics import fair_share_index
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
@@ -89,6 +90,9 @@ def test_invariants(workload, policy, scan, config, placement):
         if policy in ("fifo", "sjf"):
             assert j.preemptions == 0
     assert 0 <= result.gpu_busy_s <= result.gpu_capacity_s + 1e-6
+    # the fair-share index, where two tenants competed, is a Jain index of two: 1/2 to 1
+    index = fair_share_index(result, lambda tenant: 1.0)
+    assert index is None or 0.5 - 1e-9 <= index <= 1.0 + 1e-9
     # every plan was applied, so a preemptive policy never had to rebuild its heaps
     assert getattr(result.policy, "resyncs", 0) == 0
 

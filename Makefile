@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sharing_pass.py --repeat 9
 	$(BIN)/python benchmarks/scaling.py --repeat 3
 	$(BIN)/python benchmarks/whole_process.py
+	$(BIN)/python benchmarks/decision_cost.py --rounds 3
 
 clean:
 	rm -rf $(VENV) out build src/*.egg-info

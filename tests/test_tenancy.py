@@ -132,6 +132,21 @@ def test_the_fair_share_index_over_time_by_hand(jobs, expected):
     assert summary["jain_index"] != pytest.approx(expected)
 
 
+def test_fair_shares_are_of_the_gpus_up_while_a_node_is_down():
+    from conftest import run as simulate_on
+    from dlsched.metrics import summarize
+
+    # 2 nodes of 2 GPUs: a's job and b0 on node 0, b1 and b2 on node 1, which is down from 100
+    # to 600. Meanwhile the 2 GPUs up are shared 1 and 1, as a and b hold them: 1 all along (held
+    # to the 4 GPUs of both nodes, b's share would be 3 and the index about 0.9)
+    specs = [JobSpec("a0", 0.0, 1, 1000.0, tenant="a")]
+    specs += [JobSpec(f"b{i}", 0.0, 1, 1000.0, tenant="b") for i in range(3)]
+    config = SimConfig(restart_overhead_s=0.0, node_events=((100.0, "down", 1), (600.0, "up", 1)))
+    jobs, result = simulate_on("2x2", specs, "fifo", config)
+    assert jobs["b1"].failures == jobs["b2"].failures == 1 and jobs["a0"].failures == 0
+    assert summarize(result)["fair_share_index"] == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize(
     "demand, expected",
     [

@@ -440,12 +440,12 @@ def fair_share_index(
     """How evenly the tenants that compete get their fair shares, over time: at each of
     ``instants`` instants evenly spaced from the first submit to the end, the tenants with work
     (jobs submitted and not finished) and an entitlement (``weight``) above 0 compete; each one's
-    fair share is its max-min fair allocation of the training GPUs, weighted by entitlement and
-    capped at its demand (the GPUs its jobs ask for); Jain's index of each tenant's GPUs held
-    over its fair share, averaged over the instants where at least two tenants compete and one
-    holds a GPU. 1: each got its share at every instant; 1/n: one of n held everything. Unlike
-    ``jain_index`` (GPU time over the whole trace, which equals the demand once every job has
-    run) it tells policies apart. None when no instant counts."""
+    fair share is its max-min fair allocation of the training GPUs up then, weighted by
+    entitlement and capped at its demand (the GPUs its jobs ask for); Jain's index of each
+    tenant's GPUs held over its fair share, averaged over the instants where at least two
+    tenants compete and one holds a GPU. 1: each got its share at every instant; 1/n: one of
+    n held everything. Unlike ``jain_index`` (GPU time over the whole trace, which equals the
+    demand once every job has run) it tells policies apart. None when no instant counts."""
     log, jobs = result.tenant_log, result.jobs
     start, end = result.start_s, result.end_s
     if not len(log) or end <= start:
@@ -453,7 +453,13 @@ def fair_share_index(
     # the jobs are in submit order; their finishes sorted (references, not copies: the replay's
     # peak memory is close by)
     finished = sorted((j for j in jobs if j.finish is not None), key=operator.attrgetter("finish"))
+    # the training GPUs of nodes that are up (a node event takes a node's GPUs out until it
+    # returns)
+    nodes = result.cluster.nodes
     capacity = result.cluster.pool_gpus("training")
+    node_events = sorted(result.config.node_events)
+    down: set[int] = set()
+    next_event = 0
     demand: dict[str, int] = {}
     # GPUs held by the log's tenant numbers, read from its columns (it has a row per change)
     held = [0] * len(log.names)
@@ -476,8 +482,14 @@ def fair_share_index(
         while logged < n_logged and times[logged] <= now:
             held[tenants[logged]] = gpus_held[logged]
             logged += 1
+        while next_event < len(node_events) and node_events[next_event][0] <= now:
+            _, kind, nid = node_events[next_event]
+            if nodes[nid].pool == "training" and (kind == "down") != (nid in down):
+                capacity += -nodes[nid].num_gpus if kind == "down" else nodes[nid].num_gpus
+                (down.add if kind == "down" else down.discard)(nid)
+            next_event += 1
         competing = {t: d for t, d in demand.items() if d > 0 and weight(t) > 0}
-        if len(competing) < 2:
+        if len(competing) < 2 or not capacity:
             continue
         shares = [
             (held[number[t]] if t in number else 0) / fair

@@ -11,7 +11,7 @@ from dlsched.admission import READMIT_AFTER_S, QuotaAdmission, reservation, sche
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec, Status
-from dlsched.metrics import fair_share_index, fairness_summary, fairness_weights, quota_summary
+from dlsched.metrics import entitlements, fair_share_index, fairness_summary, quota_summary
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
@@ -301,7 +301,7 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
             assert job.status is Status.DONE, job
     # the fair-share index weighted by nominal quota, with loans and reclaims too: a Jain index
     # of at most three tenants, so 1/3 to 1 where defined
-    index = fair_share_index(result, fairness_weights(result))
+    index = fair_share_index(result, entitlements(config))
     assert index is None or 1 / 3 - 1e-9 <= index <= 1.0 + 1e-9
 
 

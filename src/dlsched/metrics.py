@@ -210,14 +210,11 @@ def summarize(result) -> dict:
     summary["qos_pct"] = qos["qos_pct"] if qos else None
     if qos is not None:
         summary["qos"] = qos
-    fairness = fairness_summary(
-        jobs,
-        result.cluster.pool_gpus("training"),
-        result.admission.config if result.admission is not None else None,
-    )
+    config = result.admission.config if result.admission is not None else None
+    fairness = fairness_summary(jobs, result.cluster.pool_gpus("training"), config)
     summary["jain_index"] = fairness["jain_index"] if fairness else None
     summary["fair_share_index"] = (
-        fair_share_index(result, fairness_weights(result)) if fairness else None
+        fair_share_index(result, entitlements(config)) if fairness else None
     )
     summary["max_tenant_rho"] = fairness["max_tenant_rho"] if fairness else None
     if fairness is not None:
@@ -248,12 +245,13 @@ def fairness_summary(jobs: list[JobState], training_gpus: int, config=None) -> d
     if len(tenants) < 2:
         return None
     share = training_gpus / len(tenants)
+    weight = entitlements(config)
     rho, x = {}, []
     for t, js in sorted(tenants.items()):
         done = [j for j in js if j.finish is not None]
         isolated = sum(j.spec.duration_s * max(1.0, j.spec.num_gpus / share) for j in done)
         rho[t] = sum(j.finish - j.spec.submit_time_s for j in done) / isolated if isolated else None
-        entitlement = config.quota(t).nominal if config is not None else 1.0
+        entitlement = weight(t)
         if entitlement > 0:
             x.append(sum(j.attained_gpu_s for j in js) / entitlement)
     jain = (sum(x) ** 2 / (len(x) * sum(v * v for v in x))) if x and any(x) else None
@@ -420,12 +418,10 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     ]
 
 
-def fairness_weights(result) -> Callable[[str], float]:
-    """A tenant's entitlement: its nominal quota with quotas, else 1."""
-    admission = result.admission
-    if admission is None:
+def entitlements(config=None) -> Callable[[str], float]:
+    """A tenant's entitlement: its nominal quota under ``config`` (quotas), else 1."""
+    if config is None:
         return lambda tenant: 1.0
-    config = admission.config
     return lambda tenant: config.quota(tenant).nominal
 
 
@@ -440,7 +436,7 @@ def fair_share_index(
     """How evenly the tenants that compete get their fair shares, over time: at each of
     ``instants`` instants evenly spaced from the first submit to the end, the tenants with work
     (jobs submitted and not finished) and an entitlement (``weight``) above 0 compete; each one's
-    fair share is its max-min fair allocation of the training GPUs up then, weighted by
+    fair share is its max-min fair allocation of the GPUs usable then, weighted by
     entitlement and capped at its demand (the GPUs its jobs ask for); Jain's index of each
     tenant's GPUs held over its fair share, averaged over the instants where at least two
     tenants compete and one holds a GPU. 1: each got its share at every instant; 1/n: one of
@@ -453,13 +449,9 @@ def fair_share_index(
     # the jobs are in submit order; their finishes sorted (references, not copies: the replay's
     # peak memory is close by)
     finished = sorted((j for j in jobs if j.finish is not None), key=operator.attrgetter("finish"))
-    # the training GPUs of nodes that are up (a node event takes a node's GPUs out until it
-    # returns)
-    nodes = result.cluster.nodes
-    capacity = result.cluster.pool_gpus("training")
-    node_events = sorted(result.config.node_events)
-    down: set[int] = set()
-    next_event = 0
+    # the GPUs usable then (down nodes out, loaned servers in), from the result's step series
+    usable_times, usable = result.ts_time, result.ts_usable
+    n_usable, stepped, capacity = len(usable_times), 0, 0
     demand: dict[str, int] = {}
     # GPUs held by the log's tenant numbers, read from its columns (it has a row per change)
     held = [0] * len(log.names)
@@ -482,12 +474,9 @@ def fair_share_index(
         while logged < n_logged and times[logged] <= now:
             held[tenants[logged]] = gpus_held[logged]
             logged += 1
-        while next_event < len(node_events) and node_events[next_event][0] <= now:
-            _, kind, nid = node_events[next_event]
-            if nodes[nid].pool == "training" and (kind == "down") != (nid in down):
-                capacity += -nodes[nid].num_gpus if kind == "down" else nodes[nid].num_gpus
-                (down.add if kind == "down" else down.discard)(nid)
-            next_event += 1
+        while stepped < n_usable and usable_times[stepped] <= now:
+            capacity = usable[stepped]
+            stepped += 1
         competing = {t: d for t, d in demand.items() if d > 0 and weight(t) > 0}
         if len(competing) < 2 or not capacity:
             continue

@@ -51,14 +51,15 @@ def synthetic(
     _integer("tenants", tenants, MAX_TENANTS)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SpecError("seed", f"must be an integer, got {seed!r}")
-    for name, value, bound in (
-        ("load", load, "> 0"),
-        ("realized_load", realized_load, "> 0"),
-        ("median_duration_s", median_duration_s, "> 0"),
-        ("max_duration_s", max_duration_s, ">= 1"),
-        ("log_sigma", log_sigma, ">= 0"),
+    for name, value, low, inclusive in (
+        ("load", load, 0, False),
+        ("realized_load", realized_load, 0, False),
+        ("median_duration_s", median_duration_s, 0, False),
+        ("max_duration_s", max_duration_s, 1, True),
+        ("log_sigma", log_sigma, 0, True),
     ):
-        if value is not None and not _finite(value, bound):
+        if value is not None and not _finite_above(value, low, inclusive):
+            bound = f"{'>=' if inclusive else '>'} {low}"
             raise SpecError(name, f"must be a finite number {bound}, got {value!r}")
     given_mix = parse_gpu_mix(gpu_mix) if gpu_mix is not None else PHILLY_GPU_MIX
     mix = {g: w for g, w in given_mix.items() if g <= cluster_gpus}
@@ -105,12 +106,11 @@ def _integer(name: str, value: object, most: int | None) -> None:
         raise SpecError(name, f"must be an integer {bound}, got {value!r}")
 
 
-def _finite(value: object, bound: str) -> bool:
-    """Whether ``value`` is a finite number within ``bound`` ("> 0", ">= 1")."""
+def _finite_above(value: object, low: float, inclusive: bool = False) -> bool:
+    """Whether ``value`` is a finite number above ``low`` (or equal to it, ``inclusive``)."""
     if not finite_number(value):
         return False
-    op, limit = bound.split()
-    return value > float(limit) if op == ">" else value >= float(limit)
+    return value >= low if inclusive else value > low
 
 
 def parse_gpu_mix(mix: object) -> dict[int, float]:
@@ -127,7 +127,7 @@ def parse_gpu_mix(mix: object) -> dict[int, float]:
     if not isinstance(mix, dict) or not mix:
         raise SpecError("gpu_mix", f"must map job sizes to weights, got {mix!r}")
     for g, w in mix.items():
-        if isinstance(g, bool) or not isinstance(g, int) or g < 1 or not _finite(w, "> 0"):
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1 or not _finite_above(w, 0):
             raise SpecError("gpu_mix", f"needs sizes >= 1 and finite weights > 0, got {g!r}: {w!r}")
     return mix
 

@@ -17,13 +17,13 @@ rounds (the same replay's time moves by 20-45% within an hour on this machine).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 from dlsched.policies.base import Plan, Policy, PolicyView
 from dlsched.policies.catalog import make_policy
 from dlsched.prepare import prepare
 from dlsched.sim import SimConfig, simulate
+from dlsched.stats import format_ci
 
 # a pass's plan by job id: starts (id, GPUs), preemptions, resizes (id, GPUs), sub-batches,
 # the time it asked to be called again
@@ -76,16 +76,6 @@ class Replayed(Policy):
         )
 
 
-def mean_ci(values: list[float]) -> str:
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return f"{mean:6.2f}"
-    # Student's t, 95%, for the few rounds this runs (n - 1 = 1..9)
-    t = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26][min(len(values), 10) - 2]
-    half = t * statistics.stdev(values) / len(values) ** 0.5
-    return f"{mean:6.2f} ± {half:4.2f}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="philly")
@@ -134,8 +124,8 @@ def main() -> None:
         full, plans = times[name]
         passes, preemptions, starts = counts[name]
         print(
-            f"{name:<12} {passes:8,} {starts:8,} {preemptions:8,} {mean_ci(full):>14} "
-            f"{mean_ci(plans):>14} {mean_ci([f - p for f, p in zip(full, plans)]):>14}"
+            f"{name:<12} {passes:8,} {starts:8,} {preemptions:8,} {format_ci(full, 2):>14} "
+            f"{format_ci(plans, 2):>14} {format_ci([f - p for f, p in zip(full, plans)], 2):>14}"
         )
 
 

@@ -1,5 +1,4 @@
 import os
-import tempfile
 
 import pytest
 
@@ -7,6 +6,7 @@ from dlsched.cluster import parse_cluster_spec
 from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig, simulate
+from scratch_dirs import scratch_dir
 
 
 def job(job_id, submit, gpus, duration, **kw):
@@ -24,7 +24,7 @@ def run(cluster, jobs, policy, config=None, **params):
 
 
 # prepared workloads (dlsched.workload_cache) in a folder of this run's, not the user's cache
-os.environ["DLSCHED_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlsched-test-cache-")
+os.environ["DLSCHED_CACHE_DIR"] = scratch_dir("dlsched-test-cache-")
 # Ray starts its workers, and so every job's tenant process, 15 niceness steps below the
 # process that started its cluster (its raylet's `worker_niceness`). Beside a CPU-bound test on
 # the other pytest worker, or a server starting up, they then get a twenty-eighth of a core:

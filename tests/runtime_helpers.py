@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -12,8 +11,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Ray as the server runs it (token auth, loopback only): set before any test imports Ray
 from dlsched.runtime.ray_setup import configure_ray  # noqa: E402
+from scratch_dirs import scratch_dir  # noqa: E402
 
-configure_ray(Path(tempfile.mkdtemp(prefix="dlsched-test-ray-")) / "ray.token", embedded=True)
+configure_ray(Path(scratch_dir("dlsched-test-ray-")) / "ray.token", embedded=True)
 
 # tenant code isolated as the server does by default, where this machine allows it (root and
 # bubblewrap: the tests here run as root); else run as this user, as --trust-tenants does

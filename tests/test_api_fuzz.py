@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from types import SimpleNamespace
 
 import schemathesis
@@ -21,6 +20,7 @@ from dlsched.runtime.limits import SubmitLimiter
 from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import SQLiteStore
 from fake_executor import Clock, FakeExecutor
+from scratch_dirs import scratch_dir
 
 # per operation; each is sent five times (a few thousand requests in all). `make check`, the inner
 # loop, runs a quarter of them; `make test` and CI all.
@@ -30,7 +30,7 @@ JOB_ID = re.compile(r"\bjob-\d+\b")
 
 
 def make_target():
-    store = SQLiteStore(tempfile.mkdtemp(prefix="dlsched-fuzz-") + "/db.sqlite")
+    store = SQLiteStore(scratch_dir("dlsched-fuzz-") + "/db.sqlite")
     service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
     app = create_app(
         service, store, hash_token("admin-secret"), limiter=SubmitLimiter(per_s=1000.0, burst=1000)

@@ -1,6 +1,8 @@
 """Cluster specs, job-spec validation and placement."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.cluster import load_cluster, parse_cluster_spec
 from dlsched.errors import SpecError
@@ -178,3 +180,49 @@ def test_free_index_rejects_double_take_and_release():
     with pytest.raises(ValueError):
         free.release([1])
     assert free.total == 1
+
+
+def _free_index_agrees(free: FreeGpus, free_gpus: set[int]) -> None:
+    """The index lists exactly ``free_gpus``, each node in the bucket of its free count."""
+    nodes = free.cluster.nodes
+    assert {g for n in free.usable for g in free.free[n]} == free_gpus
+    assert free.total == len(free_gpus)
+    for n in range(len(nodes)):
+        count = sum(1 for g in nodes[n].gpu_ids if g in free_gpus)
+        assert [c for c, bucket in enumerate(free.buckets) if n in bucket] == (
+            [count] if count else []
+        )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_free_index_takes_and_releases_gpus_in_any_order_across_copies(data):
+    """Taking or releasing GPUs of several nodes in any order (interleaved, repeated: an error
+    then), on an index and its copies, leaves each with the GPUs a plain set says, every node in
+    the bucket of its free count; a failed call keeps what it did before the bad GPU."""
+    cluster = parse_cluster_spec("3x4")
+    indexes = [(FreeGpus(cluster), set(range(12)))]
+    for _ in range(data.draw(st.integers(1, 12))):
+        i = data.draw(st.integers(0, len(indexes) - 1))
+        free, model = indexes[i]
+        if data.draw(st.booleans()):
+            indexes.append((free.copy(), set(model)))
+            continue
+        gpus = data.draw(st.lists(st.integers(0, 11), max_size=6))
+        taking = data.draw(st.booleans())
+        changed = set()
+        # the first GPU that cannot be taken (not free) or released (free), or taken twice
+        bad = next(
+            (k for k, g in enumerate(gpus) if ((g in model) != taking) or g in gpus[:k]), None
+        )
+        if bad is None:
+            (free.take if taking else free.release)(gpus)
+            changed = set(gpus)
+        else:
+            with pytest.raises(ValueError):
+                (free.take if taking else free.release)(gpus)
+            changed = set(gpus[:bad])
+        model -= changed if taking else set()
+        model |= set() if taking else changed
+        for other, its_model in indexes:
+            _free_index_agrees(other, its_model)

@@ -1,6 +1,7 @@
 """Whole-process replays of full Philly against the bare replay floor (issue 26, goal 1).
 
     .venv/bin/python benchmarks/whole_process.py [--policies fifo,tiresias] [--repeat 1]
+    .venv/bin/python benchmarks/whole_process.py --pair srtf,tiresias --rounds 10
 
 The floor is a bare strict-FIFO replay of the same trace written here with the standard library
 only (read the gzipped CSV, a heap of finish times, a free-GPU count, the mean JCT), run in a
@@ -9,6 +10,11 @@ P --out DIR --no-progress`` (with its usual options, below) as a new process, me
 way, once with an empty workload cache and once reading it. Prints each time and its ratio to
 the floor, all measured in one run (compare ratios across machines, not seconds), and each run's
 peak memory in MiB (its process's maximum resident set; goal 4: at most 150 MB).
+
+``--pair A,B`` compares two runs instead (issue 25, 13: SRTF's cost against Tiresias'): both
+read the same cached workload, in ``--rounds`` rounds that alternate which goes first (a run's
+time here moves by 20% and more between minutes, so one pair says little); prints each round's
+times and A/B, then the geometric mean of A/B with its 95% interval.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from dlsched.stats import format_ci, geometric_mean_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "src/dlsched/data/traces/philly/philly_jobs.csv.gz"
@@ -83,14 +91,28 @@ def timed(argv: list[str]) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024  # KiB on Linux
 
 
+def simulate_argv(name: str, tmp: str, cache: Path) -> list[str]:
+    """``dlsched simulate`` of the run ``name`` (of RUNS), its workload cached in ``cache``."""
+    argv = [str(DLSCHED), "simulate", "--trace", "philly", *RUNS[name]]
+    argv += [] if "--cluster" in RUNS[name] else CLUSTER
+    return argv + ["--out", str(Path(tmp) / "out"), "--no-progress", "--cache-dir", str(cache)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", default=",".join(RUNS), help="of: " + ", ".join(RUNS))
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the best is shown")
+    parser.add_argument("--pair", help="A,B: A's time over B's instead, both cached (see above)")
+    parser.add_argument("--rounds", type=int, default=10, help="with --pair (default 10)")
     args = parser.parse_args()
-    names = args.policies.split(",")
+    names = args.pair.split(",") if args.pair else args.policies.split(",")
     if unknown := [n for n in names if n not in RUNS]:
         parser.error(f"unknown: {', '.join(unknown)}")
+    if args.pair:
+        if len(names) != 2 or args.rounds < 2:
+            parser.error("--pair takes two runs, and --rounds at least 2")
+        compare_pair(*names, args.rounds)
+        return
     floor, floor_mb = min(
         timed([sys.executable, "-c", FLOOR, str(TRACE)]) for _ in range(args.repeat)
     )
@@ -105,17 +127,35 @@ def main() -> None:
         for name in names:
             cold = cached = (float("inf"), 0.0)
             for k in range(args.repeat):
-                cache = Path(tmp) / f"cache-{name}-{k}"
-                argv = [str(DLSCHED), "simulate", "--trace", "philly", *RUNS[name]]
-                argv += [] if "--cluster" in RUNS[name] else CLUSTER
-                argv += ["--out", str(Path(tmp) / "out"), "--no-progress"]
-                argv += ["--cache-dir", str(cache)]
+                argv = simulate_argv(name, tmp, Path(tmp) / f"cache-{name}-{k}")
                 cold = min(cold, timed(argv))  # prepares and keeps the workload
                 cached = min(cached, timed(argv))  # reads it
             print(
                 f"{name:32} {cold[0]:8.2f} {cold[0] / floor:8.1f} {cached[0]:9.2f} "
                 f"{cached[0] / floor:8.1f} {cold[1]:8.0f} {cached[1]:10.0f}"
             )
+
+
+def compare_pair(a: str, b: str, rounds: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        argv = {name: simulate_argv(name, tmp, cache) for name in (a, b)}
+        for name in (a, b):  # each run's workload prepared and kept, untimed
+            timed(argv[name])
+        print(f"{'round':>5} {'first':>16} {a + ' s':>14} {b + ' s':>14} {'ratio':>7}")
+        ratios = []
+        for k in range(rounds):
+            order = (a, b) if k % 2 == 0 else (b, a)
+            seconds = {name: timed(argv[name])[0] for name in order}
+            ratios.append(seconds[a] / seconds[b])
+            print(
+                f"{k + 1:5} {order[0]:>16} {seconds[a]:14.2f} {seconds[b]:14.2f} {ratios[-1]:7.3f}"
+            )
+    mean, low, high = geometric_mean_ci(ratios)
+    print(
+        f"{a}/{b}: {mean:.3f}x (95% {low:.3f}-{high:.3f}), geometric mean of {rounds} rounds; "
+        f"arithmetic {format_ci(ratios, 3)}"
+    )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, data_dir, port):
-        self.data_dir, self.port = data_dir, port
+    """``dlsched server`` as the README starts it: in a working directory (``workdir``), its
+    data in the default ``dlsched-data`` there, given as that relative path."""
+
+    def __init__(self, workdir, port):
+        self.workdir, self.data_dir, self.port = workdir, workdir / "dlsched-data", port
         self.url = f"http://127.0.0.1:{port}"
         self.env = {
             **os.environ,
@@ -37,6 +40,7 @@ class Server:
         self.proc = None
 
     def start(self):
+        self.data_dir.mkdir(exist_ok=True)
         log = open(self.data_dir / "server.log", "a")
         # its own session: the Ray processes it starts share its process group, so that even
         # after a crash everything it started can be stopped by that group alone
@@ -46,8 +50,6 @@ class Server:
                 "-m",
                 "dlsched.cli",
                 "server",
-                "--data-dir",
-                str(self.data_dir),
                 "--port",
                 str(self.port),
                 "--nodes",
@@ -59,6 +61,7 @@ class Server:
                 *([] if CAN_ISOLATE else ["--trust-tenants"]),
             ],
             env=self.env,
+            cwd=self.workdir,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -376,7 +376,9 @@ class RayExecutor:
                 logging_level=logging.WARNING,
                 log_to_driver=False,
             )
-        self.data_dir = Path(data_dir)
+        # absolute: workers get these paths in processes with other working directories (the
+        # server's default, ``dlsched-data``, is relative)
+        self.data_dir = Path(data_dir).resolve()
         self.sandbox = sandbox
         for folder in ("jobs", "logs"):
             (self.data_dir / folder).mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -3,6 +3,7 @@ scheduling loop and the API, started together and stopped together."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
 import os
@@ -107,6 +108,23 @@ def sandbox_from(args, data_dir: Path):
     return sandbox
 
 
+def hold_exclusively(lock: Path, option: str, what: Path) -> int:
+    """Lock ``lock`` for this process's lifetime (the kernel lets go when it ends, crashed or
+    not) and write its pid there; a second server on the same data directory or database would
+    run the same jobs twice, so it is refused, naming ``option`` and the holder."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 20, 0).decode(errors="replace").strip()
+        os.close(fd)
+        by = f" (pid {holder})" if holder.isdigit() else ""
+        raise SpecError(option, f"{what} is in use by another dlsched server{by}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
 # Chosen bounds of the embedded cluster: each emulated node is a raylet and its workers on this
 # machine, and each GPU a custom resource on the raylet's command line (100,000 overflowed it)
 MAX_EMBEDDED_NODES = 64
@@ -150,6 +168,9 @@ def serve(args, params: dict) -> int:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     data_dir.chmod(0o700)  # the database and the tokens are the server's alone
+    hold_exclusively(data_dir / "server.lock", "data-dir", data_dir)
+    db = Path(args.db) if args.db else data_dir / "dlsched.db"
+    hold_exclusively(db.with_name(db.name + ".lock"), "db", db)  # (--db may be shared)
     sandbox = sandbox_from(args, data_dir)
     from .ray_setup import configure_ray
 
@@ -170,7 +191,7 @@ def serve(args, params: dict) -> int:
             "pip install 'dlsched[runtime]'",
         ) from None
 
-    store = SQLiteStore(args.db or data_dir / "dlsched.db")
+    store = SQLiteStore(db)
     digest = admin_token_hash(store, data_dir, given_admin_token(args))
     if not sandbox.isolate:
         print(

@@ -694,3 +694,42 @@ def test_a_cached_workload_reads_back_equal_job_for_job():
     back = pickle.loads(pickle.dumps(workload))
     assert back.jobs == jobs and back.cluster == workload.cluster
     assert any(j.elastic for j in jobs) and any(j.deadline_s is not None for j in jobs)
+
+
+def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch, capsys):
+    # GENIE ran a 4-GPU job on 1; a preempted job keeps its last placement in the store but
+    # holds nothing while it waits
+    import argparse
+
+    from dlsched.runtime import client
+
+    def job(jid, status, gpus, asked):
+        return {
+            "id": jid,
+            "tenant_id": "alice",
+            "status": status,
+            "gpus": gpus,
+            "spec": {"gpus": asked, "iterations": 10},
+            "iteration": 0,
+            "iteration_s": None,
+            "preemptions": 0,
+            "failures": 0,
+            "submitted": 0.0,
+        }
+
+    jobs = [
+        job("job-1", "running", [["n1", 1]], 4),
+        job("job-2", "queued", [["n0", 0], ["n0", 1]], 4),
+        job("job-3", "done", [["n0", 0], ["n0", 1]], 2),
+    ]
+
+    class Reply:
+        def json(self):
+            return jobs
+
+    monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
+    client.cmd_jobs(argparse.Namespace())
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert " 1 of 4 " in rows["job-1"]
+    assert " 4 " in rows["job-2"] and " of " not in rows["job-2"]
+    assert " 2 " in rows["job-3"] and " of " not in rows["job-3"]

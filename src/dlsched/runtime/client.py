@@ -96,6 +96,14 @@ def on_track(job: dict) -> str:
     return "waiting" if time.time() < deadline else "late"
 
 
+def gpus_shown(job: dict) -> str:
+    """The GPUs it asked for; a running job's (or a done job's, at its end) as ``1 of 4`` when
+    it held another count (GENIE ran it on fewer, an elastic job was resized)."""
+    asked = job["spec"]["gpus"]
+    held = len(job.get("gpus") or ()) if job["status"] in ("running", "done") else 0
+    return f"{held} of {asked}" if held and held != asked else str(asked)
+
+
 def cmd_jobs(args) -> int:
     jobs = _call(args, "GET", "/v1/jobs").json()
     rows = []
@@ -107,7 +115,7 @@ def cmd_jobs(args) -> int:
                 j["id"],
                 j["tenant_id"],
                 j["status"],
-                spec["gpus"],
+                gpus_shown(j),
                 f"{j['iteration']}/{spec.get('iterations') or str(spec['epochs']) + 'ep'}",
                 ms,
                 j["preemptions"],

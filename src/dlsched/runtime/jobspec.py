@@ -122,10 +122,15 @@ def _args_problem(args: dict) -> str | None:
     return None
 
 
+REQUEST_PARTS = ("body", "query", "path", "header", "cookie")  # FastAPI's error locations
+
+
 def spec_error(errors: list[dict]) -> SpecError:
     """The first problem pydantic found, as the field it names and the reason."""
     first = errors[0]
-    loc = [str(p) for p in first["loc"] if p != "body"]
+    loc = [str(p) for p in first["loc"]]
+    if loc and loc[0] in REQUEST_PARTS:  # the API's errors say where first: name the field
+        loc = loc[1:]
     field = loc[0] if loc else "spec"
     reason = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
     return SpecError(field, reason)

@@ -100,6 +100,32 @@ def test_a_yaml_file_that_cannot_be_read_names_its_option(tmp_path, content, rea
     assert e.value.field == "quotas"
 
 
+def test_a_yaml_file_read_to_its_bound_and_its_aliases_bounded(tmp_path):
+    """A device with no size (/dev/zero was read until memory ran out), an alias inside what it
+    names (a traceback from the JSON encoder of `dlsched submit`) and aliases that expand ten
+    lines into 10^10 values (`dlsched submit` ran until killed) are refused, naming the
+    option; aliases that expand to little are read as before."""
+    from dlsched.yamlfile import read_yaml
+
+    with pytest.raises(SpecError, match="over 16,777,216 bytes") as e:
+        read_yaml("/dev/zero", "spec")
+    assert e.value.field == "spec"
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("a: &a [1, *a]\n")
+    with pytest.raises(SpecError, match="refers to itself") as e:
+        read_yaml(loop, "spec")
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]" for k in range(1, 10)]
+    bomb.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SpecError, match="expands to over 8,388,608 values") as e:
+        read_yaml(bomb, "sweep")
+    assert e.value.field == "sweep"
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("base: &b {gpus: 8}\ngroups: [*b, *b]\n")
+    assert read_yaml(shared, "cluster")["groups"] == [{"gpus": 8}, {"gpus": 8}]
+
+
 def test_a_cluster_at_its_bounds_is_built():
     assert parse_cluster_spec("131072x8").num_gpus == 1_048_576
 

@@ -10,16 +10,55 @@ from .errors import SpecError
 
 # Chosen: far above any cluster, quota or sweep spec (the bundled ones are a few KiB)
 MAX_YAML_BYTES = 16 * 2**20
+# Values a document may expand to through its aliases: what a file of MAX_YAML_BYTES could hold
+# written out (a value and a comma at the least). Ten lines of aliases each repeating the one
+# before ten times are 10^10 values, which whatever reads them (JSON for a job spec) expands.
+MAX_YAML_VALUES = MAX_YAML_BYTES // 2
 
 
 def read_yaml(path: str | Path, field: str):
     """The file's content; :class:`SpecError` naming ``field`` when it cannot be read or parsed
-    (not UTF-8, nested too deep for the parser, over :data:`MAX_YAML_BYTES`)."""
+    (not UTF-8, nested too deep for the parser, over :data:`MAX_YAML_BYTES`, a device or pipe
+    that does not end there), or when its aliases make it refer to itself or expand past
+    :data:`MAX_YAML_VALUES`."""
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise SpecError(field, f"{path} is {size:,} bytes, over {MAX_YAML_BYTES:,}")
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as f:  # read to the bound, not to the size: /dev/zero has none
+            raw = f.read(MAX_YAML_BYTES + 1)
+        if len(raw) > MAX_YAML_BYTES:
+            raise SpecError(field, f"{path} is over {MAX_YAML_BYTES:,} bytes")
+        data = yaml.safe_load(raw.decode("utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
         reason = "nested too deep" if isinstance(e, RecursionError) else str(e)
         raise SpecError(field, f"cannot read {path} as YAML: {reason}") from None
+    if problem := _alias_problem(data):
+        raise SpecError(field, f"{path} {problem}")
+    return data
+
+
+def _alias_problem(data) -> str | None:
+    """Why the document cannot be read as plain data: a list or mapping inside itself, or more
+    than MAX_YAML_VALUES values once every alias is written out (each list or mapping is
+    counted once, however many aliases name it)."""
+    written: dict[int, int] = {}  # a list or mapping -> its values written out
+    inside: set[int] = set()  # the lists and mappings around the one being counted
+    todo: list[tuple[object, bool]] = [(data, False)] if _nested(data) else []
+    while todo:
+        value, leaving = todo.pop()
+        children = list(value.values() if isinstance(value, dict) else value)  # type: ignore[attr-defined]
+        if leaving:
+            inside.discard(id(value))
+            count = len(children) + sum(written[id(v)] for v in children if _nested(v))
+            if count > MAX_YAML_VALUES:
+                return f"expands to over {MAX_YAML_VALUES:,} values through its aliases"
+            written[id(value)] = count
+        elif id(value) in inside:
+            return "refers to itself (an alias inside what it names)"
+        elif id(value) not in written:
+            inside.add(id(value))
+            todo.append((value, True))
+            todo.extend((v, False) for v in children if _nested(v))
+    return None
+
+
+def _nested(value) -> bool:
+    return isinstance(value, dict | list)

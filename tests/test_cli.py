@@ -614,6 +614,7 @@ def test_outputs_are_strict_json_when_a_mean_is_over_no_jobs(tmp_path):
     assert fifo["jobs_completed"] == 0 and fifo["mean_jct_s"] is None
     summary = json.loads((out / "fifo" / "summary.json").read_text(), parse_constant=refuse)
     assert summary["never_started"] == 2 and summary["tenants"]["a"]["mean_jct_s"] is None
+    assert "no job finished" in (out / "report.html").read_text()  # the JCT plot says so
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ def test_a_second_server_on_a_data_directory_or_database_in_use_is_refused(tmp_p
     assert code == 2 and f"field 'db': {db} is in use by another dlsched server" in out
     os.close(held)
     # a holder that ended, killed, leaves the lock free
-    holder = subprocess.Popen(
+    with subprocess.Popen(
         [
             sys.executable,
             "-c",
@@ -81,10 +81,9 @@ def test_a_second_server_on_a_data_directory_or_database_in_use_is_refused(tmp_p
             str(data / "server.lock"),
         ],
         stdout=subprocess.PIPE,
-    )
-    holder.stdout.readline()
-    with pytest.raises(SpecError, match=f"pid {holder.pid}"):
-        hold_exclusively(data / "server.lock", "data-dir", data)
-    holder.kill()
-    holder.wait()
+    ) as holder:
+        holder.stdout.readline()
+        with pytest.raises(SpecError, match=f"pid {holder.pid}"):
+            hold_exclusively(data / "server.lock", "data-dir", data)
+        holder.kill()
     os.close(hold_exclusively(data / "server.lock", "data-dir", data))

@@ -86,7 +86,10 @@ def _cdf_plot(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.lines:
+        ax.legend()
+    else:  # (the lateness plot is drawn only with late jobs)
+        ax.text(0.5, 0.5, "no job finished", ha="center", transform=ax.transAxes)
     ax.set_title(title)
     return svg_of(fig)
 

@@ -87,3 +87,53 @@ def test_a_second_server_on_a_data_directory_or_database_in_use_is_refused(tmp_p
             hold_exclusively(data / "server.lock", "data-dir", data)
         holder.kill()
     os.close(hold_exclusively(data / "server.lock", "data-dir", data))
+
+
+def test_a_ray_address_nobody_answers_is_refused_at_once(tmp_path):
+    """`dlsched server --ray-address` (and `dlsched sweep`'s) on an address where nothing
+    listens waited over two minutes, Ray logging retries; it stops now, naming the option."""
+    import socket
+
+    from dlsched.runtime.ray_setup import check_reachable
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        check_reachable(f"127.0.0.1:{listening.getsockname()[1]}", "ray-address")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            closed = s.getsockname()[1]  # bound, not listening: refused
+            for address, reason in (
+                (f"127.0.0.1:{closed}", "no Ray cluster answers at"),
+                ("nohost", "must be HOST:PORT"),
+                ("host:0", "must be HOST:PORT"),
+            ):
+                with pytest.raises(SpecError, match=reason) as e:
+                    check_reachable(address, "ray-address")
+                assert e.value.field == "ray-address"
+            code, out = _server(tmp_path, "--ray-address", f"127.0.0.1:{closed}", "--port", "1")
+            assert code == 2 and "field 'ray-address': no Ray cluster answers" in out, out
+            spec = tmp_path / "s.yaml"
+            spec.write_text(
+                "runs: {trace: muri-3, cluster: 2x8, limit: 5}\naxes: {policy: [fifo]}\n"
+            )
+            sweep = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "dlsched.cli",
+                    "sweep",
+                    "--out",
+                    str(tmp_path / "sweep"),
+                    "--ray-address",
+                    f"127.0.0.1:{closed}",
+                    "--ray-token-file",
+                    str(tmp_path / "sweep.token"),
+                    str(spec),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert sweep.returncode == 2, sweep.stdout + sweep.stderr
+            assert "field 'ray-address': no Ray cluster answers" in sweep.stderr

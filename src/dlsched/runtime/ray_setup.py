@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import sys
 from pathlib import Path
+
+from ..errors import SpecError
 
 
 def configure_ray(token_path: Path, embedded: bool) -> None:
@@ -40,3 +43,23 @@ def configure_ray(token_path: Path, embedded: bool) -> None:
 # streams its workers' output: ``log_to_driver=False``). In the suite, nine clusters' log
 # monitors took 35 CPU-s and their monitors 9 (benchmarks/suite_cpu.py, 2026-11-28).
 LEAN_HEAD = {"include_dashboard": False, "no_monitor": True, "include_log_monitor": False}
+
+
+# Chosen: a Ray head on a working network answers a connection in milliseconds
+REACH_TIMEOUT_S = 10.0
+
+
+def check_reachable(address: str, option: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """That a Ray cluster's address given on the command line answers (a TCP connection to its
+    port), or :class:`SpecError` naming ``option``: ``ray.init`` on an address nobody answers
+    waits for minutes, logging retries. ``auto`` (Ray finds a local cluster) is left to Ray."""
+    if address == "auto":
+        return
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SpecError(option, f"must be HOST:PORT (or auto), got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        reason = e.strerror or str(e) or type(e).__name__
+        raise SpecError(option, f"no Ray cluster answers at {address}: {reason}") from None

@@ -172,12 +172,14 @@ def serve(args, params: dict) -> int:
     db = Path(args.db) if args.db else data_dir / "dlsched.db"
     hold_exclusively(db.with_name(db.name + ".lock"), "db", db)  # (--db may be shared)
     sandbox = sandbox_from(args, data_dir)
-    from .ray_setup import configure_ray
+    from .ray_setup import check_reachable, configure_ray
 
     configure_ray(
         Path(args.ray_token_file) if args.ray_token_file else data_dir / "ray.token",
         embedded=args.ray_address is None,
     )
+    if args.ray_address is not None:
+        check_reachable(args.ray_address, "ray-address")
     try:
         import uvicorn
 

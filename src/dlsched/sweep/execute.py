@@ -350,6 +350,10 @@ def connect_ray(address: str | None, token_file: str | None, cpus: int | None, o
         if address is None:
             _start_reaper()
             address = start_embedded_head(cpus or os.cpu_count() or 1)
+        else:
+            from ..runtime.ray_setup import check_reachable
+
+            check_reachable(address, "ray-address")
         ray.init(address=address, **kwargs)
     return ray
 

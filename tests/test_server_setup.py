@@ -137,3 +137,17 @@ def test_a_ray_address_nobody_answers_is_refused_at_once(tmp_path):
             )
             assert sweep.returncode == 2, sweep.stdout + sweep.stderr
             assert "field 'ray-address': no Ray cluster answers" in sweep.stderr
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(tmp_path):
+    """It stopped the server (exit 3, uvicorn's error) only once Ray was up and it had printed
+    that it was serving."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out = _server(tmp_path, "--port", str(port))
+    assert code == 2 and f"field 'port': cannot listen on 127.0.0.1:{port}" in out, out
+    assert "serving" not in out

@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import signal
+import socket
 from pathlib import Path
 
 from ..errors import SpecError
@@ -125,6 +126,25 @@ def hold_exclusively(lock: Path, option: str, what: Path) -> int:
     return fd
 
 
+def listen_on(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound before anything starts: a port in use stopped the
+    server only once Ray was up and it had said it was serving."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own
+        try:
+            sock.bind(address)
+            sock.listen(2048)
+        except OSError:
+            sock.close()
+            raise
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise SpecError("port", f"cannot listen on {host}:{port}: {reason}") from None
+    return sock
+
+
 # Chosen bounds of the embedded cluster: each emulated node is a raylet and its workers on this
 # machine, and each GPU a custom resource on the raylet's command line (100,000 overflowed it)
 MAX_EMBEDDED_NODES = 64
@@ -171,6 +191,7 @@ def serve(args, params: dict) -> int:
     hold_exclusively(data_dir / "server.lock", "data-dir", data_dir)
     db = Path(args.db) if args.db else data_dir / "dlsched.db"
     hold_exclusively(db.with_name(db.name + ".lock"), "db", db)  # (--db may be shared)
+    listener = listen_on(args.host, args.port)
     sandbox = sandbox_from(args, data_dir)
     from .ray_setup import check_reachable, configure_ray
 
@@ -232,7 +253,8 @@ def serve(args, params: dict) -> int:
     reserve = DiskReserve(data_dir, int(args.disk_reserve_mib * (1 << 20)))
     app = create_app(service, store, digest, disk=reserve)
     print(
-        f"dlsched: serving on http://{args.host}:{args.port} (policy {args.policy}, "
+        f"dlsched: serving on http://{args.host}:{listener.getsockname()[1]} "
+        f"(policy {args.policy}, "
         f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
         + (
             f", {len(service.state.loans.inference_nodes)} inference servers"
@@ -246,7 +268,7 @@ def serve(args, params: dict) -> int:
     # (Ray's, which exits with a traceback): this one lets the shutdown below run, then exit 0
     signal.signal(signal.SIGTERM, lambda *_: None)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     except KeyboardInterrupt:
         pass
     finally:

@@ -5,6 +5,7 @@ simulator and in the runtime's service. The plug-ins are in tests/plugins/."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,25 @@ def test_an_invalid_plan_from_a_plug_in_is_refused_naming_it(tmp_path, capsys):
         run("1x4", jobs(), "lab_policies:StartsOnAMissingGpu")
     code = main(_simulate(tmp_path, "lab_policies:StartsOnAMissingGpu"))
     assert code != 0 and "lab_policies:StartsOnAMissingGpu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "shape, says",
+    [
+        ("none", "returned NoneType, not a Plan"),
+        ("number", "returned int, not a Plan"),
+        ("triple", "returned a malformed plan (ValueError: too many values to unpack"),
+        ("not-a-job", "returned a malformed plan (AttributeError"),
+        ("gpus-not-a-list", "returned a malformed plan (TypeError"),
+        ("preempt-a-name", "returned a malformed plan (AttributeError"),
+        ("wakeup-a-word", "asked to be woken at 'soon', not a time in seconds"),
+    ],
+)
+def test_what_is_not_a_plan_is_a_policy_error_not_a_traceback(shape, says):
+    # in the simulator; the runtime's service applies plans through the same check
+    with pytest.raises(PlanError, match=re.escape(says)) as error:
+        run("1x4", jobs(), "lab_policies:Malformed", shape=shape)
+    assert str(error.value).startswith("policy lab_policies:Malformed ")
 
 
 def _simulate(out: Path, policy: str) -> list[str]:

@@ -67,3 +67,27 @@ class InvalidOnce(Policy):
             free.take(gpus)
             plan.start.append((job, gpus))
         return plan
+
+
+class Malformed(Policy):
+    """Returns what a plug-in's bug may return instead of a plan (``shape``): a tracebacks each
+    before they were refused as a policy error."""
+
+    def __init__(self, shape: str = "none") -> None:
+        super().__init__()
+        self.shape = shape
+
+    def schedule(self, view: PolicyView):  # type: ignore[override]
+        job = next(iter(view.pending.values()), None)
+        if job is None:
+            return Plan()
+        malformed = {
+            "none": None,  # a schedule that forgot its return
+            "number": 42,
+            "triple": Plan(start=[(job, (0,), 1)]),  # type: ignore[list-item]
+            "not-a-job": Plan(start=[("j", (0,))]),  # type: ignore[list-item]
+            "gpus-not-a-list": Plan(start=[(job, 0)]),  # type: ignore[list-item]
+            "preempt-a-name": Plan(preempt=["j"]),  # type: ignore[list-item]
+            "wakeup-a-word": Plan(wakeup_at="soon"),  # type: ignore[arg-type]
+        }
+        return malformed[self.shape]

@@ -23,7 +23,7 @@ from ..collector import fewer_collections
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
 from ..jobs import RUNNING, JobSpec, JobState
-from ..policies.base import Policy
+from ..policies.base import Plan, Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
 from ..state.loans import LoanStats
@@ -329,10 +329,18 @@ class Simulator:
                         f"completion at t={t:.0f}s ({len(running)} running, {len(pending)} "
                         f"pending): policy {policy.name} is cycling without progress"
                     )
-            if plan:
+            if plan or plan.__class__ is not Plan:  # (the state refuses what is not a Plan)
                 state.apply(plan)
-            if plan.wakeup_at is not None and plan.wakeup_at > t:
-                wakeup = plan.wakeup_at
+            if plan.wakeup_at is not None:
+                try:
+                    later = plan.wakeup_at > t
+                except TypeError:
+                    raise PlanError(
+                        f"policy {policy.name} asked to be woken at {plan.wakeup_at!r}, "
+                        "not a time in seconds"
+                    ) from None
+                if later:
+                    wakeup = plan.wakeup_at
             if record:  # a point of the time series when anything it shows changed
                 rec = (
                     len(pending),

@@ -296,6 +296,9 @@ class ClusterState:
         :class:`PlanError` naming the job and the reason leaves the state as it was before the
         pass: the admission stage's admissions and evictions since the last plan applied are
         taken back with it."""
+        if not isinstance(plan, Plan):  # (a plug-in's schedule may return anything)
+            self._undo_admissions()
+            raise PlanError(f"policy {self.policy.name} returned {type(plan).__name__}, not a Plan")
         journal = self._admission_journal
         if not plan:
             if journal:
@@ -307,6 +310,12 @@ class ClusterState:
         except PlanError:
             self._undo_admissions()
             raise
+        except (TypeError, ValueError, AttributeError) as e:  # an entry of another shape
+            self._undo_admissions()
+            raise PlanError(
+                f"policy {self.policy.name} returned a malformed plan ({type(e).__name__}: {e}):"
+                " starts and resizes are (job, GPU ids) pairs, preemptions jobs, all the view's"
+            ) from e
         if journal:
             journal.clear()
         return self._commit(plan, check)

@@ -189,8 +189,10 @@ def serve(args, params: dict) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     data_dir.chmod(0o700)  # the database and the tokens are the server's alone
     hold_exclusively(data_dir / "server.lock", "data-dir", data_dir)
-    db = Path(args.db) if args.db else data_dir / "dlsched.db"
-    hold_exclusively(db.with_name(db.name + ".lock"), "db", db)  # (--db may be shared)
+    db = args.db or str(data_dir / "dlsched.db")
+    if db != ":memory:":  # (--db may be another server's too)
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        hold_exclusively(Path(db + ".lock"), "db", Path(db))
     listener = listen_on(args.host, args.port)
     sandbox = sandbox_from(args, data_dir)
     from .ray_setup import check_reachable, configure_ray

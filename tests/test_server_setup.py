@@ -61,12 +61,12 @@ def test_a_second_server_on_a_data_directory_or_database_in_use_is_refused(tmp_p
     data, db = tmp_path / "data", tmp_path / "shared.db"
     data.mkdir()
     held = hold_exclusively(data / "server.lock", "data-dir", data)  # as a running server does
-    code, out = _server(data, "--port", "1")
+    code, out = _server(data, "--port", "0")
     assert code == 2 and f"field 'data-dir': {data} is in use by another dlsched server" in out
     assert f"(pid {os.getpid()})" in out
     os.close(held)
     held = hold_exclusively(db.with_name("shared.db.lock"), "db", db)
-    code, out = _server(tmp_path / "other", "--db", str(db), "--port", "1")
+    code, out = _server(tmp_path / "other", "--db", str(db), "--port", "0")
     assert code == 2 and f"field 'db': {db} is in use by another dlsched server" in out
     os.close(held)
     # a holder that ended, killed, leaves the lock free
@@ -111,7 +111,7 @@ def test_a_ray_address_nobody_answers_is_refused_at_once(tmp_path):
                 with pytest.raises(SpecError, match=reason) as e:
                     check_reachable(address, "ray-address")
                 assert e.value.field == "ray-address"
-            code, out = _server(tmp_path, "--ray-address", f"127.0.0.1:{closed}", "--port", "1")
+            code, out = _server(tmp_path, "--ray-address", f"127.0.0.1:{closed}", "--port", "0")
             assert code == 2 and "field 'ray-address': no Ray cluster answers" in out, out
             spec = tmp_path / "s.yaml"
             spec.write_text(

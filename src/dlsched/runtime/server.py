@@ -294,9 +294,11 @@ def add_server_parser(sub):
     p.add_argument(
         "--data-dir",
         default="dlsched-data",
-        help="checkpoints, logs, admin token (default %(default)s)",
+        help="checkpoints, logs, admin token (default %(default)s); one server at a time",
     )
-    p.add_argument("--db", help="SQLite database path (default DATA_DIR/dlsched.db)")
+    p.add_argument(
+        "--db", help="SQLite database path (default DATA_DIR/dlsched.db); one server at a time"
+    )
     p.add_argument(
         "--policy",
         default="fifo",
@@ -306,11 +308,13 @@ def add_server_parser(sub):
     p.add_argument(
         "--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)"
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--host", default="127.0.0.1", help="the API's address (default %(default)s)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="(default %(default)s; 0: any free port)"
+    )
     p.add_argument(
         "--ray-address",
-        help="attach to this Ray cluster (its nodes started with dlsched GPU "
+        help="attach to this Ray cluster, HOST:PORT (its nodes started with dlsched GPU "
         "resources) instead of starting an embedded one",
     )
     p.add_argument(

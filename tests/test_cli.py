@@ -731,6 +731,6 @@ def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch
     monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
     client.cmd_jobs(argparse.Namespace())
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
-    assert " 1 of 4 " in rows["job-1"]
-    assert " 4 " in rows["job-2"] and " of " not in rows["job-2"]
-    assert " 2 " in rows["job-3"] and " of " not in rows["job-3"]
+    assert " 1 (asked 4) " in rows["job-1"]
+    assert " 4 " in rows["job-2"] and "asked" not in rows["job-2"]
+    assert " 2 " in rows["job-3"] and "asked" not in rows["job-3"]

@@ -97,11 +97,11 @@ def on_track(job: dict) -> str:
 
 
 def gpus_shown(job: dict) -> str:
-    """The GPUs it asked for; a running job's (or a done job's, at its end) as ``1 of 4`` when
-    it held another count (GENIE ran it on fewer, an elastic job was resized)."""
+    """The GPUs it asked for; a running job's (or a done job's, at its end) as ``1 (asked 4)``
+    when it held another count (GENIE ran it on fewer, an elastic job grew or shrank)."""
     asked = job["spec"]["gpus"]
     held = len(job.get("gpus") or ()) if job["status"] in ("running", "done") else 0
-    return f"{held} of {asked}" if held and held != asked else str(asked)
+    return f"{held} (asked {asked})" if held and held != asked else str(asked)
 
 
 def cmd_jobs(args) -> int:

@@ -242,3 +242,19 @@ def test_with_growth_and_the_shrink_for_waiting_jobs_off_it_is_tiresias():
     assert grown.summary["resizes"] > 0 and grown.jobs != plain
     with pytest.raises(SpecError, match="grow"):
         dlsched.simulate(workload, "elastic-tiresias", params={"grow": "no"})
+
+
+def test_a_grown_job_gives_back_only_what_the_waiting_job_needs():
+    # E (asks 1, may use 1..4) runs alone on all 4 GPUs; B (2 GPUs) arrives at 100. E gives back
+    # the 2 B needs and keeps 2: all 4 busy until B ends at 400. It gave back all 3 extras
+    # before, and as a pass grows no job it shrank, one GPU sat idle until B ended (in the
+    # runtime, whose passes are periodic, the next pass grew E again: a second resize).
+    jobs = [
+        JobSpec("e", 0.0, 1, 3000.0, model="m", min_gpus=1, max_gpus=4),
+        JobSpec("b", 100.0, 2, 300.0, model="m"),
+    ]
+    s, r = run(jobs)
+    assert s["b"].first_start == 100 and s["b"].finish == pytest.approx(400)
+    # GPUs in use, a step series: 4 from 0 on, never fewer before B ends
+    assert r.ts_used[0] == 4 and all(used == 4 for t, used in zip(r.ts_time, r.ts_used) if t < 400)
+    assert s["e"].resizes == 2  # 4 -> 2 at 100, back to 4 at 400

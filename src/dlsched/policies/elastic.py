@@ -174,7 +174,12 @@ class ElasticGrowth:
                     if missing <= 0:
                         break
                     if self._resizable(job, view):
-                        size = smallest_fitting(job, job.num_gpus, view)
+                        # only what the head still misses: the rest would sit idle until the
+                        # next pass (in the simulator, the next event), as this pass grows no
+                        # job it shrank, or cost a second resize to take back
+                        size = smallest_fitting(
+                            job, max(job.num_gpus, len(job.gpus) - missing), view
+                        )
                         if size is not None:
                             missing -= len(job.gpus) - size
                             self._shrink(job, size, view, plan, scratch)

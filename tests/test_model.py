@@ -32,6 +32,15 @@ def test_cluster_yaml(tmp_path):
     assert c.nodes[2].pool == "inference"
 
 
+def test_a_misspelled_key_of_a_cluster_file_is_named_not_ignored(tmp_path):
+    # gpu_typ for gpu_type gave V100s, silently
+    f = tmp_path / "c.yaml"
+    f.write_text("groups:\n  - {count: 2, gpus_per_node: 4, gpu_typ: T4}\n")
+    with pytest.raises(SpecError, match="unknown field \\(known: count, cpus_per_node") as e:
+        load_cluster(str(f))
+    assert e.value.field == "groups[0].gpu_typ"
+
+
 def test_a_gpu_type_s_speed_in_the_spec_and_yaml_round_trips(tmp_path):
     c = parse_cluster_spec("1x8:V100,2x4:T4*0.45@inference")
     assert c.gpu_speeds == {"T4": 0.45}

@@ -41,6 +41,19 @@ DEFAULT_NODES_PER_RACK = 16
 # out (99999999x8 was killed by the kernel).
 MAX_NODES = 131_072
 MAX_GPUS = 1_048_576
+# a node group's keys in a cluster YAML file (one misspelled, gpu_typ, gave V100s silently)
+GROUP_FIELDS = frozenset(
+    {
+        "count",
+        "gpus_per_node",
+        "gpu_type",
+        "gpu_mem_mib",
+        "gpu_speed",
+        "cpus_per_node",
+        "pool",
+        "nodes_per_rack",
+    }
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,6 +104,11 @@ class Cluster:
             if not isinstance(g, dict):
                 raise SpecError(
                     f"groups[{gi}]", f"must be a mapping (count, gpus_per_node, ...), got {g!r}"
+                )
+            if unknown := sorted(set(g) - GROUP_FIELDS, key=str):
+                raise SpecError(
+                    f"groups[{gi}].{unknown[0]}",
+                    f"unknown field (known: {', '.join(sorted(GROUP_FIELDS))})",
                 )
             count = _positive_int(g.get("count"), f"groups[{gi}].count")
             gpus = _positive_int(g.get("gpus_per_node"), f"groups[{gi}].gpus_per_node")

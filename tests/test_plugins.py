@@ -237,3 +237,21 @@ def test_the_type_checker_holds_a_plug_in_to_a_read_only_view(tmp_path):
     assert 'Property "admitted" defined in "JobView" is read-only' in out, out
     tutorial = Path(__file__).parent.parent / "examples" / "smallest_first.py"
     assert "Success: no issues found" in _mypy(tutorial)
+
+
+def test_a_plug_in_that_raises_at_every_pass_is_counted_and_logged_at_powers_of_two(
+    tmp_path, caplog
+):
+    from dlsched.runtime.service import SchedulerService
+    from dlsched.runtime.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    service = SchedulerService(
+        store, FakeExecutor({"n0": 4}), "lab_policies:RaisesEveryPass", clock=Clock()
+    )
+    for _ in range(10):
+        service.step_or_log()
+    logged = [r for r in caplog.records if "scheduling pass failed" in r.getMessage()]
+    assert [r.getMessage().split("(")[1].split()[0] for r in logged] == ["1", "2", "4", "8"]
+    assert "a plug-in's bug" in caplog.text  # the traceback
+    assert service.metrics.failed_passes._value.get() == 10

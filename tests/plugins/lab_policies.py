@@ -91,3 +91,10 @@ class Malformed(Policy):
             "wakeup-a-word": Plan(wakeup_at="soon"),  # type: ignore[arg-type]
         }
         return malformed[self.shape]
+
+
+class RaisesEveryPass(Policy):
+    """A bug at every pass: the server keeps serving and logs it, bounded."""
+
+    def schedule(self, view: PolicyView) -> Plan:
+        raise ZeroDivisionError("a plug-in's bug")

@@ -51,6 +51,12 @@ class RuntimeMetrics:
             "bug; the server log names the job and the reason)",
             registry=r,
         )
+        self.failed_passes = PromCounter(
+            "dlsched_failed_passes_total",
+            "Scheduling passes that raised (a policy bug; the server log has the traceback of "
+            "the 1st, 2nd, 4th... one)",
+            registry=r,
+        )
         self.deadlines = PromCounter(
             "dlsched_deadlines_total",
             "Jobs with a deadline that ended: met it, or missed it "

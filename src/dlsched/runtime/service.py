@@ -176,12 +176,21 @@ class SchedulerService:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            try:
-                self.step()
-            except Exception:  # keep scheduling; the error is in the server log
-                log.exception("scheduling pass failed")
+            self.step_or_log()
             self._wake.wait(self.interval_s)
             self._wake.clear()
+
+    def step_or_log(self) -> None:
+        """A pass; one that fails (a plug-in policy that raises) is counted, and logged with its
+        traceback the 1st, 2nd, 4th, 8th... time: a policy failing at every pass logged one
+        every pass, without end."""
+        try:
+            self.step()
+        except Exception:  # keep scheduling; the error is in the server log
+            self.metrics.failed_passes.inc()
+            n = int(self.metrics.failed_passes._value.get())
+            if n & (n - 1) == 0:
+                log.exception("scheduling pass failed (%d so far: logged at powers of two)", n)
 
     @property
     def capacity_gpus(self) -> int:

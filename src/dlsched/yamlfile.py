@@ -44,9 +44,9 @@ def _alias_problem(data) -> str | None:
     todo: list[tuple[object, bool]] = [(data, False)] if _nested(data) else []
     while todo:
         value, leaving = todo.pop()
-        children = list(value.values() if isinstance(value, dict) else value)  # type: ignore[attr-defined]
         if leaving:
             inside.discard(id(value))
+            children = _children(value)
             count = len(children) + sum(written[id(v)] for v in children if _nested(v))
             if count > MAX_YAML_VALUES:
                 return f"expands to over {MAX_YAML_VALUES:,} values through its aliases"
@@ -56,9 +56,13 @@ def _alias_problem(data) -> str | None:
         elif id(value) not in written:
             inside.add(id(value))
             todo.append((value, True))
-            todo.extend((v, False) for v in children if _nested(v))
+            todo.extend((v, False) for v in _children(value) if _nested(v))
     return None
 
 
 def _nested(value) -> bool:
     return isinstance(value, dict | list)
+
+
+def _children(value: dict | list) -> list:
+    return list(value.values()) if isinstance(value, dict) else value

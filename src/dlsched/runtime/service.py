@@ -116,6 +116,7 @@ class SchedulerService:
         self.admission.log = []
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
+        self._failed_passes = 0  # (the metric's count, kept here: Prometheus' is not public)
         inventory = [n for n in executor.inventory() if n.alive]
         if not inventory:
             raise SpecError("cluster", "the Ray cluster has no node with dlsched GPU resources")
@@ -188,7 +189,8 @@ class SchedulerService:
             self.step()
         except Exception:  # keep scheduling; the error is in the server log
             self.metrics.failed_passes.inc()
-            n = int(self.metrics.failed_passes._value.get())
+            self._failed_passes += 1
+            n = self._failed_passes
             if n & (n - 1) == 0:
                 log.exception("scheduling pass failed (%d so far: logged at powers of two)", n)
 

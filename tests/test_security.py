@@ -265,6 +265,33 @@ def test_jobs_filling_their_directory_or_forking_past_their_memory_stop_alone(
         h.close()
 
 
+def test_a_sandbox_that_cannot_start_is_not_counted_against_the_job(ray_cluster, tmp_path):
+    # Before, a tenant process that never started (here the operator's memory bound is below
+    # what the interpreter and torch map, as a data directory bubblewrap could not find was
+    # before e91ffda) was the job's own failure: with one failure allowed, the job failed
+    # "the tenant process exited (exit code 1)". It is the node's (or the setup's): requeued,
+    # its failures still 0, and the reason is the process's last line, not "see the log".
+    sandbox = sandbox_for(tmp_path, memory_mib=64)
+    h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox, max_failures=1)
+    try:
+        alice = h.tenant("alice")
+        job = h.submit(alice, **EMULATED, gpus=1, batch_size=8, iterations=20)
+        outside = "for a reason outside the job"
+        wait_for(
+            lambda: any(outside in m for m in h.events(job)[job][1]),
+            120,
+            what="a failure put on the cluster",
+            state=lambda: h.events(job),
+        )
+        row = h.job(job)
+        assert row["failures"] == 0 and row["status"] != "failed", h.events(job)
+        told = [m for m in h.events(job)[job][1] if outside in m][0]
+        assert "the tenant process did not start" in told and "ImportError" in told, told
+        assert h.client.post(f"/v1/jobs/{job}/cancel", headers=alice).status_code == 200
+    finally:
+        h.close()
+
+
 def test_a_run_that_ends_while_its_progress_is_asked_is_done_not_failed(harness):
     # issue 29, 6: the worker asks for progress as the run ends and its process goes; before,
     # that failed call failed the run, which restarted with one failure counted

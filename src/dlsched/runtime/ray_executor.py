@@ -38,7 +38,13 @@ from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
 from .ray_setup import LEAN_HEAD  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
-from .tenant_process import TenantError, TenantProcess, plain, stamp  # noqa: E402
+from .tenant_process import (  # noqa: E402
+    TenantError,
+    TenantProcess,
+    TenantStartError,
+    plain,
+    stamp,
+)
 
 NAMESPACE = "dlsched"
 JOBS_PER_GPU = 2  # as the simulator's max_jobs_per_gpu
@@ -901,10 +907,10 @@ class RayExecutor:
 
 def _tenant_failed(e: BaseException) -> bool:
     """Whether ``e`` is a tenant process's failure (its program raised or died, or broke the
-    protocol), not Ray's or the node's."""
+    protocol), not Ray's, the node's or the sandbox's (a process that did not start)."""
     if isinstance(e, ray.exceptions.RayTaskError):
         e = getattr(e, "cause", None) or e
-    return isinstance(e, TenantError)
+    return isinstance(e, TenantError) and not isinstance(e, TenantStartError)
 
 
 def _cause(e: BaseException) -> BaseException:

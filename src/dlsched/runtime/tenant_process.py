@@ -10,6 +10,10 @@ dlsched's worker (trusted, a Ray actor) starts one tenant process per job worker
 - ``progress``, answered at once even while ``run`` goes on;
 - ``stop`` and ``switch``, which only set the trainer's flags (no answer).
 
+Before any of these the process sends ``READY`` once, when dlsched's own code in it is up and
+before any of the tenant's runs: a process that ends before that did not start (the sandbox,
+its limits or the interpreter failed: :class:`TenantStartError`), which is not the job's fault.
+
 The process runs the tenant's program, so everything it sends is untrusted: a line is bounded
 (``MAX_LINE``), must be JSON, and can only speak of its own job. Its stdout and stderr are the
 job's log. Run as ``python -m dlsched.runtime.tenant_process`` with the channel on
@@ -50,8 +54,19 @@ def plain(text: str, limit: int = MAX_ERROR) -> str:
     return text if len(text) <= limit else "[...]\n" + text[-limit:]
 
 
+READY = {"ready": True}  # the process's first line: its own code is up, the tenant's not yet run
+# the output's end kept for the text of a process that did not start (its last line: bubblewrap's
+# reason)
+START_OUTPUT_CHARS = 500
+
+
 class TenantError(RuntimeError):
     """The tenant process failed: its own error text, or the channel broke."""
+
+
+class TenantStartError(TenantError):
+    """The tenant process ended before it was ``READY``: no code of the tenant's ran, so the
+    failure is the node's or the setup's (bubblewrap's mounts, the limits, the interpreter)."""
 
 
 class LogRelay:
@@ -74,12 +89,14 @@ class LogRelay:
         self.fd = os.open(log_path, flags, 0o600)
         self.kept = bytearray()  # the last bytes, once the head is full
         self.cut = 0  # bytes dropped
+        self.last = b""  # the output's last bytes, whatever was written or cut
         self.thread = threading.Thread(target=self._copy, daemon=True, name="tenant-log")
         self.thread.start()
 
     def _copy(self) -> None:
         try:
             while chunk := self.source.read1(64 * 1024):
+                self.last = (self.last + chunk)[-START_OUTPUT_CHARS:]
                 if not self.kept:
                     room = self.head - os.fstat(self.fd).st_size
                     if len(chunk) <= room:
@@ -149,6 +166,7 @@ class TenantProcess:
         self._send_lock = threading.Lock()
         self._waiting: dict[int, queue.Queue] = {}
         self._broken: str | None = None
+        self.started = False  # READY came
         threading.Thread(target=self._read, daemon=True, name="tenant-reader").start()
 
     def call(self, op: str, timeout_s: float | None = None, **args: Any) -> Any:
@@ -168,7 +186,8 @@ class TenantProcess:
             # its program may fail because the kernel killed a child it forked: say so
             killed = _memory_kills(self.group)
             note = f"\n[dlsched: some of its processes were killed: {killed}]" if killed else ""
-            raise TenantError(plain(str(reply["error"])) + note)
+            error = TenantError if self.started else TenantStartError
+            raise error(plain(str(reply["error"])) + note)
         return reply.get("ok")
 
     def tell(self, op: str) -> None:
@@ -217,6 +236,11 @@ class TenantProcess:
                     break
                 try:
                     reply = json.loads(line)
+                    if not self.started:
+                        if reply != READY:
+                            raise ValueError("not READY")
+                        self.started = True
+                        continue
                     box = self._waiting.get(int(reply["id"]))
                 except (ValueError, KeyError, TypeError):
                     reason = "the tenant process broke the protocol"
@@ -230,8 +254,16 @@ class TenantProcess:
         killed = _memory_kills(group)
         if killed and code != 0:
             reason = f"killed: {killed}"
+        elif not self.started:
+            reason = "the tenant process did not start"
         self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
-        if code != 0:
+        if not self.started:
+            self.log.thread.join(timeout=5)  # the output ends with the process (its own)
+            # its last line: bubblewrap's reason, a traceback's error
+            last = self.log.last.decode(errors="replace").strip().rpartition("\n")[2]
+            if last:
+                self._broken += f": {plain(last, START_OUTPUT_CHARS)}"
+        elif code != 0:
             self._broken += "; see the job's log"
         if group is not None:
             group.remove()
@@ -361,6 +393,7 @@ def main() -> None:
     torch.set_num_threads(1)
     sock = socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD")))
     try:
+        sock.sendall((json.dumps(READY) + "\n").encode())
         serve(sock)
     finally:
         sys.stdout.flush()

@@ -4,6 +4,7 @@ history trace adapter, and the replay held against the measured JCTs (answers by
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -419,6 +420,18 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     )
     summary = json.loads((out / "fifo" / "summary.json").read_text())
     assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota stage
+
+
+def test_whatif_names_an_unknown_policy_before_asking_the_server(tmp_path, capsys):
+    # before, the server's answer came first: "no finished or running job to replay", or here
+    # a connection error, for a misspelt policy
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # a port nothing listens on
+    argv = ["whatif", "--server", nobody, "--token", "t", "--policies", "sjf,nope"]
+    assert main([*argv, "--out", str(tmp_path / "w"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "'policy'" in err and "nope" in err, err
 
 
 # GENIE's profiling of a 4-GPU job with batch 8 (per worker 2; measured at 1 and 2): one worker,

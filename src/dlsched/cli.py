@@ -483,6 +483,9 @@ def cmd_whatif(args) -> int:
     from .report.columns import human_duration as human_s
 
     out = _output_folder(args.out)
+    names = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
+    for name in names:  # before the history is fetched: a misspelt name is the first error
+        make_policy(name)
     server_policy, server_params = args.server_policy, {}
     if args.trace is None:
         from .runtime.client import fetch_history
@@ -510,13 +513,11 @@ def cmd_whatif(args) -> int:
     replay = workload.trace.replay
     if replay is None:
         raise SpecError("trace", "not a server's history: write one with 'dlsched export'")
-    names = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
     if server_policy and server_policy not in names:
+        make_policy(server_policy)
         names.insert(0, server_policy)
     if not names:
         raise SpecError("policies", "give --policies (or --server-policy)")
-    for name in names:
-        make_policy(name)
     submitted = {j.job_id: j.submit_time_s for j in workload.jobs}
     measured = measured_summary(replay)
     rows, report = [], {"measured": measured, "policies": {}}

@@ -436,6 +436,8 @@ def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, m
         (["--interval-s", "0"], "field 'interval-s': must be a finite number >= 0.01"),  # spun
         (["--checkpoint-retention-h", "nan"], "field 'checkpoint-retention-h'"),  # taken
         (["--finished-kept-per-tenant", "0"], "field 'finished-kept-per-tenant'"),
+        # no tenant process could start: every job failed at its start
+        (["--job-memory-mib", "512"], "field 'job-memory-mib': must be 0 (no bound) or at least"),
         # these two were refused only once Ray was up
         (["--job-retention-days", "nan"], "field 'job-retention-days': must be a finite"),
         (["--policy", "tiresias", "--param", "thresholds_gpu_s=x"], "field 'thresholds_gpu_s'"),

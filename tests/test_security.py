@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dlsched.runtime.sandbox import Sandbox
 from runtime_helpers import CAN_ISOLATE, EMULATED, Harness, log_of, sandbox_for, wait_for
 
 pytestmark = [
@@ -266,12 +267,13 @@ def test_jobs_filling_their_directory_or_forking_past_their_memory_stop_alone(
 
 
 def test_a_sandbox_that_cannot_start_is_not_counted_against_the_job(ray_cluster, tmp_path):
-    # Before, a tenant process that never started (here the operator's memory bound is below
-    # what the interpreter and torch map, as a data directory bubblewrap could not find was
-    # before e91ffda) was the job's own failure: with one failure allowed, the job failed
-    # "the tenant process exited (exit code 1)". It is the node's (or the setup's): requeued,
-    # its failures still 0, and the reason is the process's last line, not "see the log".
-    sandbox = sandbox_for(tmp_path, memory_mib=64)
+    # Before, a tenant process that never started (here a memory bound below what the
+    # interpreter and torch map, which the server's options now refuse; as a data directory
+    # bubblewrap could not find was before e91ffda) was the job's own failure: with one failure
+    # allowed, the job failed "the tenant process exited (exit code 1)". It is the node's (or
+    # the setup's): requeued, its failures still 0, and the reason is the process's last line,
+    # not "see the log".
+    sandbox = Sandbox(hide=(str(tmp_path.resolve()),), memory_mib=64)
     h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox, max_failures=1)
     try:
         alice = h.tenant("alice")

@@ -45,6 +45,10 @@ from .job_network import PRIVATE
 DEFAULT_UID_BASE = 200_000
 DEFAULT_UID_COUNT = 100_000
 DEFAULT_MEMORY_MIB = 8192  # address space per process: torch alone maps about 1.5 GiB; 0: no limit
+# The least address space accepted: the tenant process's own imports (torch, dlsched's runtime)
+# failed under 600 MiB and passed at 650 MiB (prlimit --as, CPU torch 2.13, 2026-11-29), before
+# any program of the tenant's; below, no tenant process would ever start.
+MIN_MEMORY_MIB = 1024
 DEFAULT_MAX_PROCESSES = 256  # tasks of the job's uid: processes and their threads
 # CPU time of a worker's processes together, in cores: chosen as a GPU server's cores per GPU
 # (a DGX-1 has 5, a DGX A100 16); 0: no bound. Bounded where the node has cgroup CPU control.
@@ -94,6 +98,12 @@ class Sandbox:
             raise SpecError("job-cpus", "must be 0 (no bound) or more")
         if not self.dir_mib >= 0:
             raise SpecError("job-dir-mib", "must be 0 (no bound) or more")
+        if self.memory_mib and not self.memory_mib >= MIN_MEMORY_MIB:
+            raise SpecError(
+                "job-memory-mib",
+                f"must be 0 (no bound) or at least {MIN_MEMORY_MIB}: a tenant process's own "
+                f"imports need about 650 MiB of address space, got {self.memory_mib}",
+            )
         if not self.isolate:
             return
         if os.geteuid() != 0:

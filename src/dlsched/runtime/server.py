@@ -28,6 +28,7 @@ from .sandbox import (
     DEFAULT_MEMORY_MIB,
     DEFAULT_UID_BASE,
     DEFAULT_UID_COUNT,
+    MIN_MEMORY_MIB,
 )
 from .store import SQLiteStore
 
@@ -186,6 +187,7 @@ def serve(args, params: dict) -> int:
     check_options(args, params)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)
+    sandbox = sandbox_from(args, data_dir)  # its options too are refused before anything is made
     data_dir.mkdir(parents=True, exist_ok=True)
     data_dir.chmod(0o700)  # the database and the tokens are the server's alone
     hold_exclusively(data_dir / "server.lock", "data-dir", data_dir)
@@ -194,7 +196,6 @@ def serve(args, params: dict) -> int:
         Path(db).parent.mkdir(parents=True, exist_ok=True)
         hold_exclusively(Path(db + ".lock"), "db", Path(db))
     listener = listen_on(args.host, args.port)
-    sandbox = sandbox_from(args, data_dir)
     from .ray_setup import check_reachable, configure_ray
 
     configure_ray(
@@ -421,8 +422,9 @@ def add_server_parser(sub):
         "--job-memory-mib",
         type=int,
         default=DEFAULT_MEMORY_MIB,
-        help="address space limit of each tenant process, 0 for none (CUDA reserves much "
-        "address space: raise it or use 0 on real GPUs; default %(default)s)",
+        help="address space limit of each tenant process in MiB, 0 for none, else at least "
+        f"{MIN_MEMORY_MIB} (CUDA reserves much address space: raise it or use 0 on real GPUs; "
+        "default %(default)s)",
     )
     g.add_argument(
         "--job-max-processes",

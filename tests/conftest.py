@@ -25,6 +25,9 @@ def run(cluster, jobs, policy, config=None, **params):
 
 # prepared workloads (dlsched.workload_cache) in a folder of this run's, not the user's cache
 os.environ["DLSCHED_CACHE_DIR"] = scratch_dir("dlsched-test-cache-")
+# Ray's session folders (logs, sockets) too: in /tmp/ray each run left about 25 of them, 771
+# (357 MB) after two days. A short name: a Unix socket's path has at most 107 bytes.
+os.environ["RAY_TMPDIR"] = scratch_dir("dlsched-ray-")
 # Ray starts its workers, and so every job's tenant process, 15 niceness steps below the
 # process that started its cluster (its raylet's `worker_niceness`). Beside a CPU-bound test on
 # the other pytest worker, or a server starting up, they then get a twenty-eighth of a core:

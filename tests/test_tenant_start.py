@@ -47,6 +47,17 @@ def test_a_process_that_ends_before_ready_did_not_start_and_is_not_the_jobs(tmp_
     assert not _tenant_failed(e.value)  # the executor puts it on the cluster
 
 
+def test_a_request_to_a_process_already_gone_before_ready_is_a_start_failure_too(tmp_path):
+    # bubblewrap's own failure is over before the worker sends its first request: the send's
+    # broken pipe raised "the tenant process is gone" (the job's failure) unless the reader
+    # had already said why
+    process = TenantProcess([sys.executable, "-c", FAILS_BEFORE_READY], {}, tmp_path / "log")
+    process.proc.wait(timeout=60)
+    with pytest.raises(TenantStartError) as e:
+        process.call("train", timeout_s=60)
+    assert "bwrap: Can't find source path /nowhere" in str(e.value), str(e.value)
+
+
 def test_a_process_that_ends_after_ready_is_the_jobs_failure(tmp_path):
     process = TenantProcess([sys.executable, "-c", FAILS_AFTER_READY], {}, tmp_path / "log")
     with pytest.raises(TenantError) as e:

@@ -167,7 +167,8 @@ class TenantProcess:
         self._waiting: dict[int, queue.Queue] = {}
         self._broken: str | None = None
         self.started = False  # READY came
-        threading.Thread(target=self._read, daemon=True, name="tenant-reader").start()
+        self._reader = threading.Thread(target=self._read, daemon=True, name="tenant-reader")
+        self._reader.start()
 
     def call(self, op: str, timeout_s: float | None = None, **args: Any) -> Any:
         """Send a request and wait for its answer; :class:`TenantError` if it failed."""
@@ -186,8 +187,7 @@ class TenantProcess:
             # its program may fail because the kernel killed a child it forked: say so
             killed = _memory_kills(self.group)
             note = f"\n[dlsched: some of its processes were killed: {killed}]" if killed else ""
-            error = TenantError if self.started else TenantStartError
-            raise error(plain(str(reply["error"])) + note)
+            raise self._failure(plain(str(reply["error"])) + note)
         return reply.get("ok")
 
     def tell(self, op: str) -> None:
@@ -214,15 +214,24 @@ class TenantProcess:
                 pass
         return self.proc.wait()
 
+    def _failure(self, text: str) -> TenantError:
+        """The error of a process that failed: the job's once it was READY, else a start's."""
+        return (TenantError if self.started else TenantStartError)(text)
+
     def _send(self, message: dict) -> None:
         if self._broken:
-            raise TenantError(self._broken)
+            raise self._failure(self._broken)
         data = (json.dumps(message) + "\n").encode()
         try:
             with self._send_lock:
                 self.sock.sendall(data)
         except OSError as e:
-            raise TenantError(f"the tenant process is gone ({e.strerror})") from None
+            # gone: the reader, which ends with it, says why (a process that did not start
+            # is usually gone before the first request is sent)
+            self._reader.join(timeout=10)
+            raise self._failure(
+                self._broken or f"the tenant process is gone ({e.strerror})"
+            ) from None
 
     def _read(self) -> None:
         reason = "the tenant process exited"
@@ -256,15 +265,16 @@ class TenantProcess:
             reason = f"killed: {killed}"
         elif not self.started:
             reason = "the tenant process did not start"
-        self._broken = f"{reason} (exit code {code}{_signal_name(code)})"
+        broken = f"{reason} (exit code {code}{_signal_name(code)})"
         if not self.started:
             self.log.thread.join(timeout=5)  # the output ends with the process (its own)
             # its last line: bubblewrap's reason, a traceback's error
             last = self.log.last.decode(errors="replace").strip().rpartition("\n")[2]
             if last:
-                self._broken += f": {plain(last, START_OUTPUT_CHARS)}"
+                broken += f": {plain(last, START_OUTPUT_CHARS)}"
         elif code != 0:
-            self._broken += "; see the job's log"
+            broken += "; see the job's log"
+        self._broken = broken  # (whole: a request sent meanwhile raises it)
         if group is not None:
             group.remove()
         for box in list(self._waiting.values()):

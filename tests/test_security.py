@@ -266,7 +266,7 @@ def test_jobs_filling_their_directory_or_forking_past_their_memory_stop_alone(
         h.close()
 
 
-def test_a_sandbox_that_cannot_start_is_not_counted_against_the_job(ray_cluster, tmp_path):
+def test_a_sandbox_that_cannot_start_is_not_counted_against_the_job(ray_cluster, tmp_path, caplog):
     # Before, a tenant process that never started (here a memory bound below what the
     # interpreter and torch map, which the server's options now refuse; as a data directory
     # bubblewrap could not find was before e91ffda) was the job's own failure: with one failure
@@ -289,6 +289,12 @@ def test_a_sandbox_that_cannot_start_is_not_counted_against_the_job(ray_cluster,
         assert row["failures"] == 0 and row["status"] != "failed", h.events(job)
         told = [m for m in h.events(job)[job][1] if outside in m][0]
         assert "the tenant process did not start" in told and "ImportError" in told, told
+        # and the operator's log says it too
+        assert any(
+            "failed for a reason outside it" in r.getMessage() and "did not start" in r.getMessage()
+            for r in caplog.records
+            if r.name == "dlsched.service"
+        ), [r.getMessage() for r in caplog.records]
         assert h.client.post(f"/v1/jobs/{job}/cancel", headers=alice).status_code == 200
     finally:
         h.close()

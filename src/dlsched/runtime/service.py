@@ -503,6 +503,9 @@ class SchedulerService:
                 return
             if outcome.cause == CLUSTER and live.cluster_failures < MAX_CLUSTER_FAILURES:
                 live.cluster_failures += 1
+                # the operator's to see: a node or a setup that fails every job (a sandbox that
+                # cannot start) shows here, not only in each job's events
+                log.warning("job %s failed for a reason outside it: %s", jid, outcome.detail)
                 self.state.fail(job, counted=False)
                 self._set_status(
                     row,

@@ -190,7 +190,7 @@ def test_a_plug_in_s_invalid_plan_is_skipped_and_the_server_keeps_serving(tmp_pa
     assert set(books.running) == {a} and set(books.pending) == {b, c}
     assert len(books.running[a].gpus) == 4 and books.free.total == 0
     assert sum(books.tenant_gpus.values()) == 4
-    assert service.metrics.rejected_plans._value.get() == 1
+    assert service.metrics.registry.get_sample_value("dlsched_rejected_plans_total") == 1
     # the server keeps serving, and the next passes schedule as the policy now asks
     assert client.get("/v1/jobs", headers=alice).status_code == 200
     executor.finish(a)
@@ -254,4 +254,4 @@ def test_a_plug_in_that_raises_at_every_pass_is_counted_and_logged_at_powers_of_
     logged = [r for r in caplog.records if "scheduling pass failed" in r.getMessage()]
     assert [r.getMessage().split("(")[1].split()[0] for r in logged] == ["1", "2", "4", "8"]
     assert "a plug-in's bug" in caplog.text  # the traceback
-    assert service.metrics.failed_passes._value.get() == 10
+    assert service.metrics.registry.get_sample_value("dlsched_failed_passes_total") == 10

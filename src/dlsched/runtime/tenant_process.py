@@ -57,7 +57,7 @@ def plain(text: str, limit: int = MAX_ERROR) -> str:
 READY = {"ready": True}  # the process's first line: its own code is up, the tenant's not yet run
 # the output's end kept for the text of a process that did not start (its last line: bubblewrap's
 # reason)
-START_OUTPUT_CHARS = 500
+START_OUTPUT_BYTES = 500
 
 
 class TenantError(RuntimeError):
@@ -96,7 +96,7 @@ class LogRelay:
     def _copy(self) -> None:
         try:
             while chunk := self.source.read1(64 * 1024):
-                self.last = (self.last + chunk)[-START_OUTPUT_CHARS:]
+                self.last = (self.last + chunk[-START_OUTPUT_BYTES:])[-START_OUTPUT_BYTES:]
                 if not self.kept:
                     room = self.head - os.fstat(self.fd).st_size
                     if len(chunk) <= room:
@@ -271,7 +271,7 @@ class TenantProcess:
             # its last line: bubblewrap's reason, a traceback's error
             last = self.log.last.decode(errors="replace").strip().rpartition("\n")[2]
             if last:
-                broken += f": {plain(last, START_OUTPUT_CHARS)}"
+                broken += f": {plain(last, START_OUTPUT_BYTES)}"
         elif code != 0:
             broken += "; see the job's log"
         self._broken = broken  # (whole: a request sent meanwhile raises it)

@@ -270,9 +270,9 @@ def test_a_sandbox_that_cannot_start_is_not_counted_against_the_job(ray_cluster,
     # Before, a tenant process that never started (here a memory bound below what the
     # interpreter and torch map, which the server's options now refuse; as a data directory
     # bubblewrap could not find was before e91ffda) was the job's own failure: with one failure
-    # allowed, the job failed "the tenant process exited (exit code 1)". It is the node's (or
-    # the setup's): requeued, its failures still 0, and the reason is the process's last line,
-    # not "see the log".
+    # allowed, the job failed "the tenant process exited (exit code -9, SIGKILL)". It is the
+    # node's (or the setup's): requeued, its failures still 0, and the reason is the process's
+    # last line, not "see the log".
     sandbox = Sandbox(hide=(str(tmp_path.resolve()),), memory_mib=64)
     h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox, max_failures=1)
     try:

@@ -46,8 +46,8 @@ DEFAULT_UID_BASE = 200_000
 DEFAULT_UID_COUNT = 100_000
 DEFAULT_MEMORY_MIB = 8192  # address space per process: torch alone maps about 1.5 GiB; 0: no limit
 # The least address space accepted: the tenant process's own imports (torch, dlsched's runtime)
-# failed under 600 MiB and passed at 650 MiB (prlimit --as, CPU torch 2.13, 2026-11-29), before
-# any program of the tenant's; below, no tenant process would ever start.
+# failed at 512 and 600 MiB and passed at 650 MiB (prlimit --as, CPU torch 2.13, 2026-11-29),
+# before any program of the tenant's; below, no tenant process would ever start.
 MIN_MEMORY_MIB = 1024
 DEFAULT_MAX_PROCESSES = 256  # tasks of the job's uid: processes and their threads
 # CPU time of a worker's processes together, in cores: chosen as a GPU server's cores per GPU

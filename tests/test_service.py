@@ -476,15 +476,71 @@ def test_measured_progress_moves_the_projection_and_tells_the_policy(tmp_path):
     a = s.submit(gpus=1, iterations=1000)  # estimate: 1000 x 0.1 s = 100 s
     b = s.submit(gpus=1, duration_s=200)
     s.step()
+    s.executor.report_progress(a, iteration=10, iterations=1000, iteration_s=5.0)
+    s.step()  # its run's first report: the start's pause, not yet a speed
     before = s.state(a).version
-    s.executor.report_progress(a, iteration=10, iterations=1000, iteration_s=5.0)  # 4,950 s left
-    s.step()
+    s.executor.report_progress(a, iteration=20, iterations=1000, iteration_s=5.0)
+    s.step(50)  # 10 iterations in 50 s by the server's clock: 4,900 s left
     assert s.state(a).version > before
     assert s.state(a).spec.duration_s == pytest.approx(5000)
     c = s.submit(gpus=1, duration_s=150)
     s.step()
     assert s.status(a) == QUEUED and s.status(b) == RUNNING and s.status(c) == RUNNING
     assert s.store.job(a)["preemptions"] == 1 and s.state(a).preemptions == 1
+
+
+@pytest.mark.parametrize("claimed", [{}, {"duration_s": 50}])
+def test_a_job_s_duration_is_measured_on_the_gpus_it_asked_for_whatever_it_claimed(
+    tmp_path, claimed
+):
+    # 1,000 iterations on 2 GPUs asked, grown to 4: 100 iterations in 50 s there, by the server's
+    # clock (the program says 0.01 s). At the request that is 0.5 x 2 ** 0.9 s an iteration
+    # (the runtime's scaling, RUNTIME_SCALING_EXPONENT), so 933 s in all, and the 800 left take
+    # 400 s on the 4. Before, the time on 4 was taken as the time on 2 (a projection 1.87x too
+    # early), and a claimed duration_s (50 s) was kept for ever.
+    s = Setup(tmp_path, "elastic-fifo", nodes={"n0": 4})
+    e = s.submit(gpus=2, min_gpus=1, max_gpus=4, iterations=1000, **claimed)
+    s.step()
+    assert len(s.state(e).gpus) == 4
+    s.executor.report_progress(e, iteration=100, iterations=1000, iteration_s=0.01)
+    s.step(10)
+    s.executor.report_progress(e, iteration=200, iterations=1000, iteration_s=0.01)
+    s.step(50)
+    job = s.state(e)
+    assert job.spec.duration_s == pytest.approx(1000 * 0.5 * 2**0.9)
+    assert s.service.state.projected_finish(job) - s.service.state.now == pytest.approx(400)
+    assert s.service.predicted_finish(e) == pytest.approx(s.clock() + 400)
+
+
+def test_a_tenant_claiming_a_short_job_is_ranked_by_its_measured_length(tmp_path):
+    # SRTF: alice claims 10 s for a job of 1,000 iterations of 1 s; bob's 200 s job waits
+    # behind the claim only until alice's first measurement, then preempts her
+    s = Setup(tmp_path, policy="srtf", nodes={"n0": 1})
+    liar = s.submit(gpus=1, iterations=1000, duration_s=10)
+    s.step()
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    honest = s.store.add_job(bob, {**SPEC, "gpus": 1, "duration_s": 200})["id"]
+    s.executor.report_progress(liar, iteration=5, iterations=1000, iteration_s=0.001)
+    s.step()
+    assert s.status(liar) == RUNNING and s.status(honest) == QUEUED  # 10 s claimed
+    s.executor.report_progress(liar, iteration=15, iterations=1000, iteration_s=0.001)
+    s.step(10)  # 10 iterations in 10 s: 985 s left
+    assert s.status(liar) == QUEUED and s.status(honest) == RUNNING
+
+
+def test_a_job_stopped_before_its_first_iteration_says_so(tmp_path):
+    # the event said "stopped at iteration None (stopped while starting)"
+    s = Setup(tmp_path, policy="srtf", nodes={"n0": 1})
+    long = s.submit(gpus=1, duration_s=1000)
+    s.step()
+    short = s.submit(gpus=1, duration_s=10)
+    s.step()  # preempts long, whose workers were still starting: no iteration to report
+    assert s.status(long) == QUEUED and s.status(short) == RUNNING
+    stopped = s.executor.outcomes[-1]
+    stopped.iteration, stopped.detail = None, "stopped while starting"
+    s.step()
+    messages = [e["message"] for e in s.store.events(long)]
+    assert "stopped before its first iteration (stopped while starting)" in messages
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,6 @@ class LiveJob:
 
     state: JobState
     attempt: int  # its current run's number; reports of older runs are stale
-    estimated: bool  # its duration is re-estimated from measured iteration times
     iteration: int | None = None  # last measured progress written to the store
     meter: JobMeter = field(default_factory=JobMeter)  # what its runs measured (what-if replays)
     bad_reports: int = 0  # progress reports dropped as invalid
@@ -409,7 +408,6 @@ class SchedulerService:
         self.live[jid] = LiveJob(
             job,
             row["attempt"],
-            estimated="duration_s" not in row["spec"],
             meter=JobMeter.load(row.get("measured")),
             own_iterations=row["spec"].get("iterations"),
         )
@@ -482,8 +480,12 @@ class SchedulerService:
         elif outcome.kind == "stopped":
             self.store.update_job(
                 jid,
-                event=f"stopped at iteration {outcome.iteration} "
-                f"({outcome.detail or 'checkpointed'})",
+                event=(
+                    f"stopped at iteration {outcome.iteration}"
+                    if outcome.iteration is not None
+                    else "stopped before its first iteration"
+                )
+                + f" ({outcome.detail or 'checkpointed'})",
                 **fields,
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
@@ -584,10 +586,18 @@ class SchedulerService:
                 self._learn_slowdown(job, live.meter)
         self.store.update_job(jid, **fields)
         total = p["iterations"] or job.spec.iterations
-        measured = p["iteration_s"] and live.estimated
-        self.state.observe_progress(
-            job, p["iteration"] / total, total * p["iteration_s"] if measured else None
-        )
+        # Its duration (solo, on the GPUs it asked for) from the iteration times the server's
+        # clock measured, taken back from the configuration it ran in (workers, sub-batches,
+        # sharing) by the model that gives its speed there: a spec's duration_s, and the
+        # default, are estimates only until then (a tenant that claims a short job is ranked
+        # by the claim only until its first measurement)
+        solo = solo_iteration_s(live.meter, job.spec, self.speed, self._slowdown_of(job))
+        self.state.observe_progress(job, p["iteration"] / total, total * solo[0] if solo else None)
+
+    def _slowdown_of(self, job: JobState) -> float:
+        """The slowdown the state runs the job at while it shares a GPU (its own measured one,
+        or the cluster's typical one)."""
+        return self.speed.slowdowns.get(job.job_id) or self.speed.typical_slowdown()
 
     def _learn_slowdown(self, job: JobState, meter: JobMeter) -> None:
         """From now on the policy weighs sharing this job by the slowdown it really had."""

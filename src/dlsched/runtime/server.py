@@ -258,9 +258,9 @@ def serve(args, params: dict) -> int:
     print(
         f"dlsched: serving on http://{args.host}:{listener.getsockname()[1]} "
         f"(policy {args.policy}, "
-        f"{service.capacity_gpus} GPUs on {len(service.node_names)} nodes"
+        f"{_count(service.capacity_gpus, 'GPU')} on {_count(len(service.node_names), 'node')}"
         + (
-            f", {len(service.state.loans.inference_nodes)} inference servers"
+            f", {_count(len(service.state.loans.inference_nodes), 'inference server')}"
             if service.state.loans.inference_nodes
             else ""
         )
@@ -458,3 +458,7 @@ def add_server_parser(sub):
         "start); an attached cluster's nodes must use the same",
     )
     return p
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

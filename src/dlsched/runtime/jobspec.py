@@ -7,7 +7,7 @@ takes to run the program. Given as a mapping (from YAML or JSON)::
     iterations: 500                              # or epochs: 3 (one of the two is required)
     args: {lr: 0.05}                             # passed to the entrypoint
     name: my-run
-    duration_s: 120         # your estimate of its run time alone, for SJF/SRTF; default below
+    duration_s: 120         # your estimate of its run time alone, for SJF/SRTF until measured
     min_gpus: 1             # elastic jobs
     max_gpus: 4
     priority: 0
@@ -79,7 +79,7 @@ class JobRequest(BaseModel):
         gt=0,
         le=MAX_DURATION_S,
         allow_inf_nan=False,
-        description="estimated run time alone, for SJF/SRTF",
+        description="estimated run time alone, for SJF/SRTF until the job is measured running",
     )
     min_gpus: int | None = Field(None, ge=1, le=MAX_JOB_GPUS, description="elastic jobs")
     max_gpus: int | None = Field(None, ge=1, le=MAX_JOB_GPUS)
@@ -216,7 +216,8 @@ def to_job_spec(
     spec: dict, job_id: str, tenant: str, submit_time_s: float, profile: dict | None = None
 ) -> JobSpec:
     """The policy's view of a run spec. The duration is the user's estimate, else iterations
-    times the iteration time its profiling run measured (or the default). A profiled job's
+    times the iteration time its profiling run measured (or the default), until the service
+    measures the job running (``SchedulerService._job_progress``). A profiled job's
     model is its entrypoint (the sharing policies group jobs by model)."""
     iteration_s = None
     if profile is not None:

@@ -591,13 +591,8 @@ class SchedulerService:
         # sharing) by the model that gives its speed there: a spec's duration_s, and the
         # default, are estimates only until then (a tenant that claims a short job is ranked
         # by the claim only until its first measurement)
-        solo = solo_iteration_s(live.meter, job.spec, self.speed, self._slowdown_of(job))
+        solo = solo_iteration_s(live.meter, job.spec, self.speed, self.speed.slowdown_of(jid))
         self.state.observe_progress(job, p["iteration"] / total, total * solo[0] if solo else None)
-
-    def _slowdown_of(self, job: JobState) -> float:
-        """The slowdown the state runs the job at while it shares a GPU (its own measured one,
-        or the cluster's typical one)."""
-        return self.speed.slowdowns.get(job.job_id) or self.speed.typical_slowdown()
 
     def _learn_slowdown(self, job: JobState, meter: JobMeter) -> None:
         """From now on the policy weighs sharing this job by the slowdown it really had."""

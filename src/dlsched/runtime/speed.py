@@ -112,8 +112,12 @@ class RuntimeSpeed:
 
     def slowdown(self, job: JobView, partner: JobView) -> float | None:
         if job.job_id in self.profiles and partner.job_id in self.profiles:
-            return self.slowdowns.get(job.job_id) or self.typical_slowdown()
+            return self.slowdown_of(job.job_id)
         return None
+
+    def slowdown_of(self, job_id: str) -> float:
+        """A job's slowdown while it shares a GPU: its own measured one, else the typical one."""
+        return self.slowdowns.get(job_id) or self.typical_slowdown()
 
     def checkpoint_mib(self, spec: JobSpec) -> float | None:
         return None  # not measured: a real resize's pause is what it takes, not predicted

@@ -478,14 +478,14 @@ class SchedulerService:
                 **fields,
             )
         elif outcome.kind == "stopped":
+            at = (
+                f"at iteration {outcome.iteration}"
+                if outcome.iteration is not None
+                else "before its first iteration"
+            )
             self.store.update_job(
                 jid,
-                event=(
-                    f"stopped at iteration {outcome.iteration}"
-                    if outcome.iteration is not None
-                    else "stopped before its first iteration"
-                )
-                + f" ({outcome.detail or 'checkpointed'})",
+                event=f"stopped {at} ({outcome.detail or 'checkpointed'})",
                 **fields,
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
@@ -580,19 +580,21 @@ class SchedulerService:
         live.iteration = p["iteration"]
         key = config_key(len(job.gpus), job.accumulation, job.sharing)
         fields = {"iteration": p["iteration"], "iteration_s": p["iteration_s"]}
+        total = p["iterations"] or job.spec.iterations
+        duration = None
         if live.meter.observe(self.clock(), p["iteration"], p["iteration_s"], key):
             fields["measured"] = live.meter.dump()
             if job.sharing:
                 self._learn_slowdown(job, live.meter)
+            # Its duration (solo, on the GPUs it asked for) from the iteration times the
+            # server's clock measured, taken back from the configuration it ran in (workers,
+            # sub-batches, sharing) by the model that gives its speed there: a spec's duration_s,
+            # and the default, are estimates only until then (a tenant that claims a short job
+            # is ranked by the claim only until its first measurement)
+            solo = solo_iteration_s(live.meter, job.spec, self.speed, self.speed.slowdown_of(jid))
+            duration = total * solo[0] if solo else None
         self.store.update_job(jid, **fields)
-        total = p["iterations"] or job.spec.iterations
-        # Its duration (solo, on the GPUs it asked for) from the iteration times the server's
-        # clock measured, taken back from the configuration it ran in (workers, sub-batches,
-        # sharing) by the model that gives its speed there: a spec's duration_s, and the
-        # default, are estimates only until then (a tenant that claims a short job is ranked
-        # by the claim only until its first measurement)
-        solo = solo_iteration_s(live.meter, job.spec, self.speed, self.speed.slowdown_of(jid))
-        self.state.observe_progress(job, p["iteration"] / total, total * solo[0] if solo else None)
+        self.state.observe_progress(job, p["iteration"] / total, duration)
 
     def _learn_slowdown(self, job: JobState, meter: JobMeter) -> None:
         """From now on the policy weighs sharing this job by the slowdown it really had."""

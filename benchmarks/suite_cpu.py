@@ -1,6 +1,8 @@
 """Where the test suite's CPU goes: run a command (by default the end-to-end tests on Ray) and
 sample every process's CPU time until it ends, then print the CPU by kind of process (tenant
-processes, Ray's workers and daemons, pytest, ...) and how busy the machine was.
+processes, Ray's workers and daemons, pytest, ...) and how busy the machine was; with
+``--by-test``, also the tenant processes each test started (found by the job directory their
+bubblewrap binds, which is under the test's ``tmp_path``: isolated tenants only).
 
     .venv/bin/python benchmarks/suite_cpu.py [-- pytest args...]
 
@@ -13,19 +15,21 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import subprocess
 import sys
 import time
 
-from dlsched.runtime.procfs import STIME, UTIME
+from dlsched.runtime.procfs import PPID, STIME, UTIME
 from dlsched.runtime.reaper import process_table
 
 TICK = os.sysconf("SC_CLK_TCK")
 # the first of these found in a process's program (its first five words, as pytest-xdist's
 # workers are `python -u -c "import sys;exec(...)"`; a daemon's command line also names the
 # worker command it starts, further on) names its kind
+TENANT = "tenant processes (with bubblewrap's wrappers)"
 KINDS = [
-    ("tenant_process", "tenant processes (with bubblewrap's wrappers)"),
+    ("tenant_process", TENANT),
     ("ray::", "Ray worker processes (actors, tasks)"),  # their titles once they run
     ("default_worker", "Ray worker processes (actors, tasks)"),
     ("raylet", "Ray: raylets"),
@@ -51,12 +55,30 @@ def kind(cmdline: str) -> str:
     return "other"
 
 
-def cpu_times() -> dict[int, tuple[float, str]]:
-    """pid -> (CPU seconds so far, command line) of every process readable now."""
+def cpu_times() -> dict[int, tuple[float, str, int]]:
+    """pid -> (CPU seconds so far, command line, parent pid) of every process readable now."""
     return {
-        pid: ((int(f[UTIME]) + int(f[STIME])) / TICK, cmd)
+        pid: ((int(f[UTIME]) + int(f[STIME])) / TICK, cmd, int(f[PPID]))
         for pid, (f, cmd) in process_table().items()
     }
+
+
+JOB_DIR = re.compile(r"--bind (\S+) /job ")
+TEST_DIR = re.compile(r"/popen-gw\d+/([^/]+)/|/pytest-\d+/([^/]+)/")
+
+
+def test_of(pid: int, seen: dict[int, tuple[float, str, int]]) -> str:
+    """The test (its ``tmp_path``'s name, cut to 30 characters by pytest) whose job a tenant
+    process ran: from the command line of the bubblewrap it runs under (setpriv and prlimit
+    exec into it, so its own names nothing)."""
+    for _ in range(8):
+        if pid not in seen:
+            break
+        _, cmdline, pid = seen[pid]
+        if job_dir := JOB_DIR.search(cmdline + " "):
+            test = TEST_DIR.search(job_dir.group(1))
+            return next(filter(None, test.groups())) if test else job_dir.group(1)
+    return "(not isolated: no job directory bound)"
 
 
 def machine_ticks() -> tuple[int, int]:
@@ -70,6 +92,9 @@ def machine_ticks() -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--every", type=float, default=0.2, help="seconds between samples")
+    parser.add_argument(
+        "--by-test", action="store_true", help="the tenant processes of each test, too"
+    )
     parser.add_argument("pytest_args", nargs="*", default=["-m", "runtime"])
     args = parser.parse_args()
     before = cpu_times()  # what ran before the command is not counted
@@ -77,19 +102,21 @@ def main() -> None:
     started = time.monotonic()
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", *args.pytest_args]
     child = subprocess.Popen(cmd)
-    seen: dict[int, tuple[float, str]] = {}
+    seen: dict[int, tuple[float, str, int]] = {}
     while child.poll() is None:
-        for pid, (cpu, cmdline) in cpu_times().items():
-            spent = cpu - before.get(pid, (0.0, ""))[0]
-            known = seen.get(pid, (0.0, ""))
-            if pid != os.getpid() and spent > known[0]:
+        for pid, (cpu, cmdline, parent) in cpu_times().items():
+            spent = cpu - before.get(pid, (0.0, "", 0))[0]
+            known = seen.get(pid, (0.0, "", parent))
+            # (a new process is kept from its first sample, for --by-test's parents: bubblewrap
+            # uses next to no CPU)
+            if pid != os.getpid() and (spent > known[0] or pid not in before | seen):
                 # an exiting process (a zombie) has no command line left: keep the one it had
-                seen[pid] = (spent, cmdline or known[1])
+                seen[pid] = (spent, cmdline or known[1], parent)
         time.sleep(args.every)
     wall = time.monotonic() - started
     busy1, total1 = machine_ticks()
     by_kind: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
-    for cpu, cmdline in seen.values():
+    for cpu, cmdline, _ in seen.values():
         by_kind[kind(cmdline)][0] += cpu
         by_kind[kind(cmdline)][1] += 1
     print(f"\n{' '.join(cmd)}: exit {child.returncode}, {wall:.0f} s")
@@ -98,6 +125,15 @@ def main() -> None:
     for name, (cpu, count) in sorted(by_kind.items(), key=lambda kv: -kv[1][0]):
         print(f"{cpu:8.1f} {count:9d}  {name}")
     print(f"{sum(c for c, _ in by_kind.values()):8.1f} {'':9}  total (a lower bound)")
+    if args.by_test:
+        by_test: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+        for pid, (cpu, cmdline, _) in seen.items():
+            if kind(cmdline) == TENANT and not JOB_DIR.search(cmdline + " "):  # not a wrapper
+                by_test[test_of(pid, seen)][0] += cpu
+                by_test[test_of(pid, seen)][1] += 1
+        print(f"\n{'CPU s':>8} {'processes':>9}  tenant processes of the test")
+        for name, (cpu, count) in sorted(by_test.items(), key=lambda kv: -kv[1][0]):
+            print(f"{cpu:8.1f} {count:9d}  {name}")
 
 
 if __name__ == "__main__":

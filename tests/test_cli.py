@@ -736,3 +736,38 @@ def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch
     assert " 1 (asked 4) " in rows["job-1"]
     assert " 4 " in rows["job-2"] and "asked" not in rows["job-2"]
     assert " 2 " in rows["job-3"] and "asked" not in rows["job-3"]
+
+
+def test_jobs_shows_the_iteration_time_the_server_measured_not_the_program_s(monkeypatch, capsys):
+    # the program says 10 ms an iteration; the server's clock gave 500 ms (before, the column
+    # was the program's claim)
+    import argparse
+
+    from dlsched.runtime import client
+
+    def job(jid, reported, clocked):
+        return {
+            "id": jid,
+            "tenant_id": "alice",
+            "status": "running",
+            "gpus": [["n0", 0]],
+            "spec": {"gpus": 1, "iterations": 1000},
+            "iteration": 200,
+            "iteration_s": reported,
+            "measured_iteration_s": clocked,
+            "preemptions": 0,
+            "failures": 0,
+            "submitted": 0.0,
+        }
+
+    class Reply:
+        def json(self):
+            return [job("job-1", 0.01, 0.5), job("job-2", 0.01, None)]
+
+    monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
+    client.cmd_jobs(argparse.Namespace())
+    out = capsys.readouterr().out
+    header, _, *lines = out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines}
+    column = header.split().index("ms/it")
+    assert rows["job-1"][column] == "500" and rows["job-2"][column] == "-"

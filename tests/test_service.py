@@ -510,6 +510,9 @@ def test_a_job_s_duration_is_measured_on_the_gpus_it_asked_for_whatever_it_claim
     assert job.spec.duration_s == pytest.approx(1000 * 0.5 * 2**0.9)
     assert s.service.state.projected_finish(job) - s.service.state.now == pytest.approx(400)
     assert s.service.predicted_finish(e) == pytest.approx(s.clock() + 400)
+    # what `dlsched jobs` shows: the server's 0.5 s an iteration on the 4, not the program's 0.01
+    row = s.store.job(e)
+    assert row["measured_iteration_s"] == pytest.approx(0.5) and row["iteration_s"] == 0.01
 
 
 def test_a_tenant_claiming_a_short_job_is_ranked_by_its_measured_length(tmp_path):
@@ -890,3 +893,31 @@ def test_recent_jobs_are_the_active_ones_and_the_latest_ended(tmp_path):
     assert total == 10 and [r["id"] for r in rows] == ids[::-1][:5]  # 2 queued + the 3 latest done
     rows, total = store.recent_jobs(a, 1)
     assert total == 5 and [r["id"] for r in rows] == [ids[9], ids[7]]
+
+
+def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_them(tmp_path):
+    # a server upgraded over its database: the jobs table as it was before the server kept its
+    # measurements (no `measured`, no `measured_iteration_s`)
+    import sqlite3
+
+    path = tmp_path / "db.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE jobs (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+        "tenant_id TEXT NOT NULL, spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT "
+        "NULL, started REAL, finished REAL, gpus TEXT, attempt INTEGER NOT NULL DEFAULT 0, "
+        "iteration INTEGER NOT NULL DEFAULT 0, iteration_s REAL, preemptions INTEGER NOT NULL "
+        "DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL "
+        "DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT)"
+    )
+    db.execute(
+        "INSERT INTO jobs (id, tenant_id, spec, status, submitted, iteration_s) "
+        "VALUES ('job-1', 'alice', '{}', 'done', 1.0, 0.25)"
+    )
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    old = store.job("job-1")
+    assert old["iteration_s"] == 0.25 and old["measured_iteration_s"] is None
+    store.update_job("job-1", measured={"starts": []}, measured_iteration_s=0.5)
+    assert store.job("job-1")["measured_iteration_s"] == 0.5

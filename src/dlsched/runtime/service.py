@@ -584,6 +584,8 @@ class SchedulerService:
         duration = None
         if live.meter.observe(self.clock(), p["iteration"], p["iteration_s"], key):
             fields["measured"] = live.meter.dump()
+            # what `dlsched jobs` shows: the server's clock, not the program's own report
+            fields["measured_iteration_s"] = live.meter.iteration_s(key)
             if job.sharing:
                 self._learn_slowdown(job, live.meter)
             # Its duration (solo, on the GPUs it asked for) from the iteration times the

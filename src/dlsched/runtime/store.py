@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     gpus TEXT, attempt INTEGER NOT NULL DEFAULT 0, iteration INTEGER NOT NULL DEFAULT 0,
     iteration_s REAL, preemptions INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
     cancel_requested INTEGER NOT NULL DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT,
-    measured TEXT);
+    measured TEXT, measured_iteration_s REAL);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE TABLE IF NOT EXISTS events (
     n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, t REAL NOT NULL, status TEXT NOT
@@ -84,6 +84,7 @@ _JOB_FIELDS = {
     "message",
     "profile",
     "measured",
+    "measured_iteration_s",
 }
 _JSON_FIELDS = ("gpus", "profile", "measured")
 
@@ -102,8 +103,9 @@ class SQLiteStore(Store):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-        if "measured" not in columns:  # a database from before measurements were kept
-            self._db.execute("ALTER TABLE jobs ADD COLUMN measured TEXT")
+        for column, kind in (("measured", "TEXT"), ("measured_iteration_s", "REAL")):
+            if column not in columns:  # a database from before it was kept
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
         self._lock = threading.Lock()
 
     def _rows(self, sql: str, args: tuple = ()) -> list[dict]:

@@ -286,3 +286,50 @@ def test_an_evolved_spec_is_validated_as_a_new_one():
         spec.evolve(num_gpus=1)  # below its min_gpus of 2
     with pytest.raises(TypeError, match="no field 'gpus'"):
         spec.evolve(gpus=2)
+
+
+OWN = (
+    "job_id,tenant,submit_time_s,num_gpus,duration_s,model,deadline_s\n"
+    "a,alice,0,2,100,resnet18,500\n"
+    "b,bob,10,1,50,,\n"
+    "c,alice,20,4,30,bert,\n"
+)
+
+
+def test_a_csv_with_dlsched_s_own_column_names_needs_no_mapping(tmp_path):
+    # before: "cannot tell the format", and a --map of every column to its own name
+    trace = load_trace(_write(tmp_path, OWN))
+    got = {
+        j.job_id: (j.tenant, j.submit_time_s, j.num_gpus, j.duration_s, j.model, j.deadline_s)
+        for j in trace.jobs
+    }
+    assert got == {
+        "a": ("alice", 0.0, 2, 100.0, "resnet18", 500.0),
+        "b": ("bob", 10.0, 1, 50.0, None, None),
+        "c": ("alice", 20.0, 4, 30.0, "bert", None),
+    }
+
+
+def test_a_simulation_s_jobs_csv_replays_as_the_same_jobs(tmp_path):
+    from dlsched.cli import main
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    args = ["simulate", "--cluster", "1x4:V100", "--policy", "fifo", "--no-progress"]
+    assert main([*args, "--trace", _write(tmp_path, OWN), "--out", str(first)]) == 0
+    replayed = load_trace(str(first / "jobs.csv"))
+    assert [(j.job_id, j.submit_time_s, j.num_gpus, j.duration_s) for j in replayed.jobs] == [
+        ("a", 0.0, 2, 100.0),
+        ("b", 10.0, 1, 50.0),
+        ("c", 20.0, 4, 30.0),
+    ]
+    assert main([*args, "--trace", str(first / "jobs.csv"), "--out", str(again)]) == 0
+    assert (first / "jobs.csv").read_text() == (again / "jobs.csv").read_text()
+
+
+def test_the_dlsched_format_names_the_columns_it_lacks(tmp_path):
+    path = _write(tmp_path, "job_id,num_gpus,duration_s\na,1,10\n")
+    with pytest.raises(SpecError, match="--map"):
+        load_trace(path)  # not detected: no submit column
+    with pytest.raises(SpecError, match="submit_time_s/submit_s") as e:
+        load_trace(path, fmt="dlsched")
+    assert e.value.field == "format"

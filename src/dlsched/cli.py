@@ -66,7 +66,7 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         )
     p.add_argument(
         "--format",
-        choices=["philly", "muri", "pollux", "openb", "history", "generic"],
+        choices=["philly", "muri", "pollux", "openb", "history", "dlsched", "generic"],
         help="the file's format (default: detected from its header)",
     )
     p.add_argument(

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SpecError
-from .base import Trace, open_text, readable
-from .generic import load_generic
+from .base import Trace
+from .generic import header, load_generic, load_own, own_mapping
 from .history import load_history
 from .muri import load_muri
 from .openb import load_openb
@@ -30,6 +30,7 @@ LOADERS: dict[str, Callable[..., Trace]] = {
     "pollux": load_pollux,
     "openb": load_openb,
     "history": load_history,
+    "dlsched": load_own,
 }
 
 # header column that tells each format apart
@@ -89,11 +90,12 @@ def bundled_path(name: str) -> Path:
 
 
 def detect_format(path: str | Path) -> str:
-    with readable(path), open_text(path) as f:
-        header = {c.strip() for c in f.readline().strip().split(",")}
+    columns = set(header(path))
     for fmt, cols in SIGNATURES.items():
-        if cols <= header:
+        if cols <= columns:
             return fmt
+    if own_mapping(columns) is not None:  # after history, which has some of the same names
+        return "dlsched"
     raise SpecError(
         "format",
         f"cannot tell the format of {path} from its header; "

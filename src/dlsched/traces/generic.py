@@ -5,6 +5,9 @@ A mapping is ``FIELD=COLUMN[:UNIT]`` pairs separated by commas, e.g.
 duration and gpus (required), id, tenant, model, batch, priority, deadline. Units for times:
 s (default), ms, us, min, h; ``datetime`` for ISO dates (submit only; made relative to the
 first submission).
+
+A CSV whose columns carry dlsched's own names (a job spec's fields, or the ``jobs.csv`` a
+simulation wrote) needs no mapping: the ``dlsched`` format (:func:`load_own`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import UTC, datetime
 
 from ..errors import SpecError
 from ..jobs import JobSpec
-from .base import Trace, collect, earliest, number, read_rows
+from .base import Trace, collect, earliest, number, open_text, read_rows, readable
 
 FIELDS = {
     "submit": "submit_time_s",
@@ -28,6 +31,18 @@ FIELDS = {
     "deadline": "deadline_s",
 }
 REQUIRED = ("submit", "duration", "gpus")
+# dlsched's own column names for each field, in seconds: JobSpec's, then jobs.csv's where other
+OWN_COLUMNS = {
+    "id": ("job_id",),
+    "submit": ("submit_time_s", "submit_s"),
+    "duration": ("duration_s",),
+    "gpus": ("num_gpus",),
+    "tenant": ("tenant",),
+    "model": ("model",),
+    "batch": ("batch_size",),
+    "priority": ("priority",),
+    "deadline": ("deadline_s",),
+}
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 TIME_FIELDS = ("submit", "duration", "deadline")
 
@@ -112,3 +127,31 @@ def load_generic(
     if m["submit"][1] == "datetime":  # a first pass over the file
         t0 = earliest(rows(), lambda row: time_value(row, "submit"))
     return collect(Trace(name, []), rows(), convert, skip_invalid)
+
+
+def header(path) -> list[str]:
+    """A CSV file's column names."""
+    with readable(path), open_text(path) as f:
+        return [c.strip() for c in f.readline().strip().split(",")]
+
+
+def own_mapping(columns: list[str] | set[str]) -> dict[str, tuple[str, str | None]] | None:
+    """The mapping of a CSV whose columns carry dlsched's own names (each field that has one),
+    or None when a required field's is missing."""
+    mapping = {
+        field: (column, None)
+        for field, names in OWN_COLUMNS.items()
+        if (column := next((n for n in names if n in columns), None))
+    }
+    return mapping if all(f in mapping for f in REQUIRED) else None
+
+
+def load_own(path, name: str = "csv", skip_invalid: bool = False) -> Trace:
+    """A CSV with dlsched's own column names: a job spec's fields (``job_id, submit_time_s,
+    num_gpus, duration_s``, ...) or a simulation's ``jobs.csv`` (``submit_s``): the same jobs
+    replayed, as they were asked for (not as they ran)."""
+    mapping = own_mapping(header(path))
+    if mapping is None:
+        needed = " and ".join("/".join(OWN_COLUMNS[f]) for f in REQUIRED)
+        raise SpecError("format", f"the dlsched format needs the columns {needed}")
+    return load_generic(path, mapping, name=name, skip_invalid=skip_invalid)

@@ -1,8 +1,9 @@
 """Where the test suite's CPU goes: run a command (by default the end-to-end tests on Ray) and
 sample every process's CPU time until it ends, then print the CPU by kind of process (tenant
 processes, Ray's workers and daemons, pytest, ...) and how busy the machine was; with
-``--by-test``, also the tenant processes each test started (found by the job directory their
-bubblewrap binds, which is under the test's ``tmp_path``: isolated tenants only).
+``--by-test``, also the tenant processes each test started (found by the job directory the
+bubblewrap of their sandbox binds, which is under the test's ``tmp_path``: isolated tenants
+only).
 
     .venv/bin/python benchmarks/suite_cpu.py [-- pytest args...]
 
@@ -30,6 +31,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 TENANT = "tenant processes (with bubblewrap's wrappers)"
 KINDS = [
     ("tenant_process", TENANT),
+    ("dlsched.runtime.template", "tenant templates (one per node) and their waiting children"),
     ("ray::", "Ray worker processes (actors, tasks)"),  # their titles once they run
     ("default_worker", "Ray worker processes (actors, tasks)"),
     ("raylet", "Ray: raylets"),
@@ -67,15 +69,22 @@ JOB_DIR = re.compile(r"--bind (\S+) /job ")
 TEST_DIR = re.compile(r"/popen-gw\d+/([^/]+)/|/pytest-\d+/([^/]+)/")
 
 
-def test_of(pid: int, seen: dict[int, tuple[float, str, int]]) -> str:
+def pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def test_of(pid: int, seen: dict, namespaces: dict[int, str]) -> str:
     """The test (its ``tmp_path``'s name, cut to 30 characters by pytest) whose job a tenant
-    process ran: from the command line of the bubblewrap it runs under (setpriv and prlimit
-    exec into it, so its own names nothing)."""
-    for _ in range(8):
-        if pid not in seen:
-            break
-        _, cmdline, pid = seen[pid]
-        if job_dir := JOB_DIR.search(cmdline + " "):
+    process ran: from the command line of the bubblewrap whose sandbox (its init's PID
+    namespace) the process is in, as setpriv and prlimit exec into it (started cold) or the
+    node's template forked it there (its own command line names nothing)."""
+    for bwrap, (_, cmdline, _) in seen.items():
+        job_dir = JOB_DIR.search(cmdline + " ")
+        inits = [p for p, (_, _, parent) in seen.items() if parent == bwrap]
+        if job_dir and namespaces.get(pid) in [namespaces.get(i) for i in inits]:
             test = TEST_DIR.search(job_dir.group(1))
             return next(filter(None, test.groups())) if test else job_dir.group(1)
     return "(not isolated: no job directory bound)"
@@ -103,6 +112,7 @@ def main() -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", *args.pytest_args]
     child = subprocess.Popen(cmd)
     seen: dict[int, tuple[float, str, int]] = {}
+    namespaces: dict[int, str] = {}  # pid -> its PID namespace, for --by-test
     while child.poll() is None:
         for pid, (cpu, cmdline, parent) in cpu_times().items():
             spent = cpu - before.get(pid, (0.0, "", 0))[0]
@@ -112,6 +122,8 @@ def main() -> None:
             if pid != os.getpid() and (spent > known[0] or pid not in before | seen):
                 # an exiting process (a zombie) has no command line left: keep the one it had
                 seen[pid] = (spent, cmdline or known[1], parent)
+                if args.by_test and pid not in namespaces:
+                    namespaces[pid] = pid_namespace(pid)
         time.sleep(args.every)
     wall = time.monotonic() - started
     busy1, total1 = machine_ticks()
@@ -129,8 +141,9 @@ def main() -> None:
         by_test: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
         for pid, (cpu, cmdline, _) in seen.items():
             if kind(cmdline) == TENANT and not JOB_DIR.search(cmdline + " "):  # not a wrapper
-                by_test[test_of(pid, seen)][0] += cpu
-                by_test[test_of(pid, seen)][1] += 1
+                test = test_of(pid, seen, namespaces)
+                by_test[test][0] += cpu
+                by_test[test][1] += 1
         print(f"\n{'CPU s':>8} {'processes':>9}  tenant processes of the test")
         for name, (cpu, count) in sorted(by_test.items(), key=lambda kv: -kv[1][0]):
             print(f"{cpu:8.1f} {count:9d}  {name}")

@@ -38,6 +38,7 @@ from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
 from .ray_setup import LEAN_HEAD  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
+from .template_host import start_host, warm_start  # noqa: E402
 from .tenant_process import (  # noqa: E402
     TenantError,
     TenantProcess,
@@ -176,13 +177,15 @@ def _tenant_process(
     sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, network: str, **env: str
 ) -> TenantProcess:
     """A tenant process of the job; ``network`` as :meth:`Sandbox.command` takes it, or the path
-    of the namespace to join."""
+    of the namespace to join. Forked from the node's template where there is one."""
+    warm = warm_start(sandbox, job_id)
     return TenantProcess(
-        sandbox.command(job_dir, job_id, network),
+        sandbox.command(job_dir, job_id, network, placeholder=warm is not None),
         sandbox.environment(job_dir, **env),
         log_path,
         sandbox.control_group(job_id),
         _netns(network) if sandbox.isolate else None,
+        warm,
     )
 
 
@@ -397,6 +400,7 @@ class RayExecutor:
         self._ray_ids: dict[str, str] = {}  # node name -> Ray's node id
         self._hosts: dict[str, str] = {}  # Ray's node id -> its host's address
         self._stand_ins: dict[str, tuple] = {}  # inference node -> (actor, its ready() ref)
+        self._templates: dict[str, object] = {}  # Ray's node id -> its template host
         self.on_report: Callable[[], None] | None = None  # executor_api.Executor.on_report
 
     # -- the cluster -------------------------------------------------------------------------
@@ -498,6 +502,7 @@ class RayExecutor:
                 result = self._profile_placements(config, gpus, args)
             else:
                 [(node, index)] = gpus
+                self._template_on(node)
                 units = 1 if config.get("memory_grant_mib") else JOBS_PER_GPU  # a slot, or whole
                 task = _profile_task.options(resources={gpu_resource(node, index): units})
                 ref = task.remote(config, index, *args)
@@ -566,6 +571,8 @@ class RayExecutor:
         of workers, one per GPU."""
         nodes = self._ray_nodes(gpus)
         partners = [1 if node == gpus[0][0] else 2 for node, _ in gpus[1:]]
+        for node, _ in gpus:
+            self._template_on(node)
         workers = [
             ProfileWorker.options(resources={gpu_resource(node, index): JOBS_PER_GPU}).remote(
                 index, *args
@@ -680,7 +687,16 @@ class RayExecutor:
         if self.on_report is not None:
             self.on_report()
 
+    def _template_on(self, node: str) -> None:
+        """Start the node's tenant template (:mod:`.template_host`) unless it has one: before
+        the first worker that will ask for it, without waiting."""
+        ray_id = self._ray_ids.get(node)
+        if self.sandbox.isolate and self.sandbox.warm and ray_id not in self._templates:
+            if ray_id is not None:
+                self._templates[ray_id] = start_host(ray_id, self.sandbox)
+
     def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
+        self._template_on(node)
         return TrainWorker.options(  # not detached: they go if the server goes
             name=f"{run.job_id}-a{run.attempt}-{node}-{index}",
             namespace=NAMESPACE,

@@ -75,6 +75,14 @@ HIDDEN_TOP_LEVEL = {
     "lost+found",
 }
 JOB_DIR_IN_SANDBOX = "/job"
+TENANT_PROCESS = [sys.executable, "-I", "-m", "dlsched.runtime.tenant_process"]  # a cold start
+LIMIT_OPTIONS = {  # prlimit's option for each rlimit
+    "RLIMIT_AS": "as",
+    "RLIMIT_NPROC": "nproc",
+    "RLIMIT_NOFILE": "nofile",
+    "RLIMIT_FSIZE": "fsize",
+    "RLIMIT_CORE": "core",
+}
 _GROUP_NUMBERS = itertools.count(1)
 
 
@@ -91,6 +99,7 @@ class Sandbox:
     cpus: float = DEFAULT_CPUS
     dir_mib: int = DEFAULT_DIR_MIB  # 0: no bound
     expose: tuple[str, ...] = field(default=())  # read-only extras (program directories)
+    warm: bool = True  # isolated processes forked from the node's template (template.py)
 
     def check(self) -> None:
         """Refuse a setup that cannot isolate: raise :class:`SpecError` naming what is missing."""
@@ -162,13 +171,16 @@ class Sandbox:
         # bubblewrap and setpriv run in the group before the tenant's own tasks
         return Group(hierarchy, name, memory, self.max_processes + 8, self.cpus or None)
 
-    def command(self, job_dir: Path, job_id: str, network: str = PRIVATE) -> list[str]:
+    def command(
+        self, job_dir: Path, job_id: str, network: str = PRIVATE, placeholder: bool = False
+    ) -> list[str]:
         """The argv that starts :mod:`.tenant` for ``job_dir`` (its channel is fd 3).
         ``network``: ``PRIVATE``, a namespace of its own; anything else, the one the process is
-        started in (:mod:`.job_network`: the job's shared one, or the host's)."""
-        python = [sys.executable, "-I", "-m", "dlsched.runtime.tenant_process"]
+        started in (:mod:`.job_network`: the job's shared one, or the host's). ``placeholder``
+        (isolated only): the sandbox runs ``cat`` instead, for a tenant process the node's
+        template forks into it (:mod:`.template`)."""
         if not self.isolate:
-            return python
+            return list(TENANT_PROCESS)
         uid = self.uid(job_id)
         return [
             *self._bwrap(job_dir, network == PRIVATE),
@@ -181,14 +193,21 @@ class Sandbox:
             "--no-new-privs",
             "--",
             "prlimit",
-            *([f"--as={self.memory_mib * 2**20}"] if self.memory_mib else []),
-            f"--nproc={self.max_processes}",
-            f"--nofile={MAX_OPEN_FILES}",
-            f"--fsize={MAX_FILE_MIB * 2**20}",
-            "--core=0",
+            *(f"--{LIMIT_OPTIONS[name]}={value}" for name, value in self.limits().items()),
             "--",
-            *python,
+            *(["cat"] if placeholder else TENANT_PROCESS),
         ]
+
+    def limits(self) -> dict[str, int]:
+        """A tenant process's rlimits, by their names in :mod:`resource` (``prlimit`` sets them
+        for a process started cold, :mod:`.template` for a forked one)."""
+        return {
+            **({"RLIMIT_AS": self.memory_mib * 2**20} if self.memory_mib else {}),
+            "RLIMIT_NPROC": self.max_processes,
+            "RLIMIT_NOFILE": MAX_OPEN_FILES,
+            "RLIMIT_FSIZE": MAX_FILE_MIB * 2**20,
+            "RLIMIT_CORE": 0,
+        }
 
     def job_dir_problem(self, job_dir: Path) -> str | None:
         """Why the job's directory is over its bound (``dir_mib`` of disk, ``MAX_DIR_ENTRIES``

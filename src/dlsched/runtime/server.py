@@ -105,6 +105,7 @@ def sandbox_from(args, data_dir: Path):
         cpus=args.job_cpus,
         dir_mib=args.job_dir_mib,
         expose=tuple(args.sandbox_expose or ()),
+        warm=not args.cold_starts,
     )
     sandbox.check()
     return sandbox
@@ -411,6 +412,12 @@ def add_server_parser(sub):
         action="store_true",
         help="run tenant programs as the server's own user, unisolated: only for a single-user "
         "machine (isolation needs root and bubblewrap)",
+    )
+    g.add_argument(
+        "--cold-starts",
+        action="store_true",
+        help="start every isolated tenant process as a new interpreter that imports PyTorch "
+        "(about 2 CPU-s), not forked from a template process per node that imported it once",
     )
     g.add_argument(
         "--tenant-uids",

@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,17 @@ class LogRelay:
             self.source.close()
 
 
+@dataclass(frozen=True)
+class WarmStart:
+    """A tenant process forked from the node's template (:mod:`.template`) into the sandbox
+    that ``argv`` makes around a placeholder (:meth:`.sandbox.Sandbox.command`)."""
+
+    address: str  # the template's socket (abstract: a leading NUL)
+    uid: int  # the job's, as the sandbox runs it
+    limits: dict[str, int]  # the sandbox's rlimits, by their names in :mod:`resource`
+    cwd: str  # in the sandbox
+
+
 class TenantProcess:
     """The worker's end: start the process, call it, stop it."""
 
@@ -135,30 +147,45 @@ class TenantProcess:
         log_path: Path,
         group: Group | None = None,
         netns: str | None = None,
+        warm: WarmStart | None = None,
     ) -> None:
         """``group``: the control group the process (and all it forks) runs in; ``netns``: the
-        network namespace it starts in (the job's, :mod:`.job_network`), else this one."""
+        network namespace it starts in (the job's, :mod:`.job_network`), else this one;
+        ``warm``: forked from a template, ``argv`` starting its sandbox's placeholder."""
         ours, theirs = socket.socketpair()
         self.group = group
         group_fds = group.open_for_child() if group is not None else []
         netns_fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC) if netns is not None else None
+        log_r, log_w = os.pipe()  # the job's log: bubblewrap's output and the process's
+        hold_r, hold_w = os.pipe() if warm is not None else (None, None)
+        self._template: socket.socket | None = None  # where a forked process's end is told
         try:
             self.proc = subprocess.Popen(
                 argv,
-                env={**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                pass_fds=(theirs.fileno(),),
+                env=env if warm else {**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
+                stdin=subprocess.DEVNULL if hold_r is None else hold_r,
+                stdout=log_w,
+                stderr=log_w,
+                pass_fds=() if warm is not None else (theirs.fileno(),),
                 cwd="/",
                 start_new_session=True,
                 preexec_fn=_joining(group_fds, netns_fd),
             )
+            self.log = LogRelay(open(log_r, "rb", closefd=True), log_path)
+            if warm is not None:
+                assert hold_w is not None
+                try:
+                    self._template = _fork_from(
+                        warm, self.proc, env, [theirs.fileno(), log_w, hold_w, *group_fds]
+                    )
+                except (OSError, TenantError) as e:  # not started: the reader says so
+                    os.write(log_w, f"dlsched: no tenant process from the template: {e}\n".encode())
         finally:
-            for fd in [*group_fds, *([] if netns_fd is None else [netns_fd])]:
+            for fd in [log_w, *group_fds, *([] if netns_fd is None else [netns_fd])]:
                 os.close(fd)
-        assert self.proc.stdout is not None  # a pipe: asked for above
-        self.log = LogRelay(self.proc.stdout, log_path)
+            for fd in (hold_r, hold_w):
+                if fd is not None:
+                    os.close(fd)
         theirs.close()
         self.sock = ours
         self.reader = ours.makefile("rb")
@@ -206,13 +233,17 @@ class TenantProcess:
 
     def _end_process(self) -> int:
         """Kill the process and what is left of its session (children it forked that outlive
-        it), and return its exit code."""
+        it), and return its exit code (a forked one's, as its parent in the sandbox saw it)."""
         if self.proc.returncode is None:  # not reaped yet: the group id is still its own
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        return self.proc.wait()
+        code = self.proc.wait()
+        if self._template is not None:
+            code = _forked_exit(self._template, code)
+            self._template = None
+        return code
 
     def _failure(self, text: str) -> TenantError:
         """The error of a process that failed: the job's once it was READY, else a start's."""
@@ -291,6 +322,78 @@ def _memory_kills(group: Group | None) -> str:
         "(a control group per worker)"
     )
 
+
+def _fork_from(
+    warm: WarmStart, placeholder: subprocess.Popen, env: dict[str, str], fds: list[int]
+) -> socket.socket:
+    """Ask the template for a tenant process in the sandbox around ``placeholder`` (bubblewrap,
+    running ``cat``), passing it ``fds``: the channel, the log, the placeholder's pipe and the
+    control group's files. Returns the connection that will tell its exit code."""
+    pid = _placeholder_pid(placeholder, warm.uid)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(PLACEHOLDER_TIMEOUT_S)
+    try:
+        conn.connect(warm.address)
+        request = {
+            "placeholder": pid,
+            "uid": warm.uid,
+            "limits": warm.limits,
+            "cwd": warm.cwd,
+            "env": env,  # (its channel is given as it is: no variable names it)
+        }
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+    except OSError:
+        conn.close()
+        raise
+    conn.settimeout(None)
+    return conn
+
+
+def _placeholder_pid(bwrap: subprocess.Popen, uid: int) -> int:
+    """The pid of bubblewrap's placeholder (its sandbox's init's child, ``cat`` once exec'd by
+    ``setpriv`` and ``prlimit``, as the job's uid); :class:`TenantStartError` if bubblewrap
+    ends or the placeholder does not appear within ``PLACEHOLDER_TIMEOUT_S``."""
+    deadline = time.monotonic() + PLACEHOLDER_TIMEOUT_S
+    while time.monotonic() < deadline and bwrap.poll() is None:
+        for init in _children(bwrap.pid):
+            for pid in _children(init):
+                try:
+                    ready = (
+                        Path(f"/proc/{pid}/comm").read_text().strip() == "cat"
+                        and os.stat(f"/proc/{pid}").st_uid == uid
+                    )
+                except OSError:
+                    continue
+                if ready:
+                    return pid
+        time.sleep(0.002)
+    raise TenantStartError("the sandbox did not start (no placeholder)")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _forked_exit(conn: socket.socket, fallback: int) -> int:
+    """A forked tenant process's exit code, as its parent in the sandbox reports it once it
+    waited for it; ``fallback`` if the report does not come (the template's child is gone)."""
+    conn.settimeout(PLACEHOLDER_TIMEOUT_S)
+    try:
+        with conn, conn.makefile("rb") as lines:
+            for line in lines:
+                message = json.loads(line)
+                if "exit" in message:
+                    return int(message["exit"])
+    except (OSError, ValueError):
+        pass
+    return fallback
+
+
+# Chosen: bubblewrap sets a sandbox up in 15-30 ms here; the template answers at once
+PLACEHOLDER_TIMEOUT_S = 30.0
 
 # resolved once, at import: see _joining
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -397,11 +500,18 @@ def main() -> None:
     from .startup_gc import collector_paused
 
     with collector_paused():
-        import torch
+        import torch  # noqa: F401
 
         from . import profile, train  # noqa: F401 (serve's imports, made under the pause)
+    run(socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD"))))
+
+
+def run(sock: socket.socket) -> None:
+    """The tenant process's life once its imports are made (here, or in the template it was
+    forked from: :mod:`.template`): READY, then the worker's requests."""
+    import torch
+
     torch.set_num_threads(1)
-    sock = socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD")))
     try:
         sock.sendall((json.dumps(READY) + "\n").encode())
         serve(sock)

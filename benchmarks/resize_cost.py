@@ -115,10 +115,12 @@ def main() -> None:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lm")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    # first: it configures Ray (its token, its session folder) before Ray is imported
+    from runtime_helpers import sandbox_for  # isort: split
+
     import ray
 
     from dlsched.runtime.ray_executor import LocalRayCluster, RayExecutor
-    from runtime_helpers import sandbox_for  # Ray and the sandbox as the server sets them up
 
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
     try:

@@ -113,6 +113,15 @@ def _profile_task(
         process.kill()
 
 
+def _ray_id_of(node: str) -> str | None:
+    """Ray's id of the live node that carries ``node``'s GPU resources, if any."""
+    prefix = f"dlsched_gpu_{node}_"
+    for info in ray.nodes():
+        if info["Alive"] and any(r.startswith(prefix) for r in info.get("Resources", {})):
+            return info["NodeID"]
+    return None
+
+
 def _netns(network: str) -> str | None:
     """The namespace path in a worker's ``network`` (HOST, PRIVATE or a path), if it is one."""
     return None if network in (HOST, PRIVATE) else network
@@ -690,10 +699,11 @@ class RayExecutor:
     def _template_on(self, node: str) -> None:
         """Start the node's tenant template (:mod:`.template_host`) unless it has one: before
         the first worker that will ask for it, without waiting."""
-        ray_id = self._ray_ids.get(node)
-        if self.sandbox.isolate and self.sandbox.warm and ray_id not in self._templates:
-            if ray_id is not None:
-                self._templates[ray_id] = start_host(ray_id, self.sandbox)
+        if not (self.sandbox.isolate and self.sandbox.warm):
+            return
+        ray_id = self._ray_ids.get(node) or _ray_id_of(node)  # (one not listed yet)
+        if ray_id is not None and ray_id not in self._templates:
+            self._templates[ray_id] = start_host(ray_id, self.sandbox)
 
     def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
         self._template_on(node)

@@ -100,7 +100,7 @@ def warm_start(sandbox: Sandbox, job_id: str) -> WarmStart | None:
         return None
     try:
         name = NAME.format(node=ray.get_runtime_context().get_node_id())
-        for _ in range(50):  # the executor asked for it just before this worker: a moment
+        for _ in range(20):  # the executor asked for it just before this worker: a moment
             try:
                 host = ray.get_actor(name)
                 break

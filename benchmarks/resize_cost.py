@@ -1,7 +1,7 @@
 """Training time lost to one resize (2 -> 4 workers), stop-resume against background scaling,
 for a real workload on an embedded Ray cluster (2 emulated nodes x 2 GPUs).
 
-    .venv/bin/python benchmarks/resize_cost.py [--workload lm|resnet] [--repeat 3]
+    .venv/bin/python benchmarks/resize_cost.py [--workload lm|resnet] [--repeat 3] [--cold-starts]
 
 The job logs every iteration with a millisecond timestamp. The time lost to a resize is the gap
 between the last iteration before it and the first one after it, minus one ordinary iteration
@@ -114,6 +114,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lm")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--cold-starts",
+        action="store_true",
+        help="tenant processes as new interpreters, not forked from the node's template",
+    )
     args = parser.parse_args()
     # first: it configures Ray (its token, its session folder) before Ray is imported
     from runtime_helpers import sandbox_for  # isort: split
@@ -125,7 +130,9 @@ def main() -> None:
     cluster = LocalRayCluster(nodes=2, gpus_per_node=2)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            executor = RayExecutor(cluster.address, Path(tmp), sandbox_for(tmp))
+            executor = RayExecutor(
+                cluster.address, Path(tmp), sandbox_for(tmp, warm=not args.cold_starts)
+            )
             results = {"stop-resume": [], "background": []}
             for r in range(args.repeat):
                 for mechanism in results:

@@ -105,7 +105,10 @@ def _handle(conn: socket.socket) -> None:
     try:
         request = json.loads(data)
         if os.fork() == 0:
-            _child(request, fds, conn)
+            try:
+                _child(request, fds, conn)
+            finally:  # never back into the template's loop, whatever the request held
+                os._exit(ENTER_FAILED)
     finally:
         for fd in fds:
             os.close(fd)

@@ -195,3 +195,24 @@ def test_only_root_may_ask_the_template(tmp_path, template):
     finally:
         os.killpg(placeholder.pid, 9)
         placeholder.wait()
+
+
+def test_a_template_that_ended_is_started_again_when_next_asked_for(monkeypatch):
+    # before, a node whose template had ended started every tenant process cold from then on
+    from dlsched.runtime import template_host
+
+    monkeypatch.setattr(template_host, "MAX_RESTARTS", 1)
+    host = template_host.TemplateProcess(Sandbox())
+    try:
+        first = host.socket_address(120)
+        assert first is not None and _listening(first)
+        host.proc.kill()
+        host.proc.wait()
+        again = host.socket_address(120)
+        assert again is not None and again != first and _listening(again)
+        host.proc.kill()
+        host.proc.wait()
+        assert host.socket_address(120) is None  # past MAX_RESTARTS: cold starts
+    finally:
+        host.proc.kill()
+        host.proc.wait()

@@ -1,8 +1,9 @@
 """Each node's tenant-process template (:mod:`.template`): an actor of the executor's runs it
 (so it goes when the server goes), and a worker about to start a tenant process asks it for the
 template's socket. A node's first tenant process waits for the template's imports (2-4 s here);
-when the template is not there (it failed, or the sandbox says ``warm=False``) the process
-starts cold, as a new interpreter."""
+a template that ended is started again when next asked for, at most ``MAX_RESTARTS`` times;
+without one (or with ``warm=False`` in the sandbox) a tenant process starts cold, as a new
+interpreter."""
 
 from __future__ import annotations
 
@@ -25,14 +26,20 @@ NAME = "tenant-template-{node}"  # one per Ray node (its id), in the executor's 
 # Chosen: the template imports PyTorch and torch._dynamo in 2-4 s here; a start waits this long
 # for it at most, then starts cold
 READY_TIMEOUT_S = 60.0
+MAX_RESTARTS = 3  # chosen: a template that keeps ending is a node's problem, not a start's
 log = logging.getLogger("dlsched.executor")
 
 
-@ray.remote(num_cpus=0)
-class TemplateHost:
-    """Runs the node's template process while it lives."""
+class TemplateProcess:
+    """The node's template process: started at once, and again (at most ``MAX_RESTARTS``
+    times) when a worker asks for it and it has ended."""
 
     def __init__(self, sandbox: Sandbox) -> None:
+        self.env = template_environment(sandbox)
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
         # an abstract socket (no file to leave behind) in the host's network namespace, which
         # only the tenant processes of a job spanning hosts share; only root may use it (the
         # template checks the caller's uid)
@@ -41,18 +48,27 @@ class TemplateHost:
         # nobody reads would stop it once full)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-m", "dlsched.runtime.template", self.address[1:]],
-            env=template_environment(sandbox),
+            env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self.errors,
             cwd="/",
             start_new_session=True,
         )
-        self.listening = self.told = False
+        self.listening = False
 
     def socket_address(self, timeout_s: float) -> str | None:
-        """The template's socket once it listens; None if it has ended (logged once; the
-        node's tenant processes then start cold) or does not listen within ``timeout_s``."""
+        """The template's socket once it listens (a template that ended is logged and started
+        again); None if it does not listen within ``timeout_s`` or has ended too often: the
+        node's tenant processes then start cold."""
+        if self.proc.poll() is not None:
+            self.errors.seek(0)
+            text = self.errors.read()[-2000:].decode(errors="replace")
+            log.error("the tenant template ended (exit code %s): %s", self.proc.returncode, text)
+            if self.restarts >= MAX_RESTARTS:
+                return None
+            self.restarts += 1
+            self._start()
         deadline = time.monotonic() + timeout_s
         while self.proc.poll() is None:
             if self.listening or _listening(self.address):
@@ -61,12 +77,11 @@ class TemplateHost:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.05)
-        if not self.told:
-            self.told = True
-            self.errors.seek(0)
-            text = self.errors.read()[-2000:].decode(errors="replace")
-            log.error("the tenant template ended (exit code %s): %s", self.proc.returncode, text)
         return None
+
+
+# Runs the node's template process while it lives (the template dies with it)
+TemplateHost = ray.remote(num_cpus=0)(TemplateProcess)
 
 
 def template_environment(sandbox: Sandbox) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,6 +76,7 @@ def main() -> None:
             results["forked"].append(one_start(sandbox, root, 2 * n + 2, address))
     finally:
         template.kill()
+        shutil.rmtree(root, ignore_errors=True)
     print(f"{'start':>7} {'wall s (median, range)':>28} {'CPU-s (median, range)':>28}")
     for kind, runs in results.items():
         walls, cpus = [w for w, _ in runs], [c for _, c in runs]

@@ -151,3 +151,15 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path):
         code, out = _server(tmp_path, "--port", str(port))
     assert code == 2 and f"field 'port': cannot listen on 127.0.0.1:{port}" in out, out
     assert "serving" not in out
+
+
+def test_cold_starts_is_the_sandbox_s_choice_and_forked_the_default(tmp_path):
+    # the server's option reaches the workers through the sandbox it ships them
+    from dlsched.cli import build_parser
+    from dlsched.runtime.server import sandbox_from
+
+    def sandbox(*options):
+        args = build_parser().parse_args(["server", "--trust-tenants", *options])
+        return sandbox_from(args, tmp_path)
+
+    assert sandbox().warm and not sandbox("--cold-starts").warm

@@ -9,8 +9,9 @@ How a tenant process starts this way (:class:`.tenant_process.TenantProcess` wit
 1. the worker starts bubblewrap as for any tenant process (its namespaces, mounts, the job's uid,
    rlimits, control group and network), with ``cat`` as its program: a placeholder that reads a
    pipe whose only writer is the tenant process, so the sandbox lasts as long as it does;
-2. it asks the template, over a Unix socket in a directory only root can enter, for a process in
-   that sandbox, passing the channel, the log, the pipe and the control group's files;
+2. it asks the template, over an abstract Unix socket only root may use (the caller's uid is
+   checked), for a process in that sandbox, passing the channel, the log, the pipe and the
+   control group's files;
 3. the template forks; the child joins the control group, enters the placeholder's namespaces
    (IPC, UTS, network, cgroup, PID, mount) and its root, and forks again, inside the PID
    namespace: that process drops every capability, becomes the job's uid with
@@ -42,10 +43,10 @@ from .sandbox import TENANT_PROCESS
 MAX_REQUEST = 64 * 1024  # bytes: the environment and the limits
 MAX_FDS = 16  # the channel, the log, the placeholder's pipe and a control group's few files
 ENTER_FAILED = 70  # the child's exit code when it could not enter the sandbox
-PARENT_CHECK_S = 5.0
+PARENT_CHECK_S = 5.0  # how often the template looks whether its host is still there
 # the template's environment gets this many bytes of room (a variable of blanks), which a forked
 # process's environment is written over (_show_as): a job's is a few hundred bytes
-ENV_ROOM = 4096  # how often the template looks whether its host is still there
+ENV_ROOM = 4096
 # the namespaces of the placeholder the child enters, all at once through its pidfd
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000

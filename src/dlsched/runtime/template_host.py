@@ -115,14 +115,14 @@ def warm_start(sandbox: Sandbox, job_id: str) -> WarmStart | None:
         return None
     try:
         name = NAME.format(node=ray.get_runtime_context().get_node_id())
-        for _ in range(20):  # the executor asked for it just before this worker: a moment
+        for tries_left in reversed(range(20)):  # asked for just before this worker: a moment
             try:
                 host = ray.get_actor(name)
                 break
             except ValueError:
+                if not tries_left:
+                    raise
                 time.sleep(0.1)
-        else:
-            host = ray.get_actor(name)
         address = ray.get(host.socket_address.remote(READY_TIMEOUT_S), timeout=READY_TIMEOUT_S + 10)
     except Exception:  # no host (another server's cluster), or it failed: a cold start
         log.warning("no tenant template on this node: a cold start", exc_info=True)

@@ -157,13 +157,17 @@ class TenantProcess:
         group_fds = group.open_for_child() if group is not None else []
         netns_fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC) if netns is not None else None
         log_r, log_w = os.pipe()  # the job's log: bubblewrap's output and the process's
-        hold_r, hold_w = os.pipe() if warm is not None else (None, None)
+        # (copied from the start: should the start fail, the relay ends as the writers close)
+        self.log = LogRelay(open(log_r, "rb"), log_path)
+        hold = os.pipe() if warm is not None else ()  # the placeholder's stdin, the forked one's
         self._template: socket.socket | None = None  # where a forked process's end is told
         try:
             self.proc = subprocess.Popen(
                 argv,
-                env=env if warm else {**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
-                stdin=subprocess.DEVNULL if hold_r is None else hold_r,
+                env=env
+                if warm is not None
+                else {**env, "DLSCHED_CHANNEL_FD": str(theirs.fileno())},
+                stdin=hold[0] if hold else subprocess.DEVNULL,
                 stdout=log_w,
                 stderr=log_w,
                 pass_fds=() if warm is not None else (theirs.fileno(),),
@@ -171,21 +175,16 @@ class TenantProcess:
                 start_new_session=True,
                 preexec_fn=_joining(group_fds, netns_fd),
             )
-            self.log = LogRelay(open(log_r, "rb", closefd=True), log_path)
             if warm is not None:
-                assert hold_w is not None
                 try:
                     self._template = _fork_from(
-                        warm, self.proc, env, [theirs.fileno(), log_w, hold_w, *group_fds]
+                        warm, self.proc, env, [theirs.fileno(), log_w, hold[1], *group_fds]
                     )
                 except (OSError, TenantError) as e:  # not started: the reader says so
                     os.write(log_w, f"dlsched: no tenant process from the template: {e}\n".encode())
         finally:
-            for fd in [log_w, *group_fds, *([] if netns_fd is None else [netns_fd])]:
+            for fd in [log_w, *hold, *group_fds, *([] if netns_fd is None else [netns_fd])]:
                 os.close(fd)
-            for fd in (hold_r, hold_w):
-                if fd is not None:
-                    os.close(fd)
         theirs.close()
         self.sock = ours
         self.reader = ours.makefile("rb")

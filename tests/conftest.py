@@ -39,7 +39,10 @@ os.environ["RAY_worker_niceness"] = "0"
 def pytest_collection_modifyitems(items):
     """Tests run on two workers (pytest-xdist, ``--dist loadfile``: a module's tests stay on one
     worker, in file order, as some build on each other), each with its own shared cluster for
-    the end-to-end tests that use it. Those run first: they are the longest."""
+    the end-to-end tests that use it. Those run first: they are the longest (files go to the
+    workers in this order, as ``--no-loadscope-reorder`` in pyproject.toml keeps it; xdist's
+    default, the files with most tests first, left the longest to the end: 396 s against 426 s
+    for the suite on 2026-11-29)."""
     items.sort(
         key=lambda item: (not item.get_closest_marker("runtime"), not _on_the_shared_cluster(item))
     )

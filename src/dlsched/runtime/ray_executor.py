@@ -340,8 +340,12 @@ class LocalRayCluster:
 
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
         self._reaper = start_reaper()  # no Ray process outlives this one, even killed
+        # No worker started ahead on the head as a driver connects (Ray's default): nothing runs
+        # there, and each such idle worker cost a CPU-second (benchmarks/suite_cpu.py)
+        head = {"num_cpus": 1, "num_gpus": 0, **LEAN_HEAD}
+        system = {"prestart_worker_first_driver": False}
         self.cluster = Cluster(
-            initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, **LEAN_HEAD}
+            initialize_head=True, head_node_args={**head, "_system_config": system}
         )
         self.nodes: dict[str, object] = {}
         for _ in range(nodes):

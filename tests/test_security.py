@@ -562,8 +562,9 @@ def test_sigkill_of_the_server_leaves_no_process_of_it_or_its_jobs(tmp_path, sta
     assert any("raylet" in c for c in ours.values()) and any(
         "job_network" in c for c in ours.values()
     ), ours
-    # its embedded cluster runs no autoscaler monitor or log monitor (nothing reads them)
-    unused = ("autoscaler/_private/monitor.py", "log_monitor.py")
+    # its embedded cluster runs no autoscaler monitor, log monitor or dashboard API server
+    # (nothing reads them)
+    unused = ("autoscaler/_private/monitor.py", "log_monitor.py", "dashboard/dashboard.py")
     assert not [c for c in ours.values() if any(u in c for u in unused)], ours
     starts = {p: _processes()[p][1] for p in ours if p in _processes()}
     proc.kill()

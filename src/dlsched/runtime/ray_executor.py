@@ -35,7 +35,7 @@ import ray  # noqa: E402
 from .device import mps_environment, out_of_memory  # noqa: E402
 from .executor_api import CLUSTER, JOB, MEMORY, NodeInfo, Outcome, Placement  # noqa: E402
 from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
-from .ray_setup import LEAN_HEAD  # noqa: E402
+from .ray_setup import LEAN_HEAD, lean_head_node  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
 from .template_host import start_host, warm_start  # noqa: E402
@@ -336,6 +336,7 @@ class LocalRayCluster:
     def __init__(
         self, nodes: int, gpus_per_node: int, cpus_per_node: int = 4, inference_nodes: int = 0
     ) -> None:
+        from ray._private import node as ray_node
         from ray.cluster_utils import Cluster
 
         self.gpus_per_node, self.cpus_per_node = gpus_per_node, cpus_per_node
@@ -344,9 +345,16 @@ class LocalRayCluster:
         # there, and each such idle worker cost a CPU-second (benchmarks/suite_cpu.py)
         head = {"num_cpus": 1, "num_gpus": 0, **LEAN_HEAD}
         system = {"prestart_worker_first_driver": False}
-        self.cluster = Cluster(
-            initialize_head=True, head_node_args={**head, "_system_config": system}
-        )
+        # the head made without the dashboard's API server (``Cluster`` makes it through
+        # ``ray._private.node.Node``, swapped for that one call: ``add_node`` runs in the main
+        # thread only)
+        node_class, ray_node.Node = ray_node.Node, lean_head_node()
+        try:
+            self.cluster = Cluster(
+                initialize_head=True, head_node_args={**head, "_system_config": system}
+            )
+        finally:
+            ray_node.Node = node_class
         self.nodes: dict[str, object] = {}
         for _ in range(nodes):
             self.add_node()

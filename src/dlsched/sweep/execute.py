@@ -369,21 +369,16 @@ def start_embedded_head(cpus: int) -> str:
     no switch for). Its processes die with this one (the kernel's fate sharing,
     as under ``ray.init``, and the reaper) or at its normal exit."""
     import ray
-    from ray._private.node import Node
     from ray._private.parameter import RayParams
 
-    from ..runtime.ray_setup import LEAN_HEAD
-
-    class _Head(Node):
-        def start_api_server(self, *, include_dashboard, raise_on_failure) -> None:
-            self._webui_url = None  # what ``ray.init`` reports without a dashboard
+    from ..runtime.ray_setup import LEAN_HEAD, lean_head_node
 
     # Its workers start with the raylet, beside its agents, not as the driver registers (then
     # ``ray.init`` took 0.56-0.82 s here, 0.50-0.65 s with them started; the benchmark's sweep
     # was 0.86 s shorter on average over 5 interleaved pairs: docs/sweeps.md)
     config = {"enable_worker_prestart": True}
     params = RayParams(num_cpus=cpus, _system_config=config, **LEAN_HEAD)
-    head = _Head(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
+    head = lean_head_node()(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
 
     def stop() -> None:  # at exit: the driver first (it waits on a raylet it cannot reach)
         ray.shutdown()

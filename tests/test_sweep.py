@@ -240,8 +240,12 @@ def test_on_two_ray_nodes_runs_spread_and_match_sequential_runs_byte_for_byte(tm
     import ray
     from ray.cluster_utils import Cluster
 
+    from dlsched.runtime.ray_setup import LEAN_HEAD
+
     ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    # (without the log monitor and autoscaler monitor, which nothing here reads: a few
+    # CPU-seconds of the suite's)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, **LEAN_HEAD})
     try:
         for _ in range(2):
             cluster.add_node(num_cpus=1)

@@ -42,9 +42,14 @@ def pytest_collection_modifyitems(items):
     the end-to-end tests that use it. Those run first: they are the longest (files go to the
     workers in this order, as ``--no-loadscope-reorder`` in pyproject.toml keeps it; xdist's
     default, the files with most tests first, left the longest to the end: 396 s against 426 s
-    for the suite on 2026-11-29)."""
+    for the suite on 2026-11-29). Then the files that start fresh PyTorch processes
+    (``torch_processes``): left to the end, they kept one worker busy after the other was done."""
     items.sort(
-        key=lambda item: (not item.get_closest_marker("runtime"), not _on_the_shared_cluster(item))
+        key=lambda item: (
+            not item.get_closest_marker("runtime"),
+            not _on_the_shared_cluster(item),
+            not item.get_closest_marker("torch_processes"),
+        )
     )
 
 

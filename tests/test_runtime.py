@@ -175,8 +175,8 @@ def test_sjf_bsbf_pairs_new_jobs_on_a_busy_gpu_without_disturbing_it(harness):
     alice = h.tenant("alice")
     # about 27 s of training: it must outlast the short job's profiling run and start (1.5-11 s
     # in the calibration run; with 600 iterations, 18 s, the short job once started 0.07 s after
-    # the long one ended, in a suite run of 430 s). Its length is the benefit test's input: a
-    # run of 1,000,000 iterations once left the short job queued for 120 s in a suite run.
+    # the long one ended, in a suite run of 430 s). A long job of 1,000,000 iterations instead
+    # once left the short job profiled but queued for 120 s in a suite run (cause not found).
     long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=900)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     # (a start the cluster failed before this, a gang not ready on a loaded machine, is not

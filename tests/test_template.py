@@ -137,6 +137,46 @@ def test_a_forked_process_s_end_is_told_with_its_exit_code(tmp_path, template):
     assert killed._end_process() == -9
 
 
+def test_a_forked_process_ended_by_two_threads_at_once_gives_both_its_code(
+    tmp_path, template, monkeypatch
+):
+    # The reader (its channel closed) and kill() both ask a process's end; for a forked one both
+    # read the template's answer on one socket, and one got "Bad file descriptor", which failed
+    # a job's finished run in a suite run (2026-11-29). The answer's read is slowed here so the
+    # two overlap every time (without the fix: the error, every time; checked).
+    import threading
+    import time
+
+    from dlsched.runtime import tenant_process
+
+    told = tenant_process._forked_exit
+
+    def slow_told(conn, fallback):
+        code = told(conn, fallback)
+        time.sleep(0.5)
+        return code
+
+    monkeypatch.setattr(tenant_process, "_forked_exit", slow_told)
+    sandbox = Sandbox(hide=(str(tmp_path / "data"),))
+    process = start(sandbox, tmp_path / "data" / "job", template)
+    codes, errors = [], []
+
+    def end():
+        try:
+            codes.append(process._end_process())
+        except Exception as e:  # (what the test is about)
+            errors.append(e)
+
+    threads = [threading.Thread(target=end) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.2)  # the second asks while the first is told
+    for t in threads:
+        t.join(timeout=60)
+    process.kill()  # and once more after
+    assert not errors and codes == [-9, -9], (errors, codes)
+
+
 def test_without_its_template_a_process_did_not_start_and_it_is_not_the_job_s(tmp_path):
     sandbox = Sandbox(hide=(str(tmp_path / "data"),))
     job_dir = tmp_path / "data" / "job"

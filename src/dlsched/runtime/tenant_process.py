@@ -161,6 +161,11 @@ class TenantProcess:
         self.log = LogRelay(open(log_r, "rb"), log_path)
         hold = os.pipe() if warm is not None else ()  # the placeholder's stdin, the forked one's
         self._template: socket.socket | None = None  # where a forked process's end is told
+        # its end is asked by the reader (the channel closed) and by kill(), often at once: the
+        # first waits for it, the other gets its code (two readers of the template's answer
+        # failed a job's run: "Bad file descriptor")
+        self._end_lock = threading.Lock()
+        self._exit_code: int | None = None
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -233,16 +238,19 @@ class TenantProcess:
     def _end_process(self) -> int:
         """Kill the process and what is left of its session (children it forked that outlive
         it), and return its exit code (a forked one's, as its parent in the sandbox saw it)."""
-        if self.proc.returncode is None:  # not reaped yet: the group id is still its own
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        code = self.proc.wait()
-        if self._template is not None:
-            code = _forked_exit(self._template, code)
-            self._template = None
-        return code
+        with self._end_lock:
+            if self._exit_code is None:
+                if self.proc.returncode is None:  # not reaped yet: the group id is its own
+                    try:
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                code = self.proc.wait()
+                if self._template is not None:
+                    code = _forked_exit(self._template, code)
+                    self._template = None
+                self._exit_code = code
+            return self._exit_code
 
     def _failure(self, text: str) -> TenantError:
         """The error of a process that failed: the job's once it was READY, else a start's."""
@@ -379,8 +387,8 @@ def _children(pid: int) -> list[int]:
 def _forked_exit(conn: socket.socket, fallback: int) -> int:
     """A forked tenant process's exit code, as its parent in the sandbox reports it once it
     waited for it; ``fallback`` if the report does not come (the template's child is gone)."""
-    conn.settimeout(PLACEHOLDER_TIMEOUT_S)
     try:
+        conn.settimeout(PLACEHOLDER_TIMEOUT_S)
         with conn, conn.makefile("rb") as lines:
             for line in lines:
                 message = json.loads(line)

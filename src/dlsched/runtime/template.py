@@ -38,6 +38,7 @@ import traceback
 from typing import NoReturn
 
 from .cgroups import join_fds
+from .procfs import stat_fields
 from .sandbox import TENANT_PROCESS
 
 MAX_REQUEST = 64 * 1024  # bytes: the environment and the limits
@@ -214,7 +215,8 @@ def _show_as(argv: list[str], env: dict[str, str]) -> None:
     cold-started one: its command line and the job's environment, written over the template's
     own (the kernel reads them from the first ones' place in the process's memory; the template
     is started with room for an environment: ``ENV_ROOM``)."""
-    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    fields = stat_fields("self")
+    assert fields is not None  # (this process's own)
     # arg_start, arg_end, env_start, env_end: fields 48-51 of stat (the 46th-49th after comm)
     arg_start, arg_end, env_start, env_end = (int(f) for f in fields[45:49])
     for start, end, items in (

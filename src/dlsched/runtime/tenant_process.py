@@ -248,7 +248,6 @@ class TenantProcess:
                 code = self.proc.wait()
                 if self._template is not None:
                     code = _forked_exit(self._template, code)
-                    self._template = None
                 self._exit_code = code
             return self._exit_code
 

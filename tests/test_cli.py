@@ -4,6 +4,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -771,3 +772,49 @@ def test_jobs_shows_the_iteration_time_the_server_measured_not_the_program_s(mon
     rows = {line.split()[0]: line.split() for line in lines}
     column = header.split().index("ms/it")
     assert rows["job-1"][column] == "500" and rows["job-2"][column] == "-"
+
+
+def test_jobs_shows_a_predicted_end_that_has_passed_as_overdue_and_judges_from_now(
+    monkeypatch, capsys
+):
+    # a running job predicted to end 300 s ago (it runs slower than measured): it ends from now
+    # on, so a deadline 100 s ago is missed ("late"), though the old prediction came before it
+    # (before, "yes", and the end shown as "5.00 min ago" as if it had ended)
+    import argparse
+
+    from dlsched.runtime import client
+
+    now = time.time()
+
+    def job(jid, predicted, deadline):
+        return {
+            "id": jid,
+            "tenant_id": "alice",
+            "status": "running",
+            "gpus": [["n0", 0]],
+            "spec": {"gpus": 1, "iterations": 1000},
+            "iteration": 200,
+            "measured_iteration_s": 0.5,
+            "preemptions": 0,
+            "failures": 0,
+            "submitted": now - 3600,
+            "deadline": deadline,
+            "predicted_finish": predicted,
+        }
+
+    jobs = [
+        job("job-1", now - 300, now - 100),
+        job("job-2", now - 300, now + 3600),
+        job("job-3", now + 600, now + 3600),
+    ]
+
+    class Reply:
+        def json(self):
+            return jobs
+
+    monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
+    client.cmd_jobs(argparse.Namespace())
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert "overdue 5.00 min" in rows["job-1"] and rows["job-1"].split()[-1] == "late"
+    assert "overdue 5.00 min" in rows["job-2"] and rows["job-2"].split()[-1] == "yes"
+    assert "in 10.00 min" in rows["job-3"] and rows["job-3"].split()[-1] == "yes"

@@ -82,6 +82,15 @@ def _in(t: float | None) -> str:
     return f"in {text}" if dt >= 0 else f"{text} ago"
 
 
+def _predicted_end(t: float | None) -> str:
+    """A running job's predicted end; one that has passed (the job runs slower than its
+    measured speed said) is shown as overdue, not as a time the job ended."""
+    if not t:
+        return "-"
+    late = time.time() - t
+    return f"overdue {human_duration(late)}" if late > 0 else _in(t)
+
+
 def on_track(job: dict) -> str:
     """Whether a job with a deadline meets it: as finished, or as predicted."""
     deadline = job.get("deadline")
@@ -92,7 +101,9 @@ def on_track(job: dict) -> str:
     if job["status"] in ("failed", "cancelled"):
         return "missed" if job["status"] == "failed" else "-"
     if job.get("predicted_finish") is not None:
-        return "yes" if job["predicted_finish"] <= deadline else "late"
+        # a predicted end that has passed: it ends from now on, at the earliest
+        expected = max(job["predicted_finish"], time.time())
+        return "yes" if expected <= deadline else "late"
     return "waiting" if time.time() < deadline else "late"
 
 
@@ -125,7 +136,7 @@ def cmd_jobs(args) -> int:
                 j["failures"],
                 _ago(j["submitted"]),
                 _in(j.get("deadline")),
-                _in(j.get("predicted_finish")),
+                _predicted_end(j.get("predicted_finish")),
                 on_track(j),
             ]
         )

@@ -818,3 +818,45 @@ def test_jobs_shows_a_predicted_end_that_has_passed_as_overdue_and_judges_from_n
     assert "overdue 5.00 min" in rows["job-1"] and rows["job-1"].split()[-1] == "late"
     assert "overdue 5.00 min" in rows["job-2"] and rows["job-2"].split()[-1] == "yes"
     assert "in 10.00 min" in rows["job-3"] and rows["job-3"].split()[-1] == "yes"
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ("j1,1e308,1,100", "submit_time_s"),
+        ("j1,0,1,1e308", "duration_s"),
+        ("j1,0,1,2e10", "duration_s"),
+    ],
+    ids=["submit", "duration", "past-the-bound"],
+)
+def test_a_trace_time_too_large_to_replay_is_refused_naming_its_field(tmp_path, capsys, row, field):
+    # finite but near the largest float, it was accepted and overflowed the iteration count the
+    # performance model derives from it: a traceback (OverflowError), not an error
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\n" + row + "\n")
+    args = ["simulate", "--trace", str(trace), "--cluster", "1x8", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"row 1: field '{field}': must be a number" in err and "1e+10" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_trace_job_naming_a_model_without_a_profile_is_refused_when_read(tmp_path, capsys):
+    # a job with its model and batch given was started as it was, and its speed asked of the
+    # performance model failed the run at its first start as "policy fifo returned a malformed
+    # plan"; with --skip-invalid it is dropped and counted like a bad row
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submit_time_s,num_gpus,duration_s,model,batch_size\n"
+        "j1,0,1,100,resnet18,32\nj2,5,1,100,resnet50,32\n"
+    )
+    args = ["simulate", "--trace", str(trace), "--cluster", "1x8", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "field 'model': job 'j2': no performance profile for 'resnet50'" in err, err
+    assert "policy" not in err and not (tmp_path / "o").exists()
+    assert main([*args, "--out", str(tmp_path / "o"), "--skip-invalid"]) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["jobs"] == 1 and summary["dropped"] == {"no performance profile": 1}
+    # without the performance model a model is only a name
+    assert main([*args, "--out", str(tmp_path / "p"), "--no-perf"]) == 0

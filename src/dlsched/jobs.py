@@ -83,6 +83,13 @@ _FIELD_INDEX = {name: i for i, name in enumerate(JOB_SPEC_FIELDS)}
 _all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
 
 
+# Chosen: the largest time a spec may give, about 317 years after the trace's origin (and as a
+# length): any trace's span and any job's length fit, and times derived from them (a finish,
+# an iteration count at the performance model's speed) stay finite and exact to microseconds,
+# where a finite time near 1e308 overflowed them.
+MAX_TIME_S = 1e10
+
+
 def finite_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -97,12 +104,16 @@ def validate_spec(s: JobSpec) -> None:
         raise SpecError("job_id", "must be a non-empty string")
     if not isinstance(s.tenant, str) or not s.tenant:
         raise SpecError("tenant", "must be a non-empty string")
-    if not finite_number(s.submit_time_s) or s.submit_time_s < 0:
-        raise SpecError("submit_time_s", f"must be a finite number >= 0, got {s.submit_time_s!r}")
+    if not finite_number(s.submit_time_s) or not 0 <= s.submit_time_s <= MAX_TIME_S:
+        raise SpecError(
+            "submit_time_s", f"must be a number in 0..{MAX_TIME_S:g}, got {s.submit_time_s!r}"
+        )
     if not _int(s.num_gpus) or s.num_gpus < 1:
         raise SpecError("num_gpus", f"must be an integer >= 1, got {s.num_gpus!r}")
-    if not finite_number(s.duration_s) or s.duration_s <= 0:
-        raise SpecError("duration_s", f"must be a finite number > 0, got {s.duration_s!r}")
+    if not finite_number(s.duration_s) or not 0 < s.duration_s <= MAX_TIME_S:
+        raise SpecError(
+            "duration_s", f"must be a number > 0 and <= {MAX_TIME_S:g}, got {s.duration_s!r}"
+        )
     if s.model is not None and (not isinstance(s.model, str) or not s.model):
         raise SpecError("model", "must be a non-empty string when given")
     for name in ("batch_size", "iterations"):
@@ -120,17 +131,23 @@ def validate_spec(s: JobSpec) -> None:
     if s.max_gpus is not None and s.max_gpus < s.num_gpus:
         raise SpecError("max_gpus", f"{s.max_gpus} is below num_gpus {s.num_gpus}")
     if s.deadline_s is not None and (
-        not finite_number(s.deadline_s) or s.deadline_s <= s.submit_time_s
+        not finite_number(s.deadline_s) or not s.submit_time_s < s.deadline_s <= MAX_TIME_S
     ):
-        raise SpecError("deadline_s", f"must be a time after submit_time_s, got {s.deadline_s!r}")
-    if s.estimate_s is not None and (not finite_number(s.estimate_s) or s.estimate_s <= 0):
         raise SpecError(
-            "estimate_s", f"must be a finite number > 0 when given, got {s.estimate_s!r}"
+            "deadline_s",
+            f"must be a time after submit_time_s and <= {MAX_TIME_S:g}, got {s.deadline_s!r}",
+        )
+    if s.estimate_s is not None and (
+        not finite_number(s.estimate_s) or not 0 < s.estimate_s <= MAX_TIME_S
+    ):
+        raise SpecError(
+            "estimate_s",
+            f"must be a number > 0 and <= {MAX_TIME_S:g} when given, got {s.estimate_s!r}",
         )
     for name in ("startup_s", "restart_s"):
         v = getattr(s, name)
-        if v is not None and (not finite_number(v) or v < 0):
-            raise SpecError(name, f"must be a finite number >= 0 when given, got {v!r}")
+        if v is not None and (not finite_number(v) or not 0 <= v <= MAX_TIME_S):
+            raise SpecError(name, f"must be a number in 0..{MAX_TIME_S:g} when given, got {v!r}")
     if not _int(s.gpu_milli) or not 0 < s.gpu_milli <= 1000:
         raise SpecError("gpu_milli", f"must be an integer in 1..1000, got {s.gpu_milli!r}")
     if s.gpu_milli < 1000 and s.num_gpus != 1:

@@ -72,6 +72,29 @@ def _from_columns(
 DEFAULT_CLUSTER = "64x8:V100"
 
 
+def _with_profiles(jobs: list[JobSpec], loaded: Trace, skip_invalid: bool) -> list[JobSpec]:
+    """The jobs whose model (if they name one) the performance model has a profile of: one that
+    has none is refused at once, or with ``skip_invalid`` dropped and counted (else its first
+    start would fail, long after the trace was read, as if the policy's plan were wrong)."""
+    from .perf.zoo import profile
+
+    kept = []
+    for j in jobs:
+        if j.model is not None:
+            try:
+                profile(j.model)
+            except SpecError as e:
+                why = f"job '{j.job_id}': {e.reason}"
+                if not skip_invalid:
+                    raise SpecError(
+                        "model", f"{why}; --skip-invalid drops such jobs", source=loaded.name
+                    ) from None
+                loaded.drop("no performance profile", why)
+                continue
+        kept.append(j)
+    return kept
+
+
 def prepare(
     trace: str,
     cluster: str | Cluster | None,
@@ -171,7 +194,9 @@ def _prepare(
         from .perf.assign import assign_models
         from .perf.model import PerfModel
 
-        jobs = assign_models(jobs, PerfModel(), cluster, seed=seed)
+        jobs = assign_models(
+            _with_profiles(jobs, loaded, skip_invalid), PerfModel(), cluster, seed=seed
+        )
     if load != 1.0:
         if not load > 0:
             raise SpecError("load", f"must be a number > 0, got {load!r}")

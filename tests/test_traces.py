@@ -261,6 +261,14 @@ def test_the_synthetic_realized_load_is_the_offered_load_of_the_drawn_jobs():
         ({"gpu_mix": {0: 1}}, "gpu_mix", "sizes >= 1"),
         ({"gpu_mix": {1: -1}}, "gpu_mix", "weights > 0"),
         ({"foo": 1}, "trace_param", "no parameter 'foo'"),  # a TypeError
+        # finite but past what a replay's times can hold: an OverflowError or a ValueError
+        # from the generator, or an error about a field (submit_time_s) the user never gave
+        ({"num_jobs": 10, "log_sigma": 1000}, "log_sigma", "at most 10"),
+        ({"num_jobs": 10, "median_duration_s": 1e300}, "median_duration_s", "at most 1e"),
+        ({"num_jobs": 10, "max_duration_s": 1e300}, "max_duration_s", "at most 1e"),
+        ({"num_jobs": 10, "gpu_mix": {1: 1e308, 2: 1e308}}, "gpu_mix", "finite sum"),
+        ({"num_jobs": 10, "load": 1e-300}, "load", "would arrive after 1e"),
+        ({"num_jobs": 10, "realized_load": 1e-300}, "realized_load", "would arrive after 1e"),
     ],
 )
 def test_a_bad_synthetic_parameter_is_named_with_its_bound(params, field, reason):
@@ -333,3 +341,11 @@ def test_the_dlsched_format_names_the_columns_it_lacks(tmp_path):
     with pytest.raises(SpecError, match="submit_time_s/submit_s") as e:
         load_trace(path, fmt="dlsched")
     assert e.value.field == "format"
+
+
+def test_a_load_that_would_put_arrivals_past_the_largest_time_is_named():
+    from dlsched.prepare import prepare
+
+    with pytest.raises(SpecError, match="would put the last arrival after") as e:
+        prepare("philly", "64x8", load=1e-300, perf=False)
+    assert e.value.field == "load"  # it was 'submit_time_s', of the first job scaled

@@ -12,7 +12,7 @@ from .cluster import Cluster, load_cluster
 from .collector import fewer_collections
 from .elastic_jobs import make_elastic
 from .errors import SpecError
-from .jobs import JOB_SPEC_FIELDS, JobSpec
+from .jobs import JOB_SPEC_FIELDS, MAX_TIME_S, JobSpec
 from .state.cluster_state import unplaceable
 from .traces import load_trace
 from .traces.base import Trace
@@ -201,6 +201,11 @@ def _prepare(
         if not load > 0:
             raise SpecError("load", f"must be a number > 0, got {load!r}")
         start = jobs[0].submit_time_s if jobs else 0.0
+        if jobs and start + (jobs[-1].submit_time_s - start) / load > MAX_TIME_S:
+            raise SpecError(
+                "load",
+                f"{load!r} would put the last arrival after {MAX_TIME_S:g} s: give a larger one",
+            )
         jobs = [j.evolve(submit_time_s=start + (j.submit_time_s - start) / load) for j in jobs]
     if elastic_fraction:
         jobs = make_elastic(jobs, elastic_fraction, cluster.pool_gpus("training"), seed=seed)

@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterable, Sequence
 
 from ..errors import SpecError
-from ..jobs import JobSpec, finite_number
+from ..jobs import MAX_TIME_S, JobSpec, finite_number
 from .base import Trace
 
 # Bounds on what one draw may build (chosen: 10x the million jobs issue 26's benchmark draws,
@@ -32,6 +32,9 @@ MAX_TENANTS = 100_000
 PHILLY_GPU_MIX = {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
 PHILLY_MEDIAN_DURATION_S = 1144.0
 PHILLY_LOG_SIGMA = 2.156
+# Chosen: the widest spread of durations (Philly's is 2.156); beyond about 37 the log-normal's
+# mean overflows a float
+MAX_LOG_SIGMA = 10.0
 
 
 def synthetic(
@@ -61,6 +64,13 @@ def synthetic(
         if value is not None and not _finite_above(value, low, inclusive):
             bound = f"{'>=' if inclusive else '>'} {low}"
             raise SpecError(name, f"must be a finite number {bound}, got {value!r}")
+    for name, value, most in (
+        ("median_duration_s", median_duration_s, MAX_TIME_S),
+        ("max_duration_s", max_duration_s, MAX_TIME_S),
+        ("log_sigma", log_sigma, MAX_LOG_SIGMA),
+    ):
+        if value > most:
+            raise SpecError(name, f"must be at most {most:g}, got {value!r}")
     given_mix = parse_gpu_mix(gpu_mix) if gpu_mix is not None else PHILLY_GPU_MIX
     mix = {g: w for g, w in given_mix.items() if g <= cluster_gpus}
     if not mix:
@@ -85,6 +95,13 @@ def synthetic(
     if realized_load is not None:
         stretch = _offered(draws, cluster_gpus) / realized_load
         name = f"synthetic(n={num_jobs},realized_load={realized_load},seed={seed})"
+    if draws and draws[-1][0] * stretch > MAX_TIME_S:
+        which = "realized_load" if realized_load is not None else "load"
+        raise SpecError(
+            which,
+            f"the last of {num_jobs:,} jobs would arrive after {MAX_TIME_S:g} s (the largest "
+            "time a job may have): give a larger load, or shorter or fewer jobs",
+        )
     names = [f"tenant-{k}" for k in range(tenants)]
     jobs = [
         JobSpec(f"syn-{k}", t * stretch, gpus, duration, names[tenant])
@@ -129,6 +146,8 @@ def parse_gpu_mix(mix: object) -> dict[int, float]:
     for g, w in mix.items():
         if isinstance(g, bool) or not isinstance(g, int) or g < 1 or not _finite_above(w, 0):
             raise SpecError("gpu_mix", f"needs sizes >= 1 and finite weights > 0, got {g!r}: {w!r}")
+    if not math.isfinite(sum(mix.values())):
+        raise SpecError("gpu_mix", "its weights must have a finite sum (they are relative)")
     return mix
 
 

@@ -860,3 +860,25 @@ def test_a_trace_job_naming_a_model_without_a_profile_is_refused_when_read(tmp_p
     assert summary["jobs"] == 1 and summary["dropped"] == {"no performance profile": 1}
     # without the performance model a model is only a name
     assert main([*args, "--out", str(tmp_path / "p"), "--no-perf"]) == 0
+
+
+@pytest.mark.parametrize(
+    "option, value, field, reason",
+    [
+        # a preempted job paused for ever: Tiresias then cycled, and the replay ended in an
+        # error blaming the policy
+        ("--restart-overhead-s", "1e308", "restart_overhead_s", "<= 1e+10"),
+        ("--stop-resume-s", "inf", "stop_resume_s", "<= 1e+10"),  # was accepted
+        ("--checkpoint-mib-s", "1e-300", "checkpoint_mib_s", ">= 0.001"),
+        # t + interval == t: the replay stalled, blamed on the policy
+        ("--schedule-interval-s", "1e-300", "schedule_interval_s", ">= 0.001"),
+        ("--schedule-interval-s", "1e300", "schedule_interval_s", "<= 1e+10"),
+    ],
+)
+def test_a_cost_or_interval_past_what_a_replay_can_hold_is_refused_naming_it(
+    tmp_path, capsys, option, value, field, reason
+):
+    args = ["simulate", "--trace", "philly", "--limit", "20", "--cluster", "2x8", option, value]
+    assert main([*args, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"field '{field}': must be a" in err and reason in err, err

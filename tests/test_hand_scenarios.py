@@ -166,6 +166,35 @@ def test_a_policy_cycling_without_progress_is_stopped_with_an_error():
         )
 
 
+def test_a_long_job_under_a_short_schedule_interval_is_not_taken_for_a_policy_cycling():
+    # 1,666 ticks of a 60 s interval while one job runs 100,000 s: passes without an arrival or
+    # a completion, but they change nothing. They were counted as a policy cycling (an error
+    # after 100,000 of them by default: a job of 70 days alone under a one-minute interval).
+    jobs = [job("A", 0, 1, 100_000)]
+    s, _ = run("1x1", jobs, "fifo", SimConfig(schedule_interval_s=60, stall_limit=1000))
+    assert s["A"].finish == 100_000
+
+
+def test_a_policy_cycling_at_each_tick_of_the_schedule_interval_is_still_stopped():
+    from dlsched.sim.engine import SimulationStalled
+
+    jobs = [job("A", 0, 1, 100), job("B", 0, 1, 100)]
+    with pytest.raises(SimulationStalled, match="cycling without progress"):
+        run(
+            "1x1",
+            jobs,
+            "tiresias",
+            SimConfig(
+                checkpoint_interval_s=40,
+                checkpoint_on_preempt=False,
+                stall_limit=1000,
+                schedule_interval_s=5,
+            ),
+            thresholds_gpu_s=[10],
+            starvation_factor=1,
+        )
+
+
 def test_node_failure_requeues_the_job_which_resumes_elsewhere():
     # Two 1-GPU nodes. A runs on node 0 from 0; node 0 fails at 40. A restarts on node 1 at
     # 40, pauses 30, and has 60 s left: ends at 130.

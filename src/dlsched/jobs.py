@@ -11,7 +11,7 @@ import math
 import operator
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 from .errors import SpecError
 
@@ -90,7 +90,7 @@ _all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
 MAX_TIME_S = 1e10
 
 
-def finite_number(v) -> bool:
+def finite_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..errors import SpecError
-
-if TYPE_CHECKING:
-    from ..jobs import JobSpec
+from ..jobs import MAX_TIME_S, JobSpec, finite_number
 
 # Pollux's simulator charges a 30 s restart penalty per re-allocation (petuum/adaptdl,
 # simulator/; Qiao et al., OSDI'21): our default pause before a preempted job makes progress again.
@@ -18,6 +14,17 @@ POLLUX_RESTART_PENALTY_S = 30.0
 DEFAULT_CHECKPOINT_MIB_S = 1024.0
 # Amoeba reports background scaling saves ~95% of a stop-resume pause: the switch pauses 5% of it.
 AMOEBA_SWITCH_FRACTION = 0.05
+# Chosen: the slowest checkpoint storage accepted, a kilobyte a second (slower, the pause of a
+# resize runs past any time a replay can hold)
+MIN_CHECKPOINT_MIB_S = 0.001
+
+
+def check_time(name: str, v: object, positive: bool = False, least: float = 0.0) -> None:
+    """Refuse (SpecError) a duration that is not a number in [least, MAX_TIME_S] (above 0 with
+    ``positive``): a finite one past the bound makes times that overflow or never move on."""
+    if not (finite_number(v) and (v > least if positive else v >= least) and v <= MAX_TIME_S):
+        low = f"> {least:g}" if positive else f">= {least:g}"
+        raise SpecError(name, f"must be a number {low} and <= {MAX_TIME_S:g}, got {v!r}")
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,23 +49,20 @@ class Costs:
     background_switch_fraction: float = AMOEBA_SWITCH_FRACTION
 
     def __post_init__(self) -> None:
-        for name in ("restart_overhead_s", "startup_overhead_s"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise SpecError(name, f"must be a finite number >= 0, got {v!r}")
-        v = self.checkpoint_interval_s
-        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise SpecError("checkpoint_interval_s", f"must be a number > 0 when given, got {v!r}")
+        for name in ("restart_overhead_s", "startup_overhead_s", "stop_resume_s"):
+            check_time(name, getattr(self, name))
+        if self.checkpoint_interval_s is not None:
+            check_time("checkpoint_interval_s", self.checkpoint_interval_s, positive=True)
         if self.resize_mechanism not in ("background", "stop-resume"):
             raise SpecError(
                 "resize_mechanism",
                 f"must be 'background' or 'stop-resume', got {self.resize_mechanism!r}",
             )
-        if not (isinstance(self.stop_resume_s, (int, float)) and self.stop_resume_s >= 0):
-            raise SpecError("stop_resume_s", f"must be a number >= 0, got {self.stop_resume_s!r}")
-        if not (isinstance(self.checkpoint_mib_s, (int, float)) and self.checkpoint_mib_s > 0):
+        v = self.checkpoint_mib_s
+        if not (finite_number(v) and v >= MIN_CHECKPOINT_MIB_S):
             raise SpecError(
-                "checkpoint_mib_s", f"must be a number > 0, got {self.checkpoint_mib_s!r}"
+                "checkpoint_mib_s",
+                f"must be a finite number >= {MIN_CHECKPOINT_MIB_S:g}, got {v!r}",
             )
         if not 0 <= self.background_switch_fraction <= 1:
             raise SpecError("background_switch_fraction", "must be between 0 and 1")

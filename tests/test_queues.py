@@ -160,15 +160,16 @@ def test_a_bucket_s_totals_follow_its_jobs_exactly_in_any_order():
     from dlsched.jobs import JobState
     from dlsched.state.queues import PendingQueue
 
+    summed = {"big": 1e16, "one": 1.0, "o": 5.0}  # (past any job's time: a sum's term)
     big, one, other = (
-        JobState(JobSpec(n, t, 1, 10.0, tenant=tenant), seq=i)
-        for i, (n, t, tenant) in enumerate([("big", 1e16, "x"), ("one", 1.0, "x"), ("o", 5.0, "y")])
+        JobState(JobSpec(n, 0.0, 1, 10.0, tenant=tenant), seq=i)
+        for i, (n, tenant) in enumerate([("big", "x"), ("one", "x"), ("o", "y")])
     )
     queue = PendingQueue(
         lambda j: j.seq,
         [big],
         bucket=lambda j: j.spec.tenant,
-        totals=lambda j: (j.spec.submit_time_s, 2.5),
+        totals=lambda j: (summed[j.job_id], 2.5),
     )
     queue.add(one)
     queue.add(other)

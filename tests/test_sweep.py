@@ -47,6 +47,11 @@ def spec(**over):
         ({"report": {"x": "load"}}, "report.x"),
         ({"extra": 1}, "spec.extra"),
         ({"axes": {"policy": ["fifo"], "limit": [0]}}, "axes.limit[0]"),
+        # accepted, and every run failed: an interval that cannot move a replay's clock
+        (
+            {"axes": {"policy": ["fifo"], "schedule_interval_s": [1e-9]}},
+            "axes.schedule_interval_s[0]",
+        ),
         (
             {"axes": {"policy": [{"name": "fifo", "settings": {"load": 2.0}}]}},
             "axes.policy[0].settings.load",
@@ -366,3 +371,12 @@ def test_the_tenancy_experiment_s_vc_tables_are_means_across_the_sweep_s_seeds(t
     assert format_ci(queues, 1, 1 / 3600) in row.split(" | ")[4]
     evicted = [summaries[("borrowing", s)]["quotas"]["evictions"] for s in (0, 1)]
     assert f"| borrowing | {format_ci(evicted, 0)} |" in tenancy.evictions(result)
+
+
+def test_a_number_yaml_read_as_text_is_named_with_how_to_write_it(tmp_path):
+    # YAML 1.1 reads 1e3 (no dot) as the text '1e3': "must be a number" alone puzzled
+    path = tmp_path / "s.yaml"
+    path.write_text("runs: {trace: philly, limit: 20}\naxes:\n  restart_overhead_s: [1e3]\n")
+    with pytest.raises(SpecError, match=r"got '1e3' \(YAML reads .* write 1.0e\+3\)") as e:
+        run_sweep(path, tmp_path / "out", sequential=True)
+    assert e.value.field == "axes.restart_overhead_s[0]"

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..sim.engine import MIN_INTERVAL_S
+from ..state.costs import MIN_CHECKPOINT_MIB_S
 
 # the limits of a spec: a sweep is a grid of simulations, each minutes long at most
 MAX_RUNS = 10_000
@@ -60,12 +62,23 @@ def _number(low: float, high: float, strict_low: bool = False) -> Callable[[Any]
             or not isinstance(value, int | float)
             or not math.isfinite(value)
         ):
-            raise ValueError("must be a number")
+            hint = ""
+            if isinstance(value, str) and _reads_as_number(value):
+                hint = " (YAML reads a number without a dot, as 1e3, as text: write 1.0e+3)"
+            raise ValueError(f"must be a number, got {value!r}{hint}")
         if value < low or value > high or (strict_low and value == low):
             raise ValueError(f"must be in {'(' if strict_low else '['}{low}, {high}]")
         return value
 
     return check
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _count(value: Any) -> int:
@@ -146,10 +159,10 @@ RUN: dict[str, Callable[[Any], Any]] = {
     "restart_overhead_s": _number(0.0, 1e7),
     "startup_overhead_s": _number(0.0, 1e7),
     "checkpoint_interval_s": _number(0.0, 1e9, strict_low=True),
-    "schedule_interval_s": _number(0.0, 1e9, strict_low=True),
+    "schedule_interval_s": _number(MIN_INTERVAL_S, 1e9),
     "resize_mechanism": _choice("background", "stop-resume"),
     "stop_resume_s": _number(0.0, 1e7),
-    "checkpoint_mib_s": _number(0.0, 1e9, strict_low=True),
+    "checkpoint_mib_s": _number(MIN_CHECKPOINT_MIB_S, 1e9),
     "reclaim_notice_s": _number(0.0, 1e9),
 }
 SETTINGS = {**WORKLOAD, **RUN, "policy": None}  # policy: checked by _policy

@@ -349,3 +349,27 @@ def test_a_load_that_would_put_arrivals_past_the_largest_time_is_named():
     with pytest.raises(SpecError, match="would put the last arrival after") as e:
         prepare("philly", "64x8", load=1e-300, perf=False)
     assert e.value.field == "load"  # it was 'submit_time_s', of the first job scaled
+
+
+def test_a_cell_over_the_csv_limit_is_an_error_naming_where(tmp_path):
+    # a job id of 200,000 characters: csv's own error escaped as a traceback
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "job_id,submit_time_s,num_gpus,duration_s\na,0,1,5\n" + "j" * 200_000 + ",0,1,5\n"
+    )
+    with pytest.raises(SpecError, match="cannot be read as CSV after line 2: field larger") as e:
+        load_trace(str(path))
+    assert e.value.field == "trace"
+
+
+def test_a_long_value_is_quoted_cut_in_the_error_and_long_names_are_refused(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,1," + "9" * 5000 + "\n")
+    with pytest.raises(SpecError) as e:
+        load_trace(str(path))
+    assert "'999" in str(e.value) and "...' (5,000 characters)" in str(e.value)
+    assert len(str(e.value)) < 300  # it quoted all 5,000 characters
+    path.write_text("job_id,submit_time_s,num_gpus,duration_s\n" + "j" * 257 + ",0,1,5\n")
+    with pytest.raises(SpecError, match="1..256 characters") as e:
+        load_trace(str(path))
+    assert e.value.field == "job_id"

@@ -45,5 +45,17 @@ def _spec_error(field: str, reason: str, row: int | None, source: str | None) ->
     return SpecError(field, reason, row=row, source=source)
 
 
+# Chosen: the most of a user's value an error message quotes (a trace cell may be 128 KiB)
+MAX_QUOTED_CHARS = 60
+
+
+def quoted(text: str) -> str:
+    """``text`` in single quotes for a message, cut to :data:`MAX_QUOTED_CHARS` with its
+    length said."""
+    if len(text) <= MAX_QUOTED_CHARS:
+        return f"'{text}'"
+    return f"'{text[:MAX_QUOTED_CHARS]}...' ({len(text):,} characters)"
+
+
 class PlanError(RuntimeError):
     """A policy returned a plan the backend cannot apply (a policy bug, never user input)."""

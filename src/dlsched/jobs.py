@@ -90,6 +90,11 @@ _all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
 MAX_TIME_S = 1e10
 
 
+# Chosen: the longest job id, tenant or model name (a trace cell may be 128 KiB, which every
+# message and output naming the job would repeat)
+MAX_NAME_CHARS = 256
+
+
 def finite_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -100,10 +105,10 @@ def _int(v) -> bool:
 
 def validate_spec(s: JobSpec) -> None:
     """Raise :class:`SpecError` naming the first invalid field."""
-    if not isinstance(s.job_id, str) or not s.job_id:
-        raise SpecError("job_id", "must be a non-empty string")
-    if not isinstance(s.tenant, str) or not s.tenant:
-        raise SpecError("tenant", "must be a non-empty string")
+    for name in ("job_id", "tenant"):
+        v = getattr(s, name)
+        if not isinstance(v, str) or not 0 < len(v) <= MAX_NAME_CHARS:
+            raise SpecError(name, f"must be a string of 1..{MAX_NAME_CHARS} characters")
     if not finite_number(s.submit_time_s) or not 0 <= s.submit_time_s <= MAX_TIME_S:
         raise SpecError(
             "submit_time_s", f"must be a number in 0..{MAX_TIME_S:g}, got {s.submit_time_s!r}"
@@ -114,8 +119,10 @@ def validate_spec(s: JobSpec) -> None:
         raise SpecError(
             "duration_s", f"must be a number > 0 and <= {MAX_TIME_S:g}, got {s.duration_s!r}"
         )
-    if s.model is not None and (not isinstance(s.model, str) or not s.model):
-        raise SpecError("model", "must be a non-empty string when given")
+    if s.model is not None and (
+        not isinstance(s.model, str) or not 0 < len(s.model) <= MAX_NAME_CHARS
+    ):
+        raise SpecError("model", f"must be a string of 1..{MAX_NAME_CHARS} characters when given")
     for name in ("batch_size", "iterations"):
         v = getattr(s, name)
         if v is not None and (not _int(v) or v < 1):

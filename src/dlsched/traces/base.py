@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SpecError
+from ..errors import SpecError, quoted
 from ..jobs import JobSpec
 
 MAX_EXAMPLES = 5
@@ -81,7 +81,12 @@ def read_rows(
                 f"column missing from the header ({', '.join(header) or 'empty file'})",
                 source=source,
             )
-        yield from enumerate(reader, start=1)
+        try:
+            yield from enumerate(reader, start=1)
+        except csv.Error as err:  # a cell over the csv module's limit (128 KiB), a stray NUL
+            raise SpecError(
+                "trace", f"cannot be read as CSV after line {reader.line_num}: {err}", source=source
+            ) from None
 
 
 def collect(
@@ -125,12 +130,12 @@ def number(
     try:
         value = float(raw)
     except ValueError:
-        raise SpecError(name, f"'{raw}' in column '{column}' is not a number") from None
+        raise SpecError(name, f"{quoted(raw)} in column '{column}' is not a number") from None
     if not math.isfinite(value):
-        raise SpecError(name, f"'{raw}' in column '{column}' is not finite")
+        raise SpecError(name, f"{quoted(raw)} in column '{column}' is not finite")
     if integer:
         if value != int(value):
-            raise SpecError(name, f"'{raw}' in column '{column}' is not a whole number")
+            raise SpecError(name, f"{quoted(raw)} in column '{column}' is not a whole number")
         return int(value)
     return value * scale
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from ..errors import SpecError
+from ..errors import SpecError, quoted
 from ..jobs import JobSpec
 from .base import Trace, collect, earliest, number, open_text, read_rows, readable
 
@@ -98,7 +98,7 @@ def load_generic(
                 return datetime.fromisoformat(raw).replace(tzinfo=UTC).timestamp() - t0
             except ValueError:
                 raise SpecError(
-                    FIELDS[key], f"'{raw}' in column '{column}' is not a date and time"
+                    FIELDS[key], f"{quoted(raw)} in column '{column}' is not a date and time"
                 ) from None
         return number(row, column, FIELDS[key], scale=TIME_UNITS[unit or "s"])
 

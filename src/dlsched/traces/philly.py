@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ..errors import SpecError
+from ..errors import SpecError, quoted
 from ..jobs import JobSpec
 from .base import Trace, collect, earliest, number, read_rows
 
@@ -18,7 +18,7 @@ def _epoch_s(raw: str) -> float:
         return datetime.fromisoformat(raw.strip()).replace(tzinfo=UTC).timestamp()
     except ValueError:
         raise SpecError(
-            "submit_time_s", f"'{raw}' in column 'timestamp' is not a date and time"
+            "submit_time_s", f"{quoted(raw)} in column 'timestamp' is not a date and time"
         ) from None
 
 

@@ -921,3 +921,38 @@ def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_th
     assert old["iteration_s"] == 0.25 and old["measured_iteration_s"] is None
     store.update_job("job-1", measured={"starts": []}, measured_iteration_s=0.5)
     assert store.job("job-1")["measured_iteration_s"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "lie, named",
+    [
+        # NaN memory: bob's job was put beside it on its GPU, as beside a job of known memory
+        ({"fixed_mib": float("nan")}, "fixed_mib 'nan' is not a number in [-1,048,576, 1,048,576]"),
+        ({"per_sample_mib": -1e9}, "per_sample_mib '-1000000000.0' is not a number in [0,"),
+        # a text: the service's pass raised TypeError taking the job in
+        ({"c0_s": "(not a number)"}, "c0_s '(not a number)' is not a number in (0, 3,600]"),
+        ({"local_batch": 0}, "local_batch '0' is not a whole number in [1, 65,536]"),
+        ({"points": [[1]]}, "points[0] is not a mapping of batch, iteration_s, memory_mib"),
+        ({"placements": [{"gpus": 2, "nodes": 3, "batch": 8, "iteration_s": 0.1}]}, "nodes '3'"),
+        ({"extra": "x" * 10_000}, "unknown keys: extra"),
+        ("(not a mapping)", "not a mapping: str"),
+    ],
+)
+def test_a_false_profile_fails_its_own_job_only(tmp_path, lie, named):
+    # a profiling run's result comes from the tenant's process, which runs its program: alice's
+    # job fails with the reason named; bob's job, profiled after it, runs beside nothing of hers
+    from fake_executor import PROFILE
+
+    s = Setup(tmp_path, policy="sjf-bsbf", nodes={"n0": 1})
+    liar = s.submit(gpus=1, duration_s=1000)
+    s.step()
+    s.executor.finish_profiling(lie if isinstance(lie, str) else {**PROFILE, **lie})
+    s.step()
+    assert s.status(liar) == FAILED and s.store.job(liar)["profile"] is None
+    assert named in s.store.events(liar)[-1]["message"], s.store.events(liar)[-1]
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    honest = s.store.add_job(bob, {**SPEC, "gpus": 1})["id"]
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(honest) == RUNNING and liar not in s.executor.runs

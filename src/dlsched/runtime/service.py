@@ -42,7 +42,7 @@ from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
 from .profiling_queue import DEFAULT_MAX_PROFILING, DEFAULT_PAIR_WAIT_S, ProfilingQueue
-from .reports import checked_progress
+from .reports import checked_profile, checked_progress
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
 
@@ -445,14 +445,17 @@ class SchedulerService:
                     )
                     return
             self.to_profile.forget(jid)
+            profile, why = None, None
             if outcome.kind == "profiled":
-                row["profile"] = json.loads(outcome.detail)
-                self.store.update_job(jid, event="profiled", profile=row["profile"])
+                # its program ran in the same process as the measurement: a claim, checked
+                profile, why = checked_profile(json.loads(outcome.detail))
+            if profile is not None:
+                row["profile"] = profile
+                self.store.update_job(jid, event="profiled", profile=profile)
                 self._enter(row)
             else:
-                self._set_status(
-                    row, FAILED, outcome.detail, message=outcome.detail, finished=self.clock()
-                )
+                detail = outcome.detail if why is None else f"profiling reported {why}"
+                self._set_status(row, FAILED, detail, message=detail, finished=self.clock())
             return
         live = self.live.get(jid)
         if live is None or outcome.attempt != live.attempt:

@@ -333,6 +333,35 @@ def test_a_bad_history_row_names_its_field_and_a_history_needs_its_cluster(tmp_p
     )
 
 
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("slowdown", 0.0),  # a speed divided by it
+        ("c0_s", -5.0),  # a negative iteration time
+        ("fixed_mib", 1e300),
+        ("profile_s", -5.0),  # the job arrived before it was submitted: an error on submit_time_s
+        ("preemptions", -1),
+    ],
+)
+def test_a_history_s_measured_column_out_of_its_range_is_named(tmp_path, column, value):
+    # a history file is edited by hand too: these were taken as they were
+    row = {
+        **BASE,
+        "job_id": "a",
+        "submit_s": 0,
+        "gpus": 1,
+        "iterations": 10,
+        "iteration_s": 0.1,
+        "startup_s": 1,
+        **{"fixed_mib": 100.0, "per_sample_mib": 1.0, "c0_s": 0.01, "c1_s": 0.001},
+        **{"local_batch": 8, "slowdown": 1.2, "profile_s": 5.0},
+    }
+    assert load_trace(str(_history(tmp_path, [row]))).replay["a"]["profile"] is not None
+    with pytest.raises(SpecError, match="must be") as e:
+        load_trace(str(_history(tmp_path, [{**row, column: value}])))
+    assert e.value.field == column
+
+
 def test_a_policy_sees_a_jobs_estimate_until_it_runs_and_the_job_takes_its_true_time():
     # SJF on one GPU: when a ends at 10, b (10 s, estimated 100 s) and c (50 s, estimated 20 s)
     # wait; SJF picks c by its estimate, c runs its true 50 s, then b: c ends at 60, b at 70

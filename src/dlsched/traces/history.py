@@ -6,7 +6,7 @@ the server's own jobs as they ran (``dlsched simulate --trace export.csv`` or ``
 from __future__ import annotations
 
 from ..errors import SpecError
-from ..jobs import JobSpec
+from ..jobs import MAX_TIME_S, JobSpec
 from .base import Trace, collect, number, read_rows
 
 REQUIRED = (
@@ -55,6 +55,31 @@ def _optional(row: dict[str, str], column: str, integer: bool = False):
     return None if not (row.get(column) or "").strip() else number(row, column, integer=integer)
 
 
+# the measured columns' ranges: (least, above it only, most). Every bound above is MAX_TIME_S,
+# far past any memory (MiB), batch, time or count measured: it keeps what is derived from them
+# finite. A profile's fixed memory is a fit's intercept: it may be below 0.
+MEASURED = {
+    "fixed_mib": (-MAX_TIME_S, False, MAX_TIME_S),
+    "per_sample_mib": (0.0, False, MAX_TIME_S),
+    "c0_s": (0.0, True, MAX_TIME_S),
+    "c1_s": (0.0, False, MAX_TIME_S),
+    "local_batch": (0.0, True, MAX_TIME_S),
+    "slowdown": (0.0, True, MAX_TIME_S),
+    "profile_s": (0.0, False, MAX_TIME_S),
+    "preemptions": (0.0, False, MAX_TIME_S),
+}
+
+
+def _measured(row: dict[str, str], column: str, integer: bool = False):
+    """An optional measured column, refused (naming it) outside its range."""
+    value = _optional(row, column, integer)
+    least, above, most = MEASURED[column]
+    if value is not None and not ((value > least if above else value >= least) and value <= most):
+        low = f"> {least:g}" if above else f">= {least:g}"
+        raise SpecError(column, f"must be {low} and <= {most:g}, got {value!r}")
+    return value
+
+
 def load_history(path, name: str = "history", skip_invalid: bool = False) -> Trace:
     trace = Trace(name, [], replay={})
 
@@ -86,17 +111,17 @@ def load_history(path, name: str = "history", skip_invalid: bool = False) -> Tra
             restart_s=number(row, "restart_s"),
             estimate_s=_optional(row, "estimate_s"),
         )
-        profile: dict | None = {k: _optional(row, k) for k in PROFILE}
+        profile: dict | None = {k: _measured(row, k) for k in PROFILE}
         if not all(v is not None for v in profile.values()):
             profile = None
         elif placements := (row.get("placements") or "").strip():
             profile["placements"] = parse_placements(placements)
         trace.replay[job_id] = {
             "profile": profile,
-            "slowdown": _optional(row, "slowdown"),
-            "profile_s": _optional(row, "profile_s"),
+            "slowdown": _measured(row, "slowdown"),
+            "profile_s": _measured(row, "profile_s"),
             "status": (row.get("status") or "").strip(),
-            "preemptions": _optional(row, "preemptions", integer=True),
+            "preemptions": _measured(row, "preemptions", integer=True),
             **{k: _optional(row, k) for k in OUTCOME},
         }
         return spec

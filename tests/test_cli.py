@@ -434,8 +434,11 @@ def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, m
         ),  # bind()'s traceback
         (["--gpus-per-node", "100000"], "field 'gpus-per-node'"),  # the raylet's argv overflowed
         (["--nodes", "0"], "field 'nodes'"),  # refused only once Ray was up
-        (["--interval-s", "0"], "field 'interval-s': must be a finite number >= 0.01"),  # spun
+        (["--interval-s", "0"], "field 'interval-s': must be a number in [0.01, 1e+10]"),  # spun
         (["--checkpoint-retention-h", "nan"], "field 'checkpoint-retention-h'"),  # taken
+        # finite, and taken: a loaned server's notice, or a retention, past any time
+        (["--checkpoint-retention-h", "1e308"], "field 'checkpoint-retention-h'"),
+        (["--reclaim-notice-s", "1e308"], "field 'reclaim-notice-s': must be a number in [0,"),
         (["--finished-kept-per-tenant", "0"], "field 'finished-kept-per-tenant'"),
         # no tenant process could start: every job failed at its start
         (["--job-memory-mib", "512"], "field 'job-memory-mib': must be 0 (no bound) or at least"),

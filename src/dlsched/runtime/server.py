@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
+from ..jobs import MAX_TIME_S
 from ..policies.catalog import make_policy
 from .limits import (
     CHECKPOINT_RETENTION_S,
@@ -169,14 +170,16 @@ def check_options(args, params: dict) -> None:
     ):
         if not low <= value <= high:
             raise SpecError(name, f"must be an integer in {low}..{high:,}, got {value!r}")
-    for name, value, least in (
-        ("interval-s", args.interval_s, 0.01),  # a shorter period spins
-        ("start-timeout-s", args.start_timeout_s, 0.01),
-        ("disk-reserve-mib", args.disk_reserve_mib, 0.0),
-        ("checkpoint-retention-h", args.checkpoint_retention_h, 0.0),
+    # (durations at most a job's longest time, dlsched.jobs.MAX_TIME_S: past it they overflow)
+    for name, value, least, most in (
+        ("interval-s", args.interval_s, 0.01, MAX_TIME_S),  # a shorter period spins
+        ("start-timeout-s", args.start_timeout_s, 0.01, MAX_TIME_S),
+        ("disk-reserve-mib", args.disk_reserve_mib, 0.0, 2.0**40),
+        ("checkpoint-retention-h", args.checkpoint_retention_h, 0.0, MAX_TIME_S / 3600),
+        ("reclaim-notice-s", args.reclaim_notice_s, 0.0, MAX_TIME_S),
     ):
-        if not (math.isfinite(value) and value >= least):
-            raise SpecError(name, f"must be a finite number >= {least:g}, got {value!r}")
+        if not (math.isfinite(value) and least <= value <= most):
+            raise SpecError(name, f"must be a number in [{least:g}, {most:g}], got {value!r}")
     if not (math.isfinite(args.job_retention_days) and args.job_retention_days > 0):
         raise SpecError(
             "job-retention-days", f"must be a finite number > 0, got {args.job_retention_days!r}"

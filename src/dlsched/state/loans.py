@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..cluster import Cluster
-from ..errors import SpecError
+from .costs import check_time
 
 
 @dataclass(slots=True)
@@ -40,8 +40,7 @@ class LoanBook:
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, notice_s: float) -> LoanBook:
-        if not notice_s >= 0:
-            raise SpecError("reclaim_notice_s", f"must be a number >= 0, got {notice_s!r}")
+        check_time("reclaim_notice_s", notice_s)
         return cls(
             tuple(n.node_id for n in cluster.nodes if n.pool == "inference"), float(notice_s)
         )

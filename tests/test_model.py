@@ -77,6 +77,11 @@ def test_bad_cluster_specs_name_the_field(spec, field):
         ("1x1048576,1x1", "groups[1].count", "1,048,576 GPUs"),
         ("100000x1,31073x1", "groups[1].count", "131,072 nodes"),
         ("1x1048577", "groups[0].count", "1,048,576 GPUs"),
+        # a speed of 1e-300 overflowed a job's time (OverflowError), 1e300 divided by zero
+        ("2x8:X/16000*1e-300", "groups[0].gpu_speed", r"in \[0.001, 1000\]"),
+        ("2x8:X/16000*1e300", "groups[0].gpu_speed", r"in \[0.001, 1000\]"),
+        ("2x8:X/99999999999999", "groups[0].gpu_mem_mib", "at most 1,048,576"),
+        ("2x8:" + "X" * 65 + "/16000", "groups[0].gpu_type", "at most 64 characters"),
     ],
 )
 def test_a_cluster_past_its_bounds_stops_before_it_is_built(spec, field, what):

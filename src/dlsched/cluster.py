@@ -9,6 +9,7 @@ source measured (the performance model knows K80, P100 and V100 only).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,13 @@ DEFAULT_NODES_PER_RACK = 16
 # out (99999999x8 was killed by the kernel).
 MAX_NODES = 131_072
 MAX_GPUS = 1_048_576
+# Chosen, far past any real GPU: a GPU's memory (1 TiB), its speed relative to a V100 (a
+# thousandth to a thousand times: beyond, job speeds overflowed or divided by zero), and a GPU
+# type's name
+MAX_GPU_MEM_MIB = 1 << 20
+GPU_SPEED_RANGE = (1e-3, 1e3)
+MAX_GPU_TYPE_CHARS = 64
+MAX_CPUS_PER_NODE = MAX_GPUS * DEFAULT_CPUS_PER_GPU  # the largest node's default
 # a node group's keys in a cluster YAML file (one misspelled, gpu_typ, gave V100s silently)
 GROUP_FIELDS = frozenset(
     {
@@ -122,6 +130,10 @@ class Cluster:
                     f"groups[{gi}].count", f"the cluster would have over {MAX_GPUS:,} GPUs"
                 )
             gpu_type = str(g.get("gpu_type") or DEFAULT_GPU_TYPE)
+            if len(gpu_type) > MAX_GPU_TYPE_CHARS:
+                raise SpecError(
+                    f"groups[{gi}].gpu_type", f"must be at most {MAX_GPU_TYPE_CHARS} characters"
+                )
             mem = g.get("gpu_mem_mib")
             if mem is None:
                 if gpu_type not in GPU_MEMORY_MIB:
@@ -130,9 +142,9 @@ class Cluster:
                         f"unknown GPU type '{gpu_type}': give its memory in MiB",
                     )
                 mem = GPU_MEMORY_MIB[gpu_type]
-            mem = _positive_int(mem, f"groups[{gi}].gpu_mem_mib")
+            mem = _positive_int(mem, f"groups[{gi}].gpu_mem_mib", MAX_GPU_MEM_MIB)
             if g.get("gpu_speed") is not None:
-                speed = _positive_float(g["gpu_speed"], f"groups[{gi}].gpu_speed")
+                speed = _speed(g["gpu_speed"], f"groups[{gi}].gpu_speed")
                 if speeds.setdefault(gpu_type, speed) != speed:
                     raise SpecError(
                         f"groups[{gi}].gpu_speed",
@@ -140,7 +152,9 @@ class Cluster:
                         "one speed per GPU type",
                     )
             cpus = _positive_int(
-                g.get("cpus_per_node", gpus * DEFAULT_CPUS_PER_GPU), f"groups[{gi}].cpus_per_node"
+                g.get("cpus_per_node", gpus * DEFAULT_CPUS_PER_GPU),
+                f"groups[{gi}].cpus_per_node",
+                MAX_CPUS_PER_NODE,
             )
             pool = str(g.get("pool", "training"))
             if pool not in POOLS:
@@ -215,7 +229,7 @@ class Cluster:
         )
 
 
-def _positive_int(value, name: str) -> int:
+def _positive_int(value, name: str, most: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SpecError(name, f"must be a positive integer, got {value!r}")
     try:
@@ -224,18 +238,21 @@ def _positive_int(value, name: str) -> int:
         raise SpecError(name, f"must be a positive integer, got {value!r}") from None
     if as_int != float(value) or as_int <= 0:
         raise SpecError(name, f"must be a positive integer, got {value!r}")
+    if most is not None and as_int > most:
+        raise SpecError(name, f"must be at most {most:,}, got {value!r}")
     return as_int
 
 
-def _positive_float(value, name: str) -> float:
+def _speed(value, name: str) -> float:
+    low, high = GPU_SPEED_RANGE
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise SpecError(name, f"must be a number > 0, got {value!r}")
+        raise SpecError(name, f"must be a number in [{low:g}, {high:g}], got {value!r}")
     try:
         as_float = float(value)
     except ValueError:
-        raise SpecError(name, f"must be a number > 0, got {value!r}") from None
-    if not 0 < as_float < float("inf"):
-        raise SpecError(name, f"must be a number > 0, got {value!r}")
+        as_float = math.nan
+    if not low <= as_float <= high:
+        raise SpecError(name, f"must be a number in [{low:g}, {high:g}], got {value!r}")
     return as_float
 
 

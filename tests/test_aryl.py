@@ -257,6 +257,24 @@ def test_a_demand_file_that_is_not_utf8_text_is_named(tmp_path):
     assert e.value.field == "inference_demand"
 
 
+@pytest.mark.parametrize(
+    "rows, reason",
+    [
+        # a step every 2e-9 s, for as long as jobs ran: the replay stalled, blamed on the policy
+        ("0,1\n0.000000001,2\n", "at least 1 s apart"),
+        ("0,1\n1e300,2\n", "spans more than 1e\\+10 s"),
+    ],
+)
+def test_a_demand_curve_the_replay_cannot_step_through_is_named(tmp_path, rows, reason):
+    from dlsched.errors import SpecError
+
+    path = tmp_path / "demand.csv"
+    path.write_text("time_s,load\n" + rows)
+    with pytest.raises(SpecError, match=reason) as e:
+        load_curve(str(path))
+    assert e.value.field == "inference_demand"
+
+
 # -- invariants over random demand and workloads ------------------------------------------------
 @st.composite
 def loaning_cases(draw):

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import SpecError
+from .jobs import MAX_TIME_S
 from .traces.base import readable
 
 # Chosen defaults (no public figure fits every deployment): the inference side's peak uses 90%
@@ -50,6 +51,11 @@ class LoadCurve:
     times: tuple[float, ...]
     values: tuple[float, ...]
     period_s: float
+
+
+# Chosen: the closest two samples of a demand curve may be. The replay takes a step at each
+# (repeated for as long as jobs run): samples 1e-9 s apart stalled it, blamed on the policy.
+MIN_SAMPLE_GAP_S = 1.0
 
 
 def load_curve(source: str) -> LoadCurve:
@@ -96,10 +102,14 @@ def load_curve(source: str) -> LoadCurve:
 
 
 def _curve(name: str, times: list[float], values: list[float]) -> LoadCurve:
-    if len(times) < 2 or any(b <= a for a, b in zip(times, times[1:])):
+    if len(times) < 2 or any(b - a < MIN_SAMPLE_GAP_S for a, b in zip(times, times[1:])):
         raise SpecError(
-            "inference_demand", f"{name}: needs two or more samples at increasing times"
+            "inference_demand",
+            f"{name}: needs two or more samples at increasing times, at least "
+            f"{MIN_SAMPLE_GAP_S:g} s apart",
         )
+    if times[-1] - times[0] > MAX_TIME_S:
+        raise SpecError("inference_demand", f"{name}: spans more than {MAX_TIME_S:g} s")
     if max(values) <= 0:
         raise SpecError("inference_demand", f"{name}: the load is zero everywhere")
     start = times[0]

@@ -956,3 +956,24 @@ def test_a_false_profile_fails_its_own_job_only(tmp_path, lie, named):
     s.executor.finish_profiling()
     s.step()
     assert s.status(honest) == RUNNING and liar not in s.executor.runs
+
+
+def test_a_job_done_shows_as_done_only_once_its_deadline_is_counted(tmp_path):
+    # the status was written first and the deadline counted after it: a reader that saw the
+    # job done and read /metrics at once could find it not yet counted (a runtime test did)
+    s = Setup(tmp_path)
+    job = s.submit(gpus=1, deadline=s.clock() + 3600)
+    s.step()
+    seen = []
+    write = s.store.update_job
+
+    def update_job(jid, **fields):
+        if fields.get("status") == DONE:
+            met = s.service.metrics.deadlines.labels("met")._value.get()
+            seen.append((met, s.store.job(jid)["status"]))
+        return write(jid, **fields)
+
+    s.store.update_job = update_job
+    s.executor.finish(job)
+    s.step()
+    assert s.status(job) == DONE and seen == [(1.0, RUNNING)]

@@ -465,14 +465,17 @@ class SchedulerService:
         if outcome.kind == "done" and job.status is Status.RUNNING:
             self.state.finish(job)
             self._retire(jid)
+            # judged before the status shows, on the finish the store keeps: whoever sees the
+            # job done sees it counted
+            finished = self.clock()
+            self._judge_deadline(job, met=finished <= (job.spec.deadline_s or 0))
             self._set_status(
                 self.store.job(jid),
                 DONE,
                 f"done after {outcome.iteration} iterations",
-                finished=self.clock(),
+                finished=finished,
                 **fields,
             )
-            self._judge_deadline(job, met=self.clock() <= (job.spec.deadline_s or 0))
         elif outcome.kind == "switched":
             self.state.switch(job)
             self.store.update_job(
@@ -526,6 +529,7 @@ class SchedulerService:
             if job.failures >= self.max_failures:
                 self.state.cancel(job)  # it leaves the queue for good
                 self._retire(jid)
+                self._judge_deadline(job, met=False)
                 self._set_status(
                     row,
                     FAILED,
@@ -535,7 +539,6 @@ class SchedulerService:
                     finished=self.clock(),
                     **fields,
                 )
-                self._judge_deadline(job, met=False)
             else:
                 self._set_status(
                     row,

@@ -28,6 +28,11 @@ os.environ["DLSCHED_CACHE_DIR"] = scratch_dir("dlsched-test-cache-")
 # Ray's session folders (logs, sockets) too: in /tmp/ray each run left about 25 of them, 771
 # (357 MB) after two days. A short name: a Unix socket's path has at most 107 bytes.
 os.environ["RAY_TMPDIR"] = scratch_dir("dlsched-ray-")
+# Ray as the server runs it, set before any test imports Ray (runtime_helpers does it at its
+# import): first imported inside a test, after another file's test had imported Ray, it failed
+# that test ("configure_ray must run before ray is imported") in a run of a few files
+import runtime_helpers  # noqa: E402, F401
+
 # Ray starts its workers, and so every job's tenant process, 15 niceness steps below the
 # process that started its cluster (its raylet's `worker_niceness`). Beside a CPU-bound test on
 # the other pytest worker, or a server starting up, they then get a twenty-eighth of a core:

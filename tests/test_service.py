@@ -977,3 +977,40 @@ def test_a_job_done_shows_as_done_only_once_its_deadline_is_counted(tmp_path):
     s.executor.finish(job)
     s.step()
     assert s.status(job) == DONE and seen == [(1.0, RUNNING)]
+
+
+@pytest.mark.parametrize("said", [10**30, -3, 10**6])
+def test_an_iteration_out_of_its_job_s_range_loses_no_other_outcome(tmp_path, said):
+    # a run's process says where it stopped: 10**30 overflowed SQLite's integer and the pass
+    # raised, losing the other outcomes polled with it (bob's job stayed running, its GPU held);
+    # -3 and past the job's iterations were written as its progress
+    s = Setup(tmp_path, nodes={"n0": 2})
+    liar = s.submit(gpus=1, iterations=100)
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    honest = s.store.add_job(bob, {**SPEC, "gpus": 1})["id"]
+    s.step()
+    s.executor.finish(liar)
+    s.executor.outcomes[-1].iteration = said
+    s.executor.finish(honest)
+    s.step()
+    assert s.status(honest) == DONE and s.status(liar) == DONE
+    assert s.store.job(liar)["iteration"] in (None, 0)
+
+
+def test_an_outcome_that_cannot_be_recorded_loses_no_other(tmp_path, caplog):
+    s = Setup(tmp_path, nodes={"n0": 2})
+    first, second = s.submit(gpus=1), s.submit(gpus=1)
+    s.step()
+    write = s.store.update_job
+
+    def update_job(jid, **fields):
+        if jid == first and fields.get("status") == DONE:
+            raise OSError("disk full")
+        return write(jid, **fields)
+
+    s.store.update_job = update_job
+    s.executor.finish(first)
+    s.executor.finish(second)
+    s.step()
+    assert s.status(second) == DONE
+    assert f"the outcome of job {first} was not recorded" in caplog.text

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import SpecError
 from ..jobs import JobSpec
+from .limits import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_JOB_GPUS
 
 # Chosen: a job's duration estimate when its user gives none: iterations x this (an epochs job
 # counts 100 iterations per epoch, its data set's size being known only to its workers).
@@ -40,10 +41,8 @@ DEFAULT_ITERATION_S = 0.1
 DEFAULT_ITERATIONS_PER_EPOCH = 100
 DEFAULT_CHECKPOINT_EVERY = 50
 
-# Bounds on every number a tenant sends (documented defaults; a value outside is a 422).
-MAX_JOB_GPUS = 4096
-MAX_BATCH_SIZE = 65_536  # global batch: a worker's memory grows with it
-MAX_ITERATIONS = 10**9
+# Bounds on every number a tenant sends (documented defaults; a value outside is a 422); the
+# ones a run's own reports are checked against too are in .limits
 MAX_EPOCHS = 100_000
 MAX_DURATION_S = 10**8  # about three years
 MAX_TEXT = 256  # entrypoint and name

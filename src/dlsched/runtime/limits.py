@@ -11,6 +11,11 @@ import shutil
 import threading
 import time
 
+# A job spec's bounds (a value outside is a 422) that what its runs report is checked against
+# too (.reports), here where a worker's process reads them without the API's imports
+MAX_JOB_GPUS = 4096
+MAX_BATCH_SIZE = 65_536  # global batch: a worker's memory grows with it
+MAX_ITERATIONS = 10**9
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a job spec is a few hundred bytes
 # lowercase: unique case-insensitively; \Z, not $: "$" also matches before a final newline
 TENANT_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")

@@ -37,6 +37,7 @@ from .executor_api import CLUSTER, JOB, MEMORY, NodeInfo, Outcome, Placement  # 
 from .job_network import HOST, PRIVATE, JobNetwork, free_address  # noqa: E402
 from .ray_setup import LEAN_HEAD, lean_head_node  # noqa: E402
 from .reaper import start_reaper  # noqa: E402
+from .reports import checked_iteration  # noqa: E402
 from .sandbox import Sandbox  # noqa: E402
 from .template_host import start_host, warm_start  # noqa: E402
 from .tenant_process import (  # noqa: E402
@@ -264,7 +265,7 @@ class TrainWorker(_Networked):
         if not (
             isinstance(result, dict)
             and result.get("status") in ("done", "stopped", "switch")
-            and isinstance(result.get("iteration"), int)
+            and checked_iteration(result.get("iteration"), None) is not None
         ):
             raise TenantError(f"the tenant process answered run with {str(result)[:200]!r}")
         if result["status"] != "switch":

@@ -11,7 +11,7 @@ neither the state nor the store. A profile that breaks its ranges fails the job'
 from __future__ import annotations
 
 from ..jobs import finite_number
-from .jobspec import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_JOB_GPUS
+from .limits import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_JOB_GPUS
 
 # Chosen: the slowest iteration a report may claim (an hour). Longer is no real training
 # step, and a huge value would stretch the job's re-estimated duration without bound.
@@ -47,6 +47,13 @@ def checked_progress(report: object, iterations: int | None) -> tuple[dict | Non
         "iteration_s": seconds,
         "loss": loss,
     }, None
+
+
+def checked_iteration(iteration: object, iterations: int | None) -> int | None:
+    """An iteration a run's process says it stopped at, if a whole number in 0..the job's
+    iterations (or the API's bound); else None."""
+    high = iterations if iterations is not None else MAX_ITERATIONS
+    return int(iteration) if _whole(iteration, 0, high) else None  # type: ignore[arg-type]
 
 
 # Chosen: the most memory a profile may name (1 TiB, past any GPU's), in MiB

@@ -42,7 +42,7 @@ from .loaning import ServerLoaning
 from .measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
 from .metrics import RuntimeMetrics
 from .profiling_queue import DEFAULT_MAX_PROFILING, DEFAULT_PAIR_WAIT_S, ProfilingQueue
-from .reports import checked_profile, checked_progress
+from .reports import checked_iteration, checked_profile, checked_progress
 from .speed import RuntimeSpeed
 from .store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
 
@@ -219,7 +219,12 @@ class SchedulerService:
         self._sync_nodes()
         self._take_requests()
         for outcome in self.executor.poll():
-            self._outcome(outcome)
+            try:
+                self._outcome(outcome)
+            except Exception:  # one run's outcome must not lose the others polled with it
+                log.exception(
+                    "scheduling pass: the outcome of job %s was not recorded", outcome.job_id
+                )
         self._start_profiling()
         self.loaning.check_deadlines()
         self._progress()
@@ -461,7 +466,9 @@ class SchedulerService:
         if live is None or outcome.attempt != live.attempt:
             return  # a stopped or superseded run
         job = live.state
-        fields = {} if outcome.iteration is None else {"iteration": outcome.iteration}
+        # the iteration its process says it stopped at: kept only in the job's range
+        iteration = checked_iteration(outcome.iteration, live.own_iterations)
+        fields = {} if iteration is None else {"iteration": iteration}
         if outcome.kind == "done" and job.status is Status.RUNNING:
             self.state.finish(job)
             self._retire(jid)
@@ -472,7 +479,7 @@ class SchedulerService:
             self._set_status(
                 self.store.job(jid),
                 DONE,
-                f"done after {outcome.iteration} iterations",
+                f"done after {iteration} iterations",
                 finished=finished,
                 **fields,
             )
@@ -480,13 +487,13 @@ class SchedulerService:
             self.state.switch(job)
             self.store.update_job(
                 jid,
-                event=f"background resize done at iteration {outcome.iteration} ({outcome.detail})",
+                event=f"background resize done at iteration {iteration} ({outcome.detail})",
                 **fields,
             )
         elif outcome.kind == "stopped":
             at = (
-                f"at iteration {outcome.iteration}"
-                if outcome.iteration is not None
+                f"at iteration {iteration}"
+                if iteration is not None
                 else "before its first iteration"
             )
             self.store.update_job(

@@ -318,11 +318,13 @@ class SchedulerService:
         self._set_status(self.store.job(job.job_id), QUEUED, event, **fields)
 
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
-        self.store.update_job(row["id"], event=event, status=status, **fields)
+        # one instant for the event, the run it opens or closes (the usage) and its finish
+        now = fields.get("finished") or self.clock()
+        self.store.update_job(row["id"], event=event, at=now, status=status, **fields)
         if status == RUNNING and "gpus" in fields:  # a run starts (or restarts resized)
-            self.store.open_run(row["id"], row["tenant_id"], self.clock(), len(fields["gpus"]))
+            self.store.open_run(row["id"], row["tenant_id"], now, len(fields["gpus"]))
         elif row["status"] == RUNNING and status != RUNNING:
-            self.store.close_run(row["id"], self.clock())
+            self.store.close_run(row["id"], now)
         if row["status"] != status:
             self.metrics.transition(row["status"], status)
         row["status"] = status

@@ -35,7 +35,9 @@ class Store:
         after_seq: int = 0,
         cancel_requested: bool | None = None,
     ) -> list[dict]: ...
-    def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None: ...
+    def update_job(
+        self, job_id: str, event: str | None = None, at: float | None = None, **fields: Any
+    ) -> None: ...
     def finished_between(self, after: float, until: float) -> list[str]: ...
     def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]: ...
     def events(self, job_id: str) -> list[dict]: ...
@@ -203,7 +205,10 @@ class SQLiteStore(Store):
             )
         ]
 
-    def update_job(self, job_id: str, event: str | None = None, **fields: Any) -> None:
+    def update_job(
+        self, job_id: str, event: str | None = None, at: float | None = None, **fields: Any
+    ) -> None:
+        """Set ``fields`` and add ``event`` at time ``at`` (default now)."""
         unknown = set(fields) - _JOB_FIELDS
         if unknown:
             raise KeyError(f"unknown job fields: {', '.join(sorted(unknown))}")
@@ -224,7 +229,7 @@ class SQLiteStore(Store):
                 )
                 self._db.execute(
                     "INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
-                    (job_id, time.time(), status, event),
+                    (job_id, time.time() if at is None else at, status, event),
                 )
 
     def events(self, job_id: str) -> list[dict]:

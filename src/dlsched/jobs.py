@@ -99,6 +99,15 @@ def finite_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def check_time(name: str, v: object, positive: bool = False, least: float = 0.0) -> None:
+    """Refuse (SpecError) a time or duration that is not a number in [least, MAX_TIME_S] (above
+    ``least`` with ``positive``): a finite one past the bound makes times that overflow or
+    never move on."""
+    if not (finite_number(v) and (v > least if positive else v >= least) and v <= MAX_TIME_S):
+        low = f"> {least:g}" if positive else f">= {least:g}"
+        raise SpecError(name, f"must be a number {low} and <= {MAX_TIME_S:g}, got {v!r}")
+
+
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -109,16 +118,10 @@ def validate_spec(s: JobSpec) -> None:
         v = getattr(s, name)
         if not isinstance(v, str) or not 0 < len(v) <= MAX_NAME_CHARS:
             raise SpecError(name, f"must be a string of 1..{MAX_NAME_CHARS} characters")
-    if not finite_number(s.submit_time_s) or not 0 <= s.submit_time_s <= MAX_TIME_S:
-        raise SpecError(
-            "submit_time_s", f"must be a number in 0..{MAX_TIME_S:g}, got {s.submit_time_s!r}"
-        )
+    check_time("submit_time_s", s.submit_time_s)
     if not _int(s.num_gpus) or s.num_gpus < 1:
         raise SpecError("num_gpus", f"must be an integer >= 1, got {s.num_gpus!r}")
-    if not finite_number(s.duration_s) or not 0 < s.duration_s <= MAX_TIME_S:
-        raise SpecError(
-            "duration_s", f"must be a number > 0 and <= {MAX_TIME_S:g}, got {s.duration_s!r}"
-        )
+    check_time("duration_s", s.duration_s, positive=True)
     if s.model is not None and (
         not isinstance(s.model, str) or not 0 < len(s.model) <= MAX_NAME_CHARS
     ):
@@ -144,17 +147,11 @@ def validate_spec(s: JobSpec) -> None:
             "deadline_s",
             f"must be a time after submit_time_s and <= {MAX_TIME_S:g}, got {s.deadline_s!r}",
         )
-    if s.estimate_s is not None and (
-        not finite_number(s.estimate_s) or not 0 < s.estimate_s <= MAX_TIME_S
-    ):
-        raise SpecError(
-            "estimate_s",
-            f"must be a number > 0 and <= {MAX_TIME_S:g} when given, got {s.estimate_s!r}",
-        )
+    if s.estimate_s is not None:
+        check_time("estimate_s", s.estimate_s, positive=True)
     for name in ("startup_s", "restart_s"):
-        v = getattr(s, name)
-        if v is not None and (not finite_number(v) or not 0 <= v <= MAX_TIME_S):
-            raise SpecError(name, f"must be a number in 0..{MAX_TIME_S:g} when given, got {v!r}")
+        if getattr(s, name) is not None:
+            check_time(name, getattr(s, name))
     if not _int(s.gpu_milli) or not 0 < s.gpu_milli <= 1000:
         raise SpecError("gpu_milli", f"must be an integer in 1..1000, got {s.gpu_milli!r}")
     if s.gpu_milli < 1000 and s.num_gpus != 1:

@@ -22,10 +22,10 @@ from ..cluster import Cluster
 from ..collector import fewer_collections
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
-from ..jobs import RUNNING, JobSpec, JobState
+from ..jobs import RUNNING, JobSpec, JobState, check_time
 from ..policies.base import Plan, Policy
 from ..state.cluster_state import ClusterState, unplaceable
-from ..state.costs import Costs, check_time
+from ..state.costs import Costs
 from ..state.loans import LoanStats
 from ..state.tenant_log import TenantLog
 from ..workload_model import TRACE_MODEL, WorkloadModel

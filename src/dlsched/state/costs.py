@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from ..jobs import MAX_TIME_S, JobSpec, finite_number
+from ..jobs import JobSpec, check_time, finite_number
 
 # Pollux's simulator charges a 30 s restart penalty per re-allocation (petuum/adaptdl,
 # simulator/; Qiao et al., OSDI'21): our default pause before a preempted job makes progress again.
@@ -17,14 +17,6 @@ AMOEBA_SWITCH_FRACTION = 0.05
 # Chosen: the slowest checkpoint storage accepted, a kilobyte a second (slower, the pause of a
 # resize runs past any time a replay can hold)
 MIN_CHECKPOINT_MIB_S = 0.001
-
-
-def check_time(name: str, v: object, positive: bool = False, least: float = 0.0) -> None:
-    """Refuse (SpecError) a duration that is not a number in [least, MAX_TIME_S] (above 0 with
-    ``positive``): a finite one past the bound makes times that overflow or never move on."""
-    if not (finite_number(v) and (v > least if positive else v >= least) and v <= MAX_TIME_S):
-        low = f"> {least:g}" if positive else f">= {least:g}"
-        raise SpecError(name, f"must be a number {low} and <= {MAX_TIME_S:g}, got {v!r}")
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..cluster import Cluster
-from .costs import check_time
+from ..jobs import check_time
 
 
 @dataclass(slots=True)

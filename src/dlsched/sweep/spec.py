@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,11 +75,8 @@ def _number(low: float, high: float, strict_low: bool = False) -> Callable[[Any]
 
 
 def _reads_as_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    """Whether ``text`` is a number YAML 1.1 reads as text: an exponent without a dot."""
+    return re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", text.strip()) is not None
 
 
 def _count(value: Any) -> int:

@@ -1029,3 +1029,20 @@ def test_a_run_s_usage_starts_and_ends_at_its_events_and_its_finish(tmp_path):
     [run] = s.store.runs(0, 2e10)
     assert (run["start"], run["end"]) == (events["started"], events["done"])
     assert events["done"] == s.store.job(job)["finished"] == s.clock()
+
+
+@pytest.mark.parametrize("policy", ["fifo", "sjf-bsbf"])
+def test_a_stored_job_the_state_refuses_fails_named_and_stops_nobody(tmp_path, policy):
+    # a row the API did not check (an older server's, a hand-edited database): it raised in
+    # the pass that took it in and stayed queued for ever; the jobs after it waited a pass
+    s = Setup(tmp_path, policy=policy)
+    bad = s.submit(gpus=1, duration_s=1e12)  # past the longest time a job may have
+    good = s.submit(gpus=1)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    assert s.status(bad) == FAILED and s.status(good) == RUNNING
+    assert (
+        "could not be scheduled: SpecError: field 'duration_s'"
+        in s.store.events(bad)[-1]["message"]
+    )

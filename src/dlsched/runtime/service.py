@@ -365,18 +365,27 @@ class SchedulerService:
             self._seen_seq = max(self._seen_seq, row["seq"])
             if row["id"] in self.live:
                 continue
-            if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
-                # a sharing policy needs the job's memory, GENIE its speed on other placements:
-                # profile it before it may be scheduled
-                spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"])
-                fewest, most = spec.start_range(self.policy.moldable)
-                # GENIE times a job on 2 workers too, unless it may only ever run on one
-                placements = self.policy.moldable and most > 1
-                needs = (fewest, spec.priority)
-                self.to_profile.add(row["tenant_id"], row["id"], self.clock(), needs, placements)
-            else:
-                self._enter(row)
+            try:
+                self._take_new(row)
+            except Exception as e:  # its row, not the pass: it fails, named (else: stuck queued)
+                log.exception("job %s could not be taken in", row["id"])
+                why = f"could not be scheduled: {type(e).__name__}: {str(e)[:500]}"
+                self._set_status(row, FAILED, why, message=why, finished=self.clock())
         self._start_profiling()
+
+    def _take_new(self, row: dict) -> None:
+        """A job seen queued for the first time: into the state, or to be profiled first."""
+        if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
+            # a sharing policy needs the job's memory, GENIE its speed on other placements:
+            # profile it before it may be scheduled
+            spec = to_job_spec(row["spec"], row["id"], row["tenant_id"], row["submitted"])
+            fewest, most = spec.start_range(self.policy.moldable)
+            # GENIE times a job on 2 workers too, unless it may only ever run on one
+            placements = self.policy.moldable and most > 1
+            needs = (fewest, spec.priority)
+            self.to_profile.add(row["tenant_id"], row["id"], self.clock(), needs, placements)
+        else:
+            self._enter(row)
 
     def _start_profiling(self) -> None:
         """Start the profiling runs whose turn it is (:class:`.profiling_queue.ProfilingQueue`).

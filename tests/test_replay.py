@@ -560,3 +560,26 @@ def test_a_sweep_of_a_history_reports_each_replay_s_calibration(tmp_path):
     assert row["calibration.jobs"] == 2
     assert row["calibration.mean_jct_error"] == pytest.approx(17.0 / 16.0 - 1)
     assert row["calibration.job_error_max"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    "cell, reason",
+    [
+        ("99999999999/1/8/0.05", "nodes <= gpus <= 1,048,576"),  # was taken
+        ("2/1/1e300/0.05", r"must be > 0 and <= 1e\+10"),  # was taken
+        ("2/3/8/0.1", "nodes <= gpus"),
+        ("x" * 100, r"\(100 characters\)"),  # was quoted whole
+    ],
+)
+def test_a_profiled_placement_out_of_range_is_named(cell, reason):
+    from dlsched.traces.history import parse_placements
+
+    with pytest.raises(SpecError, match=reason) as e:
+        parse_placements(cell)
+    assert e.value.field == "placements"
+    assert parse_placements("1/1/8/0.05;2/2/8/0.03")[1] == {
+        "gpus": 2,
+        "nodes": 2,
+        "batch": 8.0,
+        "iteration_s": 0.03,
+    }

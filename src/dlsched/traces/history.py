@@ -5,7 +5,8 @@ the server's own jobs as they ran (``dlsched simulate --trace export.csv`` or ``
 
 from __future__ import annotations
 
-from ..errors import SpecError
+from ..cluster import MAX_GPUS
+from ..errors import SpecError, quoted
 from ..jobs import MAX_TIME_S, JobSpec
 from .base import Trace, collect, number, read_rows
 
@@ -39,12 +40,17 @@ def parse_placements(cell: str) -> list[dict]:
             gpus, nodes, batch, iteration_s = int(parts[0]), int(parts[1]), *map(float, parts[2:])
         except (ValueError, IndexError):
             parts = []
-        if len(parts) != 4 or not (gpus >= 1 and 1 <= nodes <= gpus):
+        if len(parts) != 4 or not (1 <= gpus <= MAX_GPUS and 1 <= nodes <= gpus):
             raise SpecError(
-                "placements", f"'{entry}': expected gpus/nodes/batch/iteration_s, e.g. 2/1/8/0.05"
+                "placements",
+                f"{quoted(entry)}: expected gpus/nodes/batch/iteration_s, e.g. 2/1/8/0.05, "
+                f"with 1 <= nodes <= gpus <= {MAX_GPUS:,}",
             )
-        if not (0 < batch < float("inf") and 0 < iteration_s < float("inf")):
-            raise SpecError("placements", f"'{entry}': batch and iteration_s must be > 0")
+        if not (0 < batch <= MAX_TIME_S and 0 < iteration_s <= MAX_TIME_S):
+            raise SpecError(
+                "placements",
+                f"{quoted(entry)}: batch and iteration_s must be > 0 and <= {MAX_TIME_S:g}",
+            )
         placements.append(
             {"gpus": gpus, "nodes": nodes, "batch": batch, "iteration_s": iteration_s}
         )

@@ -380,3 +380,15 @@ def test_a_number_yaml_read_as_text_is_named_with_how_to_write_it(tmp_path):
     with pytest.raises(SpecError, match=r"got '1e3' \(YAML reads .* write 1.0e\+3\)") as e:
         run_sweep(path, tmp_path / "out", sequential=True)
     assert e.value.field == "axes.restart_overhead_s[0]"
+
+
+@pytest.mark.parametrize("cpus", [0, 10**5])
+def test_sweep_cpus_out_of_bounds_is_named(tmp_path, capsys, cpus):
+    # 100,000 were taken: an embedded Ray of that many CPUs on this machine's 2 cores
+    from dlsched.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text("runs: {trace: philly, cluster: 2x8, limit: 20}\naxes:\n  policy: [fifo]\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cpus", str(cpus)]) == 2
+    assert "field 'cpus': must be in 1.." in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -604,11 +604,19 @@ def cmd_report(args) -> int:
     return 0
 
 
+MAX_RUNS_PER_CORE = 4
+
+
 def cmd_sweep(args) -> int:
     from .sweep import load_spec, run_sweep
 
-    if args.cpus is not None and args.cpus < 1:
-        raise SpecError("cpus", "must be at least 1")
+    # chosen: a run is a process of a few hundred MB; more at once than this many per core
+    # only swap (100,000 were taken, on 2 cores)
+    most = MAX_RUNS_PER_CORE * (os.cpu_count() or 1)
+    if args.cpus is not None and not 1 <= args.cpus <= most:
+        raise SpecError(
+            "cpus", f"must be in 1..{most} ({MAX_RUNS_PER_CORE} a core), got {args.cpus}"
+        )
     spec = load_spec(args.spec)  # every field checked before any run starts
     result = run_sweep(
         spec,

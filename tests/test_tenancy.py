@@ -83,7 +83,7 @@ def test_drf_shares_gpus_by_weight():
         assert {t: sum(1 for j in first if j.spec.tenant == t) for t in "ab"} == expected
 
 
-@pytest.mark.parametrize("weights", ["alice", "a=3,b", "a=0", "a=x"])
+@pytest.mark.parametrize("weights", ["alice", "a=3,b", "a=0", "a=x", "a=inf", "a=1e308"])
 def test_a_malformed_weight_is_refused_naming_the_field(weights):
     # "alice" has no "=": it was a bare ValueError from tuple unpacking, not a SpecError
     with pytest.raises(SpecError) as error:
@@ -892,3 +892,22 @@ def test_a_refused_plan_takes_back_the_admissions_and_evictions_of_its_pass():
     assert sorted(j.job_id for j in a if j.status is Status.PENDING) == ["a2", "a3"]
     assert b1.status is Status.RUNNING and layer.evictions == {"a": 2}
     assert problems(state) == []
+
+
+@pytest.mark.parametrize(
+    "quota, field",
+    [
+        ("{nominal: 1000000000000}", "nominal"),  # past any cluster's GPUs: taken
+        ("{nominal: 2, borrowing_limit: 1000000000000}", "borrowing_limit"),
+        ("{nominal: 2, weight: 1.0e+308}", "weight"),  # two such summed to infinity
+        ("{nominal: 2, priority: 1000000000000000000000000000000}", "priority"),
+    ],
+)
+def test_a_quota_past_its_bound_is_refused_naming_the_field(tmp_path, quota, field):
+    from dlsched.tenant_quotas import load_tenants
+
+    path = tmp_path / "q.yaml"
+    path.write_text(f"tenants:\n  a: {quota}\n")
+    with pytest.raises(SpecError, match="must be") as e:
+        load_tenants(str(path), ["a"], 16)
+    assert e.value.field == f"tenants.a.{field}"

@@ -30,8 +30,14 @@ from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from .cluster import MAX_GPUS
 from .errors import SpecError
 from .yamlfile import read_yaml
+
+# Chosen bounds: a fair-share weight is relative (a million to one is past any lab's), a priority
+# class a rank
+MAX_WEIGHT = 1e6
+MAX_PRIORITY = 10**9
 
 
 @dataclass(slots=True, frozen=True)
@@ -93,18 +99,25 @@ def quota_from(data, where: str) -> TenantQuota:
         )
     nominal, limit = data.get("nominal", 0), data.get("borrowing_limit")
     for name, v in (("nominal", nominal), ("borrowing_limit", limit)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise SpecError(f"{where}.{name}", f"must be an integer >= 0, got {v!r}")
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_GPUS
+        ):
+            raise SpecError(f"{where}.{name}", f"must be an integer in 0..{MAX_GPUS:,}, got {v!r}")
     weight = data.get("weight", 1.0)
     if (
         isinstance(weight, bool)
         or not isinstance(weight, (int, float))
-        or not 0 < weight < math.inf
+        or not 0 < weight <= MAX_WEIGHT
     ):
-        raise SpecError(f"{where}.weight", f"must be a number > 0, got {weight!r}")
+        raise SpecError(
+            f"{where}.weight", f"must be a number in (0, {MAX_WEIGHT:g}], got {weight!r}"
+        )
     priority = data.get("priority", 0)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise SpecError(f"{where}.priority", f"must be an integer, got {priority!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > MAX_PRIORITY:
+        raise SpecError(
+            f"{where}.priority",
+            f"must be an integer in -{MAX_PRIORITY:,}..{MAX_PRIORITY:,}, got {priority!r}",
+        )
     cohort = data.get("cohort")
     if cohort is not None and (not isinstance(cohort, str) or not cohort):
         raise SpecError(f"{where}.cohort", f"must be a non-empty string, got {cohort!r}")

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from ..errors import SpecError
 from ..jobs import JobView
+from ..tenant_quotas import MAX_WEIGHT
 from ..view import JobQueue
 from .base import Plan, Policy, PolicyView
 from .queued import submit_order
@@ -43,9 +44,10 @@ def parse_weights(text: str | dict | None) -> dict[str, float]:
             w = float(value)
         except (TypeError, ValueError):
             w = -1.0
-        if not w > 0:
+        if not 0 < w <= MAX_WEIGHT:
             raise SpecError(
-                "weights", f"tenant {name!r}: weight must be a number > 0, got {value!r}"
+                "weights",
+                f"tenant {name!r}: weight must be a number in (0, {MAX_WEIGHT:g}], got {value!r}",
             )
         out[str(name).strip()] = w
     return out

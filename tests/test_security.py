@@ -176,6 +176,30 @@ def test_a_false_progress_report_stops_no_other_tenant(harness):
         assert why in str(job["events"]) and job["iteration"] in (None, 0, 150)
 
 
+def test_a_false_profile_fails_its_own_job_and_stops_no_other_tenant(harness):
+    # the profile comes from the tenant's process, where its program ran first: a memory of NaN
+    # let another tenant's job be placed beside it as beside a known one, -1 GiB too
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    liars = [
+        h.submit(
+            alice,
+            entrypoint=f"{PROGRAMS / 'profile_liar.py'}:build",
+            args={**EMULATED["args"], "lie": lie},
+            gpus=1,
+            batch_size=8,
+            iterations=20,
+        )
+        for lie in ("nan", "-1e6")
+    ]
+    for liar in liars:
+        job = h.wait_status(liar, "failed", timeout_s=120)
+        assert "profiling reported an invalid profile" in job["message"], job["events"]
+        assert job["profile"] is None
+    honest = h.submit(bob, **EMULATED, gpus=1, batch_size=8, iterations=20)
+    assert h.wait_status(honest, "done", timeout_s=120)["profile"]["fixed_mib"] > 0
+
+
 def test_a_program_printing_past_its_log_limit_cannot_fill_the_disk(harness, tmp_path):
     # issue 29, 4: a job wrote 3.4 GB of log in 30 s. Now each process's output past the log's
     # head is cut to its last bytes, marked (the hard cap for many processes: test_log_relay).

@@ -200,6 +200,27 @@ def test_a_false_profile_fails_its_own_job_and_stops_no_other_tenant(harness):
     assert h.wait_status(honest, "done", timeout_s=120)["profile"]["fixed_mib"] > 0
 
 
+def test_a_false_end_of_run_fails_its_own_job_and_stops_no_other_tenant(harness):
+    # its process says it stopped at iteration 10**30: the worker refuses the answer, so the run
+    # is the job's failure (before, the pass raised writing it and lost bob's outcome with it)
+    h = harness
+    alice, bob = h.tenant("alice"), h.tenant("bob")
+    liar = h.submit(
+        alice,
+        entrypoint=f"{PROGRAMS / 'run_liar.py'}:build",
+        args={**EMULATED["args"], "said": str(10**30)},
+        gpus=1,
+        batch_size=8,
+        iterations=20,
+    )
+    honest = h.submit(bob, **EMULATED, gpus=1, batch_size=8, iterations=20)
+    assert h.wait_status(honest, "done", timeout_s=120)["iteration"] == 20
+    job = wait_for(lambda: (j := h.job(liar))["failures"] >= 1 and j, 120, what="its failure")
+    events = str(job["events"])
+    assert "the tenant process answered run with" in events, events
+    assert job["iteration"] <= 20
+
+
 def test_a_program_printing_past_its_log_limit_cannot_fill_the_disk(harness, tmp_path):
     # issue 29, 4: a job wrote 3.4 GB of log in 30 s. Now each process's output past the log's
     # head is cut to its last bytes, marked (the hard cap for many processes: test_log_relay).

@@ -258,7 +258,11 @@ class TrainWorker(_Networked):
             self.process.tell("switch")
 
     def regroup(self, master: str | None, rank: int, world: int) -> int:
-        return self.process.call("regroup", master=master, rank=rank, world=world)
+        said = self.process.call("regroup", master=master, rank=rank, world=world)
+        iteration = checked_iteration(said, None)
+        if iteration is None:
+            raise TenantError(f"the tenant process answered regroup with {str(said)[:200]!r}")
+        return iteration
 
     def run(self) -> dict:
         result = self.process.call("run")

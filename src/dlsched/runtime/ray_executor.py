@@ -813,9 +813,8 @@ class RayExecutor:
                         detail=f"gang not ready within {self.start_timeout_s:.0f} s ({where})",
                         cause=cause,
                     )
-            start_iteration = ray.get(setups)[0]  # 0, or its checkpoint's (as its process says)
-            if not isinstance(start_iteration, int):
-                start_iteration = 0
+            # 0, or its checkpoint's (as its process says: only for telling its first progress)
+            start_iteration = checked_iteration(ray.get(setups)[0], None) or 0
             started = True
             results = [a.run.remote() for a in run.actors]
             stop_sent_at = None

@@ -935,6 +935,8 @@ def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_th
         ({"points": [[1]]}, "points[0] is not a mapping of batch, iteration_s, memory_mib"),
         ({"placements": [{"gpus": 2, "nodes": 3, "batch": 8, "iteration_s": 0.1}]}, "nodes '3'"),
         ({"extra": "x" * 10_000}, "unknown keys: extra"),
+        # in range one by one, but no memory at its own batch: a grant of 0 was no cap at all
+        ({"fixed_mib": -80.0, "per_sample_mib": 10.0, "local_batch": 8}, "is not above 0"),
         ("(not a mapping)", "not a mapping: str"),
     ],
 )
@@ -1046,3 +1048,18 @@ def test_a_stored_job_the_state_refuses_fails_named_and_stops_nobody(tmp_path, p
         "could not be scheduled: SpecError: field 'duration_s'"
         in s.store.events(bad)[-1]["message"]
     )
+
+
+def test_a_profile_s_line_below_zero_at_a_small_sub_batch_is_no_grant():
+    # fixed -200 MiB (a fit's intercept), 50 MiB a sample: 600 MiB at 16 a GPU, but -100 at 2
+    # (accumulation 8): no grant, so nobody joins it and it runs uncapped alone, as unknown memory
+    from dlsched.jobs import JobSpec
+    from dlsched.runtime.speed import RuntimeSpeed
+
+    speed = RuntimeSpeed()
+    spec = JobSpec("j", 0.0, num_gpus=1, duration_s=10.0, batch_size=16)
+    speed.profiles["j"] = {"fixed_mib": -200.0, "per_sample_mib": 50.0, "c0_s": 0.01, "c1_s": 0.001}
+    assert speed.memory_mib(spec, 1) == pytest.approx(600 * 1.1)
+    assert speed.memory_mib(spec, 1, accumulation=8) is None
+    assert speed.memory_mib(spec, 1, accumulation=4) is None  # exactly 0 (a grant of 0: no cap)
+    assert speed.memory_mib(spec, 1, accumulation=2) == pytest.approx(200 * 1.1)

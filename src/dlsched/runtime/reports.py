@@ -91,6 +91,10 @@ def _check_profile(p: object) -> dict:
     _in("fixed_mib", p["fixed_mib"], -MAX_PROFILE_MIB, MAX_PROFILE_MIB)  # a fit: may be < 0
     _in("per_sample_mib", p["per_sample_mib"], 0, MAX_PROFILE_MIB)
     _in("iteration_extra_mib", p.get("iteration_extra_mib", 0), 0, MAX_PROFILE_MIB)
+    if not p["fixed_mib"] + p["per_sample_mib"] * p["local_batch"] > 0:
+        raise _Invalid(
+            "its memory at its own batch (fixed_mib + per_sample_mib x local_batch) is not above 0"
+        )
     for name, entry in _entries(
         p, "points", MAX_PROFILE_POINTS, {"batch", "iteration_s", "memory_mib"}
     ):

@@ -101,7 +101,9 @@ class RuntimeSpeed:
         if p is None or spec.job_id in self.exclusive:
             return None
         peak = p["fixed_mib"] + p["per_sample_mib"] * spec.batch_size / gpus / accumulation
-        return peak * (1 + self.memory_headroom)
+        # the fit's line at a sub-batch below the measured ones may reach 0 or below: unknown,
+        # not a grant of nothing (a grant of 0 is no cap, and anyone may join a job using none)
+        return peak * (1 + self.memory_headroom) if peak > 0 else None
 
     def accumulation_cost(self, spec: JobSpec, accumulation: int) -> float:
         p = self.profiles.get(spec.job_id)

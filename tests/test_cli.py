@@ -703,32 +703,28 @@ def test_a_cached_workload_reads_back_equal_job_for_job():
     assert any(j.elastic for j in jobs) and any(j.deadline_s is not None for j in jobs)
 
 
-def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch, capsys):
-    # GENIE ran a 4-GPU job on 1; a preempted job keeps its last placement in the store but
-    # holds nothing while it waits
+def listed_job(jid: str, **fields) -> dict:
+    """A job as the API lists it, running on one GPU unless ``fields`` say otherwise."""
+    return {
+        "id": jid,
+        "tenant_id": "alice",
+        "status": "running",
+        "gpus": [["n0", 0]],
+        "spec": {"gpus": 1, "iterations": 1000},
+        "iteration": 200,
+        "iteration_s": None,
+        "preemptions": 0,
+        "failures": 0,
+        "submitted": 0.0,
+        **fields,
+    }
+
+
+def jobs_table(monkeypatch, capsys, jobs: list[dict]) -> tuple[str, dict[str, str]]:
+    """``dlsched jobs`` over ``jobs`` as the server's answer: its header and each job's row."""
     import argparse
 
     from dlsched.runtime import client
-
-    def job(jid, status, gpus, asked):
-        return {
-            "id": jid,
-            "tenant_id": "alice",
-            "status": status,
-            "gpus": gpus,
-            "spec": {"gpus": asked, "iterations": 10},
-            "iteration": 0,
-            "iteration_s": None,
-            "preemptions": 0,
-            "failures": 0,
-            "submitted": 0.0,
-        }
-
-    jobs = [
-        job("job-1", "running", [["n1", 1]], 4),
-        job("job-2", "queued", [["n0", 0], ["n0", 1]], 4),
-        job("job-3", "done", [["n0", 0], ["n0", 1]], 2),
-    ]
 
     class Reply:
         def json(self):
@@ -736,7 +732,23 @@ def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch
 
     monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
     client.cmd_jobs(argparse.Namespace())
-    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    header, _, *lines = capsys.readouterr().out.splitlines()
+    return header, {line.split()[0]: line for line in lines}
+
+
+def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch, capsys):
+    # GENIE ran a 4-GPU job on 1; a preempted job keeps its last placement in the store but
+    # holds nothing while it waits
+    def job(jid, status, gpus, asked):
+        spec = {"gpus": asked, "iterations": 10}
+        return listed_job(jid, status=status, gpus=gpus, spec=spec, iteration=0)
+
+    jobs = [
+        job("job-1", "running", [["n1", 1]], 4),
+        job("job-2", "queued", [["n0", 0], ["n0", 1]], 4),
+        job("job-3", "done", [["n0", 0], ["n0", 1]], 2),
+    ]
+    _, rows = jobs_table(monkeypatch, capsys, jobs)
     assert " 1 (asked 4) " in rows["job-1"]
     assert " 4 " in rows["job-2"] and "asked" not in rows["job-2"]
     assert " 2 " in rows["job-3"] and "asked" not in rows["job-3"]
@@ -745,36 +757,13 @@ def test_jobs_shows_the_gpus_a_job_runs_on_beside_those_it_asked_for(monkeypatch
 def test_jobs_shows_the_iteration_time_the_server_measured_not_the_program_s(monkeypatch, capsys):
     # the program says 10 ms an iteration; the server's clock gave 500 ms (before, the column
     # was the program's claim)
-    import argparse
-
-    from dlsched.runtime import client
-
-    def job(jid, reported, clocked):
-        return {
-            "id": jid,
-            "tenant_id": "alice",
-            "status": "running",
-            "gpus": [["n0", 0]],
-            "spec": {"gpus": 1, "iterations": 1000},
-            "iteration": 200,
-            "iteration_s": reported,
-            "measured_iteration_s": clocked,
-            "preemptions": 0,
-            "failures": 0,
-            "submitted": 0.0,
-        }
-
-    class Reply:
-        def json(self):
-            return [job("job-1", 0.01, 0.5), job("job-2", 0.01, None)]
-
-    monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
-    client.cmd_jobs(argparse.Namespace())
-    out = capsys.readouterr().out
-    header, _, *lines = out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines}
+    jobs = [
+        listed_job("job-1", iteration_s=0.01, measured_iteration_s=0.5),
+        listed_job("job-2", iteration_s=0.01, measured_iteration_s=None),
+    ]
+    header, rows = jobs_table(monkeypatch, capsys, jobs)
     column = header.split().index("ms/it")
-    assert rows["job-1"][column] == "500" and rows["job-2"][column] == "-"
+    assert rows["job-1"].split()[column] == "500" and rows["job-2"].split()[column] == "-"
 
 
 def test_jobs_shows_a_predicted_end_that_has_passed_as_overdue_and_judges_from_now(
@@ -783,41 +772,17 @@ def test_jobs_shows_a_predicted_end_that_has_passed_as_overdue_and_judges_from_n
     # a running job predicted to end 300 s ago (it runs slower than measured): it ends from now
     # on, so a deadline 100 s ago is missed ("late"), though the old prediction came before it
     # (before, "yes", and the end shown as "5.00 min ago" as if it had ended)
-    import argparse
-
-    from dlsched.runtime import client
-
     now = time.time()
 
     def job(jid, predicted, deadline):
-        return {
-            "id": jid,
-            "tenant_id": "alice",
-            "status": "running",
-            "gpus": [["n0", 0]],
-            "spec": {"gpus": 1, "iterations": 1000},
-            "iteration": 200,
-            "measured_iteration_s": 0.5,
-            "preemptions": 0,
-            "failures": 0,
-            "submitted": now - 3600,
-            "deadline": deadline,
-            "predicted_finish": predicted,
-        }
+        return listed_job(jid, submitted=now - 3600, deadline=deadline, predicted_finish=predicted)
 
     jobs = [
         job("job-1", now - 300, now - 100),
         job("job-2", now - 300, now + 3600),
         job("job-3", now + 600, now + 3600),
     ]
-
-    class Reply:
-        def json(self):
-            return jobs
-
-    monkeypatch.setattr(client, "_call", lambda *args, **kwargs: Reply())
-    client.cmd_jobs(argparse.Namespace())
-    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    _, rows = jobs_table(monkeypatch, capsys, jobs)
     assert "overdue 5.00 min" in rows["job-1"] and rows["job-1"].split()[-1] == "late"
     assert "overdue 5.00 min" in rows["job-2"] and rows["job-2"].split()[-1] == "yes"
     assert "in 10.00 min" in rows["job-3"] and rows["job-3"].split()[-1] == "yes"

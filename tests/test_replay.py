@@ -307,16 +307,20 @@ def test_whatif_replays_the_history_and_reports_its_error_against_the_measured_j
     assert "server, measured (fifo)" in capsys.readouterr().out
 
 
+# one job of a history, as its columns read: 10 iterations of 0.1 s on 1 GPU
+ONE_JOB = {
+    **BASE,
+    "job_id": "a",
+    "submit_s": 0,
+    "gpus": 1,
+    "iterations": 10,
+    "iteration_s": 0.1,
+    "startup_s": 1,
+}
+
+
 def test_a_bad_history_row_names_its_field_and_a_history_needs_its_cluster(tmp_path):
-    good = {
-        **BASE,
-        "job_id": "a",
-        "submit_s": 0,
-        "gpus": 1,
-        "iterations": 10,
-        "iteration_s": 0.1,
-        "startup_s": 1,
-    }
+    good = ONE_JOB
     with pytest.raises(SpecError, match="iteration_s"):
         load_trace(str(_history(tmp_path, [good, {**good, "job_id": "b", "iteration_s": 0}])))
     with pytest.raises(SpecError, match="appears twice"):
@@ -346,13 +350,7 @@ def test_a_bad_history_row_names_its_field_and_a_history_needs_its_cluster(tmp_p
 def test_a_history_s_measured_column_out_of_its_range_is_named(tmp_path, column, value):
     # a history file is edited by hand too: these were taken as they were
     row = {
-        **BASE,
-        "job_id": "a",
-        "submit_s": 0,
-        "gpus": 1,
-        "iterations": 10,
-        "iteration_s": 0.1,
-        "startup_s": 1,
+        **ONE_JOB,
         **{"fixed_mib": 100.0, "per_sample_mib": 1.0, "c0_s": 0.01, "c1_s": 0.001},
         **{"local_batch": 8, "slowdown": 1.2, "profile_s": 5.0},
     }

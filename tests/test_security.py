@@ -29,6 +29,19 @@ PROGRAMS = Path(__file__).parent / "programs"
 ATTACK = re.compile(r"^ATTACK (?P<name>.+?): (?P<result>blocked|SUCCEEDED)", re.M)
 
 
+def submit_program(h, tenant: dict, program: str, iterations: int, **args) -> str:
+    """A 1-GPU job of ``tests/programs/<program>.py``, which wraps the emulated job given
+    ``args`` on top of its own."""
+    return h.submit(
+        tenant,
+        entrypoint=f"{PROGRAMS / program}.py:build",
+        args={**EMULATED["args"], **args},
+        gpus=1,
+        batch_size=8,
+        iterations=iterations,
+    )
+
+
 @pytest.fixture
 def harness(ray_cluster, tmp_path):
     from dlsched.runtime.limits import SubmitLimiter
@@ -153,14 +166,7 @@ def test_a_false_progress_report_stops_no_other_tenant(harness):
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
     liars = [
-        h.submit(
-            alice,
-            entrypoint=f"{PROGRAMS / 'liar.py'}:build",
-            args={**EMULATED["args"], "field": field, "lie": lie},
-            gpus=1,
-            batch_size=8,
-            iterations=150,
-        )
+        submit_program(h, alice, "liar", 150, field=field, lie=lie)
         for field, lie in (("iteration", "nan"), ("iteration_s", "inf"))
     ]
     for liar in liars:
@@ -178,20 +184,10 @@ def test_a_false_progress_report_stops_no_other_tenant(harness):
 
 def test_a_false_profile_fails_its_own_job_and_stops_no_other_tenant(harness):
     # the profile comes from the tenant's process, where its program ran first: a memory of NaN
-    # let another tenant's job be placed beside it as beside a known one, -1 GiB too
+    # let another tenant's job be placed beside it as beside a known one, -1e6 MiB too
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
-    liars = [
-        h.submit(
-            alice,
-            entrypoint=f"{PROGRAMS / 'profile_liar.py'}:build",
-            args={**EMULATED["args"], "lie": lie},
-            gpus=1,
-            batch_size=8,
-            iterations=20,
-        )
-        for lie in ("nan", "-1e6")
-    ]
+    liars = [submit_program(h, alice, "profile_liar", 20, lie=lie) for lie in ("nan", "-1e6")]
     for liar in liars:
         job = h.wait_status(liar, "failed", timeout_s=120)
         assert "profiling reported an invalid profile" in job["message"], job["events"]
@@ -205,14 +201,7 @@ def test_a_false_end_of_run_fails_its_own_job_and_stops_no_other_tenant(harness)
     # is the job's failure (before, the pass raised writing it and lost bob's outcome with it)
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
-    liar = h.submit(
-        alice,
-        entrypoint=f"{PROGRAMS / 'run_liar.py'}:build",
-        args={**EMULATED["args"], "said": str(10**30)},
-        gpus=1,
-        batch_size=8,
-        iterations=20,
-    )
+    liar = submit_program(h, alice, "run_liar", 20, said=str(10**30))
     honest = h.submit(bob, **EMULATED, gpus=1, batch_size=8, iterations=20)
     assert h.wait_status(honest, "done", timeout_s=120)["iteration"] == 20
     job = wait_for(lambda: (j := h.job(liar))["failures"] >= 1 and j, 120, what="its failure")
@@ -228,14 +217,7 @@ def test_a_program_printing_past_its_log_limit_cannot_fill_the_disk(harness, tmp
 
     h = harness
     alice = h.tenant("alice")
-    chatty = h.submit(
-        alice,
-        entrypoint=f"{PROGRAMS / 'chatty.py'}:build",
-        args={**EMULATED["args"], "print_mib": 12},  # profiled, then run: 24 MiB printed
-        gpus=1,
-        batch_size=8,
-        iterations=20,
-    )
+    chatty = submit_program(h, alice, "chatty", 20, print_mib=12)  # profiled, run: 24 MiB
     h.wait_status(chatty, "done", timeout_s=180)
     path = tmp_path / "logs" / f"{chatty}.log"
     # a process's kept tail is written when its output ends, which may follow "done" a little

@@ -99,11 +99,24 @@ def finite_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def in_range(
+    v: object, low: float, high: float, above: bool = False, whole: bool = False
+) -> TypeGuard[int | float]:
+    """A finite number in [low, high] (above ``low`` with ``above``; a whole number with
+    ``whole``)."""
+    return (
+        finite_number(v)
+        and (v > low if above else v >= low)
+        and v <= high
+        and (not whole or float(v).is_integer())
+    )
+
+
 def check_time(name: str, v: object, positive: bool = False, least: float = 0.0) -> None:
     """Refuse (SpecError) a time or duration that is not a number in [least, MAX_TIME_S] (above
     ``least`` with ``positive``): a finite one past the bound makes times that overflow or
     never move on."""
-    if not (finite_number(v) and (v > least if positive else v >= least) and v <= MAX_TIME_S):
+    if not in_range(v, least, MAX_TIME_S, above=positive):
         low = f"> {least:g}" if positive else f">= {least:g}"
         raise SpecError(name, f"must be a number {low} and <= {MAX_TIME_S:g}, got {v!r}")
 

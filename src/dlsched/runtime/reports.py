@@ -10,7 +10,9 @@ neither the state nor the store. A profile that breaks its ranges fails the job'
 
 from __future__ import annotations
 
-from ..jobs import finite_number
+from typing import TypeGuard
+
+from ..jobs import finite_number, in_range
 from .limits import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_JOB_GPUS
 
 # Chosen: the slowest iteration a report may claim (an hour). Longer is no real training
@@ -36,7 +38,7 @@ def checked_progress(report: object, iterations: int | None) -> tuple[dict | Non
     if iteration is not None and not _whole(iteration, 0, high):
         return None, f"iteration {iteration!r} is not a whole number in 0..{high}"
     seconds = report.get("iteration_s")
-    if seconds is not None and not (finite_number(seconds) and 0 < seconds <= MAX_ITERATION_S):
+    if seconds is not None and not in_range(seconds, 0, MAX_ITERATION_S, above=True):
         return None, f"iteration_s {seconds!r} is not a number in (0, {MAX_ITERATION_S:g}]"
     loss = report.get("loss")
     if loss is not None and not finite_number(loss):
@@ -53,7 +55,7 @@ def checked_iteration(iteration: object, iterations: int | None) -> int | None:
     """An iteration a run's process says it stopped at, if a whole number in 0..the job's
     iterations (or the API's bound); else None."""
     high = iterations if iterations is not None else MAX_ITERATIONS
-    return int(iteration) if _whole(iteration, 0, high) else None  # type: ignore[arg-type]
+    return int(iteration) if _whole(iteration, 0, high) else None
 
 
 # Chosen: the most memory a profile may name (1 TiB, past any GPU's), in MiB
@@ -122,15 +124,8 @@ def _entries(p: dict, key: str, most: int, fields: set[str]) -> list[tuple[str, 
 
 
 def _in(name: str, v: object, low: float, high: float, above: bool = False, whole: bool = False):
-    """Refuse ``v`` unless a finite number in [low, high] (above ``low`` with ``above``; a
-    whole number with ``whole``)."""
-    ok = (
-        finite_number(v)
-        and (v > low if above else v >= low)
-        and v <= high
-        and (not whole or float(v).is_integer())
-    )
-    if not ok:
+    """Refuse ``v`` unless :func:`dlsched.jobs.in_range` (with ``name`` in the reason)."""
+    if not in_range(v, low, high, above, whole):
         kind = "a whole number" if whole else "a number"
         bounds = f"{'(' if above else '['}{_shown(low)}, {_shown(high)}]"
         raise _Invalid(f"{name} {str(v)[:40]!r} is not {kind} in {bounds}")
@@ -140,5 +135,5 @@ def _shown(bound: float) -> str:
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
-def _whole(v: object, low: int, high: int) -> bool:
-    return finite_number(v) and float(v).is_integer() and low <= v <= high
+def _whole(v: object, low: int, high: int) -> TypeGuard[int | float]:
+    return in_range(v, low, high, whole=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..cluster import MAX_GPUS
 from ..errors import SpecError, quoted
-from ..jobs import MAX_TIME_S, JobSpec
+from ..jobs import MAX_TIME_S, JobSpec, in_range
 from .base import Trace, collect, number, read_rows
 
 REQUIRED = (
@@ -80,7 +80,7 @@ def _measured(row: dict[str, str], column: str, integer: bool = False):
     """An optional measured column, refused (naming it) outside its range."""
     value = _optional(row, column, integer)
     least, above, most = MEASURED[column]
-    if value is not None and not ((value > least if above else value >= least) and value <= most):
+    if value is not None and not in_range(value, least, most, above):
         low = f"> {least:g}" if above else f">= {least:g}"
         raise SpecError(column, f"must be {low} and <= {most:g}, got {value!r}")
     return value

@@ -174,7 +174,7 @@ def check_options(args, params: dict) -> None:
     for name, value, least, most in (
         ("interval-s", args.interval_s, 0.01, MAX_TIME_S),  # a shorter period spins
         ("start-timeout-s", args.start_timeout_s, 0.01, MAX_TIME_S),
-        ("disk-reserve-mib", args.disk_reserve_mib, 0.0, 2.0**40),
+        ("disk-reserve-mib", args.disk_reserve_mib, 0.0, 2.0**40),  # (1 EiB: past any disk)
         ("checkpoint-retention-h", args.checkpoint_retention_h, 0.0, MAX_TIME_S / 3600),
         ("reclaim-notice-s", args.reclaim_notice_s, 0.0, MAX_TIME_S),
     ):

@@ -184,7 +184,7 @@ def test_a_false_progress_report_stops_no_other_tenant(harness):
 
 def test_a_false_profile_fails_its_own_job_and_stops_no_other_tenant(harness):
     # the profile comes from the tenant's process, where its program ran first: a memory of NaN
-    # let another tenant's job be placed beside it as beside a known one, -1e6 MiB too
+    # or -1e6 MiB was stored as measured and the job ran on it
     h = harness
     alice, bob = h.tenant("alice"), h.tenant("bob")
     liars = [submit_program(h, alice, "profile_liar", 20, lie=lie) for lie in ("nan", "-1e6")]

@@ -926,7 +926,7 @@ def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_th
 @pytest.mark.parametrize(
     "lie, named",
     [
-        # NaN memory: bob's job was put beside it on its GPU, as beside a job of known memory
+        # NaN or negative memory: stored as measured, and the job ran on it
         ({"fixed_mib": float("nan")}, "fixed_mib 'nan' is not a number in [-1,048,576, 1,048,576]"),
         ({"per_sample_mib": -1e9}, "per_sample_mib '-1000000000.0' is not a number in [0,"),
         # a text: the service's pass raised TypeError taking the job in

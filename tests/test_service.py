@@ -1033,6 +1033,53 @@ def test_a_run_s_usage_starts_and_ends_at_its_events_and_its_finish(tmp_path):
     assert events["done"] == s.store.job(job)["finished"] == s.clock()
 
 
+@pytest.mark.parametrize("moment", ["start", "finish"])
+def test_a_status_and_its_run_are_written_together_or_not_at_all(tmp_path, moment, caplog):
+    # a write that fails half-way (the disk, a crash): the status and the run were two
+    # transactions, so a job could show done with its run open (charged its GPUs until any
+    # report's end) or running with no run (charged nothing)
+    s = Setup(tmp_path, nodes={"n0": 2})
+    job = s.submit(gpus=2)
+    if moment == "finish":
+        s.step()
+        s.executor.finish(job)
+    before = (s.status(job), s.store.runs(0, 2e10), len(s.store.events(job)))
+    fail_on = "INSERT" if moment == "start" else "UPDATE OF end"
+    s.store._db.execute(
+        f"CREATE TRIGGER broken BEFORE {fail_on} ON runs BEGIN SELECT RAISE(ABORT, 'disk'); END"
+    )
+    if moment == "start":  # the pass fails
+        with pytest.raises(Exception, match="disk"):
+            s.service.step()
+    else:  # the outcome is not recorded (and the others are: a test above)
+        s.service.step()
+        assert f"the outcome of job {job} was not recorded" in caplog.text
+    assert (s.status(job), s.store.runs(0, 2e10), len(s.store.events(job))) == before
+
+
+def test_a_restarted_server_ends_the_runs_an_older_one_left_open(tmp_path):
+    # what the two writes above left after a crash between them: a job done at 100 s whose run
+    # from 40 s never ended was charged until each report's end (here 10,000 s); and a job
+    # requeued at 70 s
+    from dlsched.runtime.usage import usage_report
+
+    s = Setup(tmp_path, nodes={"n0": 2})
+    done, queued = s.submit(gpus=2), s.submit(gpus=1)
+    t0 = s.clock()
+    for jid, start, gpus in [(done, t0 + 40, 2), (queued, t0 + 50, 1)]:
+        s.store._db.execute(
+            "INSERT INTO runs (job_id, tenant_id, start, gpus) VALUES (?, ?, ?, ?)",
+            (jid, s.tenant, start, gpus),
+        )
+    s.store.update_job(done, event="done", at=t0 + 100, status=DONE, finished=t0 + 100)
+    s.store.update_job(queued, event="preempted", at=t0 + 70)  # requeued, its run left open
+    Setup(tmp_path, nodes={"n0": 2}, store=s.store)  # the server restarts on the database
+    ends = {r["job_id"]: (r["start"] - t0, r["end"] - t0) for r in s.store.runs(t0, t0 + 1e4)}
+    assert ends == {done: (40, 100), queued: (50, 70)}
+    report = usage_report(s.store, t0, t0 + 1e4)
+    assert report["tenants"][0]["gpu_hours"] == pytest.approx((2 * 60 + 20) / 3600)
+
+
 @pytest.mark.parametrize("policy", ["fifo", "sjf-bsbf"])
 def test_a_stored_job_the_state_refuses_fails_named_and_stops_nobody(tmp_path, policy):
     # a row the API did not check (an older server's, a hand-edited database): it raised in

@@ -157,6 +157,8 @@ class SchedulerService:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _recover(self) -> None:
+        if ended := self.store.close_runs_left_open():
+            log.warning("ended %d runs left open by a server that stopped mid-write", ended)
         for row in self.store.jobs(statuses=(RUNNING,)):
             self._set_status(row, QUEUED, "server restarted: resumes from its last checkpoint")
 
@@ -320,11 +322,12 @@ class SchedulerService:
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
         # one instant for the event, the run it opens or closes (the usage) and its finish
         now = fields.get("finished") or self.clock()
-        self.store.update_job(row["id"], event=event, at=now, status=status, **fields)
+        run = None
         if status == RUNNING and "gpus" in fields:  # a run starts (or restarts resized)
-            self.store.open_run(row["id"], row["tenant_id"], now, len(fields["gpus"]))
+            run = len(fields["gpus"])
         elif row["status"] == RUNNING and status != RUNNING:
-            self.store.close_run(row["id"], now)
+            run = 0  # its run ends
+        self.store.update_job(row["id"], event=event, at=now, run=run, status=status, **fields)
         if row["status"] != status:
             self.metrics.transition(row["status"], status)
         row["status"] = status
@@ -691,9 +694,10 @@ class SchedulerService:
                 self.store.update_job(
                     job.job_id,
                     event=f"resizing to {len(gpus)} GPUs in the background{why}",
+                    at=now,
+                    run=len(gpus),
                     gpus=[list(p) for p in placement],
                 )
-                self.store.open_run(job.job_id, job.spec.tenant, now, len(gpus))
                 self.live[job.job_id].meter.reconfigured()
                 self.executor.resize(job.job_id, placement)
             else:  # stop-resume: checkpoint, restart at the new size

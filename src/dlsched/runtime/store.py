@@ -36,15 +36,19 @@ class Store:
         cancel_requested: bool | None = None,
     ) -> list[dict]: ...
     def update_job(
-        self, job_id: str, event: str | None = None, at: float | None = None, **fields: Any
+        self,
+        job_id: str,
+        event: str | None = None,
+        at: float | None = None,
+        run: int | None = None,
+        **fields: Any,
     ) -> None: ...
     def finished_between(self, after: float, until: float) -> list[str]: ...
     def recent_jobs(self, tenant_id: str | None, limit: int) -> tuple[list[dict], int]: ...
     def events(self, job_id: str) -> list[dict]: ...
     def get_setting(self, key: str) -> str | None: ...
     def set_setting(self, key: str, value: str) -> None: ...
-    def open_run(self, job_id: str, tenant_id: str, t: float, gpus: int) -> None: ...
-    def close_run(self, job_id: str, t: float) -> None: ...
+    def close_runs_left_open(self) -> int: ...
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]: ...
     def prune(self, keep_per_tenant: int, finished_before: float) -> list[str]: ...
 
@@ -206,15 +210,25 @@ class SQLiteStore(Store):
         ]
 
     def update_job(
-        self, job_id: str, event: str | None = None, at: float | None = None, **fields: Any
+        self,
+        job_id: str,
+        event: str | None = None,
+        at: float | None = None,
+        run: int | None = None,
+        **fields: Any,
     ) -> None:
-        """Set ``fields`` and add ``event`` at time ``at`` (default now)."""
+        """Set ``fields`` and add ``event`` at time ``at`` (default now); with ``run``, the
+        job's accounting changes at that time too: its open run (if any) ends, and a run of
+        ``run`` GPUs begins (``run`` > 0). One transaction: a crash or a failed write leaves
+        the job's status and its runs as they were together (a job shown done with its run
+        still open would be charged its GPUs for ever)."""
         unknown = set(fields) - _JOB_FIELDS
         if unknown:
             raise KeyError(f"unknown job fields: {', '.join(sorted(unknown))}")
         for name in _JSON_FIELDS:
             if fields.get(name) is not None:
                 fields[name] = json.dumps(fields[name])
+        t = time.time() if at is None else at
         with self._lock, self._db:
             self._db.execute("BEGIN")
             if fields:
@@ -229,8 +243,18 @@ class SQLiteStore(Store):
                 )
                 self._db.execute(
                     "INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
-                    (job_id, time.time() if at is None else at, status, event),
+                    (job_id, t, status, event),
                 )
+            if run is not None:
+                self._db.execute(
+                    "UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id)
+                )
+                if run > 0:
+                    self._db.execute(
+                        "INSERT INTO runs (job_id, tenant_id, start, gpus) "
+                        "SELECT id, tenant_id, ?, ? FROM jobs WHERE id = ?",
+                        (t, run, job_id),
+                    )
 
     def events(self, job_id: str) -> list[dict]:
         return self._rows(
@@ -266,21 +290,19 @@ class SQLiteStore(Store):
             self._db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
 
     # -- accounting: a row per stretch a job held a fixed number of GPUs ---------------------
-    def open_run(self, job_id: str, tenant_id: str, t: float, gpus: int) -> None:
-        with self._lock:
-            self._db.execute(
-                "UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id)
-            )
-            self._db.execute(
-                "INSERT INTO runs (job_id, tenant_id, start, gpus) VALUES (?, ?, ?, ?)",
-                (job_id, tenant_id, t, gpus),
-            )
-
-    def close_run(self, job_id: str, t: float) -> None:
-        with self._lock:
-            self._db.execute(
-                "UPDATE runs SET end = ? WHERE job_id = ? AND end IS NULL", (t, job_id)
-            )
+    def close_runs_left_open(self) -> int:
+        """End the open runs of jobs not running (at the job's finish, else its last event):
+        a server before runs and statuses were written together could stop between the two,
+        and such a run would be charged until the report's end. How many were ended."""
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            return self._db.execute(
+                "UPDATE runs SET end = MAX(start, COALESCE("
+                "(SELECT finished FROM jobs WHERE jobs.id = runs.job_id), "
+                "(SELECT MAX(t) FROM events WHERE events.job_id = runs.job_id), start)) "
+                "WHERE end IS NULL AND job_id NOT IN (SELECT id FROM jobs WHERE status = ?)",
+                (RUNNING,),
+            ).rowcount
 
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]:
         """Stretches overlapping [since, until] (an open one ends at ``until``), clipped to it."""

@@ -960,6 +960,29 @@ def test_a_false_profile_fails_its_own_job_only(tmp_path, lie, named):
     assert s.status(honest) == RUNNING and liar not in s.executor.runs
 
 
+@pytest.mark.parametrize("policy", ["sjf-bsbf", "fifo"])
+def test_a_stored_profile_from_before_profiles_were_checked_is_not_trusted(tmp_path, policy):
+    # a queued job whose profile an older server stored as the tenant's process gave it (NaN
+    # memory): a restarted server took it as measured; now it profiles the job again (a policy
+    # that needs a profile) or runs it as one never profiled
+    from fake_executor import PROFILE
+
+    s = Setup(tmp_path, policy=policy, nodes={"n0": 1})
+    job = s.submit(gpus=1, duration_s=1000)
+    s.store.update_job(job, profile={**PROFILE, "fixed_mib": float("nan")})
+    t = Setup(tmp_path, policy=policy, nodes={"n0": 1}, store=s.store)
+    t.step()
+    events = [e["message"] for e in t.store.events(job)]
+    assert "its stored profile is dropped: an invalid profile: fixed_mib 'nan'" in events[-2]
+    assert t.store.job(job)["profile"] is None and job not in t.service.speed.profiles
+    if policy == "sjf-bsbf":
+        assert t.executor.profiling == [job]
+        t.executor.finish_profiling()
+        t.step()
+        assert t.store.job(job)["profile"] == PROFILE
+    assert t.status(job) == RUNNING
+
+
 def test_a_job_done_shows_as_done_only_once_its_deadline_is_counted(tmp_path):
     # the status was written first and the deadline counted after it: a reader that saw the
     # job done and read /metrics at once could find it not yet counted (a runtime test did)

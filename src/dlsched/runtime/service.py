@@ -378,6 +378,13 @@ class SchedulerService:
 
     def _take_new(self, row: dict) -> None:
         """A job seen queued for the first time: into the state, or to be profiled first."""
+        if row["profile"] is not None and (why := checked_profile(row["profile"])[1]):
+            # stored by a server from before profiles were checked (it is checked on arrival
+            # now): not trusted, the job goes on as one never profiled
+            self.store.update_job(
+                row["id"], event=f"its stored profile is dropped: {why}", profile=None
+            )
+            row["profile"] = None
         if (self.policy.shares_gpus or self.policy.moldable) and row["profile"] is None:
             # a sharing policy needs the job's memory, GENIE its speed on other placements:
             # profile it before it may be scheduled

@@ -20,9 +20,17 @@ SPEC = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations
 
 class Setup:
     def __init__(
-        self, tmp_path, policy="fifo", nodes=None, params=None, store=None, inference=(), **kw
+        self,
+        tmp_path,
+        policy="fifo",
+        nodes=None,
+        params=None,
+        store=None,
+        inference=(),
+        clock=None,
+        **kw,
     ) -> None:
-        self.clock = Clock()
+        self.clock = clock or Clock()
         self.store = store or SQLiteStore(tmp_path / "db.sqlite")
         self.executor = FakeExecutor(nodes or {"n0": 2}, inference)
         self.service = SchedulerService(
@@ -729,6 +737,165 @@ def test_random_event_sequences_keep_the_books_consistent(tmp_path_factory, poli
             break
     assert all(r["status"] in FINAL for r in s.store.jobs()), [
         (r["id"], r["status"]) for r in s.store.jobs()
+    ]
+
+
+def _accounts_agree(store) -> None:
+    """Each job's runs (the usage) agree with its status: one open run of its GPUs while it
+    runs, none otherwise, and its runs never overlap."""
+    rows = {r["id"]: r for r in store.jobs()}
+    runs: dict[str, list] = {}
+    for job_id, start, end, gpus in store._db.execute(
+        "SELECT job_id, start, end, gpus FROM runs ORDER BY n"
+    ):
+        runs.setdefault(job_id, []).append((start, end, gpus))
+    for jid, row in rows.items():
+        mine = runs.get(jid, [])
+        open_ = [r for r in mine if r[1] is None]
+        if row["status"] == RUNNING:
+            assert len(open_) == 1 and open_[0][2] == len(row["gpus"]), (jid, mine, row["gpus"])
+        else:
+            assert not open_, f"{jid} is {row['status']} with a run open: {mine}"
+        for (s0, e0, _), (s1, _, _) in zip(mine, mine[1:], strict=False):
+            assert e0 is not None and s0 <= e0 <= s1, (jid, mine)
+
+
+MULTI_TENANT_ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "submit",
+                "submit",
+                "submit",
+                "cancel",
+                "finish",
+                "finish",
+                "crash",
+                "lose",
+                "restore",
+                "switch",
+                "profiled",
+                "demand",
+                "demand",
+                "quota",
+                "restart",
+                "tick",
+            ]
+        ),
+        st.integers(0, 50),
+        st.integers(1, 4),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from(["fifo", "tiresias", "sjf-bsbf", "aryl", "genie", "elastic-tiresias"]),
+    st.booleans(),
+    MULTI_TENANT_ACTIONS,
+)
+def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_and_accounts(
+    tmp_path_factory, policy, with_quotas, actions
+):
+    # the mechanisms the one-tenant sequences above do not meet: three tenants in a cohort (their
+    # quotas changed through the API), an inference server loaned and reclaimed, server
+    # restarts on the same database; and the accounting checked against the statuses
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
+
+    path = tmp_path_factory.mktemp("svc")
+    nominal = {"alice": 3, "bob": 2, "carol": 1}
+    quotas = (
+        TenantConfig({t: TenantQuota(n, None, "lab") for t, n in nominal.items()})
+        if with_quotas
+        else None
+    )
+
+    def setup(store=None, clock=None) -> Setup:
+        return Setup(
+            path,
+            policy=policy,
+            nodes={"n0": 4, "n1": 2, "i0": 2},
+            inference=("i0",),
+            store=store,
+            params={"thresholds_gpu_s": "100"} if "tiresias" in policy else None,
+            quotas=quotas,
+            clock=clock,
+        )
+
+    s = setup()
+    s.service.set_inference_demand(0)  # the server is lent from the start (to aryl)
+    tenants = [s.tenant] + [s.store.create_tenant(t, f"hash-{t}")["id"] for t in ("bob", "carol")]
+    submitted: list[str] = []
+
+    def check() -> None:
+        rows = {r["id"]: r for r in s.store.jobs()}
+        assert set(rows) == set(submitted), "a job was lost or invented"
+        for jid, row in rows.items():
+            live = s.service.live.get(jid)
+            if row["status"] in FINAL:
+                assert live is None, f"{jid} is {row['status']} but still in the books"
+            elif row["status"] == RUNNING:
+                assert live is not None and jid in s.service.state.running
+                assert jid in s.executor.runs, f"{jid} runs in the books, not in the executor"
+        assert set(s.executor.runs) <= set(s.service.state.running)
+        _accounts_agree(s.store)
+
+    for kind, pick, n in actions:
+        running = sorted(s.executor.runs)
+        if kind == "submit":
+            spec: dict = {"gpus": n, "batch_size": 8, "duration_s": 50.0 * (1 + pick % 4)}
+            if pick % 3 == 0:
+                spec.update(min_gpus=1, max_gpus=min(4, n + 2), gpus=min(n, 4))
+            if pick % 4 == 1:
+                spec["deadline"] = s.clock() + 20.0 * pick
+            tenant = tenants[pick % 3]
+            submitted.append(s.store.add_job(tenant, {**SPEC, **spec})["id"])
+        elif kind == "cancel" and submitted:
+            s.store.update_job(submitted[pick % len(submitted)], cancel_requested=True)
+        elif kind == "finish" and running:
+            s.executor.finish(running[pick % len(running)])
+        elif kind == "crash" and running:
+            s.executor.crash(running[pick % len(running)])
+        elif kind == "lose":
+            s.executor.lose_node(["n0", "n1", "i0"][pick % 3])
+        elif kind == "restore":
+            s.executor.restore_node(["n0", "n1", "i0"][pick % 3])
+        elif kind == "switch":
+            resizing = [j for j in running if s.executor.runs[j].resize_to]
+            if resizing:
+                s.executor.switched(resizing[pick % len(resizing)])
+        elif kind == "profiled":
+            s.executor.finish_profiling()
+        elif kind == "demand":
+            s.service.set_inference_demand(pick % 2)  # lend the server, or take it back
+        elif kind == "quota" and with_quotas:
+            s.service.set_quota(tenants[pick % 3], {"nominal": n % 4, "cohort": "lab"})
+        elif kind == "restart":
+            s = setup(s.store, s.clock)  # the server dies (its runs with it) and a new one starts
+        s.step(float(pick))
+        check()
+    # then let everything end: no job is lost, none is charged after its end
+    for tenant in tenants if with_quotas else ():
+        s.service.set_quota(tenant, {"nominal": nominal[tenant], "cohort": "lab"})
+    for node in ("n0", "n1", "i0"):
+        s.executor.restore_node(node)
+    for _ in range(200):
+        s.executor.finish_profiling()
+        for jid in list(s.executor.runs):
+            if s.executor.runs[jid].resize_to:
+                s.executor.switched(jid)
+            else:
+                s.executor.finish(jid)
+        s.step(10.0)
+        check()
+        if all(r["status"] in FINAL for r in s.store.jobs()):
+            break
+    assert all(r["status"] in FINAL for r in s.store.jobs()), [
+        (r["id"], r["status"], r["message"]) for r in s.store.jobs()
     ]
 
 

@@ -449,6 +449,32 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota stage
 
 
+def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path):
+    # the simulator refuses genie on a workload without deadlines (a forgotten --deadlines);
+    # a server's history has its tenants' deadlines as they ran, none here: it was refused,
+    # so the server's own policy could not be replayed
+    from dlsched.runtime.export import history_csv
+
+    s = Setup(tmp_path, policy="genie", nodes={"n0": 2})
+    a = s.submit(gpus=1, iterations=100)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    for i, t in ((10, 3.0), (60, 5.0)):
+        s.executor.report_progress(a, iteration=i, iterations=100, iteration_s=0.1)
+        s.step(t)
+    s.executor.finish(a)
+    s.step(4.0)
+    path = tmp_path / "history.csv"
+    path.write_text(history_csv(s.service.export(0.0, float("inf"))))
+    out = tmp_path / "w"
+    argv = ["whatif", "--trace", str(path), "--cluster", "1x2:emulated/16384"]
+    argv += ["--server-policy", "genie", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads((out / "whatif.json").read_text())
+    assert report["policies"]["genie"]["calibration"]["jobs"] == 1
+
+
 def test_whatif_names_an_unknown_policy_before_asking_the_server(tmp_path, capsys):
     # before, the server's answer came first: "no finished or running job to replay", or here
     # a connection error, for a misspelt policy

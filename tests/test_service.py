@@ -760,6 +760,21 @@ def _accounts_agree(store) -> None:
             assert e0 is not None and s0 <= e0 <= s1, (jid, mine)
 
 
+def _whatif(path, history: dict, policy: str) -> None:
+    import yaml
+
+    from dlsched.cli import main
+    from dlsched.runtime.export import history_csv
+
+    (path / "history.csv").write_text(history_csv(history))
+    argv = ["whatif", "--trace", str(path / "history.csv"), "--cluster", history["cluster"]]
+    argv += ["--server-policy", policy, "--policies", "srtf", "--out", str(path / "w")]
+    if history.get("quota_config"):
+        (path / "quotas.yaml").write_text(yaml.safe_dump(history["quota_config"]))
+        argv += ["--quotas", str(path / "quotas.yaml")]
+    assert main([*argv, "--no-progress", "--no-cache"]) == 0
+
+
 MULTI_TENANT_ACTIONS = st.lists(
     st.tuples(
         st.sampled_from(
@@ -803,7 +818,8 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
 ):
     # the mechanisms the one-tenant sequences above do not meet: three tenants in a cohort (their
     # quotas changed through the API), an inference server loaned and reclaimed, server
-    # restarts on the same database; and the accounting checked against the statuses
+    # restarts on the same database; the accounting checked against the statuses, and the
+    # history replayed (a GENIE server's whose jobs had no deadline was refused)
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
 
     path = tmp_path_factory.mktemp("svc")
@@ -897,6 +913,10 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
     assert all(r["status"] in FINAL for r in s.store.jobs()), [
         (r["id"], r["status"], r["message"]) for r in s.store.jobs()
     ]
+    # and its history replays: under the server's policy and its quotas (dlsched whatif)
+    history = s.service.export(0.0, float("inf"))
+    if history["jobs"]:
+        _whatif(path, history, policy)
 
 
 def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):

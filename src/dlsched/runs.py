@@ -90,7 +90,11 @@ def simulate(
         raise TypeError("params go with a policy name; configure a policy object yourself")
     else:
         name = policy.name or type(policy).__name__
-    if getattr(policy, "needs_deadlines", False) and all(j.deadline_s is None for j in jobs):
+    if (
+        getattr(policy, "needs_deadlines", False)
+        and trace.replay is None  # (a server's history: its jobs' deadlines are as they ran)
+        and all(j.deadline_s is None for j in jobs)
+    ):
         raise SpecError(  # it would run as arrival order, and GENIE shrink jobs to what is idle
             "deadlines",
             f"policy {name!r} schedules by deadlines and no job of this workload has one: "

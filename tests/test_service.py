@@ -3,6 +3,8 @@ runtime's logic without Ray or PyTorch, in milliseconds."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -760,6 +762,38 @@ def _accounts_agree(store) -> None:
             assert e0 is not None and s0 <= e0 <= s1, (jid, mine)
 
 
+def _views_agree(s: Setup, tenants: list[str], rows: dict) -> None:
+    """What the API shows agrees with what runs: the snapshot's running jobs are the store's,
+    each run's GPUs are the books' (the new ones, once a background resize is under way), each
+    tenant's GPUs held under its quota are those its runs and profiling runs use, and a tenant's
+    view names no other tenant's job."""
+    service = s.service
+    snap = service.snapshot()
+    assert set(snap["running"]) == {j for j, r in rows.items() if r["status"] == RUNNING}
+    for jid, run in s.executor.runs.items():
+        books = service._placement(service.state.running[jid].gpus)
+        assert sorted(run.resize_to or run.placement) == sorted(books), (jid, run, books)
+    used: dict[str, int] = {}
+    for jid, run in s.executor.runs.items():
+        t = rows[jid]["tenant_id"]
+        used[t] = used.get(t, 0) + len(run.resize_to or run.placement)
+    for jid, (gpus, _) in s.executor.profiling_gpus.items():
+        t = rows[jid]["tenant_id"]
+        used[t] = used.get(t, 0) + len(gpus)
+    standing = service.quotas()["tenants"]
+    for t in tenants:
+        held = standing[t]["gpus_held"] if t in standing else 0
+        assert held == used.get(t, 0), (t, standing.get(t), used)
+    for t in tenants:
+        view = service.snapshot(t)
+        mine = {j for j, r in rows.items() if r["tenant_id"] == t}
+        assert set(view["running"]) <= mine and set(view["queue"]) <= mine
+        for node in view["nodes"]:
+            for holders in node["holders"].values():
+                for h in holders:
+                    assert h["job"] in mine or h["job"] == "(another tenant)", (t, h)
+
+
 def _whatif(path, history: dict, policy: str) -> None:
     import yaml
 
@@ -846,6 +880,8 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
     s.service.set_inference_demand(0)  # the server is lent from the start (to aryl)
     tenants = [s.tenant] + [s.store.create_tenant(t, f"hash-{t}")["id"] for t in ("bob", "carol")]
     submitted: list[str] = []
+    # the statuses when this server started (its metrics count from there), and the jobs then
+    since_start: tuple[Counter, int] = (Counter(), 0)
 
     def check() -> None:
         rows = {r["id"]: r for r in s.store.jobs()}
@@ -859,6 +895,20 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
                 assert jid in s.executor.runs, f"{jid} runs in the books, not in the executor"
         assert set(s.executor.runs) <= set(s.service.state.running)
         _accounts_agree(s.store)
+        _views_agree(s, tenants, rows)
+        # the transitions metric (since this server started) adds up to the statuses' change
+        flow: dict[str, float] = {}
+        for metric in s.service.metrics.transitions.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    old, new = sample.labels["from_state"], sample.labels["to_state"]
+                    flow[old] = flow.get(old, 0) - sample.value
+                    flow[new] = flow.get(new, 0) + sample.value
+        now = Counter(r["status"] for r in rows.values())
+        for status in {*now, *flow, *since_start[0]}:
+            arrived = len(submitted) - since_start[1] if status == QUEUED else 0
+            change = now[status] - since_start[0][status] - arrived
+            assert flow.get(status, 0) == change, (status, flow, now, since_start)
 
     for kind, pick, n in actions:
         running = sorted(s.executor.runs)
@@ -891,6 +941,7 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
         elif kind == "quota" and with_quotas:
             s.service.set_quota(tenants[pick % 3], {"nominal": n % 4, "cohort": "lab"})
         elif kind == "restart":
+            since_start = (Counter(r["status"] for r in s.store.jobs()), len(submitted))
             s = setup(s.store, s.clock)  # the server dies (its runs with it) and a new one starts
         s.step(float(pick))
         check()

@@ -855,6 +855,7 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
     # restarts on the same database; the accounting checked against the statuses, and the
     # history replayed (a GENIE server's whose jobs had no deadline was refused)
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
+    from fake_executor import PROFILE
 
     path = tmp_path_factory.mktemp("svc")
     nominal = {"alice": 3, "bob": 2, "carol": 1}
@@ -934,8 +935,8 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
             resizing = [j for j in running if s.executor.runs[j].resize_to]
             if resizing:
                 s.executor.switched(resizing[pick % len(resizing)])
-        elif kind == "profiled":
-            s.executor.finish_profiling()
+        elif kind == "profiled":  # from 0.6 to 15.6 GiB at its batch: pairs fit on 16 or not
+            s.executor.finish_profiling({**PROFILE, "fixed_mib": 500.0 + 300.0 * pick})
         elif kind == "demand":
             s.service.set_inference_demand(pick % 2)  # lend the server, or take it back
         elif kind == "quota" and with_quotas:

@@ -777,6 +777,68 @@ def test_a_quota_cut_never_starts_an_elastic_job_below_where_its_memory_fits(pol
     assert (done["E"].first_start, done["E"].finish) == (100.0, 200.0)
 
 
+class PairMemory(BatchInMemory):
+    """A sharing pair's numbers: E's 12,000 MiB spread over its GPUs, B's 8,000 on one; each
+    slows the other by 1.5. On 16,384 MiB GPUs E fits beside B on 2 GPUs, not on 1."""
+
+    def memory_mib(self, spec, gpus, accumulation=1):
+        return (12_000 / gpus if spec.model == "me" else 8_000) / accumulation
+
+    def slowdown(self, job, partner):
+        return 1.5
+
+
+def test_a_quota_cut_of_a_start_that_shares_a_gpu_keeps_the_idle_one():
+    # 3x1 GPUs; a's hard quota 2. B (a) and F (b) run on GPUs 0 and 1 from 0. E (a, elastic
+    # 1..2, asks 2) arrives at 10: sjf-ffs starts it on the idle GPU 2 and beside B on GPU 0.
+    # a may take one GPU more, so the stage cuts E to 1: it kept GPU 0 (the node order), where
+    # E's 12,000 MiB on one GPU beside B's 8,000 exceed 16,384, and the state refused the plan
+    # (the run failed, blaming the policy). Now it keeps the idle GPU: E runs alone from 10 at
+    # (1/2)**0.8 of its speed on 2 GPUs, to 10 + 100 / 0.574 = 184.1.
+    jobs = [
+        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
+        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
+        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
+    ]
+    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})
+    sim = Simulator(
+        parse_cluster_spec("3x1:V100/16384"),
+        jobs,
+        make_policy("sjf-ffs"),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PairMemory(),
+        admission=QuotaAdmission(config),
+    )
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert (done["E"].first_start, done["E"].gpus) == (10.0, (2,))
+    assert done["E"].finish == pytest.approx(10 + 100 / 0.5**0.8)
+    assert done["B"].shared_s == 0.0
+
+
+def test_a_quota_cut_that_would_not_fit_beside_a_partner_withdraws_the_start():
+    # 2x1 GPUs: B (a) and F (b) on GPUs 0 and 1 until 1000. E (a, 1..2, asks 2) arrives at 10:
+    # sjf-ffs starts it beside both (6,000 + 8,000 MiB on each). Cut to the 1 GPU a may take,
+    # E would need 12,000 beside 8,000 on 16,384: it waits instead, and starts at 1000 on
+    # both GPUs, idle then (a's quota has room for its request), to end at 1100.
+    jobs = [
+        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
+        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
+        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
+    ]
+    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})
+    sim = Simulator(
+        parse_cluster_spec("2x1:V100/16384"),
+        jobs,
+        make_policy("sjf-ffs"),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PairMemory(),
+        admission=QuotaAdmission(config),
+    )
+    done = {j.job_id: j for j in sim.run().jobs}
+    assert (done["E"].first_start, done["E"].finish) == (1000.0, 1100.0)
+    assert done["B"].shared_s == done["F"].shared_s == 0.0
+
+
 def test_a_reclaim_evicts_lower_priority_first_then_the_youngest():
     # issue 25, 8. As above, but a3 (the youngest) is of a higher class. Kueue orders reclaim
     # candidates by lower priority first, then most recently admitted: b1 takes back a2's and

@@ -30,7 +30,9 @@ Any`` and ``withinClusterQueue: LowerPriority``:
 Evicted jobs lose their admission and wait to be admitted again. The policy hears of them from
 the state as if they finished (or were cancelled, not started), and sees their GPUs (and those
 of shrunk jobs) free in the same pass. Growth the policy plans (an elastic job started or resized
-larger) is cut to what the tenant may still take, and the policy is told (``job_resized``).
+larger) is cut to what the tenant may still take, and the policy is told (``job_resized``):
+a start keeps its idle GPUs first, then those it would share, and waits instead (told with no
+GPUs) when a GPU it keeps could not hold its memory on fewer GPUs beside the jobs there.
 
 The simulator runs the stage with ``--quotas``; ``dlsched server`` always (without a quota file
 every tenant's quota is unlimited, so it only keeps the books the API and metrics read).
@@ -105,7 +107,40 @@ def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmissi
         (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in admitted.shrunk.values()
     ]
     view = state.without(running_gone, freed) if running_gone or freed else state
-    return admission.charge(state, policy, policy.schedule(view), admitted, running_gone)
+    return admission.charge(view, policy, policy.schedule(view), admitted, running_gone)
+
+
+def _cut_start(
+    view: PolicyView, plan: Plan, job: JobView, gpus: tuple[int, ...], keep: int
+) -> tuple[int, ...] | None:
+    """``keep`` of the GPUs a start planned: the idle ones first (with those the plan's
+    preemptions and scale-ins free), then those it would share, each the most consolidated;
+    None when it would keep a shared GPU that cannot hold its memory on fewer GPUs (larger
+    sub-batches) beside the jobs staying there."""
+    occupancy, gpu_node = view.occupancy, view.cluster.gpu_node
+    leaving = set(plan.preempt)
+    resized = {j.job_id: gpus for j, gpus in plan.resize}
+    staying: dict[int, list[JobView]] = {}
+    for g in gpus:
+        if not view.free.is_free(g):
+            holders = [
+                h
+                for h in occupancy.jobs[g]
+                if h not in leaving and g in resized.get(h.job_id, h.gpus)
+            ]
+            if holders:
+                staying[g] = holders
+    idle = tuple(g for g in gpus if g not in staying)
+    if len(idle) >= keep:
+        return keep_consolidated(idle, keep, gpu_node)
+    joined = keep_consolidated(tuple(staying), keep - len(idle), gpu_node)
+    memory = view.workload.memory_mib(job.spec, keep, plan.accumulation.get(job.job_id, 1))
+    for g in joined:
+        used = [h.memory_mib for h in staying[g]]
+        total = None if None in used else sum(m or 0.0 for m in used)
+        if occupancy.why_not_join_holders(g, len(used), total, memory):
+            return None
+    return idle + joined
 
 
 class QuotaAdmission:
@@ -444,20 +479,28 @@ class QuotaAdmission:
     def _hold_to_quota(self, view: PolicyView, policy: Policy, plan: Plan, shrunk: dict) -> None:
         """Charge the policy's plan; cut growth beyond what tenants may take (and tell it);
         keep one resize per job, the stage's scale-ins first."""
-        now, gpu_node = view.now, view.cluster.gpu_node
+        now = view.now
         for job in plan.preempt:
             if job.admitted:
                 self._use(job.spec.tenant, reservation(job) - self._counts(job, shrunk))
+        withdrawn = []
         for i, (job, gpus) in enumerate(plan.start):
             if not job.admitted:
                 continue
             extra = len(gpus) - reservation(job)
             room = self._room(job.spec.tenant)
             if extra > room:
-                gpus = keep_consolidated(gpus, reservation(job) + max(0, int(room)), gpu_node)
+                cut = _cut_start(view, plan, job, gpus, reservation(job) + max(0, int(room)))
+                policy.job_resized(job, cut or (), now)
+                if cut is None:  # it waits, admitted (no quota came back: no pass sooner)
+                    withdrawn.append(i)
+                    plan.accumulation.pop(job.job_id, None)
+                    continue
+                gpus = cut
                 plan.start[i] = (job, gpus)
-                policy.job_resized(job, gpus, now)
             self._use(job.spec.tenant, len(gpus) - reservation(job))
+        for i in reversed(withdrawn):
+            del plan.start[i]
         # a scale-in of a job the policy preempts gives way: the job leaves all its GPUs
         # (charged above at its reservation)
         leaving = set(plan.preempt)

@@ -100,6 +100,9 @@ class Holders(Protocol):
     def leased(self) -> AbstractSet[int]: ...  # GPUs a profiling run holds
 
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None: ...
+    def why_not_join_holders(
+        self, g: int, holders: int, used: float | None, memory_mib: float | None
+    ) -> str | None: ...
     def partners(self, job: JobView) -> AbstractSet[JobView]: ...
 
 

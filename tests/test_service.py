@@ -965,6 +965,12 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
     assert all(r["status"] in FINAL for r in s.store.jobs()), [
         (r["id"], r["status"], r["message"]) for r in s.store.jobs()
     ]
+    # and the policy keeps nothing of a job that ended (a server runs for months)
+    decider = s.service.policy
+    for part in (decider, *(getattr(decider, a, None) for a in ("order", "elastic", "sharing"))):
+        for name, kept in getattr(part, "__dict__", {}).items():
+            if isinstance(kept, dict):
+                assert not set(kept) & set(submitted), (name, sorted(set(kept) & set(submitted)))
     # and its history replays: under the server's policy and its quotas (dlsched whatif)
     history = s.service.export(0.0, float("inf"))
     if history["jobs"]:
@@ -1220,6 +1226,37 @@ def test_a_stored_profile_from_before_profiles_were_checked_is_not_trusted(tmp_p
         t.step()
         assert t.store.job(job)["profile"] == PROFILE
     assert t.status(job) == RUNNING
+
+
+def test_tiresias_demotes_a_job_restarted_at_the_instant_it_started_once(tmp_path):
+    # a job that failed and started again within one clock reading had two demotion timers for
+    # the same run (a run is known by its start time): the first demoted it to the last queue,
+    # the second then read the threshold past the last and every pass raised IndexError
+    s = Setup(tmp_path, policy="tiresias", params={"thresholds_gpu_s": "100"})
+    job = s.submit(gpus=1)
+    s.step()
+    s.executor.crash(job)
+    s.step(0.0)  # requeued and started again at the same instant
+    assert s.status(job) == RUNNING and s.store.job(job)["failures"] == 1
+    s.step(150.0)  # past its 100 GPU-seconds
+    s.step(1.0)
+    assert s.service.policy.order.level[job] == 1 and s.status(job) == RUNNING
+
+
+def test_tiresias_forgets_a_job_cancelled_while_it_waits(tmp_path):
+    # a job demoted, preempted, then cancelled while it waited kept its queue in the policy
+    # for ever: a server that runs for months grew by every such job
+    s = Setup(tmp_path, policy="tiresias", params={"thresholds_gpu_s": "100"}, nodes={"n0": 1})
+    job = s.submit(gpus=1)
+    s.step()
+    s.step(150.0)  # past its 100 GPU-seconds: the second queue
+    newer = s.submit(gpus=1)
+    s.step()  # the newer job, in the first queue, preempts it
+    assert s.status(job) == QUEUED and s.status(newer) == RUNNING
+    assert s.service.policy.order.level[job] == 1
+    s.store.update_job(job, cancel_requested=True)
+    s.step()
+    assert s.status(job) == CANCELLED and job not in s.service.policy.order.level
 
 
 def test_a_job_done_shows_as_done_only_once_its_deadline_is_counted(tmp_path):

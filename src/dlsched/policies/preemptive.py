@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
-from ..jobs import JobView
+from ..jobs import CANCELLED, JobView
 from ..state.drifting import rounding_margin
 from ..state.free import FreeGpus
 from ..view import DriftingJobs, JobQueue, RunningJobs
@@ -235,6 +235,11 @@ class PreemptivePolicy(Policy):
 
     def job_requeued(self, job: JobView, now: float) -> None:
         self.order.stopped(job, now)
+
+    def job_cancelled(self, job: JobView, now: float) -> None:
+        # (a job the quota stage evicts before it started is told so too, and waits on)
+        if job.status is CANCELLED:  # the order forgets it (a server runs for months)
+            self.order.stopped(job, now)
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:

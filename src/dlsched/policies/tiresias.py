@@ -155,8 +155,15 @@ class TiresiasOrder(PreemptiveOrder):
             _, _, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
-                if job.status is RUNNING and job.segment_start == tag:  # still in that run
-                    level = self.level.get(jid, 0)
+                level = self.level.get(jid, 0)
+                # still in that run, and not in the last queue: a run is known by its start, so
+                # one that began where the last one did (a failed start retried at the same
+                # instant) has two timers, and the second finds the job demoted already
+                if (
+                    job.status is RUNNING
+                    and job.segment_start == tag
+                    and level < len(self.thresholds)
+                ):
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):  # paused meanwhile
                         self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)

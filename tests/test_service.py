@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlsched.jobs import Status
-from dlsched.runtime.executor_api import CLUSTER, MEMORY
+from dlsched.policies.catalog import POLICIES
+from dlsched.runtime.executor_api import CLUSTER, JOB, MEMORY
 from dlsched.runtime.profiling_queue import DEFAULT_PAIR_WAIT_S
 from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SWEEP_EVERY_S, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
@@ -828,6 +829,8 @@ MULTI_TENANT_ACTIONS = st.lists(
                 "demand",
                 "quota",
                 "restart",
+                "progress",
+                "unprofiled",
                 "tick",
             ]
         ),
@@ -840,10 +843,10 @@ MULTI_TENANT_ACTIONS = st.lists(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    st.sampled_from(["fifo", "tiresias", "sjf-bsbf", "aryl", "genie", "elastic-tiresias"]),
+    st.sampled_from(sorted(POLICIES)),
     st.booleans(),
     MULTI_TENANT_ACTIONS,
 )
@@ -941,6 +944,11 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
             s.service.set_inference_demand(pick % 2)  # lend the server, or take it back
         elif kind == "quota" and with_quotas:
             s.service.set_quota(tenants[pick % 3], {"nominal": n % 4, "cohort": "lab"})
+        elif kind == "progress" and running:
+            s.executor.report_progress(running[pick % len(running)], pick + 1, 100, 0.05 * n)
+        elif kind == "unprofiled" and s.executor.profiling:  # its program's fault, or the cluster's
+            cause = CLUSTER if pick % 2 else JOB
+            s.executor.fail_profiling(s.executor.profiling[0], "profiling failed", cause)
         elif kind == "restart":
             since_start = (Counter(r["status"] for r in s.store.jobs()), len(submitted))
             s = setup(s.store, s.clock)  # the server dies (its runs with it) and a new one starts

@@ -204,6 +204,29 @@ def test_consolidated_refuses_to_spread_and_spread_spreads():
     assert consolidated(free, 2) == (2, 3)
 
 
+@pytest.mark.parametrize(
+    "cluster, gpus, types, fewest",
+    [
+        # nodes of different sizes: 4 + 2 + 2 + 2 for 9 (every node taken as 4: 3, and a
+        # consolidated placement of 9 was never found)
+        ("1x4:V100,3x2:V100", 9, None, 4),
+        # an inference pool's larger nodes hold no job unless loaned: 2 + 2 for 3 (before: 1)
+        ("2x2:V100,1x4:V100@inference", 3, None, 2),
+        # of one type: the K80 nodes' 4 GPUs each, not the V100 nodes' 8 (before: 1)
+        ("2x8:V100,2x4:K80", 6, ("K80",), 2),
+        ("2x8:V100,2x4:K80", 6, None, 1),
+    ],
+)
+def test_the_fewest_nodes_a_job_needs_are_counted_on_the_nodes_it_may_use(
+    cluster, gpus, types, fewest
+):
+    c = parse_cluster_spec(cluster)
+    assert c.min_nodes_for(gpus, types) == fewest
+    free = FreeGpus(c)
+    placed = consolidated(free, gpus, types)  # found on an idle cluster
+    assert placed is not None and len({c.gpu_node[g] for g in placed}) == fewest
+
+
 def test_gpu_type_constraints():
     c = parse_cluster_spec("1x2:V100,1x2:T4")
     free = FreeGpus(c)

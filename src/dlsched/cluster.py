@@ -89,6 +89,7 @@ class Cluster:
     gpu_node: list[int] = field(init=False)  # global GPU id -> node id
     largest_node_gpus: int = field(init=False)  # the most GPUs any node has (a fact, cached)
     _capacity: dict = field(init=False, repr=False, compare=False, default_factory=dict)
+    _min_nodes: dict = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -191,9 +192,32 @@ class Cluster:
         # (memoized with capacity_for: fair share asks at every pass, 7% of a DRF replay)
         return self.capacity_for(None, pool)
 
-    def min_nodes_for(self, gpus: int) -> int:
-        """The fewest nodes that can hold ``gpus`` GPUs (filling the largest nodes)."""
-        return -(-gpus // self.largest_node_gpus)
+    def min_nodes_for(self, gpus: int, gpu_types: tuple[str, ...] | None = None) -> int:
+        """The fewest nodes that can hold ``gpus`` GPUs (of ``gpu_types``; None: any): the
+        training pool's largest nodes first, then loaned servers' (Aryl). Before, every node
+        was taken to be the largest one's size, any pool or type: a consolidated placement
+        could then ask for fewer nodes than any placement has, and the job never ran."""
+        key = (gpus, gpu_types)
+        fewest = self._min_nodes.get(key)  # (memoized: asked by placements and predictions)
+        if fewest is None:
+            fewest, left = 0, gpus
+            for pool in ("training", "inference"):
+                sizes = sorted(
+                    (
+                        n.num_gpus
+                        for n in self.nodes
+                        if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types)
+                    ),
+                    reverse=True,
+                )
+                for size in sizes:
+                    if left <= 0:
+                        break
+                    fewest, left = fewest + 1, left - size
+            if left > 0:  # more than the nodes hold: as if more of the largest
+                fewest += -(-left // self.largest_node_gpus)
+            self._min_nodes[key] = fewest
+        return fewest
 
     def capacity_for(self, gpu_types: tuple[str, ...] | None, pool: str = "training") -> int:
         """GPUs of the pool a job restricted to ``gpu_types`` (None: any) could ever use."""

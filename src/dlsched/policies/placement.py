@@ -45,12 +45,12 @@ def _eligible(
 def consolidated(
     free: IdleGpus, need: int, types: tuple[str, ...] | None = None
 ) -> tuple[int, ...] | None:
-    """As few nodes as the job's size allows, or nothing: a job that fits on one node gets one
-    node; a larger one gets ceil(need / node size) nodes."""
+    """As few nodes as the job's size allows, or nothing: as few as the nodes it may use
+    (:meth:`~dlsched.cluster.Cluster.min_nodes_for`) could hold it on."""
     if need > free.total:
         return None
-    largest = len(free.buckets) - 1  # the largest node's GPU count
-    if need <= largest:
+    fewest = free.cluster.min_nodes_for(need, types)
+    if fewest == 1:
         for c in range(need, len(free.buckets)):
             bucket = free.buckets[c]
             ok = [n for n in bucket if types is None or free.cluster.nodes[n].gpu_type in types]
@@ -61,7 +61,7 @@ def consolidated(
     if gpus is None:
         return None
     used_nodes = len({free.cluster.gpu_node[g] for g in gpus})
-    return gpus if used_nodes <= free.cluster.min_nodes_for(need) else None
+    return gpus if used_nodes <= fewest else None
 
 
 def spread(

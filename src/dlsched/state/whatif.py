@@ -15,6 +15,29 @@ from .drifting import LinearKey
 from .running import RunningKey
 
 
+def _idle_after(
+    base: PolicyView,
+    gone: list[JobView],
+    freed: list[tuple[JobView, tuple[int, ...]]],
+) -> list[int]:
+    """The GPUs that go idle once ``gone`` jobs leave and ``freed`` GPUs are given up: each
+    once, only when every job on it leaves it (a GPU two jobs share) and no profiling run holds
+    it on, and not one ``base`` shows idle already (a view of a view)."""
+    leaving: dict[int, set[str]] = {}
+    for job in gone:
+        for g in base.gpus_of(job):
+            leaving.setdefault(g, set()).add(job.job_id)
+    for job, gpus in freed:
+        for g in gpus:
+            leaving.setdefault(g, set()).add(job.job_id)
+    holders, leased, idle = base.occupancy.jobs, base.occupancy.leased, base.free.is_free
+    return [
+        g
+        for g, ids in leaving.items()
+        if g not in leased and not idle(g) and all(h.job_id in ids for h in holders[g])
+    ]
+
+
 class WhatIfView:
     """``base`` with ``gone`` running jobs taken off their GPUs and ``freed`` GPUs of other
     running jobs (scale-ins) idle. The occupancy is the base's: a job planning to share a GPU
@@ -30,11 +53,7 @@ class WhatIfView:
         gone = list(gone)
         freed = list(freed)
         free = base.free.copy()
-        leased = base.occupancy.leased  # held on by a profiling run when the job goes
-        free.release(
-            [g for j in gone for g in base.gpus_of(j) if g not in leased]
-            + [g for _, gpus in freed for g in gpus if g not in leased]
-        )
+        free.release(_idle_after(base, gone, freed))
         self._free = free
         ids = {j.job_id for j in gone}
         self._running = {k: v for k, v in base.running.items() if k not in ids}

@@ -171,6 +171,22 @@ def test_a_what_if_view_frees_a_shared_gpu_only_when_all_its_jobs_are_gone():
     assert both.free.is_free(0) and both.free.total == 2
 
 
+def test_a_sharing_pass_takes_a_job_scaled_in_in_the_same_pass_for_no_partner():
+    # the quota stage scales an elastic job in (from GPUs 0 and 1 to 1) and shows the policy
+    # GPU 0 idle; the sharing pass read the job's GPUs from the job, not the view, and offered
+    # GPU 0 twice, idle and as the partner's: the pass raised "GPU 0 is not free"
+    from dlsched.policies.base import Plan
+
+    speed = TableSpeed({("ma", "mb"): 1.5, ("mb", "ma"): 1.5}, {"ma": 4000, "mb": 4000})
+    state = ClusterState(parse_cluster_spec("1x2:V100"), make_policy("fifo"), workload=speed)
+    e = state.submit(JobSpec("e", 0.0, 2, 100.0, model="mb", batch_size=64, min_gpus=1))
+    state.apply(Plan(start=[(e, (0, 1))]))
+    state.submit(JobSpec("a", 0.0, 2, 60.0, model="ma", batch_size=64))
+    view = state.without(freed=[(e, (0,))])
+    plan = make_policy("sjf-ffs").schedule(view)
+    assert all(len(set(gpus)) == len(gpus) for _, gpus in plan.start), plan.start
+
+
 def test_a_plan_cannot_put_a_job_on_a_gpu_of_a_failed_node():
     from dlsched.errors import PlanError
     from dlsched.policies.base import Plan

@@ -202,11 +202,14 @@ class _SharingPass:
         by_key: dict[tuple, list[JobView]] = {}
         for job in view.running.values():
             # a job without a model or a known memory shares with nobody; one sharing already
-            # (the state marks it), or beside a profiling run, takes no partner
+            # (the state marks it), beside a profiling run, or scaled in by the quota stage in
+            # this pass (the view shows its GPUs given up idle) takes no partner
             if job.sharing or job.memory_mib is None or job.spec.model is None:
                 continue
             gpus = job.gpus
             if leased and not leased.isdisjoint(gpus):
+                continue
+            if job.spec.elastic and view.gpus_of(job) != gpus:
                 continue
             capacity = gpu_mem[gpus[0]] if len(gpus) == 1 else min(gpu_mem[g] for g in gpus)
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)

@@ -839,6 +839,27 @@ def test_a_quota_cut_that_would_not_fit_beside_a_partner_withdraws_the_start():
     assert done["B"].shared_s == done["F"].shared_s == 0.0
 
 
+@pytest.mark.parametrize("policy", ["srtf", "tiresias"])
+def test_a_preemptive_policy_frees_only_the_gpus_a_job_scaled_in_this_pass_still_holds(policy):
+    # the quota stage scales E (elastic, 1..2) in from GPUs 0 and 1 to GPU 0 and shows the
+    # policy GPU 1 idle; preempting E for A (2 GPUs) released the GPUs E held before, GPU 1
+    # twice: the pass raised "GPU 1 is already free"
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.policies.base import Plan
+    from dlsched.state.cluster_state import ClusterState
+
+    state = ClusterState(parse_cluster_spec("1x2"), make_policy(policy))
+    e = state.submit(JobSpec("E", 0.0, 2, 1000.0, min_gpus=1))
+    state.apply(Plan(start=[(e, (0, 1))]))
+    if policy == "tiresias":  # E is demoted below the first queue, so A outranks it
+        state.policy.order.level["E"] = 1
+        state.policy.running_order(state).rekey(e)
+    state.submit(JobSpec("A", 0.0, 2, 10.0))
+    plan = state.policy.schedule(state.without(freed=[(e, (1,))]))
+    assert [j.job_id for j in plan.preempt] == ["E"]
+    assert [(j.job_id, sorted(g)) for j, g in plan.start] == [("A", [0, 1])]
+
+
 def test_a_reclaim_evicts_lower_priority_first_then_the_youngest():
     # issue 25, 8. As above, but a3 (the youngest) is of a higher class. Kueue orders reclaim
     # candidates by lower priority first, then most recently admitted: b1 takes back a2's and

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from ..jobs import CANCELLED, JobView
@@ -161,6 +161,9 @@ class PreemptivePolicy(Policy):
         # stop at what it needed (drifting keys)
         self._bound: tuple[int, float] | None = None
         self._rank = self.pending_rank  # the queue's key: one object, asked for every pass
+        # the pass's view's GPUs of a running job (a job the quota stage scales in this pass
+        # holds fewer than job.gpus says)
+        self._gpus_of: Callable[[JobView], tuple[int, ...]] = lambda job: job.gpus
 
     def params(self) -> dict:
         params = {**super().params(), **self.order.params()}
@@ -245,6 +248,7 @@ class PreemptivePolicy(Policy):
     def schedule(self, view: PolicyView) -> Plan:
         now = view.now
         self._now = now
+        self._gpus_of = view.gpus_of
         self._victims, self._worst, self._cannot_outrank = set(), None, None
         self._bound = None
         self.order.on_timers(view)
@@ -378,7 +382,7 @@ class PreemptivePolicy(Policy):
         possible."""
         popped: list[JobView] = []
         gpus = None
-        planned = (lambda j: j.gpus) if self.elastic is None else self.elastic.planned_gpus
+        planned = self._gpus_of if self.elastic is None else self.elastic.planned_gpus
         worst_before = self._peek_worst()
         while gpus is None:
             worst = self._peek_worst()

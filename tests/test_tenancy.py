@@ -788,6 +788,25 @@ class PairMemory(BatchInMemory):
         return 1.5
 
 
+def _pair_under_quota(cluster: str) -> dict:
+    """B (tenant a) and F (b), 1 GPU each for 1000 s from 0; E (a, elastic 1..2, asks 2, 100 s)
+    at 10; a's hard quota 2, b's 1; sjf-ffs on ``cluster`` of 16,384 MiB GPUs."""
+    jobs = [
+        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
+        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
+        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
+    ]
+    sim = Simulator(
+        parse_cluster_spec(f"{cluster}:V100/16384"),
+        jobs,
+        make_policy("sjf-ffs"),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PairMemory(),
+        admission=QuotaAdmission(TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})),
+    )
+    return {j.job_id: j for j in sim.run().jobs}
+
+
 def test_a_quota_cut_of_a_start_that_shares_a_gpu_keeps_the_idle_one():
     # 3x1 GPUs; a's hard quota 2. B (a) and F (b) run on GPUs 0 and 1 from 0. E (a, elastic
     # 1..2, asks 2) arrives at 10: sjf-ffs starts it on the idle GPU 2 and beside B on GPU 0.
@@ -795,21 +814,7 @@ def test_a_quota_cut_of_a_start_that_shares_a_gpu_keeps_the_idle_one():
     # E's 12,000 MiB on one GPU beside B's 8,000 exceed 16,384, and the state refused the plan
     # (the run failed, blaming the policy). Now it keeps the idle GPU: E runs alone from 10 at
     # (1/2)**0.8 of its speed on 2 GPUs, to 10 + 100 / 0.574 = 184.1.
-    jobs = [
-        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
-        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
-        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
-    ]
-    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})
-    sim = Simulator(
-        parse_cluster_spec("3x1:V100/16384"),
-        jobs,
-        make_policy("sjf-ffs"),
-        SimConfig(restart_overhead_s=0.0),
-        workload=PairMemory(),
-        admission=QuotaAdmission(config),
-    )
-    done = {j.job_id: j for j in sim.run().jobs}
+    done = _pair_under_quota("3x1")
     assert (done["E"].first_start, done["E"].gpus) == (10.0, (2,))
     assert done["E"].finish == pytest.approx(10 + 100 / 0.5**0.8)
     assert done["B"].shared_s == 0.0
@@ -820,21 +825,7 @@ def test_a_quota_cut_that_would_not_fit_beside_a_partner_withdraws_the_start():
     # sjf-ffs starts it beside both (6,000 + 8,000 MiB on each). Cut to the 1 GPU a may take,
     # E would need 12,000 beside 8,000 on 16,384: it waits instead, and starts at 1000 on
     # both GPUs, idle then (a's quota has room for its request), to end at 1100.
-    jobs = [
-        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
-        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
-        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
-    ]
-    config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})
-    sim = Simulator(
-        parse_cluster_spec("2x1:V100/16384"),
-        jobs,
-        make_policy("sjf-ffs"),
-        SimConfig(restart_overhead_s=0.0),
-        workload=PairMemory(),
-        admission=QuotaAdmission(config),
-    )
-    done = {j.job_id: j for j in sim.run().jobs}
+    done = _pair_under_quota("2x1")
     assert (done["E"].first_start, done["E"].finish) == (1000.0, 1100.0)
     assert done["B"].shared_s == done["F"].shared_s == 0.0
 

@@ -400,6 +400,16 @@ def test_the_servers_quotas_go_with_the_admins_export_and_read_back(tmp_path):
     assert again.tenants == quotas.tenants and again.default == quotas.default
 
 
+def _run_measured(s: Setup, job: str) -> None:
+    """The running ``job`` (100 iterations) reports 10 after 3 s and 60 after 8, and is done
+    at 12 s."""
+    for i, t in ((10, 3.0), (60, 5.0)):
+        s.executor.report_progress(job, iteration=i, iterations=100, iteration_s=0.1)
+        s.step(t)
+    s.executor.finish(job)
+    s.step(4.0)
+
+
 def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_path, capsys):
     from dlsched.runtime.api import create_app, hash_token
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
@@ -412,11 +422,7 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     )
     a = s.submit(gpus=1, iterations=100)
     s.step()
-    for i, t in ((10, 3.0), (60, 5.0)):
-        s.executor.report_progress(a, iteration=i, iterations=100, iteration_s=0.1)
-        s.step(t)
-    s.executor.finish(a)
-    s.step(4.0)
+    _run_measured(s, a)
     http = HttpServer(create_app(s.service, s.store, hash_token("admin-secret")))
     try:
         out = tmp_path / "w"
@@ -460,11 +466,7 @@ def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path):
     s.step()
     s.executor.finish_profiling()
     s.step()
-    for i, t in ((10, 3.0), (60, 5.0)):
-        s.executor.report_progress(a, iteration=i, iterations=100, iteration_s=0.1)
-        s.step(t)
-    s.executor.finish(a)
-    s.step(4.0)
+    _run_measured(s, a)
     path = tmp_path / "history.csv"
     path.write_text(history_csv(s.service.export(0.0, float("inf"))))
     out = tmp_path / "w"

@@ -461,6 +461,48 @@ def test_a_reclaim_shrinks_a_borrowers_elastic_job_before_it_preempts_anyone():
     assert layer.evictions == {}
 
 
+def test_growth_does_not_borrow_what_a_waiting_job_is_owed_within_its_nominal_quota():
+    # 1x4, a lab of a and c (nominal 2 each). At 0 a's A1 (class 1, 4 GPUs) borrows all 4; at
+    # 1 a's A0 (class 0, 2 GPUs) waits (a is over its nominal quota). At 2 c's elastic C (1-4)
+    # takes its quota back: A1 is evicted. A0 came before C in the pass, when it could not be
+    # admitted, so it waits for the next pass (1 ms later), within a's nominal quota. C may
+    # then grow into its own quota (2 GPUs) but not borrow A0's 2: they would be reclaimed at
+    # once (before: C started on 4 and was scaled in 1 ms later; sharing a GPU, it could not
+    # scale in and was evicted, and the stage cycled).
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "c": TenantQuota(2, None, "lab")})
+    spec = [
+        JobSpec("A1", 0.0, 4, 1000.0, tenant="a", priority=1),
+        JobSpec("A0", 1.0, 2, 100.0, tenant="a"),
+        JobSpec("C", 2.0, 1, 1000.0, tenant="c", min_gpus=1, max_gpus=4),
+    ]
+    layer = QuotaAdmission(config)
+    layer.log = []
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        spec,
+        make_policy("elastic-fifo"),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PowerLaw(),
+        admission=layer,
+    )
+    starts = []
+    apply = sim.state.apply
+
+    def record(plan):
+        starts.extend((sim.state.now, j.job_id, gpus) for j, gpus in plan.start)
+        return apply(plan)
+
+    sim.state.apply = record
+    jobs = {j.job_id: j for j in sim.run().jobs}
+    assert starts[:3] == [
+        (0.0, "A1", (0, 1, 2, 3)),
+        (2.0, "C", (0, 1)),
+        (2.0 + READMIT_AFTER_S, "A0", (2, 3)),
+    ]
+    assert not any(kind == "shrunk" for kind, _, _ in layer.log)
+    assert (jobs["A0"].finish, jobs["C"].preemptions) == (102.0 + READMIT_AFTER_S, 0)
+
+
 def test_growth_is_held_to_the_quota():
     # hard quota 2: the elastic job may not grow into the 2 idle GPUs beyond it
     config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})

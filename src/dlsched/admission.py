@@ -30,9 +30,11 @@ Any`` and ``withinClusterQueue: LowerPriority``:
 Evicted jobs lose their admission and wait to be admitted again. The policy hears of them from
 the state as if they finished (or were cancelled, not started), and sees their GPUs (and those
 of shrunk jobs) free in the same pass. Growth the policy plans (an elastic job started or resized
-larger) is cut to what the tenant may still take, and the policy is told (``job_resized``):
-a start keeps its idle GPUs first, then those it would share, and waits instead (told with no
-GPUs) when a GPU it keeps could not hold its memory on fewer GPUs beside the jobs there.
+larger) is cut to what the tenant may still take, and the policy is told (``job_resized``).
+Growth borrows only what the cohort does not owe another tenant's waiting job within its
+nominal quota (that job would take it back at the next pass). A cut start keeps its idle GPUs
+first, then those it would share, and waits instead (told with no GPUs) when a GPU it keeps
+could not hold its memory on fewer GPUs beside the jobs there.
 
 The simulator runs the stage with ``--quotas``; ``dlsched server`` always (without a quota file
 every tenant's quota is unlimited, so it only keeps the books the API and metrics read).
@@ -107,7 +109,7 @@ def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmissi
         (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in admitted.shrunk.values()
     ]
     view = state.without(running_gone, freed) if running_gone or freed else state
-    return admission.charge(view, policy, policy.schedule(view), admitted, running_gone)
+    return admission.charge(state, view, policy, policy.schedule(view), admitted, running_gone)
 
 
 def _cut_start(
@@ -451,6 +453,7 @@ class QuotaAdmission:
 
     def charge(
         self,
+        books: AdmissionBooks,
         view: PolicyView,
         policy: Policy,
         planned: Plan,
@@ -468,7 +471,7 @@ class QuotaAdmission:
             planned.wakeup_at,
             dict(planned.accumulation),
         )
-        self._hold_to_quota(view, policy, plan, admitted.shrunk)
+        self._hold_to_quota(books, view, policy, plan, admitted.shrunk)
         if running_gone:
             plan.preempt = running_gone + plan.preempt
         if self._changed:  # the plan gave quota back (a shrink, a smaller start): admit again
@@ -476,7 +479,9 @@ class QuotaAdmission:
             plan.wakeup_at = again if plan.wakeup_at is None else min(plan.wakeup_at, again)
         return plan
 
-    def _hold_to_quota(self, view: PolicyView, policy: Policy, plan: Plan, shrunk: dict) -> None:
+    def _hold_to_quota(
+        self, books: AdmissionBooks, view: PolicyView, policy: Policy, plan: Plan, shrunk: dict
+    ) -> None:
         """Charge the policy's plan; cut growth beyond what tenants may take (and tell it);
         keep one resize per job, the stage's scale-ins first."""
         now = view.now
@@ -488,8 +493,7 @@ class QuotaAdmission:
             if not job.admitted:
                 continue
             extra = len(gpus) - reservation(job)
-            room = self._room(job.spec.tenant)
-            if extra > room:
+            if extra > 0 and extra > (room := self._growth_room(books, job.spec.tenant)):
                 cut = _cut_start(view, plan, job, gpus, reservation(job) + max(0, int(room)))
                 policy.job_resized(job, cut or (), now)
                 if cut is None:  # it waits, admitted (no quota came back: no pass sooner)
@@ -510,8 +514,9 @@ class QuotaAdmission:
                 policy.job_resized(job, shrunk[job.job_id][1], now)
                 continue
             current = len(job.gpus)
-            room = self._room(job.spec.tenant)
-            if len(gpus) - current > room:
+            if len(gpus) > current and len(gpus) - current > (
+                room := self._growth_room(books, job.spec.tenant)
+            ):
                 kept = [g for g in gpus if g in job.gpus]
                 added = [g for g in gpus if g not in job.gpus][
                     : max(0, current + int(room) - len(kept))
@@ -523,6 +528,25 @@ class QuotaAdmission:
             self._use(job.spec.tenant, len(gpus) - current)
             resizes.append((job, gpus))
         plan.resize = resizes
+
+    def _growth_room(self, books: AdmissionBooks, tenant: str) -> float:
+        """How many more GPUs the tenant's jobs may grow by (an elastic start beyond its base
+        size, a scale-out): its room, less what its cohort owes the other tenants whose jobs
+        wait within their nominal quotas (the smallest each). Growth that borrows that would be
+        reclaimed at the next pass, evicting the grown job whole when it shares a GPU and cannot
+        shrink: the stage then cycled, admitting and evicting at every pass."""
+        room = self._room(tenant)
+        q = self.config.quota(tenant)
+        within_nominal = q.nominal - self.used.get(tenant, 0)
+        if q.cohort is None or room <= within_nominal:
+            return room
+        owed: dict[str, int] = {}
+        for t, _, n in self._held_back(books).buckets:
+            other = self.config.quota(t)
+            within = self.used.get(t, 0) + n <= other.nominal
+            if t != tenant and other.cohort == q.cohort and within:
+                owed[t] = min(n, owed.get(t, n))
+        return min(room, max(within_nominal, self._cohort_room(q.cohort) - sum(owed.values())))
 
     def _victims(
         self, books: AdmissionBooks, job: JobView, need: int, shrunk: dict

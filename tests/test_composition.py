@@ -10,6 +10,7 @@ jobs shared twice, a sharing pass and a preemption that read a scaled-in job's G
 job instead of the view, consolidated placements that asked for fewer nodes than any
 placement has, and the quota stage cycling (the last test)."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,48 +119,78 @@ def test_every_mechanism_composed_keeps_the_invariants_and_ends_every_job(case, 
         assert job.status is Status.DONE or quotas is not None, (job.job_id, job.status)
 
 
-def test_the_quota_stage_does_not_cycle_when_a_job_that_cannot_shrink_grows_into_owed_quota():
-    # Found by the search above (run for 15,000 examples), then cut down: 2x2 GPUs, one node
-    # down from 10 to 400 s, a lab of a, b and c (nominal 2, 4 and 1), a sharing policy. At
-    # every pass a's class-1 job evicted a's class-0 one, c took its quota back by evicting
-    # the class-1 job, c's elastic job grew into the quota a's class-0 job was owed, started
-    # beside a job on a shared GPU; then a's class-0 job took it back by evicting c's job,
-    # which could not scale in beside its partner, and so on, 1 ms apart, for ever.
-    jobs = [
-        JobSpec("j5", 134.0, 2, 139.0, tenant="a"),
-        JobSpec(
-            "j7",
-            166.0,
-            2,
-            199.0,
-            tenant="c",
-            model="cifar10",
-            batch_size=256,
-            min_gpus=1,
-            max_gpus=4,
-        ),
-        JobSpec("j10", 94.0, 3, 98.0, tenant="a", priority=1),
-        JobSpec(
-            "j12",
-            32.0,
-            1,
-            463.0,
-            tenant="b",
-            model="cifar10",
-            batch_size=64,
-            min_gpus=1,
-            max_gpus=2,
-        ),
-        JobSpec("j13", 283.0, 3, 317.0, tenant="b", model="resnet18", batch_size=32),
-    ]
-    quotas = TenantConfig({t: TenantQuota(n, None, "lab") for t, n in zip("abc", (2, 4, 1))})
-    nodes = parse_cluster_spec("2x2:V100")
-    config = SimConfig(node_events=((10.0, "down", 1), (400.0, "up", 1)), stall_limit=5_000)
+CYCLES = {
+    # A lab of a, b, c (nominal 2, 4, 1) on 2x2 GPUs, one node down from 10 to 400 s, a sharing
+    # policy. At every pass a's class-1 job evicted a's class-0 one to borrow, c's job took
+    # that back (evicting the class-1 job) and, elastic, grew beside a job on a shared GPU;
+    # then a's class-0 job, within a's nominal quota again, took it back by evicting c's job,
+    # which could not scale in beside its partner; and so on, 1 ms apart.
+    "sjf-ffs": (
+        "2x2:V100",
+        (2, 4, 1),
+        [
+            JobSpec("j5", 134.0, 2, 139.0, tenant="a"),
+            JobSpec(
+                "j7",
+                166.0,
+                2,
+                199.0,
+                tenant="c",
+                model="cifar10",
+                batch_size=256,
+                min_gpus=1,
+                max_gpus=4,
+            ),
+            JobSpec("j10", 94.0, 3, 98.0, tenant="a", priority=1),
+            JobSpec(
+                "j12",
+                32.0,
+                1,
+                463.0,
+                tenant="b",
+                model="cifar10",
+                batch_size=64,
+                min_gpus=1,
+                max_gpus=2,
+            ),
+            JobSpec("j13", 283.0, 3, 317.0, tenant="b", model="resnet18", batch_size=32),
+        ],
+        ((10.0, "down", 1), (400.0, "up", 1)),
+    ),
+    # A lab of a, b, c (nominal 2, 2, 1) on 3 GPUs: a's a3 evicted a's a2 to borrow, b's b
+    # took it back by evicting a3; at the next pass b's b3 evicted b to borrow, and a2 took it
+    # back by evicting b3; and so on, for ever. Two tenants taking turns.
+    "fifo": (
+        "3x1:V100",
+        (2, 2, 1),
+        [
+            JobSpec("c3", 0.0, 3, 147.0, tenant="c", priority=1, min_gpus=1, max_gpus=3),
+            JobSpec("a3", 38.0, 3, 128.0, tenant="a", priority=1),
+            JobSpec("b3", 93.0, 3, 33.0, tenant="b", priority=1),
+            JobSpec("b1", 146.0, 1, 117.0, tenant="b"),
+            JobSpec("c1", 168.0, 1, 111.0, tenant="c", min_gpus=1, max_gpus=2),
+            JobSpec("b", 228.0, 3, 169.0, tenant="b", min_gpus=1, max_gpus=3),
+            JobSpec("a2", 239.0, 2, 256.0, tenant="a"),
+        ],
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(CYCLES))
+def test_the_quota_stage_admits_within_nominal_quota_before_borrowing_and_does_not_cycle(policy):
+    # Found by the search above (15,000 examples), then cut down. In both, a job that would
+    # borrow was admitted (evicting its tenant's lower-class job) before another tenant's job
+    # within its nominal quota, which then took the borrowed GPUs back; Kueue nominates the
+    # jobs within their nominal quota first, and the borrower then finds no room.
+    cluster, nominal, jobs, node_events = CYCLES[policy]
+    quotas = TenantConfig({t: TenantQuota(n, None, "lab") for t, n in zip("abc", nominal)})
+    nodes = parse_cluster_spec(cluster)
     sim = Simulator(
         nodes,
         jobs,
-        make_policy("sjf-ffs"),
-        config,
+        make_policy(policy),
+        SimConfig(node_events=node_events, stall_limit=5_000),
         workload=PerfSpeed(PerfModel(), nodes),
         admission=QuotaAdmission(quotas),
     )

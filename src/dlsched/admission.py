@@ -15,9 +15,10 @@ job is admitted when its tenant's use plus the job's base size fits:
 - borrowing: within nominal + borrowing limit, and within its cohort's nominal total (what
   the cohort's other tenants do not use).
 
-Waiting jobs are considered by priority class, then submit time (Kueue's BestEffortFIFO: one
-that does not fit does not hold back the others). Preemption, as Kueue's ``reclaimWithinCohort:
-Any`` and ``withinClusterQueue: LowerPriority``:
+Waiting jobs are considered as Kueue's scheduler orders its entries: those that fit their
+tenant's nominal quota before those that would borrow, each by priority class, then submit time
+(Kueue's BestEffortFIFO: one that does not fit does not hold back the others). Preemption, as
+Kueue's ``reclaimWithinCohort: Any`` and ``withinClusterQueue: LowerPriority``:
 
 - **reclaim**: a job that fits its tenant's nominal quota but not the cohort (others borrowed
   it) takes it back from tenants above their nominal quota, never more than needed: first by
@@ -30,11 +31,9 @@ Any`` and ``withinClusterQueue: LowerPriority``:
 Evicted jobs lose their admission and wait to be admitted again. The policy hears of them from
 the state as if they finished (or were cancelled, not started), and sees their GPUs (and those
 of shrunk jobs) free in the same pass. Growth the policy plans (an elastic job started or resized
-larger) is cut to what the tenant may still take, and the policy is told (``job_resized``).
-Growth borrows only what the cohort does not owe another tenant's waiting job within its
-nominal quota (that job would take it back at the next pass). A cut start keeps its idle GPUs
-first, then those it would share, and waits instead (told with no GPUs) when a GPU it keeps
-could not hold its memory on fewer GPUs beside the jobs there.
+larger) is cut to what the tenant may still take, and the policy is told (``job_resized``):
+a start keeps its idle GPUs first, then those it would share, and waits instead (told with no
+GPUs) when a GPU it keeps could not hold its memory on fewer GPUs beside the jobs there.
 
 The simulator runs the stage with ``--quotas``; ``dlsched server`` always (without a quota file
 every tenant's quota is unlimited, so it only keeps the books the API and metrics read).
@@ -109,7 +108,7 @@ def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmissi
         (job, tuple(g for g in job.gpus if g not in kept)) for job, kept in admitted.shrunk.values()
     ]
     view = state.without(running_gone, freed) if running_gone or freed else state
-    return admission.charge(state, view, policy, policy.schedule(view), admitted, running_gone)
+    return admission.charge(view, policy, policy.schedule(view), admitted, running_gone)
 
 
 def _cut_start(
@@ -359,10 +358,11 @@ class QuotaAdmission:
 
     def admit(self, books: AdmissionBooks, policy: Policy) -> Admitted:
         """Kueue's cycle over the jobs not admitted: the head of each (tenant, priority class,
-        size) bucket is nominated in admission order, and admitted if it fits, or if evicting
-        and shrinking other jobs makes it fit (:meth:`_victims`); a bucket whose head cannot is
-        not looked at again, nor the tenant's larger ones of that class. Runs only when quota
-        came back or a job arrived since the last pass."""
+        size) bucket is nominated, those within their tenant's nominal quota first, then those
+        that would borrow (Kueue's order of entries), each in admission order; it is admitted
+        if it fits, or if evicting and shrinking other jobs makes it fit (:meth:`_victims`); a
+        bucket whose head cannot is not looked at again, nor the tenant's larger ones of that
+        class. Runs only when quota came back or a job arrived since the last pass."""
         now = books.now
         self._recount(books)
         self._account(now)
@@ -377,14 +377,18 @@ class QuotaAdmission:
         heads: list[tuple] = []
         aside: list[tuple] = []
         for key, bucket in buckets.items():
-            (aside if self._hopeless(books, key) else heads).append((bucket[0][:2], key))
+            entry = (self._borrows(key), bucket[0][:2], key)
+            (aside if self._hopeless(books, key) else heads).append(entry)
         heapq.heapify(heads)
         failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
         gone: set[str] = set()  # evicted in this pass: admitted again from the next pass
         while heads:
             nominated = heapq.heappop(heads)
-            key = nominated[1]
+            borrows, order, key = nominated
             tenant, priority, need = key
+            if not borrows and self._borrows(key):  # its tenant took more since: it borrows
+                heapq.heappush(heads, (True, order, key))
+                continue
             if need >= failed.get((tenant, priority), need + 1):
                 continue  # as large as one that could not be admitted
             head = _first_not(buckets.get(key, ()), gone)
@@ -417,19 +421,25 @@ class QuotaAdmission:
                 still: list[tuple] = []
                 for entry in aside:
                     if entry < nominated:
-                        t, p, n = entry[1]
+                        t, p, n = entry[2]
                         failed[(t, p)] = min(n, failed.get((t, p), n))
-                    elif self._hopeless(books, entry[1]):
+                    elif self._hopeless(books, entry[2]):
                         still.append(entry)
                     else:
                         heapq.heappush(heads, entry)
                 aside = still
             head = _first_not(buckets.get(key, ()), gone)
             if head is not None:
-                heapq.heappush(heads, (head[:2], key))
+                heapq.heappush(heads, (self._borrows(key), head[:2], key))
         if done.evicted:
             self._changed = True
         return done
+
+    def _borrows(self, key: tuple) -> bool:
+        """Whether the head of the bucket ``key`` would take its tenant beyond its nominal
+        quota as the pass stands (before any eviction it may cause, as Kueue reckons it)."""
+        tenant, _, need = key
+        return self.used.get(tenant, 0) + need > self.config.quota(tenant).nominal
 
     def _hopeless(self, books: AdmissionBooks, key: tuple) -> bool:
         """Whether the head of the bucket ``key`` (tenant, priority class, size) fails as the
@@ -453,7 +463,6 @@ class QuotaAdmission:
 
     def charge(
         self,
-        books: AdmissionBooks,
         view: PolicyView,
         policy: Policy,
         planned: Plan,
@@ -471,7 +480,7 @@ class QuotaAdmission:
             planned.wakeup_at,
             dict(planned.accumulation),
         )
-        self._hold_to_quota(books, view, policy, plan, admitted.shrunk)
+        self._hold_to_quota(view, policy, plan, admitted.shrunk)
         if running_gone:
             plan.preempt = running_gone + plan.preempt
         if self._changed:  # the plan gave quota back (a shrink, a smaller start): admit again
@@ -479,9 +488,7 @@ class QuotaAdmission:
             plan.wakeup_at = again if plan.wakeup_at is None else min(plan.wakeup_at, again)
         return plan
 
-    def _hold_to_quota(
-        self, books: AdmissionBooks, view: PolicyView, policy: Policy, plan: Plan, shrunk: dict
-    ) -> None:
+    def _hold_to_quota(self, view: PolicyView, policy: Policy, plan: Plan, shrunk: dict) -> None:
         """Charge the policy's plan; cut growth beyond what tenants may take (and tell it);
         keep one resize per job, the stage's scale-ins first."""
         now = view.now
@@ -493,7 +500,8 @@ class QuotaAdmission:
             if not job.admitted:
                 continue
             extra = len(gpus) - reservation(job)
-            if extra > 0 and extra > (room := self._growth_room(books, job.spec.tenant)):
+            room = self._room(job.spec.tenant)
+            if extra > room:
                 cut = _cut_start(view, plan, job, gpus, reservation(job) + max(0, int(room)))
                 policy.job_resized(job, cut or (), now)
                 if cut is None:  # it waits, admitted (no quota came back: no pass sooner)
@@ -514,9 +522,8 @@ class QuotaAdmission:
                 policy.job_resized(job, shrunk[job.job_id][1], now)
                 continue
             current = len(job.gpus)
-            if len(gpus) > current and len(gpus) - current > (
-                room := self._growth_room(books, job.spec.tenant)
-            ):
+            room = self._room(job.spec.tenant)
+            if len(gpus) - current > room:
                 kept = [g for g in gpus if g in job.gpus]
                 added = [g for g in gpus if g not in job.gpus][
                     : max(0, current + int(room) - len(kept))
@@ -528,25 +535,6 @@ class QuotaAdmission:
             self._use(job.spec.tenant, len(gpus) - current)
             resizes.append((job, gpus))
         plan.resize = resizes
-
-    def _growth_room(self, books: AdmissionBooks, tenant: str) -> float:
-        """How many more GPUs the tenant's jobs may grow by (an elastic start beyond its base
-        size, a scale-out): its room, less what its cohort owes the other tenants whose jobs
-        wait within their nominal quotas (the smallest each). Growth that borrows that would be
-        reclaimed at the next pass, evicting the grown job whole when it shares a GPU and cannot
-        shrink: the stage then cycled, admitting and evicting at every pass."""
-        room = self._room(tenant)
-        q = self.config.quota(tenant)
-        within_nominal = q.nominal - self.used.get(tenant, 0)
-        if q.cohort is None or room <= within_nominal:
-            return room
-        owed: dict[str, int] = {}
-        for t, _, n in self._held_back(books).buckets:
-            other = self.config.quota(t)
-            within = self.used.get(t, 0) + n <= other.nominal
-            if t != tenant and other.cohort == q.cohort and within:
-                owed[t] = min(n, owed.get(t, n))
-        return min(room, max(within_nominal, self._cohort_room(q.cohort) - sum(owed.values())))
 
     def _victims(
         self, books: AdmissionBooks, job: JobView, need: int, shrunk: dict

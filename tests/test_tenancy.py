@@ -937,6 +937,30 @@ def test_a_job_no_quota_admits_ends_the_simulation_under_a_demand_cycle():
     assert done["a1"].status is Status.DONE and done["c1"].first_start is None
 
 
+def test_the_schedule_interval_does_not_tick_through_a_long_demand_cycle_when_nothing_can_run():
+    # As above, with a schedule interval of 1 s and a demand cycle of 100,000 s: once nothing
+    # runs and nothing is left to arrive, the end waited for a whole cycle, and the interval
+    # ticked through all of it, a pass a second (a demand curve may span 1e10 s: 1e10 passes).
+    # After one interval of quiet ticks, only the cycle's own events wake the loop.
+    from dlsched.inference import DemandCycle, DemandStep
+
+    steps = (DemandStep(0.0, 0, 0), DemandStep(50_000.0, 0, 1), DemandStep(60_000.0, 1, 1))
+    demand = DemandCycle("test", 1, steps, 100_000.0, 60.0, 0.0)
+    config = TenantConfig({"a": TenantQuota(2)})
+    jobs = [JobSpec("a1", 0.0, 1, 50.0, tenant="a"), JobSpec("c1", 0.0, 1, 50.0, tenant="c")]
+    sim = Simulator(
+        parse_cluster_spec("1x4,1x4@inference"),
+        jobs,
+        make_policy("aryl"),
+        SimConfig(inference_demand=demand, schedule_interval_s=1.0),
+        admission=QuotaAdmission(config),
+    )
+    result = sim.run()
+    done = {j.job_id: j for j in result.jobs}
+    assert done["a1"].finish == 50.0 and done["c1"].first_start is None
+    assert result.schedule_calls < 200  # 50 s of ticks while a1 runs, one quiet second, events
+
+
 def test_a_job_takes_back_borrowed_gpus_and_its_own_lower_class_job_s_in_one_step():
     # issue 25, 7. One cohort of 8 GPUs: a and b have 4 each. At 0, a's L (class 0, 2 GPUs)
     # and b's three 2-GPU jobs (6: b borrows 2) fill the cluster. At 10, a's H (class 5, 4

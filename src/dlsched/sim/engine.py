@@ -229,7 +229,9 @@ class Simulator:
         done_before = arrived_before = idle_passes = 0
         # Once no job runs and nothing is left to arrive, periodic events (the inference
         # demand cycle, the schedule interval) go on for ever: after a whole cycle of them in
-        # which nothing started, what is still pending can never run.
+        # which nothing started, what is still pending can never run. The interval ticks for
+        # one interval of that quiet only, then rests until a job runs again: a demand cycle
+        # may be 1e10 s long, and its own events are what can change the cluster meanwhile.
         demand = cfg.inference_demand
         cycle = (demand.period_s + demand.notice_s if demand else 0.0) + (interval or 0.0) or INF
         quiet_since: float | None = None
@@ -266,15 +268,20 @@ class Simulator:
                 break  # nothing left to do: later events do not count
             if wakeup < t:
                 t = wakeup
+            was_quiet = quiet_since is not None
+            if running or i < n or ei < len(node_events):
+                if was_quiet and tick == INF and interval:
+                    tick = state.now + interval  # the interval rested (below): it ticks again
+                quiet_since = None
+            elif not was_quiet:
+                quiet_since = state.now
+            elif interval and tick - quiet_since > interval:
+                tick = INF  # it ticked for a whole interval of quiet: it rests
             if tick < t:
                 t = tick
             if t == INF:
                 break  # what is still pending can never run
-            if running or i < n or ei < len(node_events):
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = state.now
-            elif t - quiet_since > cycle:
+            if was_quiet and quiet_since is not None and t - quiet_since > cycle:
                 break
             advance(t)
             state.now = t

@@ -1,8 +1,14 @@
 """Trace adapters: bundled traces, malformed rows, the generic mapping, the generator."""
 
+import csv
 import gzip
+import io
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.errors import SpecError
 from dlsched.traces import BUNDLED, load_trace, synthetic
@@ -373,3 +379,57 @@ def test_a_long_value_is_quoted_cut_in_the_error_and_long_names_are_refused(tmp_
     with pytest.raises(SpecError, match="1..256 characters") as e:
         load_trace(str(path))
     assert e.value.field == "job_id"
+
+
+@pytest.mark.parametrize("app", ["", "..", "../cifar10", "x" * 300, "scaling_fits.json"])
+def test_a_pollux_application_that_was_not_measured_is_refused_before_it_is_a_path(tmp_path, app):
+    # It named a folder: an empty one read the measurements' root (IndexError), one too long
+    # for a file name raised OSError, and a relative path could reach any folder.
+    path = tmp_path / "w.csv"
+    path.write_text(f"name,time,application,num_replicas,batch_size\nj,0,{app},1,128\n")
+    with pytest.raises(SpecError) as err:
+        load_trace(str(path), fmt="pollux")
+    assert err.value.field == "application" and err.value.row == 1
+
+
+# Every format's columns (the required ones, some optional) and cells to fill them with: empty,
+# not numbers, not finite, huge, fractional, dates, names of models and states, placements.
+FORMAT_COLUMNS = {
+    "philly": "timestamp duration num_gpus cluster status",
+    "muri": "job_id num_gpu submit_time iterations model_name batch_size duration interval",
+    "pollux": "name time application num_replicas batch_size",
+    "openb": "name cpu_milli memory_mib num_gpu gpu_milli gpu_spec qos pod_phase creation_time "
+    "deletion_time scheduled_time",
+    "history": "job_id tenant submit_s gpus batch_size iterations iteration_s startup_s restart_s "
+    "model priority min_gpus max_gpus deadline_s status slowdown placements fixed_mib "
+    "per_sample_mib c0_s c1_s local_batch",
+    "dlsched": "job_id submit_time_s duration_s num_gpus tenant model batch_size priority "
+    "deadline_s",
+}
+CELLS = "0 1 2 -1 8 1.5 nan inf 1e400 1e308 abc .. 0x10 1_000 1e-320 cifar10 bert imagenet yolov3"
+CELLS = [*CELLS.split(), *"Pass Failed LS V100 1/1/64/0.1 a/b/c/d".split()]
+CELLS += ["", " 4 ", "9" * 30, "x" * 300, "2017-10-03 14:27:02"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(FORMAT_COLUMNS)), st.data())
+def test_any_csv_in_any_format_loads_or_is_refused_naming_a_field(fmt, data):
+    columns = FORMAT_COLUMNS[fmt].split()
+    kept = [c for c in columns if c not in data.draw(st.sets(st.sampled_from(columns), max_size=1))]
+    rows = data.draw(
+        st.lists(
+            st.lists(st.sampled_from(CELLS), min_size=len(kept), max_size=len(kept)), max_size=5
+        )
+    )
+    text = io.StringIO()
+    csv.writer(text).writerows([kept, *rows])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.csv"
+        path.write_text(text.getvalue())
+        for skip_invalid in (False, True):
+            try:
+                trace = load_trace(str(path), fmt=fmt, skip_invalid=skip_invalid)
+            except SpecError as err:  # (nothing else: no IndexError, OSError, OverflowError...)
+                assert err.field
+                continue
+            assert len(trace.jobs) + trace.dropped_total == trace.rows == len(rows)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from ..errors import SpecError
+from ..errors import SpecError, quoted
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +32,28 @@ def _pollux_root():
     return resources.files("dlsched") / "data" / "profiles" / "pollux"
 
 
+@cache
+def _measured_apps() -> tuple[str, ...]:
+    return tuple(sorted(p.name for p in _pollux_root().iterdir() if p.is_dir()))
+
+
 def pollux_apps() -> list[str]:
-    return sorted(p.name for p in _pollux_root().iterdir() if p.is_dir())
+    return list(_measured_apps())
+
+
+def _app_dir(app: str, field: str):
+    """The folder of an application Pollux measured; any other name (an empty one, a path, one
+    too long for a file name) is refused naming ``field``, before it is used as a path."""
+    if app not in _measured_apps():
+        raise SpecError(
+            field, f"no Pollux measurements for {quoted(app)} (have {', '.join(pollux_apps())})"
+        )
+    return _pollux_root() / app
 
 
 @cache
 def pollux_points(app: str) -> tuple[Point, ...]:
-    d = _pollux_root() / app
-    if not d.is_dir():
-        raise SpecError(
-            "model", f"no Pollux measurements for '{app}' (have {', '.join(pollux_apps())})"
-        )
+    d = _app_dir(app, "model")
     points = []
     with (d / "placements.csv").open() as f:
         for r in csv.DictReader(f):
@@ -82,11 +93,7 @@ def pollux_training_steps(app: str, batch_size: int) -> float:
     after each epoch) of ``validation-<batch>.csv`` at its last epoch (each file holds exactly
     the application's ``max_epochs`` there), linearly interpolated between the measured batch
     sizes around ``batch_size``. (The ``progress`` column is not a step count.)"""
-    root = _pollux_root() / app
-    if not root.is_dir():
-        raise SpecError(
-            "application", f"no Pollux profile for '{app}' (have {', '.join(pollux_apps())})"
-        )
+    root = _app_dir(app, "application")
     measured = sorted(int(p.stem.split("-")[-1]) for p in root.glob("validation-*.csv"))
     if not measured[0] <= batch_size <= measured[-1]:
         raise SpecError(

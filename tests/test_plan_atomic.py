@@ -77,6 +77,38 @@ def test_a_join_is_checked_against_memory_after_the_plans_preemptions():
     assert state.occupancy.memory[0] == 15000 and b.status.value == "pending"
 
 
+class ShrinkGrowsMemory(TableSpeed):
+    """Model "ma" holds 16,000 MiB of activations spread over its GPUs; "mb" 12,000 on one."""
+
+    def memory_mib(self, spec, gpus, accumulation=1):
+        return (16_000 / gpus if spec.model == "ma" else 12_000) / accumulation
+
+    def checkpoint_mib(self, spec):
+        return None
+
+
+def test_a_join_is_checked_against_memory_after_the_plans_resizes():
+    # e (elastic, 4,000 MiB per GPU on 4 GPUs) is scaled in to 3 GPUs by the plan: 5,333 MiB
+    # per GPU. c (12,000 MiB) joining it on GPU 2 fits beside the 4,000 it holds now, not
+    # beside the 5,333 it will hold (the check read the first: found by tests/test_composition.py,
+    # a quota scale-in that overrode the policy's own and left its start on that GPU).
+    state = ClusterState(
+        parse_cluster_spec("1x4:V100"),
+        make_policy("sjf-ffs"),
+        workload=ShrinkGrowsMemory(
+            {(x, y): 1.1 for x in ("ma", "mb") for y in ("ma", "mb")}, {}, {}
+        ),
+    )
+    e = state.submit(JobSpec("e", 0.0, 4, 100.0, model="ma", batch_size=64, min_gpus=1, max_gpus=4))
+    c = state.submit(spec("c", model="mb"))
+    state.apply(Plan(start=[(e, (0, 1, 2, 3))]))
+    before = books(state)
+    with pytest.raises(PlanError, match=r"job c: GPU 2: 5333 \+ 12000 MiB exceeds"):
+        state.apply(Plan(resize=[(e, (0, 1, 2))], start=[(c, (2,))]))
+    assert books(state) == before
+    state.apply(Plan(resize=[(e, (0, 1, 2))], start=[(c, (3,))]))  # on the GPU e leaves
+
+
 @pytest.mark.parametrize(
     "bad, reason",
     [

@@ -542,6 +542,42 @@ class BatchInMemory(PowerLaw):
         return 24_000 / gpus
 
 
+@pytest.mark.parametrize("policy", ["aryl", "aryl-naive-reclaim"])
+def test_a_policy_that_scales_in_further_than_a_reclaim_keeps_its_own_scale_in(policy):
+    # 1x4, a lab of a, b and c (nominal 1, 3 and 1: 5 on 4 GPUs). b's elastic E (1-4) runs on
+    # all 4 from 0, borrowing 1. At 10 a's A1 fits the cohort's unused quota, and c's C1, within
+    # c's nominal quota, takes b's borrowed GPU back: the stage scales E in to 3 GPUs. Aryl,
+    # which sees E on those 3, scales it in to 2 to start C1 too. Its scale-in stands (before,
+    # the stage's replaced it, and C1 started on a GPU E kept: the run ended blaming Aryl).
+    config = TenantConfig(
+        {t: TenantQuota(n, None, "lab") for t, n in (("a", 1), ("b", 3), ("c", 1))}
+    )
+    spec = [
+        JobSpec("E", 0.0, 4, 1000.0, tenant="b", min_gpus=1, max_gpus=4),
+        JobSpec("A1", 10.0, 1, 100.0, tenant="a"),
+        JobSpec("C1", 10.0, 1, 100.0, tenant="c"),
+    ]
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        spec,
+        make_policy(policy),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PowerLaw(),
+        admission=QuotaAdmission(config),
+    )
+    sizes = []
+    apply = sim.state.apply
+
+    def record(plan):
+        sizes.extend((sim.state.now, j.job_id, gpus) for j, gpus in plan.resize)
+        return apply(plan)
+
+    sim.state.apply = record
+    jobs = {j.job_id: j for j in sim.run().jobs}
+    assert (jobs["A1"].first_start, jobs["C1"].first_start, jobs["E"].preemptions) == (10, 10, 0)
+    assert sizes[0] == (10.0, "E", (0, 1))
+
+
 def test_a_reclaim_scales_a_borrower_in_only_as_far_as_its_memory_fits():
     # 1x4, a lab of a (nominal 1) and b (nominal 3). a's elastic E (1..4) borrows all 4 GPUs.
     # b's 3-GPU job arrives: scaling E in to 1 GPU would give b its quota, but E needs 2 for

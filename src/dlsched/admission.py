@@ -516,10 +516,16 @@ class QuotaAdmission:
         # a scale-in of a job the policy preempts gives way: the job leaves all its GPUs
         # (charged above at its reservation)
         leaving = set(plan.preempt)
-        resizes = [(job, gpus) for job, gpus in shrunk.values() if job not in leaving]
+        resizes = {j.job_id: (j, g) for j, g in shrunk.values() if j not in leaving}
         for job, gpus in plan.resize:
-            if job.job_id in shrunk:  # the stage's scale-in stands
-                policy.job_resized(job, shrunk[job.job_id][1], now)
+            if job.job_id in shrunk:
+                kept = shrunk[job.job_id][1]
+                if set(gpus) < set(kept):  # the policy, which saw it on ``kept``, shrinks it
+                    # further (and may start others on what that frees): that stands
+                    self._use(job.spec.tenant, len(gpus) - len(kept))
+                    resizes[job.job_id] = (job, gpus)
+                else:  # the stage's scale-in stands
+                    policy.job_resized(job, kept, now)
                 continue
             current = len(job.gpus)
             room = self._room(job.spec.tenant)
@@ -533,8 +539,8 @@ class QuotaAdmission:
                 if set(gpus) == set(job.gpus):
                     continue
             self._use(job.spec.tenant, len(gpus) - current)
-            resizes.append((job, gpus))
-        plan.resize = resizes
+            resizes[job.job_id] = (job, gpus)
+        plan.resize = list(resizes.values())
 
     def _victims(
         self, books: AdmissionBooks, job: JobView, need: int, shrunk: dict

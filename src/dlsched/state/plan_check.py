@@ -81,11 +81,11 @@ class PlanCheck:
         self.released: set[int] = _NONE  # GPUs the plan's preemptions and scale-ins make idle
         self.status: dict[str, Status] = _NO_STATUS  # job id -> its status once entries apply
         self.leaving: set[JobView] = _NONE  # running jobs preempted by the plan
-        self.resized: set[str] = _NONE
+        self.resized: dict[str, float | None] = _NO_STATUS  # job id -> its new MiB per GPU
 
     def run(self, plan: Plan) -> None:
         if plan.preempt or plan.resize:
-            self.released, self.status, self.leaving, self.resized = set(), {}, set(), set()
+            self.released, self.status, self.leaving, self.resized = set(), {}, set(), {}
         for job in plan.preempt:
             self._preempt(job)
         for job, gpus in plan.resize:
@@ -113,9 +113,12 @@ class PlanCheck:
         return out + [(j, self.memory[j.job_id]) for j, gpus in self.started if g in gpus]
 
     def _memory_after(self, job: JobView) -> float | None:
-        """A running job's memory per GPU once the preemptions apply: one left with no partner
-        goes back to its full batch (when the state restores it)."""
+        """A running job's memory per GPU once the preemptions and resizes apply: one resized
+        holds its new size's; one left with no partner goes back to its full batch (when the
+        state restores it)."""
         state = self.state
+        if job.job_id in self.resized:
+            return self.resized[job.job_id]
         if not (state.restore_full_batch and job.accumulation > 1 and self.leaving):
             return job.memory_mib
         if any(p not in self.leaving for p in state.occupancy.partners(job)):
@@ -170,7 +173,7 @@ class PlanCheck:
             raise self._fail(job, "resized", taken)
         new = set(gpus)
         self._release([g for g in job.gpus if g not in new])
-        self.resized.add(job.job_id)
+        self.resized[job.job_id] = memory
 
     def _start(self, job: JobView, gpus: tuple[int, ...], accumulation: int) -> None:
         state, jid, memory_of = self.state, job.job_id, self.memory

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.errors import SpecError
 from dlsched.stats import format_ci, mean_ci
@@ -392,3 +394,50 @@ def test_sweep_cpus_out_of_bounds_is_named(tmp_path, capsys, cpus):
     assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cpus", str(cpus)]) == 2
     assert "field 'cpus': must be in 1.." in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"runs": {"trace": "philly", "policy": "fifo"}, 3: 1, "zz": 2}, "spec.3"),
+        ({"runs": {"trace": "philly", "policy": {3: "x", "zz": "fifo"}}}, "runs.policy"),
+        ({"runs": {"trace": "philly", "policy": "fifo"}, "report": {1: 2, "q": 3}}, "report.1"),
+    ],
+)
+def test_keys_of_mixed_types_are_named_not_sorted(spec, field):
+    # YAML reads ``3:`` as a number: choosing which unknown key to name compared 3 with 'zz'
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec)
+    assert err.value.field == field
+
+
+# Whatever a YAML file holds: mappings with keys of any type, lists, numbers, text, nulls.
+_KEYS = st.one_of(
+    st.sampled_from(["name", "params", "label", "settings", "policy", "trace", "seeds", "x"]),
+    st.integers(-2, 2),
+    st.none(),
+)
+_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 10**20),
+        st.floats(),
+        st.sampled_from(["fifo", "tiresias", "philly", "2x4:V100", "equal", "", "x" * 300]),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["name", "runs", "axes", "seeds", "report", 7]), _VALUES, max_size=5
+    )
+)
+def test_any_spec_is_expanded_or_refused_naming_a_field(spec):
+    try:
+        parse_spec(spec)
+    except SpecError as err:  # (nothing else: no TypeError, KeyError...)
+        assert err.field

@@ -209,6 +209,9 @@ def test_configs_default_equal_philly_and_bad_files(tmp_path):
         ("tenants:\n  a: {nominal: -1}\n", "tenants.a.nominal"),
         ("tenants:\n  a: {nominal: 1, color: red}\n", "tenants.a.color"),
         ("tenants:\n  a: {weight: 0}\n", "tenants.a.weight"),
+        # keys YAML reads as a number and as text: their order was asked (TypeError)
+        ("tenants:\n  a: {1: 2, color: red}\n", "tenants.a.1"),
+        ("tenants: {}\n3: x\nextra: y\n", "quotas.3"),
     ):
         bad.write_text(text)
         with pytest.raises(Exception, match=field.replace(".", r"\.")):

@@ -95,7 +95,8 @@ def quota_from(data, where: str) -> TenantQuota:
     unknown = set(data) - _FIELDS
     if unknown:
         raise SpecError(
-            f"{where}.{sorted(unknown)[0]}", f"unknown field (known: {', '.join(sorted(_FIELDS))})"
+            f"{where}.{min(unknown, key=str)}",
+            f"unknown field (known: {', '.join(sorted(_FIELDS))})",
         )
     nominal, limit = data.get("nominal", 0), data.get("borrowing_limit")
     for name, v in (("nominal", nominal), ("borrowing_limit", limit)):
@@ -139,7 +140,7 @@ def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantC
         raise SpecError("quotas", f"{source} must hold a mapping with a 'tenants' mapping")
     unknown = set(data) - {"tenants", "default"}
     if unknown:
-        raise SpecError(f"quotas.{sorted(unknown)[0]}", "unknown key (known: tenants, default)")
+        raise SpecError(f"quotas.{min(unknown, key=str)}", "unknown key (known: tenants, default)")
     config = TenantConfig(
         {str(t): quota_from(q, f"tenants.{t}") for t, q in data.get("tenants", {}).items()},
         quota_from(data.get("default", {}), "default"),

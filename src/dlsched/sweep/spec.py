@@ -191,7 +191,7 @@ def _policy(value: Any, where: str) -> PolicyChoice:
         unknown = set(value) - {"name", "params", "label", "settings"}
         if unknown:
             raise SpecError(
-                where, f"unknown key '{sorted(unknown)[0]}' (name, params, label, settings)"
+                where, f"unknown key '{min(unknown, key=str)}' (name, params, label, settings)"
             )
         try:
             name = _text(value.get("name"))
@@ -278,7 +278,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
     unknown = set(data) - {"name", "runs", "axes", "seeds", "report"}
     if unknown:
         raise SpecError(
-            f"spec.{sorted(unknown)[0]}", "unknown field (name, runs, axes, seeds, report)"
+            f"spec.{min(unknown, key=str)}", "unknown field (name, runs, axes, seeds, report)"
         )
     name = data.get("name", default_name)
     if not isinstance(name, str) or not name or len(name) > 200:
@@ -338,7 +338,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
         raise SpecError("report", "must be a mapping (metrics, baseline, x)")
     unknown = set(report) - {"metrics", "baseline", "x"}
     if unknown:
-        raise SpecError(f"report.{sorted(unknown)[0]}", "unknown field (metrics, baseline, x)")
+        raise SpecError(f"report.{min(unknown, key=str)}", "unknown field (metrics, baseline, x)")
     metrics = report.get("metrics", list(DEFAULT_METRICS))
     from ..report.columns import METRICS
 

@@ -344,6 +344,22 @@ def test_putting_hopeless_heads_aside_changes_no_decision(case, policy):
     assert outcomes[0] == outcomes[1]
 
 
+def test_under_a_hard_quota_jobs_are_nominated_by_class_alone():
+    # A tenant without a cohort never borrows, so Kueue's order is its class, then submit time.
+    # a (hard quota 3) runs L (2 GPUs) from 0; at 10 M (1 GPU) and H (class 1, 2 GPUs) arrive.
+    # H goes first and evicts L; M then fits beside H. (Taking M as "within quota" and H as
+    # "borrowing" nominated M first: H then evicted M, not started, and L: two evictions, and M
+    # admitted again a millisecond later.)
+    spec = [
+        JobSpec("L", 0.0, 2, 1000.0, tenant="a"),
+        JobSpec("M", 10.0, 1, 100.0, tenant="a"),
+        JobSpec("H", 10.0, 2, 100.0, tenant="a", priority=1),
+    ]
+    jobs, layer = run(spec, TenantConfig({"a": TenantQuota(3)}))
+    assert (jobs["H"].first_start, jobs["M"].first_start, jobs["L"].finish) == (10, 10, 1100)
+    assert layer.evictions == {"a": 1}
+
+
 def test_a_head_set_aside_is_looked_at_again_after_a_reclaim():
     # Cohort lab: a and b, nominal 2 each, b may borrow 2. b1 (1 GPU) and b3 (3) run from 0 and
     # 1: b holds 4. E (b, 1 GPU) arrives at 10 and cannot be admitted (b at its limit). At 20 H

@@ -16,7 +16,8 @@ job is admitted when its tenant's use plus the job's base size fits:
   the cohort's other tenants do not use).
 
 Waiting jobs are considered as Kueue's scheduler orders its entries: those that fit their
-tenant's nominal quota before those that would borrow, each by priority class, then submit time
+tenant's nominal quota before those that would borrow (beyond it, in a cohort), each by priority
+class, then submit time
 (Kueue's BestEffortFIFO: one that does not fit does not hold back the others). Preemption, as
 Kueue's ``reclaimWithinCohort: Any`` and ``withinClusterQueue: LowerPriority``:
 
@@ -436,10 +437,12 @@ class QuotaAdmission:
         return done
 
     def _borrows(self, key: tuple) -> bool:
-        """Whether the head of the bucket ``key`` would take its tenant beyond its nominal
-        quota as the pass stands (before any eviction it may cause, as Kueue reckons it)."""
+        """Whether the head of the bucket ``key`` would borrow: take its tenant beyond its
+        nominal quota as the pass stands (before any eviction it may cause, as Kueue reckons
+        it), in a cohort (a tenant without one never borrows)."""
         tenant, _, need = key
-        return self.used.get(tenant, 0) + need > self.config.quota(tenant).nominal
+        q = self.config.quota(tenant)
+        return q.cohort is not None and self.used.get(tenant, 0) + need > q.nominal
 
     def _hopeless(self, books: AdmissionBooks, key: tuple) -> bool:
         """Whether the head of the bucket ``key`` (tenant, priority class, size) fails as the

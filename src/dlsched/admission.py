@@ -17,9 +17,9 @@ job is admitted when its tenant's use plus the job's base size fits:
 
 Waiting jobs are considered as Kueue's scheduler orders its entries: those that fit their
 tenant's nominal quota before those that would borrow (beyond it, in a cohort), each by priority
-class, then submit time
-(Kueue's BestEffortFIFO: one that does not fit does not hold back the others). Preemption, as
-Kueue's ``reclaimWithinCohort: Any`` and ``withinClusterQueue: LowerPriority``:
+class, then submit time (Kueue's BestEffortFIFO: one that does not fit does not hold back the
+others). Preemption, as Kueue's ``reclaimWithinCohort: Any`` and ``withinClusterQueue:
+LowerPriority``:
 
 - **reclaim**: a job that fits its tenant's nominal quota but not the cohort (others borrowed
   it) takes it back from tenants above their nominal quota, never more than needed: first by

@@ -31,6 +31,18 @@ def run(jobs, config, policy="fifo", cluster="1x4", **params):
     return {j.job_id: j for j in result.jobs}, layer
 
 
+def after_each_plan(sim, note):
+    """``note(plan)`` once each plan of the run has applied."""
+    apply = sim.state.apply
+
+    def applied(plan):
+        out = apply(plan)
+        note(plan)
+        return out
+
+    sim.state.apply = applied
+
+
 def test_under_quota_runs_over_quota_waits_even_with_idle_gpus():
     config = TenantConfig({"a": TenantQuota(2), "b": TenantQuota(2)})  # hard quotas
     jobs, _ = run(
@@ -465,14 +477,12 @@ def test_a_reclaim_shrinks_a_borrowers_elastic_job_before_it_preempts_anyone():
         workload=PowerLaw(),
         admission=layer,
     )
-    apply = sim.state.apply
 
     def record(plan):
-        apply(plan)
-        e = next((j for j in sim.state.running.values() if j.job_id == "e"), None)
+        e = sim.state.running.get("e")
         sizes.append((sim.state.now, len(e.gpus) if e else 0))
 
-    sim.state.apply = record
+    after_each_plan(sim, record)
     jobs = {j.job_id: j for j in sim.run().jobs}
     assert (0.0, 4) in sizes  # it grew into b's idle quota
     assert (10.0, 2) in sizes  # b reclaimed: e scaled in to 2, not evicted
@@ -585,13 +595,9 @@ def test_a_policy_that_scales_in_further_than_a_reclaim_keeps_its_own_scale_in(p
         admission=QuotaAdmission(config),
     )
     sizes = []
-    apply = sim.state.apply
-
-    def record(plan):
-        sizes.extend((sim.state.now, j.job_id, gpus) for j, gpus in plan.resize)
-        return apply(plan)
-
-    sim.state.apply = record
+    after_each_plan(
+        sim, lambda plan: sizes.extend((sim.state.now, j.job_id, g) for j, g in plan.resize)
+    )
     jobs = {j.job_id: j for j in sim.run().jobs}
     assert (jobs["A1"].first_start, jobs["C1"].first_start, jobs["E"].preemptions) == (10, 10, 0)
     assert sizes[0] == (10.0, "E", (0, 1))
@@ -840,14 +846,12 @@ def test_a_quota_cut_never_starts_an_elastic_job_below_where_its_memory_fits(pol
         admission=QuotaAdmission(config),
     )
     sizes = []
-    apply = sim.state.apply
 
     def record(plan):
-        apply(plan)
         e = sim.state.running.get("E")
         sizes.append(len(e.gpus) if e else 0)
 
-    sim.state.apply = record
+    after_each_plan(sim, record)
     done = {j.job_id: j for j in sim.run().jobs}
     assert set(sizes) == {0, 2}
     assert (done["E"].first_start, done["E"].finish) == (100.0, 200.0)
@@ -970,50 +974,31 @@ def test_loaned_inference_servers_are_borrowable_by_the_cohort():
     assert layer.evictions == {} and sum(j.preemptions for j in done.values()) == 0
 
 
-def test_a_job_no_quota_admits_ends_the_simulation_under_a_demand_cycle():
+@pytest.mark.parametrize("period_s, interval_s", [(300.0, None), (100_000.0, 1.0)])
+def test_a_job_no_quota_admits_ends_the_simulation_under_a_demand_cycle(period_s, interval_s):
     # Found by the property test above with loans. c has no quota, so c1 is never admitted;
     # the inference demand cycle has events for ever, and the simulation ran on until it was
     # stopped as stalled (100,000 passes). A whole cycle with nothing running and nothing
-    # left to arrive now ends it, and c1 is counted as never started.
+    # left to arrive now ends it, and c1 is counted as never started. With a schedule interval
+    # the interval ticked through all of that cycle, a pass a second (a demand curve may span
+    # 1e10 s); after one interval of quiet ticks only the cycle's own events wake the loop.
     from dlsched.inference import DemandCycle, DemandStep
 
-    steps = (DemandStep(0.0, 0, 0), DemandStep(100.0, 0, 1), DemandStep(160.0, 1, 1))
-    demand = DemandCycle("test", 1, steps, 300.0, 60.0, 0.0)
+    steps = (DemandStep(0.0, 0, 0), DemandStep(period_s / 3, 0, 1), DemandStep(period_s / 2, 1, 1))
+    demand = DemandCycle("test", 1, steps, period_s, 60.0, 0.0)
     config = TenantConfig({"a": TenantQuota(2)})
     jobs = [JobSpec("a1", 0.0, 1, 50.0, tenant="a"), JobSpec("c1", 0.0, 1, 50.0, tenant="c")]
     sim = Simulator(
         parse_cluster_spec("1x4,1x4@inference"),
         jobs,
         make_policy("aryl"),
-        SimConfig(inference_demand=demand),
-        admission=QuotaAdmission(config),
-    )
-    done = {j.job_id: j for j in sim.run().jobs}
-    assert done["a1"].status is Status.DONE and done["c1"].first_start is None
-
-
-def test_the_schedule_interval_does_not_tick_through_a_long_demand_cycle_when_nothing_can_run():
-    # As above, with a schedule interval of 1 s and a demand cycle of 100,000 s: once nothing
-    # runs and nothing is left to arrive, the end waited for a whole cycle, and the interval
-    # ticked through all of it, a pass a second (a demand curve may span 1e10 s: 1e10 passes).
-    # After one interval of quiet ticks, only the cycle's own events wake the loop.
-    from dlsched.inference import DemandCycle, DemandStep
-
-    steps = (DemandStep(0.0, 0, 0), DemandStep(50_000.0, 0, 1), DemandStep(60_000.0, 1, 1))
-    demand = DemandCycle("test", 1, steps, 100_000.0, 60.0, 0.0)
-    config = TenantConfig({"a": TenantQuota(2)})
-    jobs = [JobSpec("a1", 0.0, 1, 50.0, tenant="a"), JobSpec("c1", 0.0, 1, 50.0, tenant="c")]
-    sim = Simulator(
-        parse_cluster_spec("1x4,1x4@inference"),
-        jobs,
-        make_policy("aryl"),
-        SimConfig(inference_demand=demand, schedule_interval_s=1.0),
+        SimConfig(inference_demand=demand, schedule_interval_s=interval_s),
         admission=QuotaAdmission(config),
     )
     result = sim.run()
     done = {j.job_id: j for j in result.jobs}
     assert done["a1"].finish == 50.0 and done["c1"].first_start is None
-    assert result.schedule_calls < 200  # 50 s of ticks while a1 runs, one quiet second, events
+    assert result.schedule_calls < 200  # (50 s of ticks while a1 runs, one quiet second)
 
 
 def test_a_job_takes_back_borrowed_gpus_and_its_own_lower_class_job_s_in_one_step():

@@ -200,14 +200,17 @@ def test_compare_in_forked_processes_writes_what_one_after_another_writes(tmp_pa
 
 def test_an_error_in_a_forked_run_is_the_command_s_error(tmp_path, capsys):
     args = ["compare", "--trace", "pollux-1", "--cluster", "4x8", "--no-progress"]
-    # GENIE refuses a workload without deadlines as it simulates: in the forked process
     args += ["--policies", "fifo,genie", "--jobs", "2"]
-    assert main(args + ["--out", str(tmp_path / "out")]) == 2  # a SpecError, as in one process
-    assert "field 'deadlines': policy 'genie' schedules by deadlines" in capsys.readouterr().err
-    # an option a policy lacks is refused before any run starts
+    # a run refuses an option that does nothing as it simulates: in the forked process
+    assert main(args + ["--hard-quotas", "--deadlines", "--out", str(tmp_path / "out")]) == 2
+    assert "field 'hard_quotas': does nothing without quotas" in capsys.readouterr().err
+    # an option a policy lacks, and deadlines it needs, are refused before any run starts
+    # (GENIE's refusal of a workload without deadlines came after fifo's whole run)
     assert main(args + ["--scan", "greedy", "--out", str(tmp_path / "scan")]) == 2
     assert "policy 'genie' has no scan" in capsys.readouterr().err
-    assert not (tmp_path / "scan").exists()
+    assert main(args + ["--out", str(tmp_path / "deadlines")]) == 2
+    assert "field 'deadlines': policy 'genie' schedules by deadlines" in capsys.readouterr().err
+    assert not (tmp_path / "scan").exists() and not (tmp_path / "deadlines").exists()
     assert main(args[:-1] + ["0", "--out", str(tmp_path / "out")]) == 2
     assert "field 'jobs': must be at least 1" in capsys.readouterr().err
 

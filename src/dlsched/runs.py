@@ -90,16 +90,7 @@ def simulate(
         raise TypeError("params go with a policy name; configure a policy object yourself")
     else:
         name = policy.name or type(policy).__name__
-    if (
-        getattr(policy, "needs_deadlines", False)
-        and trace.replay is None  # (a server's history: its jobs' deadlines are as they ran)
-        and all(j.deadline_s is None for j in jobs)
-    ):
-        raise SpecError(  # it would run as arrival order, and GENIE shrink jobs to what is idle
-            "deadlines",
-            f"policy {name!r} schedules by deadlines and no job of this workload has one: "
-            "give the trace a deadline column, or draw them (--deadlines; deadlines=True)",
-        )
+    check_deadlines(policy, name, workload)
     if trace.replay is not None:
         from .replay import with_profiling
 
@@ -153,6 +144,22 @@ def simulate(
         }
     )
     return Run(result, summary)
+
+
+def check_deadlines(policy: Policy, name: str, workload: Workload) -> None:
+    """A policy that schedules by deadlines refuses a workload whose jobs have none: it would
+    run as arrival order, and GENIE shrink jobs to what is idle (a server's history aside: its
+    jobs' deadlines are as they ran)."""
+    if (
+        getattr(policy, "needs_deadlines", False)
+        and workload.trace.replay is None
+        and all(j.deadline_s is None for j in workload.jobs)
+    ):
+        raise SpecError(
+            "deadlines",
+            f"policy {name!r} schedules by deadlines and no job of this workload has one: "
+            "give the trace a deadline column, or draw them (--deadlines; deadlines=True)",
+        )
 
 
 def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, costs) -> None:

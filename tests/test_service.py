@@ -736,8 +736,8 @@ ACTIONS = st.lists(
 )
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+@settings(  # 250 examples: about 5 s
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     st.sampled_from(sorted(POLICIES)),

@@ -868,22 +868,29 @@ class PairMemory(BatchInMemory):
         return 1.5
 
 
-def _pair_under_quota(cluster: str) -> dict:
+def _pair_under_quota(cluster: str, quotas=None, more=(), starts=None) -> dict:
     """B (tenant a) and F (b), 1 GPU each for 1000 s from 0; E (a, elastic 1..2, asks 2, 100 s)
-    at 10; a's hard quota 2, b's 1; sjf-ffs on ``cluster`` of 16,384 MiB GPUs."""
+    at 10, and ``more``; a's hard quota 2, b's 1 (or ``quotas``); sjf-ffs on ``cluster`` of
+    16,384 MiB GPUs. ``starts``: a list to put each start in, (time, job, GPUs)."""
     jobs = [
         JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
         JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
         JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
+        *more,
     ]
+    quotas = quotas or TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})
     sim = Simulator(
         parse_cluster_spec(f"{cluster}:V100/16384"),
         jobs,
         make_policy("sjf-ffs"),
         SimConfig(restart_overhead_s=0.0),
         workload=PairMemory(),
-        admission=QuotaAdmission(TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})),
+        admission=QuotaAdmission(quotas),
     )
+    if starts is not None:
+        after_each_plan(
+            sim, lambda plan: starts.extend((sim.state.now, j.job_id, g) for j, g in plan.start)
+        )
     return {j.job_id: j for j in sim.run().jobs}
 
 
@@ -908,6 +915,24 @@ def test_a_quota_cut_that_would_not_fit_beside_a_partner_withdraws_the_start():
     done = _pair_under_quota("2x1")
     assert (done["E"].first_start, done["E"].finish) == (1000.0, 1100.0)
     assert done["B"].shared_s == done["F"].shared_s == 0.0
+
+
+def test_growth_beside_another_job_does_not_borrow():
+    # 3x1 GPUs, a lab of a, b and c (nominal 2, 1 and 1: 4 on 3 GPUs). B (a) and F (b) run on
+    # GPUs 0 and 1; E (a, elastic 1..2, asks 2) arrives at 10 and sjf-ffs starts it on the idle
+    # GPU 2 and beside B on GPU 0: a would borrow the cohort's spare GPU. Beside B, E cannot
+    # scale in, so a reclaim would evict it whole; its growth may not borrow, and it runs
+    # alone on GPU 2, 10 to 10 + 100 / 0.5**0.8 = 184.1. C (c, 1 GPU) then fits at 20 beside B,
+    # each slowed 1.5 (C ends at 170, B at 1050). Before, E borrowed GPU 0, C took it back at
+    # 20 by evicting E, which ran again from 120 to 260 (and, in other cases, the two tenants
+    # took turns for ever: tests/test_composition.py).
+    quotas = TenantConfig({t: TenantQuota(n, None, "lab") for t, n in zip("abc", (2, 1, 1))})
+    starts: list = []
+    more = [JobSpec("C", 20.0, 1, 100.0, tenant="c", model="mb")]
+    done = _pair_under_quota("3x1", quotas, more, starts)
+    assert starts == [(0, "B", (0,)), (0, "F", (1,)), (10, "E", (2,)), (20, "C", (0,))]
+    assert done["E"].finish == pytest.approx(10 + 100 / 0.5**0.8) and done["E"].preemptions == 0
+    assert (done["C"].finish, done["B"].finish) == (170.0, 1050.0)
 
 
 @pytest.mark.parametrize("policy", ["srtf", "tiresias"])

@@ -112,16 +112,12 @@ def schedule_pass(state: AdmissionBooks, policy: Policy, admission: QuotaAdmissi
     return admission.charge(view, policy, policy.schedule(view), admitted, running_gone)
 
 
-def _cut_start(
-    view: PolicyView, plan: Plan, job: JobView, gpus: tuple[int, ...], keep: int
-) -> tuple[int, ...] | None:
-    """``keep`` of the GPUs a start planned: the idle ones first (with those the plan's
-    preemptions and scale-ins free), then those it would share, each the most consolidated;
-    None when it would keep a shared GPU that cannot hold its memory on fewer GPUs (larger
-    sub-batches) beside the jobs staying there."""
-    occupancy, gpu_node = view.occupancy, view.cluster.gpu_node
+def _staying(view: PolicyView, plan: Plan, gpus: tuple[int, ...]) -> dict[int, list[JobView]]:
+    """Those of ``gpus`` that other jobs hold once the plan's preemptions and resizes apply,
+    with those jobs."""
+    occupancy = view.occupancy
     leaving = set(plan.preempt)
-    resized = {j.job_id: gpus for j, gpus in plan.resize}
+    resized = {j.job_id: g for j, g in plan.resize}
     staying: dict[int, list[JobView]] = {}
     for g in gpus:
         if not view.free.is_free(g):
@@ -132,6 +128,18 @@ def _cut_start(
             ]
             if holders:
                 staying[g] = holders
+    return staying
+
+
+def _cut_start(
+    view: PolicyView, plan: Plan, job: JobView, gpus: tuple[int, ...], keep: int
+) -> tuple[int, ...] | None:
+    """``keep`` of the GPUs a start planned: the idle ones first (with those the plan's
+    preemptions and scale-ins free), then those it would share, each the most consolidated;
+    None when it would keep a shared GPU that cannot hold its memory on fewer GPUs (larger
+    sub-batches) beside the jobs staying there."""
+    occupancy, gpu_node = view.occupancy, view.cluster.gpu_node
+    staying = _staying(view, plan, gpus)
     idle = tuple(g for g in gpus if g not in staying)
     if len(idle) >= keep:
         return keep_consolidated(idle, keep, gpu_node)
@@ -503,7 +511,13 @@ class QuotaAdmission:
             if not job.admitted:
                 continue
             extra = len(gpus) - reservation(job)
-            room = self._room(job.spec.tenant)
+            tenant = job.spec.tenant
+            room = self._room(tenant)
+            if extra > 0 and _staying(view, plan, gpus):
+                # beside another job it cannot scale in, so a reclaim would evict it whole (and
+                # it would take its nominal quota back at once: tenants took turns for ever):
+                # its growth does not borrow
+                room = min(room, self.config.quota(tenant).nominal - self.used.get(tenant, 0))
             if extra > room:
                 cut = _cut_start(view, plan, job, gpus, reservation(job) + max(0, int(room)))
                 policy.job_resized(job, cut or (), now)

@@ -32,9 +32,11 @@ LowerPriority``:
 Evicted jobs lose their admission and wait to be admitted again. The policy hears of them from
 the state as if they finished (or were cancelled, not started), and sees their GPUs (and those
 of shrunk jobs) free in the same pass. Growth the policy plans (an elastic job started or resized
-larger) is cut to what the tenant may still take, and the policy is told (``job_resized``):
-a start keeps its idle GPUs first, then those it would share, and waits instead (told with no
-GPUs) when a GPU it keeps could not hold its memory on fewer GPUs beside the jobs there.
+larger) is cut to what the tenant may still take (a start beside another job: within its
+nominal quota, as it could not scale in for a reclaim), and the policy is told
+(``job_resized``): a start keeps its idle GPUs first, then those it would share, and waits
+instead (told with no GPUs) when a GPU it keeps could not hold its memory on fewer GPUs beside
+the jobs there.
 
 The simulator runs the stage with ``--quotas``; ``dlsched server`` always (without a quota file
 every tenant's quota is unlimited, so it only keeps the books the API and metrics read).

@@ -907,6 +907,36 @@ def test_a_quota_cut_of_a_start_that_shares_a_gpu_keeps_the_idle_one():
     assert done["B"].shared_s == 0.0
 
 
+def test_a_quota_cut_to_idle_gpus_starts_the_job_at_its_full_batch():
+    # As above on 12,000 MiB GPUs: sjf-ffs plans E beside B at 2 sub-batches (6,000 + 8,000 MiB
+    # would not fit at one). Cut to the idle GPU, E shares nothing: it runs at its full batch,
+    # 12,000 MiB. It ran at 2 sub-batches alone, its memory counted at 6,000, so a job could be
+    # paired beside it that no longer fit when it went back to its full batch (found by the
+    # composition search: the plan was refused and the run ended blaming the policy).
+    jobs = [
+        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
+        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
+        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
+    ]
+    sim = Simulator(
+        parse_cluster_spec("3x1:V100/12000"),
+        jobs,
+        make_policy("sjf-ffs"),
+        SimConfig(restart_overhead_s=0.0),
+        workload=PairMemory(),
+        admission=QuotaAdmission(TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})),
+    )
+    seen = []
+
+    def record(plan):
+        if e := sim.state.running.get("E"):
+            seen.append((sim.state.now, e.gpus, e.accumulation, e.memory_mib))
+
+    after_each_plan(sim, record)
+    sim.run()
+    assert seen[0] == (10.0, (2,), 1, 12_000.0)
+
+
 def test_a_quota_cut_that_would_not_fit_beside_a_partner_withdraws_the_start():
     # 2x1 GPUs: B (a) and F (b) on GPUs 0 and 1 until 1000. E (a, 1..2, asks 2) arrives at 10:
     # sjf-ffs starts it beside both (6,000 + 8,000 MiB on each). Cut to the 1 GPU a may take,

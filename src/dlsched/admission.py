@@ -529,6 +529,8 @@ class QuotaAdmission:
                     continue
                 gpus = cut
                 plan.start[i] = (job, gpus)
+                if not _staying(view, plan, gpus):  # it shares no GPU now: at its full batch
+                    plan.accumulation.pop(job.job_id, None)
             self._use(job.spec.tenant, len(gpus) - reservation(job))
         for i in reversed(withdrawn):
             del plan.start[i]

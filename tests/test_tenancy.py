@@ -868,10 +868,10 @@ class PairMemory(BatchInMemory):
         return 1.5
 
 
-def _pair_under_quota(cluster: str, quotas=None, more=(), starts=None) -> dict:
+def _pair_under_quota(cluster: str, quotas=None, more=(), note=None, memory_mib=16384) -> dict:
     """B (tenant a) and F (b), 1 GPU each for 1000 s from 0; E (a, elastic 1..2, asks 2, 100 s)
     at 10, and ``more``; a's hard quota 2, b's 1 (or ``quotas``); sjf-ffs on ``cluster`` of
-    16,384 MiB GPUs. ``starts``: a list to put each start in, (time, job, GPUs)."""
+    ``memory_mib`` GPUs. ``note(sim, plan)`` after each plan."""
     jobs = [
         JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
         JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
@@ -880,17 +880,15 @@ def _pair_under_quota(cluster: str, quotas=None, more=(), starts=None) -> dict:
     ]
     quotas = quotas or TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})
     sim = Simulator(
-        parse_cluster_spec(f"{cluster}:V100/16384"),
+        parse_cluster_spec(f"{cluster}:V100/{memory_mib}"),
         jobs,
         make_policy("sjf-ffs"),
         SimConfig(restart_overhead_s=0.0),
         workload=PairMemory(),
         admission=QuotaAdmission(quotas),
     )
-    if starts is not None:
-        after_each_plan(
-            sim, lambda plan: starts.extend((sim.state.now, j.job_id, g) for j, g in plan.start)
-        )
+    if note is not None:
+        after_each_plan(sim, lambda plan: note(sim, plan))
     return {j.job_id: j for j in sim.run().jobs}
 
 
@@ -913,27 +911,13 @@ def test_a_quota_cut_to_idle_gpus_starts_the_job_at_its_full_batch():
     # 12,000 MiB. It ran at 2 sub-batches alone, its memory counted at 6,000, so a job could be
     # paired beside it that no longer fit when it went back to its full batch (found by the
     # composition search: the plan was refused and the run ended blaming the policy).
-    jobs = [
-        JobSpec("B", 0.0, 1, 1000.0, tenant="a", model="mb"),
-        JobSpec("F", 0.0, 1, 1000.0, tenant="b", model="mb"),
-        JobSpec("E", 10.0, 2, 100.0, tenant="a", model="me", min_gpus=1, max_gpus=2),
-    ]
-    sim = Simulator(
-        parse_cluster_spec("3x1:V100/12000"),
-        jobs,
-        make_policy("sjf-ffs"),
-        SimConfig(restart_overhead_s=0.0),
-        workload=PairMemory(),
-        admission=QuotaAdmission(TenantConfig({"a": TenantQuota(2), "b": TenantQuota(1)})),
-    )
     seen = []
 
-    def record(plan):
+    def record(sim, plan):
         if e := sim.state.running.get("E"):
             seen.append((sim.state.now, e.gpus, e.accumulation, e.memory_mib))
 
-    after_each_plan(sim, record)
-    sim.run()
+    _pair_under_quota("3x1", note=record, memory_mib=12000)
     assert seen[0] == (10.0, (2,), 1, 12_000.0)
 
 
@@ -959,7 +943,12 @@ def test_growth_beside_another_job_does_not_borrow():
     quotas = TenantConfig({t: TenantQuota(n, None, "lab") for t, n in zip("abc", (2, 1, 1))})
     starts: list = []
     more = [JobSpec("C", 20.0, 1, 100.0, tenant="c", model="mb")]
-    done = _pair_under_quota("3x1", quotas, more, starts)
+    done = _pair_under_quota(
+        "3x1",
+        quotas,
+        more,
+        lambda sim, plan: starts.extend((sim.state.now, j.job_id, g) for j, g in plan.start),
+    )
     assert starts == [(0, "B", (0,)), (0, "F", (1,)), (10, "E", (2,)), (20, "C", (0,))]
     assert done["E"].finish == pytest.approx(10 + 100 / 0.5**0.8) and done["E"].preemptions == 0
     assert (done["C"].finish, done["B"].finish) == (170.0, 1050.0)

@@ -134,14 +134,18 @@ def _staying(view: PolicyView, plan: Plan, gpus: tuple[int, ...]) -> dict[int, l
 
 
 def _cut_start(
-    view: PolicyView, plan: Plan, job: JobView, gpus: tuple[int, ...], keep: int
+    view: PolicyView,
+    plan: Plan,
+    job: JobView,
+    gpus: tuple[int, ...],
+    keep: int,
+    staying: dict[int, list[JobView]],
 ) -> tuple[int, ...] | None:
-    """``keep`` of the GPUs a start planned: the idle ones first (with those the plan's
-    preemptions and scale-ins free), then those it would share, each the most consolidated;
-    None when it would keep a shared GPU that cannot hold its memory on fewer GPUs (larger
-    sub-batches) beside the jobs staying there."""
+    """``keep`` of the GPUs a start planned (``staying``: :func:`_staying` of them): the idle
+    ones first (with those the plan's preemptions and scale-ins free), then those it would
+    share, each the most consolidated; None when it would keep a shared GPU that cannot hold its
+    memory on fewer GPUs (larger sub-batches) beside the jobs staying there."""
     occupancy, gpu_node = view.occupancy, view.cluster.gpu_node
-    staying = _staying(view, plan, gpus)
     idle = tuple(g for g in gpus if g not in staying)
     if len(idle) >= keep:
         return keep_consolidated(idle, keep, gpu_node)
@@ -515,13 +519,15 @@ class QuotaAdmission:
             extra = len(gpus) - reservation(job)
             tenant = job.spec.tenant
             room = self._room(tenant)
-            if extra > 0 and _staying(view, plan, gpus):
+            staying = _staying(view, plan, gpus) if extra > 0 or extra > room else {}
+            if extra > 0 and staying:
                 # beside another job it cannot scale in, so a reclaim would evict it whole (and
                 # it would take its nominal quota back at once: tenants took turns for ever):
                 # its growth does not borrow
                 room = min(room, self.config.quota(tenant).nominal - self.used.get(tenant, 0))
             if extra > room:
-                cut = _cut_start(view, plan, job, gpus, reservation(job) + max(0, int(room)))
+                keep = reservation(job) + max(0, int(room))
+                cut = _cut_start(view, plan, job, gpus, keep, staying)
                 policy.job_resized(job, cut or (), now)
                 if cut is None:  # it waits, admitted (no quota came back: no pass sooner)
                     withdrawn.append(i)
@@ -529,7 +535,7 @@ class QuotaAdmission:
                     continue
                 gpus = cut
                 plan.start[i] = (job, gpus)
-                if not _staying(view, plan, gpus):  # it shares no GPU now: at its full batch
+                if staying.keys().isdisjoint(gpus):  # it shares no GPU now: at its full batch
                     plan.accumulation.pop(job.job_id, None)
             self._use(job.spec.tenant, len(gpus) - reservation(job))
         for i in reversed(withdrawn):

@@ -992,6 +992,36 @@ def test_a_reclaim_evicts_lower_priority_first_then_the_youngest():
     assert (jobs["a0"].finish, jobs["a3"].finish) == (1000.0, 1003.0)
 
 
+
+def test_a_reclaim_takes_a_lower_class_running_job_before_a_higher_class_one_not_started():
+    # Kueue's candidate order has no notion of a job not started: class first. On 6 GPUs, c
+    # (no cohort) holds 3 until 100; b's L runs on its nominal 2 from 0; b's H (class 1)
+    # borrows a's 2 at 1 but finds 1 GPU free: admitted, waiting. a's A, within a's nominal
+    # quota, takes the 2 back at 2: L gives way (class 0), H starts on its GPUs, A waits for
+    # C's (100-400), and L, without quota until A ends, runs its 998 s left from 400: one
+    # eviction. Taking the job not started first (H), H then evicted L, its tenant's own lower
+    # class, to be admitted again, at 2.001 (two evictions, and the search found the stage
+    # cycling on that order: tenants' high-class jobs evicted and evicting in turn).
+    config = TenantConfig(
+        {
+            "a": TenantQuota(2, None, "lab"),
+            "b": TenantQuota(2, None, "lab"),
+            "c": TenantQuota(3),  # hard
+        }
+    )
+    spec = [
+        JobSpec("C", 0.0, 3, 100.0, tenant="c"),
+        JobSpec("L", 0.0, 2, 1000.0, tenant="b"),
+        JobSpec("H", 1.0, 2, 500.0, tenant="b", priority=1),
+        JobSpec("A", 2.0, 2, 300.0, tenant="a"),
+    ]
+    jobs, layer = run(spec, config, cluster="1x6")
+    assert layer.evictions == {"b": 1}
+    assert [jobs[k].preemptions for k in "LHA"] == [1, 0, 0]
+    assert (jobs["H"].first_start, jobs["H"].finish) == (2.0, 502.0)
+    assert (jobs["A"].first_start, jobs["A"].finish) == (100.0, 400.0)
+    assert jobs["L"].finish == 1398.0
+
 def test_loaned_inference_servers_are_borrowable_by_the_cohort():
     # issue 25, 10. 1 training server and 1 inference server (4 GPUs each), inference idle so
     # the server is loaned from 0. a and b have 2 GPUs each in one cohort. a's six 1-GPU jobs

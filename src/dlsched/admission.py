@@ -24,8 +24,9 @@ LowerPriority``:
 - **reclaim**: a job that fits its tenant's nominal quota but not the cohort (others borrowed
   it) takes it back from tenants above their nominal quota, never more than needed: first by
   shrinking their elastic jobs towards their minimum (background scale-in, nobody preempted);
-  then by evicting their admitted jobs, those not started first. Both in Kueue's order of
-  candidates: lower priority class first, then the most recently admitted.
+  then by evicting their admitted jobs. Both in Kueue's order of candidates: lower priority
+  class first, then (a class's jobs not started before its running ones) the most recently
+  admitted.
 - **priority**: a job that does not fit its own tenant's limits may take the place of the
   tenant's own jobs of a lower priority class, lowest class first, then youngest.
 
@@ -663,8 +664,10 @@ class QuotaAdmission:
         below: int | None = None,
     ) -> list[tuple[int, JobView]]:
         """The tenants' admitted jobs (of a priority below ``below``, when given) in the order
-        they give way: not started before running (evicting one costs no work), then, as
-        Kueue orders candidates, lower priority first, then the most recently admitted."""
+        they give way, Kueue's: lower priority first, then the most recently admitted; within
+        a class, those not started before running ones (evicting one costs no work; before
+        the class, a waiting high-class job given way evicted its tenant's lower class to come
+        back)."""
         admitted = books.admissions.by_tenant
         return sorted(
             (
@@ -673,7 +676,7 @@ class QuotaAdmission:
                 for order, j in admitted.get(t, {}).values()
                 if below is None or j.spec.priority < below
             ),
-            key=lambda e: (e[1].status is RUNNING, e[1].spec.priority, -e[0]),
+            key=lambda e: (e[1].spec.priority, e[1].status is RUNNING, -e[0]),
         )
 
     def _evict(

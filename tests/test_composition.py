@@ -156,7 +156,7 @@ CYCLES = {
             ),
             JobSpec("j13", 283.0, 3, 317.0, tenant="b", model="resnet18", batch_size=32),
         ],
-        ((10.0, "down", 1), (400.0, "up", 1)),
+        {"node_events": ((10.0, "down", 1), (400.0, "up", 1))},
     ),
     # A lab of a, b, c (nominal 2, 2, 1) on 3 GPUs: a's a3 evicted a's a2 to borrow, b's b
     # took it back by evicting a3; at the next pass b's b3 evicted b to borrow, and a2 took it
@@ -173,25 +173,49 @@ CYCLES = {
             JobSpec("b", 228.0, 3, 169.0, tenant="b", min_gpus=1, max_gpus=3),
             JobSpec("a2", 239.0, 2, 256.0, tenant="a"),
         ],
-        (),
+        {},
+    ),
+    # A lab of a, b, c, d (nominal 1, 11, 7, 4: 23 for 16 GPUs), resizes by stop-resume. A
+    # reclaim gave way with b's class-2 job, admitted but not started, before b's running
+    # class-0 ones; back in b's queue, it evicted those to be admitted again, which a reclaim
+    # by d then undid: three passes, 1 ms apart, for ever. Kueue takes candidates by class.
+    "srtf": (
+        "2x8:V100",
+        (1, 11, 7, 4),
+        [
+            JobSpec("j3", 145.0, 8, 292.0, tenant="c", min_gpus=1, max_gpus=16),
+            JobSpec("j4", 235.0, 2, 329.0, tenant="d"),
+            JobSpec("j6", 235.0, 8, 48.0, tenant="a", min_gpus=1, max_gpus=16),
+            JobSpec("j7", 200.0, 6, 200.0, tenant="b", priority=1),
+            JobSpec("j8", 252.0, 3, 304.0, tenant="b"),
+            JobSpec("j9", 110.0, 8, 146.0, tenant="a"),
+            JobSpec("j10", 263.0, 7, 284.0, tenant="b", priority=2),
+            JobSpec("j11", 78.0, 6, 148.0, tenant="d", priority=1, min_gpus=1, max_gpus=12),
+            JobSpec("j12", 215.0, 3, 277.0, tenant="d", priority=1),
+            JobSpec("j13", 169.0, 1, 252.0, tenant="d", priority=2),
+            JobSpec("j14", 170.0, 5, 231.0, tenant="b", min_gpus=1, max_gpus=10),
+            JobSpec("j17", 97.0, 5, 132.0, tenant="c"),
+            JobSpec("j20", 138.0, 6, 70.0, tenant="c"),
+        ],
+        {"resize_mechanism": "stop-resume"},
     ),
 }
 
 
 @pytest.mark.parametrize("policy", sorted(CYCLES))
-def test_the_quota_stage_admits_within_nominal_quota_before_borrowing_and_does_not_cycle(policy):
-    # Found by the search above (15,000 examples), then cut down. In both, a job that would
-    # borrow was admitted (evicting its tenant's lower-class job) before another tenant's job
-    # within its nominal quota, which then took the borrowed GPUs back; Kueue nominates the
-    # jobs within their nominal quota first, and the borrower then finds no room.
-    cluster, nominal, jobs, node_events = CYCLES[policy]
-    quotas = TenantConfig({t: TenantQuota(n, None, "lab") for t, n in zip("abc", nominal)})
+def test_the_quota_stage_nominates_and_evicts_in_kueues_order_and_does_not_cycle(policy):
+    # Found by the search above (15,000 examples and more), then cut down. In the first two, a
+    # job that would borrow was admitted (evicting its tenant's lower-class job) before another
+    # tenant's job within its nominal quota, which then took the borrowed GPUs back; Kueue
+    # nominates the jobs within their nominal quota first, and the borrower then finds no room.
+    cluster, nominal, jobs, options = CYCLES[policy]
+    quotas = TenantConfig({t: TenantQuota(n, None, "lab") for t, n in zip("abcd", nominal)})
     nodes = parse_cluster_spec(cluster)
     sim = Simulator(
         nodes,
         jobs,
         make_policy(policy),
-        SimConfig(node_events=node_events, stall_limit=5_000),
+        SimConfig(stall_limit=5_000, **options),
         workload=PerfSpeed(PerfModel(), nodes),
         admission=QuotaAdmission(quotas),
     )

@@ -992,7 +992,6 @@ def test_a_reclaim_evicts_lower_priority_first_then_the_youngest():
     assert (jobs["a0"].finish, jobs["a3"].finish) == (1000.0, 1003.0)
 
 
-
 def test_a_reclaim_takes_a_lower_class_running_job_before_a_higher_class_one_not_started():
     # Kueue's candidate order has no notion of a job not started: class first. On 6 GPUs, c
     # (no cohort) holds 3 until 100; b's L runs on its nominal 2 from 0; b's H (class 1)
@@ -1021,6 +1020,7 @@ def test_a_reclaim_takes_a_lower_class_running_job_before_a_higher_class_one_not
     assert (jobs["H"].first_start, jobs["H"].finish) == (2.0, 502.0)
     assert (jobs["A"].first_start, jobs["A"].finish) == (100.0, 400.0)
     assert jobs["L"].finish == 1398.0
+
 
 def test_loaned_inference_servers_are_borrowable_by_the_cohort():
     # issue 25, 10. 1 training server and 1 inference server (4 GPUs each), inference idle so

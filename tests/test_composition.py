@@ -33,6 +33,7 @@ CLUSTERS = [
     "2x2:V100,1x4:V100@inference",
     "1x4:P100,1x4:V100@inference",
     "3x1:V100",
+    "2x8:V100",
 ]
 IDLE = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 3000.0, 60.0, 0.0)
 
@@ -50,7 +51,7 @@ def cases(draw):
     jobs = []
     for k in range(draw(st.integers(1, 14))):
         submit, duration = float(draw(st.integers(0, 300))), float(draw(st.integers(1, 600)))
-        gpus = draw(st.integers(1, min(4, training)))
+        gpus = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 6, 8]).filter(lambda n: n <= training))
         model, batch = draw(st.sampled_from(MODELS))
         elastic = draw(st.booleans())
         slack = draw(st.one_of(st.none(), st.floats(1.1, 5.0)))
@@ -60,12 +61,12 @@ def cases(draw):
                 submit,
                 gpus,
                 duration,
-                tenant=draw(st.sampled_from(["a", "b", "c"])),
+                tenant=draw(st.sampled_from("abcd")),
                 model=model,
                 batch_size=batch,
                 min_gpus=1 if elastic else None,
                 max_gpus=min(training, 2 * gpus) if elastic else None,
-                priority=draw(st.sampled_from([0, 0, 1])),
+                priority=draw(st.sampled_from([0, 0, 1, 2])),
                 deadline_s=None if slack is None else submit + slack * duration,
             )
         )
@@ -77,7 +78,7 @@ def cases(draw):
                 t: TenantQuota(
                     draw(st.integers(1, training)), 0 if hard else None, None if hard else "lab"
                 )
-                for t in "abc"
+                for t in "abcd"
             }
         )
     demand = None

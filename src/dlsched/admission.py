@@ -28,7 +28,9 @@ LowerPriority``:
   class first, then (a class's jobs not started before its running ones) the most recently
   admitted.
 - **priority**: a job that does not fit its own tenant's limits may take the place of the
-  tenant's own jobs of a lower priority class, lowest class first, then youngest.
+  tenant's own jobs of a lower priority class, lowest class first, then youngest; in a
+  cohort, only to be within its tenant's nominal quota (unlike Kueue: a job that would borrow
+  even so takes only free room, see :meth:`QuotaAdmission._victims`).
 
 Evicted jobs lose their admission and wait to be admitted again. The policy hears of them from
 the state as if they finished (or were cancelled, not started), and sees their GPUs (and those
@@ -222,7 +224,15 @@ class QuotaAdmission:
         nominal = self.config.quota(tenant).nominal
         if self.usage(books, tenant) + gpus <= nominal or self.fits(tenant, gpus):
             return True
-        return _has_lower_class(books, tenant, priority)
+        return self._may_take_own_places(books, tenant, priority, gpus)
+
+    def _may_take_own_places(
+        self, books: AdmissionBooks, tenant: str, priority: int, need: int
+    ) -> bool:
+        """Whether a job could take the places of its tenant's own jobs of a lower class: it
+        has some, and (in a cohort) that could bring it within its nominal quota."""
+        q = self.config.quota(tenant)
+        return (q.cohort is None or need <= q.nominal) and _has_lower_class(books, tenant, priority)
 
     # -- notifications from the state (the policy hears of the same from it) ---------------------
     def job_arrived(self, job: JobView, now: float) -> None:
@@ -462,13 +472,13 @@ class QuotaAdmission:
     def _hopeless(self, books: AdmissionBooks, key: tuple) -> bool:
         """Whether the head of the bucket ``key`` (tenant, priority class, size) fails as the
         books stand: over its tenant's room, no reclaim within its nominal quota, and no
-        admitted job of its tenant of a lower class (:meth:`_victims` gives None). A larger
+        job of its tenant's own to take the place of (:meth:`_victims` gives None). A larger
         head of the same tenant and class fails then too."""
         tenant, priority, need = key
         return (
             need > self._room(tenant)
             and self._reclaim_cohort(tenant, need) is None
-            and not _has_lower_class(books, tenant, priority)
+            and not self._may_take_own_places(books, tenant, priority, need)
         )
 
     def _reclaim_cohort(self, tenant: str, need: int) -> str | None:
@@ -576,17 +586,25 @@ class QuotaAdmission:
         """The scale-ins and evictions that make ``job`` fit: (shrinks, evictions), or None
         when none may. As Kueue decides it in one step: the tenant's own jobs of a lower
         class give way as far as the job needs to fit its tenant's nominal quota, then
-        borrowers in its cohort give back what the cohort is short of; failing that, more of
-        its own jobs give way until it fits its limits."""
+        borrowers in its cohort give back what the cohort is short of. Under a hard quota, its
+        own jobs give way until it fits.
+
+        Unlike Kueue, a job that would borrow even so does not take its own tenant's jobs'
+        places (it borrows free room only): it would turn quota its tenant holds within its
+        nominal quota into borrowed quota, which a reclaim takes back at once, and then the
+        jobs it evicted, within the nominal quota again, come back. With evictions costing
+        nothing in the same instant (jobs admitted but not started), passes did that in turn
+        for ever (the composition search, on more nominal quota than GPUs)."""
         tenant = job.spec.tenant
         if (cohort := self._reclaim_cohort(tenant, need)) is not None:
             return self._reclaim(books, tenant, need - self._cohort_room(cohort), shrunk)
-        if not _has_lower_class(books, tenant, job.spec.priority):
+        if not self._may_take_own_places(books, tenant, job.spec.priority, need):
             return None
+        hard = self.config.quota(tenant).cohort is None
         own: list[JobView] = []
         freed = 0
         for _, victim in self._giving_way_first(books, [tenant], below=job.spec.priority):
-            if self.fits(tenant, need - freed):
+            if hard and self.fits(tenant, need - freed):
                 break
             if (
                 reclaimed := self._reclaim_within_nominal(books, tenant, need, freed, shrunk)
@@ -594,7 +612,7 @@ class QuotaAdmission:
                 return reclaimed[0], reclaimed[1] + own
             own.append(victim)
             freed += self._counts(victim, shrunk)
-        if own and self.fits(tenant, need - freed):
+        if own and hard and self.fits(tenant, need - freed):
             return [], own
         reclaimed = self._reclaim_within_nominal(books, tenant, need, freed, shrunk)
         return None if reclaimed is None else (reclaimed[0], reclaimed[1] + own)

@@ -747,10 +747,11 @@ ACTIONS = st.lists(
 def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_and_accounts(
     tmp_path_factory, policy, with_quotas, actions
 ):
-    # every policy through random events: submits (elastic ones too) by three tenants in a
-    # cohort (their quotas changed through the API, or none), cancels, finishes, crashes,
-    # progress, failed profiling runs, nodes lost and back, an inference server lent and
-    # reclaimed, server restarts on the same database; the books, the executor, the
+    # every policy through random events: submits (elastic ones too, of three priority
+    # classes) by three tenants in a cohort (their quotas changed through the API, or none),
+    # cancels, finishes, crashes, progress, failed profiling runs, nodes lost and back, an
+    # inference server lent and reclaimed, server restarts on the same database; the books,
+    # the executor, the
     # accounting and the API's views checked after each, and the history replayed at the end
     # (a GENIE server's whose jobs had no deadline was refused)
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
@@ -821,6 +822,7 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
                 spec.update(min_gpus=1, max_gpus=min(4, n + 2), gpus=min(n, 4))
             if pick % 4 == 1:
                 spec["deadline"] = s.clock() + 20.0 * pick
+            spec["priority"] = (pick // 3) % 3  # a higher class may evict lower ones
             tenant = tenants[pick % 3]
             submitted.append(s.store.add_job(tenant, {**SPEC, **spec})["id"])
         elif kind == "cancel" and submitted:

@@ -1,8 +1,9 @@
 """Every mechanism of the simulator with every other, on small random workloads: all built-in
-policies, tenants under quotas (a cohort, or hard) with a priority class, elastic and sharing
-jobs with real models, an inference pool lent and reclaimed, node failures, restarts, periodic
-checkpoints, a schedule interval, both resize mechanisms. The state's invariants hold after
-every plan, and every job ends (one a hard quota never admits is the only exception).
+policies, tenants under quotas (a cohort with or without borrowing limits, or hard) with a
+priority class, elastic and sharing jobs with real models, an inference pool lent and
+reclaimed, node failures, restarts, periodic checkpoints, a schedule interval, both resize
+mechanisms. The state's invariants hold after every plan, and every job ends (one a quota never
+admits is the only exception).
 
 Run much longer by hand (15,000 examples and more), this search found a quota cut that put an
 elastic job beside a partner with twice its memory, what-if views that freed a GPU two evicted
@@ -76,7 +77,9 @@ def cases(draw):
         quotas = TenantConfig(
             {
                 t: TenantQuota(
-                    draw(st.integers(1, training)), 0 if hard else None, None if hard else "lab"
+                    draw(st.integers(1, training)),
+                    0 if hard else draw(st.sampled_from([None, None, 0, 1, 2])),
+                    None if hard else "lab",
                 )
                 for t in "abcd"
             }

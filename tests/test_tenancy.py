@@ -1164,3 +1164,31 @@ def test_a_quota_past_its_bound_is_refused_naming_the_field(tmp_path, quota, fie
     with pytest.raises(SpecError, match="must be") as e:
         load_tenants(str(path), ["a"], 16)
     assert e.value.field == f"tenants.a.{field}"
+
+
+def test_a_policy_hears_of_the_cancel_of_a_job_the_stage_evicted():
+    # 1x2, a lab of a and b (nominal 1 each); Tiresias demotes a job past 10 GPU-s. a's A (2
+    # GPUs) borrows b's GPU from 0 and is demoted at 5; at 10 b's B reclaims it: A is evicted
+    # and waits to be admitted again, and Tiresias keeps its queue for then. A user cancels it
+    # at 20: the policy is told, and Tiresias forgets it. (Before, nobody told it: a server
+    # kept the queue of every job so evicted and cancelled for ever; found by the service's
+    # random sequences once they had priority classes.)
+    from dlsched.state.cluster_state import ClusterState
+
+    config = TenantConfig({"a": TenantQuota(1, None, "lab"), "b": TenantQuota(1, None, "lab")})
+    policy = make_policy("tiresias", thresholds_gpu_s="10")
+    state = ClusterState(parse_cluster_spec("1x2"), policy, admission=QuotaAdmission(config))
+    a = state.submit(JobSpec("A", 0.0, 2, 1000.0, tenant="a"))
+    _pass(state)
+    state.advance_to(5.0)
+    _pass(state)
+    assert a.status is Status.RUNNING and policy.order.level == {"A": 1}
+    state.advance_to(10.0)
+    b = state.submit(JobSpec("B", 10.0, 1, 100.0, tenant="b"))
+    _pass(state)
+    assert b.status is Status.RUNNING and a.status is Status.PENDING and not a.admitted
+    assert policy.order.level == {"A": 1}  # kept for its return
+    state.advance_to(20.0)
+    state.cancel(a)
+    assert policy.order.level == {} and "A" not in policy.order.offset
+    assert not problems(state)

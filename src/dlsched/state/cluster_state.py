@@ -88,6 +88,10 @@ class ClusterState:
         # the stage's admissions (None) and evictions (the admission number the job had) since
         # the last plan applied: a refused plan takes them back (_undo_admissions)
         self._admission_journal: list[tuple[JobState, int | None]] = []
+        # jobs the stage took back after the policy heard of them, waiting to be admitted
+        # again: a policy may remember them (Tiresias, a job's queue), so it hears of their
+        # cancel too
+        self._dismissed: set[str] = set()
         self.costs = costs or Costs()
         self.workload = workload
         # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares
@@ -237,6 +241,10 @@ class ClusterState:
         if waiting:
             self._unqueue(job)
         job.admitted = admitted
+        if admitted:
+            self._dismissed.discard(job.job_id)
+        else:
+            self._dismissed.add(job.job_id)
         if waiting:
             self._queue(job)
 
@@ -486,6 +494,9 @@ class ClusterState:
                 self._leave_admission(job)
                 if self.admission is not None:
                     self.admission.job_cancelled(job, self.now)
+                self.policy.job_cancelled(job, self.now)
+            elif job.job_id in self._dismissed:  # evicted: the policy heard of it
+                self._dismissed.discard(job.job_id)
                 self.policy.job_cancelled(job, self.now)
 
     def observe_progress(

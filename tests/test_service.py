@@ -769,8 +769,8 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
     # cohort (their quotas changed through the API, or none), cancels, finishes, crashes,
     # progress, failed profiling runs, nodes lost and back, an inference server lent and
     # reclaimed, server restarts on the same database; the books, the executor, the
-    # accounting and the API's views checked after each, and the history
-    # replayed at the end (a GENIE server's whose jobs had no deadline was refused)
+    # accounting and the API's views checked after each, and the history replayed at the end
+    # (a GENIE server's whose jobs had no deadline was refused)
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
     from fake_executor import PROFILE
 

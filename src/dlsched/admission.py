@@ -600,20 +600,21 @@ class QuotaAdmission:
             return self._reclaim(books, tenant, need - self._cohort_room(cohort), shrunk)
         if not self._may_take_own_places(books, tenant, job.spec.priority, need):
             return None
-        hard = self.config.quota(tenant).cohort is None
+        hard = self.config.quota(tenant).cohort is None  # (then nothing to reclaim)
         own: list[JobView] = []
         freed = 0
         for _, victim in self._giving_way_first(books, [tenant], below=job.spec.priority):
-            if hard and self.fits(tenant, need - freed):
-                break
-            if (
+            if hard:
+                if self.fits(tenant, need - freed):
+                    break
+            elif (
                 reclaimed := self._reclaim_within_nominal(books, tenant, need, freed, shrunk)
             ) is not None:
                 return reclaimed[0], reclaimed[1] + own
             own.append(victim)
             freed += self._counts(victim, shrunk)
-        if own and hard and self.fits(tenant, need - freed):
-            return [], own
+        if hard:
+            return ([], own) if own and self.fits(tenant, need - freed) else None
         reclaimed = self._reclaim_within_nominal(books, tenant, need, freed, shrunk)
         return None if reclaimed is None else (reclaimed[0], reclaimed[1] + own)
 

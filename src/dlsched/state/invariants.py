@@ -168,7 +168,7 @@ def _admission_problems(state: ClusterState) -> list[str]:
     reserved = {t: n for t, n in books.waiting_gpus.items() if n}
     if reserved != waiting:
         out.append(f"waiting admitted jobs reserve {reserved} GPUs, not {waiting}")
-    dismissed = {j.job_id for j in state.pending.values() if not j.admitted} & state._dismissed
-    if dismissed != state._dismissed:
-        out.append(f"jobs the stage took back {sorted(state._dismissed - dismissed)} do not wait")
+    stray = state._dismissed - {j.job_id for j in state.pending.values() if not j.admitted}
+    if stray:
+        out.append(f"jobs the stage took back {sorted(stray)} do not wait to be admitted")
     return out

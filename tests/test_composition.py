@@ -104,7 +104,7 @@ def cases(draw):
     return cluster, jobs, quotas, config
 
 
-# 500 examples: about 5 s (the defects it found showed at 1 in several thousand)
+# 500 examples: about 4 s (the defects it found showed at 1 in several thousand)
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.sampled_from(sorted(POLICIES)))
 def test_every_mechanism_composed_keeps_the_invariants_and_ends_every_job(case, policy):

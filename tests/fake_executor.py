@@ -68,7 +68,8 @@ class FakeExecutor:
             assert self.nodes[node].alive, f"{job_id} started on lost node {node}"
             assert 0 <= index < self.nodes[node].gpus
         self.runs[job_id] = Run(attempt, [tuple(p) for p in placement], dict(config))
-        assert max(self.gpu_load().values()) <= JOBS_PER_GPU, "more jobs on a GPU than it may hold"
+        load = self.gpu_load()
+        assert max(load.values()) <= JOBS_PER_GPU, f"more jobs on a GPU than it may hold: {load}"
 
     def stop(self, job_id, graceful=True) -> None:
         self.log.append(("stop", job_id, graceful))

@@ -236,7 +236,9 @@ class JobState:
     # elastic resizing: how many, the GPU-time they cost, and a background scale-out's switch
     resizes: int = 0
     resize_lost_gpu_s: float = 0.0
-    switch_at: float | None = None  # when a background scale-out's new workers take over
+    switch_at: float | None = None  # when a background resize's new workers take over
+    # GPUs a background move leaves: its old workers hold them until the switch
+    leaving: tuple[int, ...] = ()
     actual_s: float | None = None  # its true duration while the policy sees its estimate
 
     def __post_init__(self) -> None:
@@ -325,6 +327,8 @@ class JobView(Protocol):
     def resizes(self) -> int: ...
     @property
     def switch_at(self) -> float | None: ...
+    @property
+    def leaving(self) -> tuple[int, ...]: ...
     @property
     def remaining_s(self) -> float: ...
     def remaining_at(self, now: float) -> float: ...

@@ -78,8 +78,14 @@ class ClusterState:
         now: float = 0.0,
         reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
         admission: AdmissionHooks | None = None,
+        scale_in_waits_for_switch: bool = False,
     ) -> None:
         self.cluster = cluster
+        # A background resize's leaving workers hold their GPUs until its switch: a scale-out's
+        # (a move) always; a scale-in's only when this is set (the runtime, whose executor
+        # reports when they have exited); the simulator models their exit at the next
+        # mini-batch boundary as immediate
+        self.scale_in_waits_for_switch = scale_in_waits_for_switch
         self.policy = policy
         # the admission stage (quotas, :mod:`dlsched.admission`): the policy's queues hold
         # only the jobs it admitted; without one every arrival is admitted
@@ -514,7 +520,8 @@ class ClusterState:
         self.policy.job_progressed(job, self.now)
 
     def switch(self, job: JobState) -> None:
-        """A background scale-out's new workers are ready: everyone switches to the new group."""
+        """A background resize's new workers are ready: everyone switches to the new group, and
+        the GPUs the leaving workers held are free."""
         if job.status is not RUNNING or job.switch_at is None:
             return
         self._advance(job)
@@ -523,6 +530,10 @@ class ClusterState:
         job.resume_at = max(job.resume_at, self.now) + pause
         job.rate = self._rate(job)
         self._schedule_completion(job)
+        if job.leaving:  # the old workers are gone
+            self.free.release(self.occupancy.drop_leaving(job))
+            job.leaving = ()
+            self._settle_reclaims()
 
     def lease(self, owner: str, gpus: tuple[int, ...], tenant: str | None = None) -> None:
         """Hold GPUs of the training pool outside any plan (a profiling run) until
@@ -586,6 +597,12 @@ class ClusterState:
     def _check_node(self, nid: int) -> None:
         if not 0 <= nid < len(self.cluster.nodes):
             raise SpecError("node_events", f"no node {nid}")
+
+    def leaving_workers_wait(self, scales_out: bool) -> bool:
+        """Whether the workers a resize removes hold their GPUs until its switch."""
+        return self.costs.resize_mechanism != "stop-resume" and (
+            scales_out or self.scale_in_waits_for_switch
+        )
 
     def resize_pause_s(self, spec: JobSpec) -> float:
         """A stop-resume of ``spec``: the restart, plus saving and loading its checkpoint."""
@@ -691,17 +708,27 @@ class ClusterState:
         spec, costs, now = job.spec, self.costs, self.now
         old = set(job.gpus)
         added = [g for g in gpus if g not in old]
+        background = self.leaving_workers_wait(bool(added))
         self.free.take(added)
         self._advance(job)
         self._account(job)
-        self._vacate(job)
-        self.free.take([g for g in gpus if g in old])  # _vacate freed all its GPUs
+        old_memory = job.memory_mib
+        # it shares no GPU (PlanCheck); the GPUs it keeps, and those its old workers hold until
+        # a background switch, stay taken
+        _, idle = self.occupancy.detach(job)
+        self._note_sharing(job, False, 1.0)
+        new = set(gpus)
+        self.free.release([g for g in idle if g not in new and not background])
+        if background:
+            job.leaving = tuple(g for g in job.gpus if g not in new)
         self._held(job.spec.tenant, len(gpus) - len(old))
         if spec.elastic:
             self._size_elastic(job, len(old), len(gpus))
         job.gpus = tuple(gpus)
         job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
         self.occupancy.attach(job)
+        if job.leaving:
+            self.occupancy.hold_leaving(job, old_memory)
         job.resizes += 1
         pause = self.resize_pause_s(spec)
         if costs.resize_mechanism == "stop-resume":
@@ -715,6 +742,8 @@ class ClusterState:
             self._schedule_completion(job)  # at the old speed, until the switch
             self.changes.switches.append((switch_at, job.seq, job.version, job))
             return
+        if job.leaving:  # the runtime's executor reports when the leaving workers exited
+            job.switch_at = now
         job.rate = self._rate(job)  # background scale-in: no pause for the stayers
         self._schedule_completion(job)
 
@@ -846,6 +875,9 @@ class ClusterState:
         """Take the job off its GPUs; free those nobody else holds; return its partners."""
         partners, idle = self.occupancy.detach(job)
         self.free.release(idle)
+        if job.leaving:  # a background move's old workers stop with it
+            self.free.release(self.occupancy.drop_leaving(job))
+            job.leaving = ()
         self._note_sharing(job, False, 1.0)
         return partners
 

@@ -39,6 +39,15 @@ def problems(state: ClusterState) -> list[str]:
                 out.append(f"job {jid} runs on GPU {g} of a down node")
             elif nid not in free.usable and nid not in state.loans.reclaiming:
                 out.append(f"job {jid} runs on GPU {g} of node {nid}, which training may not use")
+        if job.leaving and (job.switch_at is None or not set(job.leaving).isdisjoint(job.gpus)):
+            out.append(f"job {jid} leaves GPUs {job.leaving} with no move under way to {job.gpus}")
+        for g in job.leaving:
+            holders_seen.setdefault(g, []).append(jid)
+            if free.is_free(g):
+                out.append(f"GPU {g} that job {jid}'s old workers hold is in the free index")
+    leaving = [g for job in state.running.values() for g in job.leaving]
+    if len(set(leaving)) != len(leaving) or set(leaving) != occupancy.moving_from:
+        out.append(f"GPUs left by moves {sorted(leaving)}: occupancy {occupancy.moving_from}")
     for g, holders in enumerate(occupancy.jobs):
         ids = sorted(h.job_id for h in holders)
         if ids != sorted(holders_seen.get(g, [])):

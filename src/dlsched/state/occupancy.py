@@ -12,7 +12,15 @@ from ..jobs import JobState, JobView
 
 
 class GpuOccupancy:
-    __slots__ = ("cluster", "max_jobs_per_gpu", "jobs", "memory", "shared_gpus", "leased")
+    __slots__ = (
+        "cluster",
+        "max_jobs_per_gpu",
+        "jobs",
+        "memory",
+        "shared_gpus",
+        "leased",
+        "moving_from",
+    )
 
     def __init__(self, cluster: Cluster, max_jobs_per_gpu: int = 2) -> None:
         self.cluster = cluster
@@ -23,6 +31,9 @@ class GpuOccupancy:
         # GPUs a run outside any plan holds (a profiling run: ClusterState.lease), whole or
         # beside one job: nobody joins them, and they are not freed while it runs
         self.leased: set[int] = set()
+        # GPUs a job's old workers hold until its background move switches (``job.leaving``):
+        # the job is listed on them, alone; nobody joins them, and they are freed at the switch
+        self.moving_from: set[int] = set()
 
     def why_not_join(self, g: int, memory_mib: float | None) -> str | None:
         """Why a job needing ``memory_mib`` per GPU cannot join the jobs on GPU ``g``, which is
@@ -36,6 +47,8 @@ class GpuOccupancy:
         unknown), as they stand or as a plan will leave them (:mod:`.plan_check`)."""
         if g in self.leased:
             return f"GPU {g} holds a profiling run"
+        if g in self.moving_from:
+            return f"GPU {g}: a job's old workers leave it when its background resize switches"
         if not holders:
             return f"GPU {g} is neither free nor held: its node is not usable"
         if holders >= self.max_jobs_per_gpu:
@@ -82,6 +95,25 @@ class GpuOccupancy:
                 self.shared_gpus -= 1
             self.memory[g] = self._recount(g)
         return partners, idle
+
+    def hold_leaving(self, job: JobState, memory_mib: float | None) -> None:
+        """Keep ``job`` on the GPUs its background move leaves (``job.leaving``), using
+        ``memory_mib`` per GPU there, until :meth:`drop_leaving`."""
+        for g in job.leaving:
+            self.jobs[g].append(job)
+            self.memory[g] = memory_mib
+        self.moving_from.update(job.leaving)
+
+    def drop_leaving(self, job: JobState) -> list[int]:
+        """Take ``job`` off the GPUs its move left (it held them alone); return those now idle."""
+        idle: list[int] = []
+        for g in job.leaving:
+            self.jobs[g].remove(job)
+            self.memory[g] = 0.0
+            self.moving_from.discard(g)
+            if g not in self.leased:
+                idle.append(g)
+        return idle
 
     def recount(self, job: JobState) -> None:
         """Bring the memory of the job's GPUs up to date after its own memory changed."""

@@ -39,6 +39,8 @@ class Books(Protocol):
 
     restore_full_batch: bool
 
+    def leaving_workers_wait(self, scales_out: bool) -> bool: ...
+
 
 def unknown_gpu(cluster: Cluster, gpus: tuple[int, ...]) -> str | None:
     """A plan's GPU ids come from a policy (maybe a plug-in): each must be one of ours."""
@@ -136,6 +138,7 @@ class PlanCheck:
         self._release(
             [g for g in job.gpus if len(holders[g]) == 1 or all(h in leaving for h in holders[g])]
         )
+        self._release(job.leaving)  # its old workers stop with it
 
     def _resize(self, job: JobView, gpus: tuple[int, ...]) -> None:
         state = self.state
@@ -169,10 +172,12 @@ class PlanCheck:
         if problem:
             raise self._fail(job, "resized", problem)
         old = set(job.gpus)
-        if taken := self._take([g for g in gpus if g not in old]):
+        added = [g for g in gpus if g not in old]
+        if taken := self._take(added):
             raise self._fail(job, "resized", taken)
-        new = set(gpus)
-        self._release([g for g in job.gpus if g not in new])
+        if not state.leaving_workers_wait(bool(added)):  # else held until its switch
+            new = set(gpus)
+            self._release([g for g in job.gpus if g not in new])
         self.resized[job.job_id] = memory
 
     def _start(self, job: JobView, gpus: tuple[int, ...], accumulation: int) -> None:

@@ -1,0 +1,64 @@
+"""A background resize's leaving workers run until its switch: the books hold their GPUs until
+then (in both backends), and give them back when the job stops, fails or switches."""
+
+import pytest
+
+from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import PlanError
+from dlsched.jobs import PENDING, JobSpec
+from dlsched.policies.catalog import make_policy
+from dlsched.state.cluster_state import ClusterState
+from dlsched.state.invariants import problems
+from dlsched.view import Plan
+
+
+def moved(scale_in_waits_for_switch=False):
+    """e (elastic, 1..4, no model: a 30 s stop-resume pause) runs on GPUs 0, 1 of node 0 and
+    moves in the background to 1, 4, 5; r (1 GPU) waits."""
+    state = ClusterState(
+        parse_cluster_spec("2x4:V100"),
+        make_policy("fifo"),
+        scale_in_waits_for_switch=scale_in_waits_for_switch,
+    )
+    e = state.submit(JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4))
+    r = state.submit(JobSpec("r", 0.0, 1, 100.0))
+    state.apply(Plan(start=[(e, (0, 1))]))
+    state.apply(Plan(resize=[(e, (1, 4, 5))]))
+    return state, e, r
+
+
+def test_a_move_holds_the_gpu_it_leaves_until_its_switch():
+    state, e, r = moved()
+    # its old worker on GPU 0 runs until the switch at 0 + 30 s pause
+    assert (e.gpus, e.leaving, e.switch_at) == ((1, 4, 5), (0,), 30.0)
+    assert not state.free.is_free(0) and state.free.total == 4 and problems(state) == []
+    with pytest.raises(PlanError, match="job r: GPU 0: a job's old workers leave it"):
+        state.apply(Plan(start=[(r, (0,))]))
+    state.advance_to(30.0)
+    state.switch(e)
+    assert e.leaving == () and state.free.is_free(0) and state.free.total == 5
+    state.apply(Plan(start=[(r, (0,))]))
+    assert problems(state) == []
+
+
+def test_a_moving_job_preempted_or_lost_gives_its_old_gpus_back():
+    state, e, r = moved()
+    state.apply(Plan(preempt=[e], start=[(r, (0,))]))  # in the same plan: e's old workers stop
+    assert e.status is PENDING and r.gpus == (0,) and problems(state) == []
+    state, e, r = moved()
+    state.node_down(0)  # the node of its old workers: the job fails
+    assert e.status is PENDING and e.failures == 1 and e.leaving == ()
+    assert state.free.total == 4 and problems(state) == []  # node 1, whole
+
+
+def test_a_scale_in_holds_its_gpus_until_the_switch_only_where_the_executor_reports_it():
+    for waits, free_after in ((False, 6), (True, 5)):
+        state, e, r = moved(waits)
+        state.switch(e)
+        state.apply(Plan(resize=[(e, (4, 5))]))  # GPU 1's worker exits at a batch boundary
+        assert state.free.total == free_after and problems(state) == []
+        assert e.leaving == (() if not waits else (1,))
+        if waits:  # the runtime: until its executor says the old group is gone
+            assert e.switch_at == 0.0
+            state.switch(e)
+            assert state.free.total == 6 and e.leaving == () and problems(state) == []

@@ -138,7 +138,8 @@ class FakeExecutor:
             (n, i): 0 for n, info in self.nodes.items() for i in range(info.gpus)
         }
         for run in self.runs.values():
-            for p in run.placement + (run.resize_to or []):
+            # a worker a resize keeps is one worker (on Ray, one GPU unit)
+            for p in set(run.placement).union(run.resize_to or ()):
                 load[p] = load.get(p, 0) + 1
         for gpus, units in self.profiling_gpus.values():
             for p in gpus:

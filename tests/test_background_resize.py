@@ -1,5 +1,5 @@
-"""A background resize's leaving workers run until its switch: the books hold their GPUs until
-then (in both backends), and give them back when the job stops, fails or switches."""
+"""A background move's old workers run until its switch: the books hold their GPUs until then
+(in both backends), and give them back when the job stops, fails or switches."""
 
 import pytest
 
@@ -8,17 +8,18 @@ from dlsched.errors import PlanError
 from dlsched.jobs import PENDING, JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.state.cluster_state import ClusterState
+from dlsched.state.costs import Costs
 from dlsched.state.invariants import problems
 from dlsched.view import Plan
 
 
-def moved(scale_in_waits_for_switch=False):
+def moved(scale_in_switch_reported=False):
     """e (elastic, 1..4, no model: a 30 s stop-resume pause) runs on GPUs 0, 1 of node 0 and
     moves in the background to 1, 4, 5; r (1 GPU) waits."""
     state = ClusterState(
         parse_cluster_spec("2x4:V100"),
         make_policy("fifo"),
-        scale_in_waits_for_switch=scale_in_waits_for_switch,
+        scale_in_switch_reported=scale_in_switch_reported,
     )
     e = state.submit(JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4))
     r = state.submit(JobSpec("r", 0.0, 1, 100.0))
@@ -51,14 +52,31 @@ def test_a_moving_job_preempted_or_lost_gives_its_old_gpus_back():
     assert state.free.total == 4 and problems(state) == []  # node 1, whole
 
 
-def test_a_scale_in_holds_its_gpus_until_the_switch_only_where_the_executor_reports_it():
-    for waits, free_after in ((False, 6), (True, 5)):
-        state, e, r = moved(waits)
+def test_a_scale_in_frees_its_gpus_at_once_and_is_under_way_until_a_reported_switch():
+    for reported in (False, True):
+        state, e, r = moved(reported)
         state.switch(e)
         state.apply(Plan(resize=[(e, (4, 5))]))  # GPU 1's worker exits at a batch boundary
-        assert state.free.total == free_after and problems(state) == []
-        assert e.leaving == (() if not waits else (1,))
-        if waits:  # the runtime: until its executor says the old group is gone
+        assert state.free.total == 6 and e.leaving == () and problems(state) == []
+        if reported:  # the runtime: no other resize until its executor says it switched
             assert e.switch_at == 0.0
+            with pytest.raises(PlanError, match="its previous resize is still under way"):
+                state.apply(Plan(resize=[(e, (4, 5, 6))]))
             state.switch(e)
-            assert state.free.total == 6 and e.leaving == () and problems(state) == []
+        assert e.switch_at is None
+        state.apply(Plan(resize=[(e, (4, 5, 6))]))
+
+
+def test_a_stop_resume_resize_has_no_switch_to_wait_for():
+    state = ClusterState(
+        parse_cluster_spec("1x4:V100"),
+        make_policy("fifo"),
+        Costs(resize_mechanism="stop-resume"),
+        scale_in_switch_reported=True,
+    )
+    e = state.submit(JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4))
+    state.apply(Plan(start=[(e, (0, 1))]))
+    state.apply(Plan(resize=[(e, (0,))]))
+    assert e.switch_at is None and e.leaving == () and state.free.total == 3
+    state.apply(Plan(resize=[(e, (0, 1, 2))]))  # the job restarted at its new size
+    assert e.switch_at is None and state.free.total == 1 and problems(state) == []

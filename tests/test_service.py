@@ -750,12 +750,12 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
     _random_sequence(tmp_path_factory, policy, with_quotas, actions)
 
 
-def test_a_background_resize_keeps_its_old_gpus_until_the_switch(tmp_path_factory):
+def test_a_scale_in_under_way_is_not_resized_over(tmp_path_factory):
     # Found by the random sequences below (``--hypothesis-seed=108``), cut to six actions:
-    # job-1 scaled in off n1 in the background, and the books gave n1's GPU back at once while
-    # its old worker ran there until the switch; job-3 started there, then scaled out in the
-    # background, and the GPU held three workers. The books now hold the GPUs a background
-    # resize's leaving workers use until the executor reports the switch.
+    # job-1 scaled in off n1 in the background and, before its executor switched, Aryl grew it
+    # onto the lent i0: the second resize replaced the first under way, and the old worker on
+    # n1 (given back in the books, where job-3 started and scaled out) stayed to the switch.
+    # A background scale-in in the runtime now counts as resizing until its switch.
     actions = [("submit", 0, 1), ("submit", 0, 1), ("restart", 0, 1), ("submit", 0, 1)]
     actions += [("demand", 0, 1), ("submit", 0, 1)]
     _random_sequence(tmp_path_factory, "aryl", False, actions)
@@ -812,6 +812,14 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
             elif live is not None:  # queued (or still profiling, then not yet in the books)
                 assert live.state.status is Status.PENDING and jid in s.service.state.pending
         assert set(s.executor.runs) <= set(s.service.state.running)
+        # every worker is on a GPU the books give its job, but a scale-in's leaving ones (they
+        # exit at their next mini-batch boundary; on Ray a worker placed there waits for them)
+        for jid, run in s.executor.runs.items():
+            job = s.service.state.running[jid]
+            workers = set(run.placement).union(run.resize_to or ())
+            extra = workers - set(s.service._placement(job.gpus + job.leaving))
+            scale_in = run.resize_to is not None and set(run.resize_to) <= set(run.placement)
+            assert not extra or scale_in, f"{jid}'s workers on {sorted(extra)}, not in the books"
         _accounts_agree(s.store)
         _views_agree(s, tenants, rows)
         # the transitions metric (since this server started) adds up to the statuses' change
@@ -982,17 +990,15 @@ def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
     assert s.status(e) == RUNNING
     assert sorted(s.executor.runs[e].placement) == [("i0", 0), ("i0", 1), ("n0", 0), ("n0", 1)]
     pools = s.service.set_inference_demand(1)  # the autoscaler wants it back
-    assert pools["reclaiming"] == ["i0"] and pools["returning"] == []
+    assert pools["reclaiming"] == [] and pools["returning"] == ["i0"]
     assert s.executor.runs[e].resize_to == [("n0", 0), ("n0", 1)]  # scaled in, not preempted
     assert s.state(e).preemptions == 0
     s.step()
-    assert s.service.pools()["reclaiming"] == ["i0"]  # its workers there have not left yet
-    assert s.state(e).leaving == (0, 1)  # (i0's GPUs, held until the switch)
+    assert s.service.pools()["returning"] == ["i0"]  # its workers there have not left yet
     s.executor.switched(e)
-    s.step()  # the state hands it back; the stand-in starts and runs by the next pass
-    assert s.service.pools()["reclaiming"] == [] and "i0" in s.executor.stand_ins
     s.step()
     assert s.service.pools()["returning"] == [] and s.service.pools()["returned"] == 1
+    assert "i0" in s.executor.stand_ins
     with pytest.raises(Exception, match="servers"):
         s.service.set_inference_demand(2)
 
@@ -1006,10 +1012,9 @@ def test_a_worker_left_on_a_reclaimed_server_is_killed_at_the_end_of_the_notice(
     s.step(10)
     assert s.status(e) == RUNNING and ("evict", "i0") not in s.executor.log
     s.step(25)  # the scale-in never switched: 35 s > 30 s
-    assert ("stop", e, False) in s.executor.log
-    assert s.service.pools()["forced_preemptions"] == 1
+    assert ("evict", "i0") in s.executor.log
     # killed, requeued and started again in the same pass, on the owned node only
-    assert s.state(e).preemptions == 1 and s.store.job(e)["attempt"] > 1
+    assert s.state(e).failures == 1 and s.store.job(e)["attempt"] > 1
     assert s.status(e) == RUNNING and all(n == "n0" for n, _ in s.executor.runs[e].placement)
     s.step()
     assert s.service.pools()["returned"] == 1

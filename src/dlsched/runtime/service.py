@@ -143,7 +143,7 @@ class SchedulerService:
             now=self.clock(),
             reclaim_notice_s=reclaim_notice_s,
             admission=self.admission,
-            scale_in_waits_for_switch=True,
+            scale_in_switch_reported=True,
         )
         self.loaning = ServerLoaning(self)
         self.live: dict[str, LiveJob] = {}

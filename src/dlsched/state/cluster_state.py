@@ -78,14 +78,15 @@ class ClusterState:
         now: float = 0.0,
         reclaim_notice_s: float = DEFAULT_RECLAIM_NOTICE_S,
         admission: AdmissionHooks | None = None,
-        scale_in_waits_for_switch: bool = False,
+        scale_in_switch_reported: bool = False,
     ) -> None:
         self.cluster = cluster
-        # A background resize's leaving workers hold their GPUs until its switch: a scale-out's
-        # (a move) always; a scale-in's only when this is set (the runtime, whose executor
-        # reports when they have exited); the simulator models their exit at the next
-        # mini-batch boundary as immediate
-        self.scale_in_waits_for_switch = scale_in_waits_for_switch
+        # Whether a background scale-in's switch is reported (the runtime's executor does):
+        # until then the job counts as resizing, so no other resize is planned over the one
+        # under way. Its leaving workers exit at their next mini-batch boundary and the GPUs
+        # they leave are free at once (on Ray a worker placed there waits for the GPU's units
+        # they held); the simulator has no such switch.
+        self.scale_in_switch_reported = scale_in_switch_reported
         self.policy = policy
         # the admission stage (quotas, :mod:`dlsched.admission`): the policy's queues hold
         # only the jobs it admitted; without one every arrival is admitted
@@ -599,10 +600,10 @@ class ClusterState:
             raise SpecError("node_events", f"no node {nid}")
 
     def leaving_workers_wait(self, scales_out: bool) -> bool:
-        """Whether the workers a resize removes hold their GPUs until its switch."""
-        return self.costs.resize_mechanism != "stop-resume" and (
-            scales_out or self.scale_in_waits_for_switch
-        )
+        """Whether the workers a resize removes hold their GPUs until its switch: a background
+        resize that also adds GPUs (a move) trains on its old workers until the new ones are
+        ready."""
+        return scales_out and self.costs.resize_mechanism != "stop-resume"
 
     def resize_pause_s(self, spec: JobSpec) -> float:
         """A stop-resume of ``spec``: the restart, plus saving and loading its checkpoint."""
@@ -708,19 +709,20 @@ class ClusterState:
         spec, costs, now = job.spec, self.costs, self.now
         old = set(job.gpus)
         added = [g for g in gpus if g not in old]
-        background = self.leaving_workers_wait(bool(added))
+        moving = self.leaving_workers_wait(bool(added))
         self.free.take(added)
         self._advance(job)
         self._account(job)
         old_memory = job.memory_mib
-        # it shares no GPU (PlanCheck); the GPUs it keeps, and those its old workers hold until
-        # a background switch, stay taken
+        # it shares no GPU (PlanCheck); the GPUs it keeps, and those a move's old workers hold
+        # until its switch, stay taken
         _, idle = self.occupancy.detach(job)
         self._note_sharing(job, False, 1.0)
         new = set(gpus)
-        self.free.release([g for g in idle if g not in new and not background])
-        if background:
+        if moving:
             job.leaving = tuple(g for g in job.gpus if g not in new)
+        else:
+            self.free.release([g for g in idle if g not in new])
         self._held(job.spec.tenant, len(gpus) - len(old))
         if spec.elastic:
             self._size_elastic(job, len(old), len(gpus))
@@ -742,9 +744,9 @@ class ClusterState:
             self._schedule_completion(job)  # at the old speed, until the switch
             self.changes.switches.append((switch_at, job.seq, job.version, job))
             return
-        if job.leaving:  # the runtime's executor reports when the leaving workers exited
+        elif self.scale_in_switch_reported:  # background scale-in: the executor reports it
             job.switch_at = now
-        job.rate = self._rate(job)  # background scale-in: no pause for the stayers
+        job.rate = self._rate(job)  # (a background scale-in: no pause for the stayers)
         self._schedule_completion(job)
 
     def _stop(self, job: JobState, by_policy: bool, counted: bool = True) -> None:

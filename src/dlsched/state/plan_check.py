@@ -175,7 +175,7 @@ class PlanCheck:
         added = [g for g in gpus if g not in old]
         if taken := self._take(added):
             raise self._fail(job, "resized", taken)
-        if not state.leaving_workers_wait(bool(added)):  # else held until its switch
+        if not state.leaving_workers_wait(bool(added)):  # (a move's: held until its switch)
             new = set(gpus)
             self._release([g for g in job.gpus if g not in new])
         self.resized[job.job_id] = memory

@@ -619,6 +619,26 @@ def test_preemption_during_a_background_resize(tmp_path):
     assert s.status(e) == RUNNING and s.store.job(e)["attempt"] == 2
 
 
+def test_a_job_starts_on_the_gpus_a_scale_in_of_the_same_pass_frees(tmp_path):
+    # e (elastic 1..4) grows to the node's 4 GPUs; g (2 GPUs) arrives: one pass shrinks e and
+    # starts g where e's leaving workers were (they exit at their next mini-batch boundary),
+    # and e counts as resizing until its executor reports the switch
+    s = Setup(tmp_path, policy="elastic-tiresias", nodes={"n0": 4})
+    e = s.submit(gpus=2, min_gpus=1, max_gpus=4, batch_size=8)
+    s.step()
+    if s.executor.runs[e].resize_to is not None:
+        s.executor.switched(e)
+        s.step()
+    assert len(s.executor.runs[e].placement) == 4
+    g = s.submit(gpus=2)
+    s.step()
+    assert s.status(g) == RUNNING and s.service.metrics.rejected_plans._value.get() == 0
+    assert len(s.executor.runs[e].resize_to) == 2 and s.service.state.resizing(s.state(e))
+    s.executor.switched(e)
+    s.step()
+    assert not s.service.state.resizing(s.state(e)) and s.status(e) == RUNNING
+
+
 def test_a_restarted_server_resumes_running_jobs_and_keeps_counts(tmp_path):
     s = Setup(tmp_path, nodes={"n0": 1})
     a = s.submit(gpus=1)

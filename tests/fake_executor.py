@@ -68,7 +68,7 @@ class FakeExecutor:
             assert self.nodes[node].alive, f"{job_id} started on lost node {node}"
             assert 0 <= index < self.nodes[node].gpus
         self.runs[job_id] = Run(attempt, [tuple(p) for p in placement], dict(config))
-        load = self.gpu_load()
+        load = self.gpu_load(leaving=False)
         assert max(load.values()) <= JOBS_PER_GPU, f"more jobs on a GPU than it may hold: {load}"
 
     def stop(self, job_id, graceful=True) -> None:
@@ -91,7 +91,9 @@ class FakeExecutor:
         self.placements[job_id] = placements
         units = 1 if config.get("memory_grant_mib") else JOBS_PER_GPU  # beside a job, or whole
         self.profiling_gpus[job_id] = ([tuple(p) for p in gpus], units)
-        assert max(self.gpu_load().values()) <= JOBS_PER_GPU, "a profiling run on a busy GPU"
+        assert max(self.gpu_load(leaving=False).values()) <= JOBS_PER_GPU, (
+            "a profiling run on a busy GPU"
+        )
 
     def progress(self, job_id):
         return self.progress_of.get(job_id)
@@ -133,13 +135,18 @@ class FakeExecutor:
         return victims
 
     # -- what a test makes happen ------------------------------------------------------------------
-    def gpu_load(self) -> dict[tuple[str, int], int]:
+    def gpu_load(self, leaving: bool = True) -> dict[tuple[str, int], int]:
         load: dict[tuple[str, int], int] = {
             (n, i): 0 for n, info in self.nodes.items() for i in range(info.gpus)
         }
         for run in self.runs.values():
-            # a worker a resize keeps is one worker (on Ray, one GPU unit)
-            for p in set(run.placement).union(run.resize_to or ()):
+            # the workers of its placement and those a resize adds (one a resize keeps is one
+            # worker, one GPU unit on Ray); without ``leaving``, not a scale-in's leaving
+            # workers: they exit at their next mini-batch boundary, and on Ray a worker placed
+            # on their GPUs meanwhile waits for their units
+            after = run.resize_to or ()
+            scale_in = not leaving and bool(after) and set(after) <= set(run.placement)
+            for p in after if scale_in else set(run.placement).union(after):
                 load[p] = load.get(p, 0) + 1
         for gpus, units in self.profiling_gpus.values():
             for p in gpus:

@@ -80,3 +80,21 @@ def test_a_stop_resume_resize_has_no_switch_to_wait_for():
     assert e.switch_at is None and e.leaving == () and state.free.total == 3
     state.apply(Plan(resize=[(e, (0, 1, 2))]))  # the job restarted at its new size
     assert e.switch_at is None and state.free.total == 1 and problems(state) == []
+
+
+def test_a_server_a_move_leaves_is_reclaimed_after_its_switch():
+    # e runs on GPU 0 of the owned node and GPU 4 of the lent server (node 1) and moves off the
+    # server in the background (to 0, 1, 2); the server is asked back: Aryl plans nothing for
+    # e (its old worker leaves at the switch), and the server returns at the switch
+    state = ClusterState(parse_cluster_spec("1x4:V100,1x2:V100@inference"), make_policy("aryl"))
+    state.set_inference_demand(0)
+    e = state.submit(JobSpec("e", 0.0, 2, 1000.0, min_gpus=1, max_gpus=4))
+    state.apply(Plan(start=[(e, (0, 4))]))
+    state.apply(Plan(resize=[(e, (0, 1, 2))]))
+    assert e.leaving == (4,)
+    state.set_inference_demand(1)
+    assert e.resizes == 1 and list(state.loans.reclaiming) == [1] and problems(state) == []
+    state.advance_to(30.0)
+    state.switch(e)
+    assert not state.loans.reclaiming and state.loans.stats.returned == 1
+    assert state.loans.stats.reclaim_scale_ins == 0 and problems(state) == []

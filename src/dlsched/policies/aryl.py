@@ -402,9 +402,17 @@ class Aryl(Policy):
 
 
 def _jobs_on(view: PolicyView, nodes: Iterable[int]) -> list[JobView]:
+    """The jobs running on ``nodes``, but a move's old workers (they leave at its switch; the
+    state hands a server back after it, or stops the job when the notice runs out)."""
     jobs = view.occupancy.jobs
     return list(
-        dict.fromkeys(j for nid in nodes for g in view.cluster.nodes[nid].gpu_ids for j in jobs[g])
+        dict.fromkeys(
+            j
+            for nid in nodes
+            for g in view.cluster.nodes[nid].gpu_ids
+            for j in jobs[g]
+            if g not in j.leaving
+        )
     )
 
 

@@ -39,6 +39,19 @@ class Run:
     config: dict
     resize_to: list[tuple[str, int]] | None = None
 
+    def workers(self) -> set[tuple[str, int]]:
+        """Its workers' GPUs: its placement's and those a resize under way adds (one a resize
+        keeps is one worker, one GPU unit on Ray)."""
+        return set(self.placement).union(self.resize_to or ())
+
+    def leaving_at_boundary(self) -> set[tuple[str, int]]:
+        """The GPUs a background scale-in under way leaves: its workers there exit at their
+        next mini-batch boundary, and on Ray a worker placed there meanwhile waits for their
+        units."""
+        if self.resize_to is None or not set(self.resize_to) <= set(self.placement):
+            return set()
+        return set(self.placement) - set(self.resize_to)
+
 
 class FakeExecutor:
     def __init__(self, nodes: dict[str, int], inference: tuple[str, ...] = ()) -> None:
@@ -139,14 +152,8 @@ class FakeExecutor:
         load: dict[tuple[str, int], int] = {
             (n, i): 0 for n, info in self.nodes.items() for i in range(info.gpus)
         }
-        for run in self.runs.values():
-            # the workers of its placement and those a resize adds (one a resize keeps is one
-            # worker, one GPU unit on Ray); without ``leaving``, not a scale-in's leaving
-            # workers: they exit at their next mini-batch boundary, and on Ray a worker placed
-            # on their GPUs meanwhile waits for their units
-            after = run.resize_to or ()
-            scale_in = not leaving and bool(after) and set(after) <= set(run.placement)
-            for p in after if scale_in else set(run.placement).union(after):
+        for run in self.runs.values():  # (without ``leaving``: not a scale-in's leaving ones)
+            for p in run.workers() if leaving else run.workers() - run.leaving_at_boundary():
                 load[p] = load.get(p, 0) + 1
         for gpus, units in self.profiling_gpus.values():
             for p in gpus:

@@ -1,5 +1,6 @@
-"""A background move's old workers run until its switch: the books hold their GPUs until then
-(in both backends), and give them back when the job stops, fails or switches."""
+"""Background resizes and the books: a move's old workers run until its switch, so its GPUs
+stay held until then (in both backends) and are given back when the job stops, fails or
+switches; a scale-in's GPUs are free at once."""
 
 import pytest
 

@@ -259,6 +259,10 @@ class Admissions(Protocol):
         """tenant -> priority class -> its admitted live jobs."""
 
     @property
+    def lowest(self) -> Mapping[str, int]:
+        """tenant -> the lowest priority class of its admitted live jobs."""
+
+    @property
     def waiting_gpus(self) -> Mapping[str, int]:
         """tenant -> the base sizes of its admitted jobs that wait."""
 

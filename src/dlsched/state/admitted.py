@@ -17,8 +17,10 @@ class AdmittedJobs:
         # tenant -> job id -> (admission number, job), in the order of admission
         self.by_tenant: dict[str, dict[str, tuple[int, JobState]]] = {}
         self._admissions = 0
-        # tenant -> priority class -> its admitted live jobs
+        # tenant -> priority class -> its admitted live jobs; and the lowest of those classes
+        # (asked of every bucket head over its room in every pass)
         self.priorities: dict[str, dict[int, int]] = {}
+        self.lowest: dict[str, int] = {}
         # tenant -> base sizes of its admitted jobs that wait
         self.waiting_gpus: dict[str, int] = {}
 
@@ -32,6 +34,8 @@ class AdmittedJobs:
         self.by_tenant.setdefault(tenant, {})[job.job_id] = (number, job)
         counts = self.priorities.setdefault(tenant, {})
         counts[priority] = counts.get(priority, 0) + 1
+        if priority < self.lowest.get(tenant, priority + 1):
+            self.lowest[tenant] = priority
 
     def remove(self, job: JobState) -> int | None:
         """Take ``job`` out of the books; returns its admission number (None: not admitted)."""
@@ -43,6 +47,10 @@ class AdmittedJobs:
         counts[priority] -= 1
         if not counts[priority]:
             del counts[priority]
+            if counts:
+                self.lowest[tenant] = min(counts)
+            else:
+                del self.lowest[tenant]
         return found[0]
 
     def waits(self, job: JobState, sign: int) -> None:

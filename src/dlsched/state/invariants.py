@@ -174,6 +174,9 @@ def _admission_problems(state: ClusterState) -> list[str]:
     counts = {t: dict(c) for t, c in books.priorities.items() if c}
     if counts != priorities:
         out.append(f"admitted jobs by priority class {counts}, not {priorities}")
+    lowest = {t: min(c) for t, c in priorities.items()}
+    if books.lowest != lowest:
+        out.append(f"lowest admitted class by tenant {books.lowest}, not {lowest}")
     reserved = {t: n for t, n in books.waiting_gpus.items() if n}
     if reserved != waiting:
         out.append(f"waiting admitted jobs reserve {reserved} GPUs, not {waiting}")

@@ -46,8 +46,8 @@ class Run:
 
     def leaving_at_boundary(self) -> set[tuple[str, int]]:
         """The GPUs a background scale-in under way leaves: its workers there exit at their
-        next mini-batch boundary, and on Ray a worker placed there meanwhile waits for their
-        units."""
+        next mini-batch boundary (on Ray, a worker placed there meanwhile that finds the GPU's
+        units taken waits for them), so the capacity check leaves them out."""
         if self.resize_to is None or not set(self.resize_to) <= set(self.placement):
             return set()
         return set(self.placement) - set(self.resize_to)

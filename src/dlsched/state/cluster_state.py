@@ -84,8 +84,8 @@ class ClusterState:
         # Whether a background scale-in's switch is reported (the runtime's executor does):
         # until then the job counts as resizing, so no other resize is planned over the one
         # under way. Its leaving workers exit at their next mini-batch boundary and the GPUs
-        # they leave are free at once (on Ray a worker placed there waits for the GPU's units
-        # they held); the simulator has no such switch.
+        # they leave are free at once (on Ray, the GPU's units bound what runs there meanwhile:
+        # a worker that finds them taken waits); the simulator has no such switch.
         self.scale_in_switch_reported = scale_in_switch_reported
         self.policy = policy
         # the admission stage (quotas, :mod:`dlsched.admission`): the policy's queues hold

@@ -629,7 +629,8 @@ def test_a_job_starts_on_the_gpus_a_scale_in_of_the_same_pass_frees(tmp_path):
     assert len(s.executor.runs[e].placement) == 4
     g = s.submit(gpus=2)
     s.step()
-    assert s.status(g) == RUNNING and s.service.metrics.rejected_plans._value.get() == 0
+    rejected = s.service.metrics.registry.get_sample_value("dlsched_rejected_plans_total")
+    assert s.status(g) == RUNNING and rejected == 0
     assert len(s.executor.runs[e].resize_to) == 2 and s.service.state.resizing(s.state(e))
     s.executor.switched(e)
     s.step()

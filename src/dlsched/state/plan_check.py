@@ -138,7 +138,8 @@ class PlanCheck:
         self._release(
             [g for g in job.gpus if len(holders[g]) == 1 or all(h in leaving for h in holders[g])]
         )
-        self._release(job.leaving)  # its old workers stop with it
+        if job.leaving:  # a move's old workers stop with it
+            self._release(job.leaving)
 
     def _resize(self, job: JobView, gpus: tuple[int, ...]) -> None:
         state = self.state

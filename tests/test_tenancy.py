@@ -816,6 +816,38 @@ def test_borrowed_and_lent_gpu_hours_count_up_to_the_finish_and_name_the_lender(
     assert table["a"]["lent_gpu_h"] == table["b"]["borrowed_gpu_h"] == 0.0
 
 
+def test_borrowed_gpu_hours_follow_a_quota_change():
+    # 1x4, cohort lab: a (nominal 2) runs a1 (4 GPUs) from 0, borrowing 2 of b's (nominal 2).
+    # At 500 a's nominal becomes 4 (the server's admin API): a borrows nothing from then. At
+    # 800 a2 (a, 1 GPU) is admitted to wait for a GPU: a counts 5, borrowing 1, until a1
+    # finishes at 1,000 and a2 starts (a counts 1). Borrowed by a = lent by b = 2 x 500 +
+    # 1 x 200 = 1,200 GPU-s (charged at the new quota since the last pass: 200).
+    from dlsched.state.cluster_state import ClusterState
+
+    config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
+    layer = QuotaAdmission(config)
+    state = ClusterState(parse_cluster_spec("1x4"), make_policy("fifo"), admission=layer)
+    a1 = state.submit(JobSpec("a1", 0.0, 4, 1000.0, tenant="a"))
+    _pass(state)
+    assert len(a1.gpus) == 4
+    state.advance_to(500.0)
+    layer.set_quota("a", TenantQuota(4, None, "lab"), state.now)
+    _pass(state)
+    state.advance_to(800.0)
+    a2 = state.submit(JobSpec("a2", 800.0, 1, 100.0, tenant="a"))
+    _pass(state)
+    assert a2.admitted and not a2.gpus
+    state.advance_to(1000.0)
+    state.finish(a1)
+    _pass(state)
+    assert a2.gpus
+    state.advance_to(1100.0)
+    state.finish(a2)
+    _pass(state)
+    assert layer.borrowed_gpu_s == {"a": 1200.0}
+    assert layer.lent_gpu_s == {"b": 1200.0}
+
+
 def test_a_job_the_policy_preempts_is_not_also_scaled_in_by_the_stage():
     """Found by a random search over small cases (Philly under philly-vc quotas and
     elastic-tiresias stopped the same way). 1x2, cohort lab: a nominal 1, b 2, c 1. At t=144

@@ -188,6 +188,9 @@ class QuotaAdmission:
         self.borrowed_gpu_s: dict[str, float] = {}
         self.lent_gpu_s: dict[str, float] = {}
         self.evictions: dict[str, int] = {}  # tenant -> its jobs evicted (reclaim or priority)
+        # what each second charges (_rates), as ``used`` and the quotas stand: None when one
+        # changed (the charge is made at every change of a job's standing, ``used`` less often)
+        self._charges: tuple[list[tuple[str, int]], list[tuple[str, float]]] | None = None
         # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s),
         # ("evicted", job, reason) and ("shrunk", job, "reclaim")
         self.log: list[tuple[str, JobView, object]] | None = None
@@ -202,9 +205,11 @@ class QuotaAdmission:
             if q.cohort is not None:
                 self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
 
-    def set_quota(self, tenant: str, quota: TenantQuota) -> None:
-        """Change a tenant's quota now (the runtime's admin API): admissions follow at the next
-        pass; nothing already admitted is evicted for it, but reclaims may follow."""
+    def set_quota(self, tenant: str, quota: TenantQuota, now: float) -> None:
+        """Change a tenant's quota at ``now`` (the runtime's admin API): admissions follow at
+        the next pass; nothing already admitted is evicted for it, but reclaims may follow. The
+        time before is charged at the quotas it had."""
+        self._account(now)
         self.config.tenants[tenant] = quota
         self._seen.add(tenant)
         self._sum_cohorts()
@@ -291,6 +296,7 @@ class QuotaAdmission:
         if not n:
             return
         self._rooms.clear()
+        self._charges = None
         self.used[tenant] = self.used.get(tenant, 0) + n
         if not self.used[tenant]:
             del self.used[tenant]
@@ -347,6 +353,7 @@ class QuotaAdmission:
     def _sum_cohort_use(self) -> None:
         self.cohort_used = {}
         self._rooms.clear()
+        self._charges = None
         for t, n in self.used.items():
             cohort = self.config.quota(t).cohort
             if cohort is not None:
@@ -720,23 +727,32 @@ class QuotaAdmission:
         """Borrowed and lent GPU-seconds since the last pass, at the reservations then."""
         if self._last_t is not None and now > self._last_t:
             dt = now - self._last_t
-            borrowed_total = 0.0
-            unused: dict[str, float] = {}
-            for t, used in self.used.items():
-                over = used - self.config.quota(t).nominal
-                if over > 0:
-                    self.borrowed_gpu_s[t] = self.borrowed_gpu_s.get(t, 0.0) + over * dt
-                    borrowed_total += over
-            if borrowed_total:
-                for t, q in self.config.tenants.items():
-                    if q.cohort is not None and q.nominal > self.used.get(t, 0):
-                        unused[t] = q.nominal - self.used.get(t, 0)
-                pool = sum(unused.values())
-                for t, u in unused.items():  # the borrowed GPUs came out of unused quota, pro rata
-                    self.lent_gpu_s[t] = (
-                        self.lent_gpu_s.get(t, 0.0) + borrowed_total * u / pool * dt
-                    )
+            borrowing, lending = self._charges or self._rates()
+            for t, over in borrowing:
+                self.borrowed_gpu_s[t] = self.borrowed_gpu_s.get(t, 0.0) + over * dt
+            for t, rate in lending:
+                self.lent_gpu_s[t] = self.lent_gpu_s.get(t, 0.0) + rate * dt
         self._last_t = now
+
+    def _rates(self) -> tuple[list[tuple[str, int]], list[tuple[str, float]]]:
+        """Per second as ``used`` stands: the GPUs each tenant uses over its nominal quota, and
+        each cohort tenant's share of them, lent pro rata to its unused nominal quota."""
+        borrowing = []
+        for t, used in self.used.items():
+            over = used - self.config.quota(t).nominal
+            if over > 0:
+                borrowing.append((t, over))
+        lending = []
+        borrowed_total = sum(over for _, over in borrowing)
+        if borrowed_total:
+            unused: dict[str, int] = {}
+            for t, q in self.config.tenants.items():
+                if q.cohort is not None and q.nominal > self.used.get(t, 0):
+                    unused[t] = q.nominal - self.used.get(t, 0)
+            pool = sum(unused.values())
+            lending = [(t, borrowed_total * u / pool) for t, u in unused.items()]
+        self._charges = borrowing, lending
+        return self._charges
 
 
 def _has_lower_class(books: AdmissionBooks, tenant: str, priority: int) -> bool:

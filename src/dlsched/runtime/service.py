@@ -284,7 +284,8 @@ class SchedulerService:
         """The admin API: a tenant's quota, now (validated as a quota file's entry)."""
         quota = quota_from(fields, f"tenants.{tenant}")
         with self._lock:
-            self.admission.set_quota(tenant, quota)
+            self.state.advance_to(self.clock())
+            self.admission.set_quota(tenant, quota, self.state.now)
         self.wake()
         return self.quotas(tenant)["tenants"][tenant]
 

@@ -333,21 +333,18 @@ class QuotaAdmission:
     def usage(books: AdmissionBooks, tenant: str) -> int:
         """GPUs the tenant's admitted jobs count now: its running jobs' (and profiling runs')
         as the state counts them, and its waiting admitted jobs' base sizes."""
-        return books.tenant_gpus.get(tenant, 0) + books.admissions.waiting_gpus.get(tenant, 0)
+        return books.admissions.counted.get(tenant, 0)
 
     def _recount(self, books: AdmissionBooks) -> None:
         """Each tenant's use at the start of a pass, from the state."""
-        used = {t: n for t, n in books.tenant_gpus.items() if n}
-        for t, n in books.admissions.waiting_gpus.items():
-            if n:
-                used[t] = used.get(t, 0) + n
-        if any(used.get(t, 0) < n for t, n in self.used.items()):
-            self._changed = True  # quota came back since the last pass
+        used = books.admissions.counted
         nodes = books.cluster.nodes
         loaned_gpus = sum(nodes[n].num_gpus for n in books.loans.loaned)
         if used == self.used and loaned_gpus == self.loaned_gpus:
             return  # the cohorts' use and the rooms stand as the last pass left them
-        self.used = used
+        if any(used.get(t, 0) < n for t, n in self.used.items()):
+            self._changed = True  # quota came back since the last pass
+        self.used = dict(used)  # (the pass changes its own as it plans)
         self.loaned_gpus = loaned_gpus
         self._sum_cohort_use()
 

@@ -266,6 +266,11 @@ class Admissions(Protocol):
     def waiting_gpus(self) -> Mapping[str, int]:
         """tenant -> the base sizes of its admitted jobs that wait."""
 
+    @property
+    def counted(self) -> Mapping[str, int]:
+        """tenant -> the GPUs it counts against its quota: those it holds (``tenant_gpus``)
+        and its waiting admitted jobs' base sizes (tenants counting none left out)."""
+
 
 class AdmissionBooks(PolicyView, Protocol):
     """What the admission stage (:mod:`dlsched.admission`) reads and may change besides

@@ -3,8 +3,8 @@
 What a quota stage needs to know of the jobs it admitted, so that it keeps no copy: the live
 admitted jobs of each tenant (waiting or running) in the order they were admitted (a job
 admitted again after an eviction goes to the end), how many of them each priority class has, and
-the GPUs the waiting ones count against their tenant (their base sizes). A running job counts
-the GPUs it holds (``ClusterState.tenant_gpus``).
+the GPUs they count against their tenant: a waiting one its base size, a running one (and a
+profiling run) the GPUs it holds (``ClusterState.tenant_gpus``, told by the state).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ class AdmittedJobs:
         self.lowest: dict[str, int] = {}
         # tenant -> base sizes of its admitted jobs that wait
         self.waiting_gpus: dict[str, int] = {}
+        # tenant -> the GPUs it counts (those held, and the waiting ones' base sizes), but
+        # zeros: the stage compares it with its own at every pass
+        self.counted: dict[str, int] = {}
 
     def add(self, job: JobState, number: int | None = None) -> None:
         """Admit ``job``, last in admission order, or at ``number`` (its place before an
@@ -57,3 +60,12 @@ class AdmittedJobs:
         """An admitted job starts (-1) or stops (+1) waiting."""
         tenant = job.spec.tenant
         self.waiting_gpus[tenant] = self.waiting_gpus.get(tenant, 0) + sign * job.base_gpus
+        self.count(tenant, sign * job.base_gpus)
+
+    def count(self, tenant: str, change: int) -> None:
+        """The GPUs the tenant counts change by ``change`` (the state tells those held)."""
+        n = self.counted.get(tenant, 0) + change
+        if n:
+            self.counted[tenant] = n
+        else:
+            self.counted.pop(tenant, None)

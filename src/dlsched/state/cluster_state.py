@@ -830,6 +830,8 @@ class ClusterState:
 
     def _held(self, tenant: str, change: int) -> None:
         held = self.tenant_gpus[tenant] = self.tenant_gpus.get(tenant, 0) + change
+        if self.admission is not None:
+            self.admissions.count(tenant, change)
         if self.tenant_log is not None and change:
             self.tenant_log.append(self.now, tenant, held)
 

@@ -180,6 +180,12 @@ def _admission_problems(state: ClusterState) -> list[str]:
     reserved = {t: n for t, n in books.waiting_gpus.items() if n}
     if reserved != waiting:
         out.append(f"waiting admitted jobs reserve {reserved} GPUs, not {waiting}")
+    if state.admission is not None:
+        counted = {t: n for t, n in state.tenant_gpus.items() if n}
+        for t, n in waiting.items():
+            counted[t] = counted.get(t, 0) + n
+        if books.counted != counted:
+            out.append(f"tenants count {books.counted} GPUs, not {counted}")
     stray = state._dismissed - {j.job_id for j in state.pending.values() if not j.admitted}
     if stray:
         out.append(f"jobs the stage took back {sorted(stray)} do not wait to be admitted")

@@ -90,8 +90,7 @@ class Aryl(Policy):
         self._rng = random.Random(seed)
         # job id -> (GPUs, nodes, GPU types, sub-batches) -> its speed there (extras' values)
         self._speeds: dict[str, dict[tuple, float]] = {}
-        # job id -> (its GPUs, sub-batches, their nodes and GPU types, its speed there, the
-        # extra GPUs last offered to it if none of their counts was faster than none, else None)
+        # job id -> (its GPUs, sub-batches, their nodes and GPU types, its speed there)
         self._where: dict[str, tuple] = {}
 
     def params(self) -> dict:
@@ -304,18 +303,15 @@ class Aryl(Policy):
                 speed = known.get(key)
                 if speed is None:
                     speed = known[key] = workload(job, held)
-            where = self._where[job.job_id] = (held, accumulation, on, types, speed, None)
-        _, _, on, types, speed, futile = where
+            where = self._where[job.job_id] = (held, accumulation, on, types, speed)
+        _, _, on, types, speed = where
         if not speed:
             return []
         left = job.remaining_at(view.now)
-        extra = slots.take(on, job.spec.gpu_range[1] - len(held), job.spec.gpu_types)
-        if extra == futile and left >= 0:  # (most valuations: extras on other nodes only,
-            return []  # slower than none; a job at its end may round below 0)
         base_time = left / speed
+        extra = slots.take(on, job.spec.gpu_range[1] - len(held), job.spec.gpu_types)
         options: list[knapsack.Option] = []
         best = 0.0
-        faster = False  # some count of them is faster than none (a gain may still round to 0)
         size, spans = len(held), len(on)
         for k, gpu in enumerate(extra, 1):
             nid = gpu_node[gpu]
@@ -328,14 +324,10 @@ class Aryl(Policy):
             if grown is None:
                 grown = known[key] = workload(job, (*held, *extra[:k]))
             if grown:
-                if grown > speed:
-                    faster = True
                 gain = base_time - left / grown
                 if gain > best:
                     best = gain
                     options.append((k, best))
-        if not faster:  # no gain while the extras, the job's GPUs and its work left >= 0 stay
-            self._where[job.job_id] = (*where[:5], extra)
         return options
 
     # -- reclaim -----------------------------------------------------------------------------

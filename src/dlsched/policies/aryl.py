@@ -189,7 +189,7 @@ class Aryl(Policy):
         return (
             job.job_id not in planned
             and not view.resizing(job)
-            and not view.occupancy.partners(job)
+            and not job.sharing  # (the state keeps it: partners on any of its GPUs)
         )
 
     def _make_room(
@@ -391,7 +391,7 @@ class Aryl(Policy):
             and len(keep) >= job.spec.gpu_range[0]
             and smallest_fitting(job, len(keep), view) == len(keep)
             and not view.resizing(job)
-            and not view.occupancy.partners(job)
+            and not job.sharing  # (the state keeps it: partners on any of its GPUs)
         ):
             return keep
         return None

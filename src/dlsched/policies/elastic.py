@@ -134,7 +134,7 @@ class ElasticGrowth:
             job.job_id not in self._planned
             and view.gpus_of(job) == job.gpus
             and not view.resizing(job)
-            and not view.occupancy.partners(job)
+            and not job.sharing  # (the state keeps it: partners on any of its GPUs)
         )
 
     def _shrink(

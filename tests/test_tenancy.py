@@ -324,7 +324,7 @@ class _NominatingEveryHead(QuotaAdmission):
     """The stage as it was before heads that fail as the books stand were put aside: every
     bucket's head is nominated in admission order and asked for victims."""
 
-    def _hopeless(self, books, key, known):
+    def _hopeless(self, books, key):
         return False
 
 

@@ -50,7 +50,6 @@ Not done: Kueue's ``lendingLimit``; quotas per GPU type.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -409,10 +408,9 @@ class QuotaAdmission:
         # heads of most passes: 2.5 million of a Philly replay under its VCs' quotas)
         heads: list[tuple] = []
         aside: list[tuple] = []
-        known: dict[tuple, float] = {}  # for _hopeless, while the books stand
         for key, bucket in buckets.items():
             entry = (self._borrows(key), bucket[0][:2], key)
-            (aside if self._hopeless(books, key, known) else heads).append(entry)
+            (aside if self._hopeless(books, key) else heads).append(entry)
         heapq.heapify(heads)
         failed: dict[tuple, int] = {}  # (tenant, priority) -> smallest size that failed
         gone: set[str] = set()  # evicted in this pass: admitted again from the next pass
@@ -453,12 +451,11 @@ class QuotaAdmission:
             if aside:  # the books changed: what was set aside before this head failed then;
                 # of the rest, those that fail as the books stand now stay aside
                 still: list[tuple] = []
-                known = {}
                 for entry in aside:
                     if entry < nominated:
                         t, p, n = entry[2]
                         failed[(t, p)] = min(n, failed.get((t, p), n))
-                    elif self._hopeless(books, entry[2], known):
+                    elif self._hopeless(books, entry[2]):
                         still.append(entry)
                     else:
                         heapq.heappush(heads, entry)
@@ -478,32 +475,17 @@ class QuotaAdmission:
         q = self.config.quota(tenant)
         return q.cohort is not None and self.used.get(tenant, 0) + need > q.nominal
 
-    def _hopeless(self, books: AdmissionBooks, key: tuple, known: dict) -> bool:
+    def _hopeless(self, books: AdmissionBooks, key: tuple) -> bool:
         """Whether the head of the bucket ``key`` (tenant, priority class, size) fails as the
-        books stand (:meth:`_victims` gives None). A larger head of the same tenant and class
-        fails then too. ``known``: (tenant, class) -> :meth:`_fails_from`, kept by the caller
-        while the books stand (a pass asks of every bucket: 2.5 million times on Philly)."""
+        books stand: over its tenant's room, no reclaim within its nominal quota, and no
+        job of its tenant's own to take the place of (:meth:`_victims` gives None). A larger
+        head of the same tenant and class fails then too."""
         tenant, priority, need = key
-        least = known.get((tenant, priority))
-        if least is None:
-            least = known[tenant, priority] = self._fails_from(books, tenant, priority)
-        return need >= least
-
-    def _fails_from(self, books: AdmissionBooks, tenant: str, priority: int) -> float:
-        """The smallest size at which a head of the tenant's class fails as the books stand:
-        over its tenant's room, with no reclaim within its nominal quota
-        (:meth:`_reclaim_cohort`) and no job of its tenant's own to take the place of
-        (:meth:`_may_take_own_places`). Each of the three holds from some size up."""
-        room = self._room(tenant)
-        if room == math.inf:
-            return math.inf
-        over_room = math.floor(room) + 1
-        lower = _has_lower_class(books, tenant, priority)
-        q = self.config.quota(tenant)
-        if q.cohort is None:  # nothing to reclaim; its own lower class's places at any size
-            return math.inf if lower else over_room
-        beyond_nominal = q.nominal - self.used.get(tenant, 0) + 1
-        return max(over_room, beyond_nominal, q.nominal + 1 if lower else 0)
+        return (
+            need > self._room(tenant)
+            and self._reclaim_cohort(tenant, need) is None
+            and not self._may_take_own_places(books, tenant, priority, need)
+        )
 
     def _reclaim_cohort(self, tenant: str, need: int) -> str | None:
         """The tenant's cohort when ``need`` more GPUs fit its nominal quota there: they may be

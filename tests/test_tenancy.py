@@ -820,8 +820,9 @@ def test_borrowed_gpu_hours_follow_a_quota_change():
     # 1x4, cohort lab: a (nominal 2) runs a1 (4 GPUs) from 0, borrowing 2 of b's (nominal 2).
     # At 500 a's nominal becomes 4 (the server's admin API): a borrows nothing from then. At
     # 800 a2 (a, 1 GPU) is admitted to wait for a GPU: a counts 5, borrowing 1, until a1
-    # finishes at 1,000 and a2 starts (a counts 1). Borrowed by a = lent by b = 2 x 500 +
-    # 1 x 200 = 1,200 GPU-s (charged at the new quota since the last pass: 200).
+    # finishes at 1,000 and a2 starts (a counts 1). Borrowed by a = lent by b = 2 x 500
+    # (before the change) + 1 x 200 = 1,200 GPU-s (200 when the time before the change was
+    # charged at the new quota).
     from dlsched.state.cluster_state import ClusterState
 
     config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})

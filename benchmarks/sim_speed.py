@@ -5,7 +5,8 @@ each baseline policy and print wall seconds, jobs per second and events per seco
     .venv/bin/python benchmarks/sim_speed.py --policies elastic-tiresias --elastic-fraction 0.5
 
 Loading the trace (and giving each job a model) is timed apart: it is the same for every
-policy. Job speeds come from the performance model, as in ``dlsched simulate``; ``--no-perf``
+policy. The whole process (``dlsched simulate`` with its workload cache, outputs and peak
+memory) against a bare replay floor, per policy in one run, is ``benchmarks/whole_process.py``. Job speeds come from the performance model, as in ``dlsched simulate``; ``--no-perf``
 runs every job at its trace speed.
 """
 

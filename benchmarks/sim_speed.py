@@ -6,8 +6,9 @@ each baseline policy and print wall seconds, jobs per second and events per seco
 
 Loading the trace (and giving each job a model) is timed apart: it is the same for every
 policy. The whole process (``dlsched simulate`` with its workload cache, outputs and peak
-memory) against a bare replay floor, per policy in one run, is ``benchmarks/whole_process.py``. Job speeds come from the performance model, as in ``dlsched simulate``; ``--no-perf``
-runs every job at its trace speed.
+memory) against a bare replay floor, per policy in one run, is ``benchmarks/whole_process.py``.
+Job speeds come from the performance model, as in ``dlsched simulate``; ``--no-perf`` runs every
+job at its trace speed.
 """
 
 from __future__ import annotations

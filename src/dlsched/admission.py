@@ -309,7 +309,7 @@ class QuotaAdmission:
     # -- queries (the server's API, metrics and dashboard) ----------------------------------------
     def usage_by_tenant(self, books: AdmissionBooks) -> dict[str, TenantUsage]:
         """Every tenant with a quota, GPUs or waiting jobs: its standing now."""
-        held, waiting = books.tenant_gpus, books.admissions.waiting_gpus
+        held, counted = books.tenant_gpus, books.admissions.counted
         not_admitted: dict[str, int] = {}
         for (t, _, _), bucket in self._held_back(books).buckets.items():
             not_admitted[t] = not_admitted.get(t, 0) + len(bucket)
@@ -321,7 +321,7 @@ class QuotaAdmission:
         return {
             t: TenantUsage(
                 self.config.quota(t),
-                held.get(t, 0) + waiting.get(t, 0),
+                counted.get(t, 0),
                 held.get(t, 0),
                 not_admitted.get(t, 0),
             )

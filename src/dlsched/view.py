@@ -263,10 +263,6 @@ class Admissions(Protocol):
         """tenant -> the lowest priority class of its admitted live jobs."""
 
     @property
-    def waiting_gpus(self) -> Mapping[str, int]:
-        """tenant -> the base sizes of its admitted jobs that wait."""
-
-    @property
     def counted(self) -> Mapping[str, int]:
         """tenant -> the GPUs it counts against its quota: those it holds (``tenant_gpus``)
         and its waiting admitted jobs' base sizes (tenants counting none left out)."""

@@ -21,8 +21,6 @@ class AdmittedJobs:
         # (asked of every bucket head over its room in every pass)
         self.priorities: dict[str, dict[int, int]] = {}
         self.lowest: dict[str, int] = {}
-        # tenant -> base sizes of its admitted jobs that wait
-        self.waiting_gpus: dict[str, int] = {}
         # tenant -> the GPUs it counts (those held, and the waiting ones' base sizes), but
         # zeros: the stage compares it with its own at every pass
         self.counted: dict[str, int] = {}
@@ -57,10 +55,8 @@ class AdmittedJobs:
         return found[0]
 
     def waits(self, job: JobState, sign: int) -> None:
-        """An admitted job starts (-1) or stops (+1) waiting."""
-        tenant = job.spec.tenant
-        self.waiting_gpus[tenant] = self.waiting_gpus.get(tenant, 0) + sign * job.base_gpus
-        self.count(tenant, sign * job.base_gpus)
+        """An admitted job starts (-1) or stops (+1) waiting: it counts its base size."""
+        self.count(job.spec.tenant, sign * job.base_gpus)
 
     def count(self, tenant: str, change: int) -> None:
         """The GPUs the tenant counts change by ``change`` (the state tells those held)."""

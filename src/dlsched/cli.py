@@ -142,6 +142,12 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         help="also decide every N seconds (default: only at events)",
     )
     p.add_argument(
+        "--node-events",
+        metavar="FILE",
+        help="nodes going down and up: a CSV of time_s,kind,node (kind down or up; nodes "
+        "numbered from 0 in the cluster spec's order); a node's jobs fail when it goes down",
+    )
+    p.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -229,6 +235,7 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
 
 
 def _load_workload(args):
+    from .node_events import read_node_events
     from .prepare import prepare
     from .traces import BUNDLED
     from .workload_cache import default_cache_dir
@@ -243,7 +250,7 @@ def _load_workload(args):
         raise SpecError(
             "mapping", f"--map names a CSV file's columns: {args.trace!r} has its own reader"
         )
-    return prepare(
+    workload = prepare(
         args.trace,
         args.cluster,
         fmt=args.format,
@@ -257,6 +264,9 @@ def _load_workload(args):
         deadlines=args.deadlines,
         cache_dir=None if args.no_cache else (args.cache_dir or default_cache_dir()),
     )
+    if args.node_events:  # read and checked once, before any run (a compare's share them)
+        args.node_events = read_node_events(args.node_events, len(workload.cluster.nodes))
+    return workload
 
 
 def _given_options(policy_name: str, args) -> dict:
@@ -316,6 +326,7 @@ def _run_one(
             resize_mechanism=args.resize_mechanism,
             stop_resume_s=args.stop_resume_s,
             checkpoint_mib_s=args.checkpoint_mib_s,
+            node_events=args.node_events or (),
         )
     finally:
         if bar:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
 from .inference import DEFAULT_PEAK_SHARE
+from .node_events import NodeEvent, read_node_events
 from .policies.base import Policy
 from .prepare import Workload
 from .sim.engine import SimConfig, SimResult, Simulator
@@ -65,6 +66,7 @@ def simulate(
     hard_quotas: bool = False,
     inference_demand: str | None = None,
     peak_share: float | None = None,
+    node_events: str | Path | Sequence[NodeEvent] = (),
     progress: Callable[[int], object] | None = None,
     **costs: Any,
 ) -> Run:
@@ -74,11 +76,12 @@ def simulate(
     one per run: policies keep state); ``params`` go to a named policy's constructor.
     ``quotas`` runs the quota stage before it (``equal``, ``philly-vc`` or a YAML file;
     ``hard_quotas``: no borrowing). ``inference_demand`` (default ``genai``) and ``peak_share``
-    drive the inference pool (``none``: it never reclaims). An option that would do nothing
+    drive the inference pool (``none``: it never reclaims). ``node_events``: nodes going down
+    and up, as (time_s, "down" | "up", node) or a CSV file of them
+    (:mod:`dlsched.node_events`). An option that would do nothing
     here (``hard_quotas`` without ``quotas``; an inference option on a cluster without an
     inference pool) is an error naming it. Other keywords are
-    :class:`~dlsched.sim.SimConfig` fields (``restart_overhead_s``, ``schedule_interval_s``,
-    ``node_events``...)."""
+    :class:`~dlsched.sim.SimConfig` fields (``restart_overhead_s``, ``schedule_interval_s``...)."""
     from .metrics import summarize
     from .policies.catalog import make_policy
 
@@ -102,7 +105,10 @@ def simulate(
 
         config = load_tenants(quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
         admission = QuotaAdmission(config.without_borrowing() if hard_quotas else config)
+    if isinstance(node_events, str | Path):
+        node_events = read_node_events(node_events)
     sim_config = SimConfig(
+        node_events=node_events,
         inference_demand=_demand(
             cluster,
             inference_demand or "genai",

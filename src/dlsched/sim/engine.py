@@ -23,6 +23,7 @@ from ..collector import fewer_collections
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
 from ..jobs import RUNNING, JobSpec, JobState, check_time
+from ..node_events import NodeEvent, check_node_events
 from ..policies.base import Plan, Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
@@ -53,8 +54,8 @@ class SimConfig(Costs):
     stall_limit: int = 100_000
     # Scheduling points happen at every event; set this to also decide every N seconds.
     schedule_interval_s: float | None = None
-    # Resource changes: (time_s, "down" | "up", node_id).
-    node_events: Sequence[tuple[float, str, int]] = ()
+    # Resource changes: (time_s, "down" | "up", node_id) (:mod:`dlsched.node_events`).
+    node_events: Sequence[NodeEvent] = ()
     timeseries: bool = True
     # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares any
     # GPU goes back to its full batch (no gradient accumulation).
@@ -70,9 +71,7 @@ class SimConfig(Costs):
         Costs.__post_init__(self)
         if self.schedule_interval_s is not None:
             check_time("schedule_interval_s", self.schedule_interval_s, least=MIN_INTERVAL_S)
-        for _, kind, _ in self.node_events:
-            if kind not in ("down", "up"):
-                raise SpecError("node_events", f"kind must be 'down' or 'up', got {kind!r}")
+        object.__setattr__(self, "node_events", check_node_events(self.node_events))
 
 
 @dataclass(slots=True)
@@ -171,7 +170,14 @@ class Simulator:
             reclaim_notice_s=config.reclaim_notice_s,
             admission=admission,
         )
-        self._node_events = sorted(config.node_events)
+        check_node_events(config.node_events, len(cluster.nodes))
+        start = self.state.now
+        # in time order, those at one instant as given; one before the first arrival happens
+        # at it (the clock starts there)
+        self._node_events = [
+            (max(t, start), kind, nid)
+            for t, kind, nid in sorted(config.node_events, key=lambda e: e[0])
+        ]
         demand = config.inference_demand
         if demand is not None and demand.servers != len(self.state.loans.inference_nodes):
             raise SpecError(

@@ -135,6 +135,16 @@ def _quotas(value: Any) -> str:
     return name
 
 
+def _node_events(value: Any) -> str:
+    from ..node_events import read_node_events
+
+    try:
+        read_node_events(_file(value))  # (its nodes are checked against each run's cluster)
+    except SpecError as e:
+        raise ValueError(str(e)) from None
+    return value
+
+
 WORKLOAD: dict[str, Callable[[Any], Any]] = {
     "trace": _trace,
     "cluster": _cluster,
@@ -162,6 +172,7 @@ RUN: dict[str, Callable[[Any], Any]] = {
     "stop_resume_s": _number(0.0, 1e7),
     "checkpoint_mib_s": _number(MIN_CHECKPOINT_MIB_S, 1e9),
     "reclaim_notice_s": _number(0.0, 1e9),
+    "node_events": _node_events,
 }
 SETTINGS = {**WORKLOAD, **RUN, "policy": None}  # policy: checked by _policy
 DEFAULT_METRICS = ("mean_jct_s", "mean_queue_s", "makespan_s", "gpu_utilization")

@@ -42,10 +42,10 @@ class Trace:
             self.examples.append(message)
 
 
-def open_text(path: str | Path) -> io.TextIOBase:
+def open_text(path: str | Path, option: str = "trace") -> io.TextIOBase:
     path = Path(path)
     if not path.is_file():
-        raise SpecError("trace", f"no such file: {path}")
+        raise SpecError(option, f"no such file: {path}")
     if path.suffix == ".gz":
         return gzip.open(path, "rt", newline="")
     return open(path, newline="")
@@ -68,10 +68,15 @@ def readable(path: str | Path, option: str = "trace") -> Iterator[None]:
 
 
 def read_rows(
-    path: str | Path, required: Iterable[str], source: str, delimiter: str = ","
+    path: str | Path,
+    required: Iterable[str],
+    source: str,
+    delimiter: str = ",",
+    option: str = "trace",
 ) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (data row number, row) after checking the header names every required column."""
-    with readable(path), open_text(path) as f:
+    """Yield (data row number, row) after checking the header names every required column
+    (``option``: the option that named the file, for errors about the whole file)."""
+    with readable(path, option), open_text(path, option) as f:
         reader = csv.DictReader(f, delimiter=delimiter)
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]
@@ -85,7 +90,7 @@ def read_rows(
             yield from enumerate(reader, start=1)
         except csv.Error as err:  # a cell over the csv module's limit (128 KiB), a stray NUL
             raise SpecError(
-                "trace", f"cannot be read as CSV after line {reader.line_num}: {err}", source=source
+                option, f"cannot be read as CSV after line {reader.line_num}: {err}", source=source
             ) from None
 
 

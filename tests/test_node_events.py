@@ -1,0 +1,173 @@
+"""Node failures and repairs from a file (``--node-events``), a sweep's ``node_events`` and the
+simulator's own list: cases by hand, and every bad input named."""
+
+import csv
+
+import pytest
+
+from dlsched.cli import main
+from dlsched.cluster import parse_cluster_spec
+from dlsched.errors import SpecError
+from dlsched.jobs import JobSpec
+from dlsched.metrics import summarize
+from dlsched.node_events import read_node_events
+from dlsched.policies.catalog import make_policy
+from dlsched.sim.engine import SimConfig, Simulator
+from dlsched.sweep.spec import parse_spec
+
+HEADER = "time_s,kind,node\n"
+
+
+def _write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def _simulate(tmp_path, events_text, *extra):
+    trace = _write(
+        tmp_path / "trace.csv",
+        "job_id,tenant,submit_time_s,num_gpus,duration_s\na,t,0,8,1000\n",
+    )
+    events = _write(tmp_path / "events.csv", events_text)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "simulate",
+            "--trace",
+            trace,
+            "--cluster",
+            "1x8:V100",
+            "--policy",
+            "fifo",
+            "--no-perf",
+            "--no-cache",
+            "--node-events",
+            events,
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ]
+    )
+    return code, out
+
+
+def test_a_node_down_then_up_stops_its_job_which_restarts_when_it_returns(tmp_path):
+    # One 8-GPU node; a job of 1,000 s from 0. The node goes down at 100 (the job fails,
+    # having done 100 s: it checkpoints nothing, but loses nothing without a checkpoint
+    # interval) and comes back at 200: the job restarts there, pauses 30 s and runs its last
+    # 900 s, ending at 1,130.
+    code, out = _simulate(tmp_path, HEADER + "100,down,0\n200,up,0\n")
+    assert code == 0
+    (row,) = csv.DictReader((out / "jobs.csv").open())
+    assert float(row["finish_s"]) == 1130.0
+    assert (row["failures"], row["preemptions"]) == ("1", "0")
+    assert float(row["queue_s"]) == 100.0  # down from 100 to 200
+
+
+def test_a_lost_checkpoint_interval_counts_with_the_events_of_a_file(tmp_path):
+    # The same, with a checkpoint every 60 s: at 100 the job keeps 60 s of its 100, and
+    # ends at 200 + 30 + 940 = 1,170.
+    code, out = _simulate(
+        tmp_path, HEADER + "100,down,0\n200,up,0\n", "--checkpoint-interval-s", "60"
+    )
+    (row,) = csv.DictReader((out / "jobs.csv").open())
+    assert float(row["finish_s"]) == 1170.0
+
+
+def test_an_event_before_the_first_arrival_happens_at_it():
+    # Two 1-GPU nodes, two 100-s jobs at 1,000; node 0 is down from 0 to 2,000. The clock
+    # starts at the first arrival: node 0's failure takes effect there, one GPU runs the jobs
+    # one after the other (1,000-1,200), busy all along. The clock went back to 0 for the
+    # event before: 1,200 s of one GPU's capacity counted, utilization 1/6.
+    jobs = [
+        JobSpec(job_id=name, tenant="t", submit_time_s=1000.0, num_gpus=1, duration_s=100.0)
+        for name in ("a", "b")
+    ]
+    config = SimConfig(node_events=[(0.0, "down", 0), (2000.0, "up", 0)])
+    result = Simulator(parse_cluster_spec("2x1:V100"), jobs, make_policy("fifo"), config).run()
+    summary = summarize(result)
+    assert [(j.first_start, j.finish) for j in result.jobs] == [(1000, 1100), (1100, 1200)]
+    assert summary["makespan_s"] == 200
+    assert summary["gpu_utilization"] == 1.0
+
+
+def test_events_at_one_instant_apply_in_the_order_given():
+    # Two 1-GPU nodes. Node 0 goes down at 10; at 50 it comes up and goes down again, in that
+    # order: it stays down. "long" (20-220) runs on node 1, so "late" (submitted at 100) waits
+    # for it until 220. (Sorted by kind, "down" then "up", node 0 would be up: "late" at 100.)
+    jobs = [
+        JobSpec(job_id="long", tenant="t", submit_time_s=20.0, num_gpus=1, duration_s=200.0),
+        JobSpec(job_id="late", tenant="t", submit_time_s=100.0, num_gpus=1, duration_s=10.0),
+    ]
+    events = [(10.0, "down", 0), (50.0, "up", 0), (50.0, "down", 0)]
+    result = Simulator(
+        parse_cluster_spec("2x1:V100"), jobs, make_policy("fifo"), SimConfig(node_events=events)
+    ).run()
+    assert [(j.first_start, j.finish) for j in result.jobs] == [(20, 220), (220, 230)]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (HEADER + "100,down,0\n200,sideways,0\n", "row 2: field 'kind': must be 'down' or 'up'"),
+        (HEADER + "nan,down,0\n", "row 1: field 'time_s': 'nan' in column 'time_s' is not finite"),
+        (HEADER + "-1,down,0\n", "row 1: field 'time_s': must be a number >= 0"),
+        (HEADER + "1,down,1.5\n", "row 1: field 'node': '1.5' in column 'node' is not a whole"),
+        (HEADER + "1,down,1\n", "row 1: field 'node': no node 1: the cluster's are 0..0"),
+        (HEADER + "1,down,-2\n", "row 1: field 'node': must be a node number >= 0"),
+        ("time_s,kind\n1,down\n", "field 'node': column missing from the header"),
+    ],
+)
+def test_a_bad_event_file_is_refused_naming_row_and_field_and_writes_nothing(
+    tmp_path, capsys, text, message
+):
+    code, out = _simulate(tmp_path, text)
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_file_that_is_not_text_or_not_there_names_the_option(tmp_path):
+    binary = tmp_path / "events.csv"
+    binary.write_bytes(b"\x89PNG\x00\xff")
+    with pytest.raises(SpecError, match="cannot be read as a UTF-8 CSV") as e:
+        read_node_events(binary)
+    assert e.value.field == "node_events"
+    with pytest.raises(SpecError, match="no such file") as e:
+        read_node_events(tmp_path / "missing.csv")
+    assert e.value.field == "node_events"
+
+
+@pytest.mark.parametrize(
+    "events, field",
+    [
+        ([(1.0, "down")], "node_events[0]"),
+        ([(0.0, "up", 0), (float("inf"), "down", 0)], "node_events[1].time_s"),
+        ([(1.0, "down", True)], "node_events[0].node"),
+        ([(1.0, "Down", 0)], "node_events[0].kind"),
+    ],
+)
+def test_the_simulator_s_own_list_is_checked_naming_the_event(events, field):
+    with pytest.raises(SpecError) as e:
+        SimConfig(node_events=events)
+    assert e.value.field == field
+
+
+def test_an_event_on_a_node_the_cluster_lacks_is_refused_before_the_run():
+    jobs = [JobSpec(job_id="a", tenant="t", submit_time_s=0.0, num_gpus=1, duration_s=10.0)]
+    config = SimConfig(node_events=[(5.0, "down", 2)])
+    with pytest.raises(SpecError, match="no node 2: the cluster's are 0..1") as e:
+        Simulator(parse_cluster_spec("2x1:V100"), jobs, make_policy("fifo"), config)
+    assert e.value.field == "node_events[0].node"
+
+
+def test_a_sweep_reads_its_event_file_when_the_spec_is_checked(tmp_path):
+    spec = {"runs": {"trace": "muri-3", "policy": "fifo"}, "axes": {"limit": [10]}}
+    good = _write(tmp_path / "good.csv", HEADER + "10,down,0\n")
+    spec["runs"]["node_events"] = good
+    assert parse_spec(spec).runs[0].get("node_events") == good
+    spec["runs"]["node_events"] = _write(tmp_path / "bad.csv", HEADER + "10,off,0\n")
+    with pytest.raises(SpecError, match="row 1: field 'kind'") as e:
+        parse_spec(spec)
+    assert e.value.field == "runs.node_events"

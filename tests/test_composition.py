@@ -46,6 +46,18 @@ def cycle(notice_s: float) -> DemandCycle:
 
 
 @st.composite
+def failures(draw, nodes: int) -> list[tuple[float, str, int]]:
+    """Nodes failing and coming back: each down has its up later (no job waits for ever), and
+    the events are listed as drawn (at one instant, in that order), before the first arrival
+    or overlapping on one node too."""
+    events = []
+    for _ in range(draw(st.integers(0, 3))):
+        node, down = draw(st.integers(0, nodes - 1)), float(draw(st.integers(0, 500)))
+        events += [(down, "down", node), (down + draw(st.integers(1, 300)), "up", node)]
+    return draw(st.permutations(events))
+
+
+@st.composite
 def cases(draw):
     cluster = draw(st.sampled_from(CLUSTERS))
     training = sum(n.num_gpus for n in parse_cluster_spec(cluster).nodes if n.pool == "training")
@@ -91,11 +103,7 @@ def cases(draw):
         stall_limit=5_000,  # (a policy cycling shows in far fewer passes than these cases have)
         restart_overhead_s=draw(st.sampled_from([0.0, 30.0])),
         checkpoint_interval_s=draw(st.sampled_from([None, 40.0])),
-        node_events=draw(
-            st.sampled_from(
-                [(), ((50.0, "down", 0), (120.0, "up", 0)), ((10.0, "down", 1), (400.0, "up", 1))]
-            )
-        ),
+        node_events=draw(failures(len(parse_cluster_spec(cluster).nodes))),
         schedule_interval_s=draw(st.sampled_from([None, 7.0])),
         resize_mechanism=draw(st.sampled_from(["background", "stop-resume"])),
         inference_demand=demand,

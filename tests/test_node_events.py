@@ -2,6 +2,7 @@
 simulator's own list: cases by hand, and every bad input named."""
 
 import csv
+import json
 
 import pytest
 
@@ -63,6 +64,8 @@ def test_a_node_down_then_up_stops_its_job_which_restarts_when_it_returns(tmp_pa
     assert float(row["finish_s"]) == 1130.0
     assert (row["failures"], row["preemptions"]) == ("1", "0")
     assert float(row["queue_s"]) == 100.0  # down from 100 to 200
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["node_events"] == 2  # counted, not listed
 
 
 def test_a_lost_checkpoint_interval_counts_with_the_events_of_a_file(tmp_path):

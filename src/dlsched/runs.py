@@ -146,7 +146,8 @@ def simulate(
             "wall_s": round(wall, 3),
             "performance_model": workload.perf,
             "elastic_fraction": workload.elastic_fraction,
-            "config": dataclasses.asdict(sim_config),
+            # the events counted, not listed (a file may hold a million)
+            "config": {**dataclasses.asdict(sim_config), "node_events": len(node_events)},
         }
     )
     return Run(result, summary)

@@ -484,3 +484,38 @@ def test_extra_slots_take_the_job_s_own_nodes_then_loaned_then_the_fewest_free_f
     assert slots.take(own=set(), k=7, types=None) == (12, 13, 14, 15, 3, 6, 7)
     assert slots.take(own={1}, k=3, types=("T4",)) == (16, 17, 18)  # its own node is a V100
     assert slots.take(own={4}, k=9, types=("T4",)) == (16, 17, 18, 19)  # what there is
+
+
+SPREAD_CLUSTER = parse_cluster_spec("3x4:V100,2x4:K80,2x4:P100")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_speed_over_several_nodes_is_bounded_as_aryl_assumes(data):
+    # Aryl skips valuing extras that can only go to other nodes when no count of them is
+    # faster than none, by the model's spread_speed: any placement of n GPUs over two or more
+    # nodes, of types including T, is no faster than spread_speed(n, T).
+    from dlsched.jobs import JobState
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+    from dlsched.perf.zoo import ZOO
+
+    workload = PerfSpeed(PerfModel(), SPREAD_CLUSTER)
+    model = data.draw(st.sampled_from(sorted(ZOO)))
+    asked = data.draw(st.integers(1, 16))
+    batch = data.draw(st.one_of(st.none(), st.integers(asked, 64 * asked)))
+    job = JobState(spec=JobSpec("j", 0.0, asked, 100.0, model=model, batch_size=batch), seq=0)
+    job.accumulation = data.draw(st.integers(1, 4))
+    all_gpus = range(len(SPREAD_CLUSTER.gpu_node))
+    gpus = tuple(
+        data.draw(st.lists(st.sampled_from(all_gpus), min_size=2, max_size=16, unique=True))
+    )
+    nodes = {SPREAD_CLUSTER.gpu_node[g] for g in gpus}
+    if len(nodes) < 2:
+        return
+    types = sorted({SPREAD_CLUSTER.nodes[n].gpu_type for n in nodes})
+    some = data.draw(st.lists(st.sampled_from(types), min_size=1, unique=True))
+    bound = workload.spread_speed(job, len(gpus), some)
+    assert workload(job, gpus) <= bound
+    if set(some) == set(types):
+        assert workload(job, gpus) == bound

@@ -8,6 +8,7 @@ each is checked against :class:`WorkloadModel` in the tests.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol, runtime_checkable
 
 from .jobs import JobSpec, JobView
@@ -24,6 +25,11 @@ class WorkloadModel(Protocol):
     def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
         """Speed on ``gpus`` GPUs of the reference type on the fewest nodes, global batch kept
         (1.0 at its request); None when unknown."""
+
+    def spread_speed(self, job: JobView, gpus: int, gpu_types: Collection[str]) -> float | None:
+        """At least the job's speed (at its current sub-batch count) on any placement of
+        ``gpus`` GPUs over more than one node whose types include ``gpu_types``; None when
+        unknown."""
 
     def slowdown(self, job: JobView, partner: JobView) -> float | None:
         """How much slower ``job`` runs beside ``partner`` on one GPU; None when unmeasured
@@ -55,6 +61,9 @@ class TraceModel:
         return 1.0
 
     def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+        return None
+
+    def spread_speed(self, job: JobView, gpus: int, gpu_types: Collection[str]) -> float | None:
         return None
 
     def slowdown(self, job: JobView, partner: JobView) -> float | None:

@@ -10,6 +10,8 @@ its slowdown next to a partner.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..cluster import Cluster
 from ..jobs import JobSpec, JobView
 from .model import REFERENCE_GPU, PerfModel, default_local_batch
@@ -60,6 +62,27 @@ class PerfSpeed:
         if speed is None:
             speed = self._speed(spec, len(gpus), node_count, gpu_types, job.accumulation)
             self._cache[key] = speed
+        return speed
+
+    def spread_speed(self, job: JobView, gpus: int, gpu_types: Collection[str]) -> float | None:
+        """The speed of any placement over more than one node: the synchronization the model
+        fits is one curve for all of them (``ScalingFit.sync_s``), and the slowest type sets
+        the pace (more types, no faster)."""
+        spec = job.spec
+        if spec.model is None:
+            return None
+        key = (
+            spec.model,
+            spec.num_gpus,
+            spec.batch_size,
+            gpus,
+            2,
+            tuple(sorted(gpu_types)),
+            job.accumulation,
+        )
+        speed = self._cache.get(key)
+        if speed is None:
+            speed = self._cache[key] = self._speed(spec, gpus, 2, key[5], job.accumulation)
         return speed
 
     @staticmethod

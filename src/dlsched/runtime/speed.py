@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from collections.abc import Collection
 from functools import lru_cache
 
 from ..jobs import JobSpec, JobView
@@ -111,6 +112,9 @@ class RuntimeSpeed:
             return 1.0
         batch = spec.batch_size / spec.num_gpus
         return (accumulation * p["c0_s"] + p["c1_s"] * batch) / (p["c0_s"] + p["c1_s"] * batch)
+
+    def spread_speed(self, job: JobView, gpus: int, gpu_types: Collection[str]) -> float | None:
+        return None  # (placements are measured, not modelled)
 
     def slowdown(self, job: JobView, partner: JobView) -> float | None:
         if job.job_id in self.profiles and partner.job_id in self.profiles:

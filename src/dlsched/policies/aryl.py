@@ -207,7 +207,8 @@ class Aryl(Policy):
         shrunk: dict[str, list[int]] = {}
         floor: dict[str, int] = {}  # the fewest GPUs each may keep: its base, if memory fits
         heap = []
-        for jid, job in self._elastic(view).items():
+        # (the jobs above their base sizes, as the state keeps them: only they can shrink)
+        for jid, job in (view.elastic_above_base if self.elasticity else {}).items():
             size = len(view.gpus_of(job))
             if size > self.base(job) and self._resizable(view, job, planned):
                 fewest = smallest_fitting(job, self.base(job), view)

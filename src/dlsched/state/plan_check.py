@@ -160,7 +160,7 @@ class PlanCheck:
             g for g in gpus if g in job.gpus and not self._usable(state.cluster.gpu_node[g])
         ]:
             problem = f"it keeps GPU {kept_away[0]}, whose node is being taken away"
-        elif any(len(self._holders(g)) > 1 for g in job.gpus):
+        elif job.sharing and any(len(self._holders(g)) > 1 for g in job.gpus):
             problem = "it shares a GPU"
         else:
             memory = state.workload.memory_mib(job.spec, len(gpus), job.accumulation)

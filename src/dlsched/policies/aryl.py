@@ -365,19 +365,21 @@ class Aryl(Policy):
             chosen = self._rng.sample(sorted(loans.loaned), count)
         else:
             chosen = []
-            candidates = set(loans.loaned)
+            # each server's (cost, busy GPUs, -loaned at, -id): a pick changes the cost only of
+            # the servers that share a job with it
+            keys = {
+                n: (self.server_cost(view, n, leaving), self._busy_gpus(view, n), -at, -n)
+                for n, at in loans.loaned.items()
+            }
+            gpu_node = view.cluster.gpu_node
             for _ in range(count):
-                best = min(
-                    candidates,
-                    key=lambda n: (
-                        self.server_cost(view, n, leaving | set(chosen)),
-                        self._busy_gpus(view, n),
-                        -loans.loaned[n],
-                        -n,
-                    ),
-                )
+                best = min(keys, key=keys.__getitem__)
                 chosen.append(best)
-                candidates.discard(best)
+                del keys[best]
+                gone = leaving | set(chosen)
+                for n in {gpu_node[g] for job in _jobs_on(view, [best]) for g in job.gpus}:
+                    if n in keys:
+                        keys[n] = (self.server_cost(view, n, gone), *keys[n][1:])
         plan = Plan()
         leaving |= set(chosen)
         for job in _jobs_on(view, chosen):
@@ -393,10 +395,11 @@ class Aryl(Policy):
         preemption cost of each job there that cannot scale in, unless an earlier pick already
         preempts it."""
         cost = 0.0
+        with_it = leaving | {nid}
         for job in _jobs_on(view, [nid]):
             if self._kept_if_scaled_in(view, job, leaving) is None:  # preempted by earlier picks
                 continue
-            if self._kept_if_scaled_in(view, job, leaving | {nid}) is None:
+            if self._kept_if_scaled_in(view, job, with_it) is None:
                 cost += view.preemption_cost_gpu_s(job)
         return cost
 

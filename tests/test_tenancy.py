@@ -17,6 +17,7 @@ from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems
 from dlsched.tenant_quotas import TenantConfig, TenantQuota, equal_shares, load_tenants, philly_vc
+from dlsched.workload_model import TraceModel
 
 
 def run(jobs, config, policy="fifo", cluster="1x4", **params):
@@ -434,31 +435,14 @@ def test_a_quota_scale_in_is_not_shrunk_again_by_the_elastic_policy(policy):
     assert all(j.status is Status.DONE for j in sim.run().jobs)
 
 
-class PowerLaw:
+class PowerLaw(TraceModel):
     """Speed at n GPUs = (n / request) ** 0.8 (for elastic growth)."""
-
-    measures_real_runs = False
 
     def __call__(self, job, gpus):
         return (len(gpus) / job.num_gpus) ** 0.8
 
     def speed_at_size(self, spec, gpus):
         return (gpus / spec.num_gpus) ** 0.8
-
-    def slowdown(self, job, partner):
-        return None
-
-    def memory_mib(self, spec, gpus, accumulation=1):
-        return None
-
-    def accumulation_cost(self, spec, accumulation):
-        return 1.0
-
-    def checkpoint_mib(self, spec):
-        return None
-
-    def iteration_s(self, spec, gpus, nodes, local_batch):
-        return None
 
 
 def test_a_reclaim_shrinks_a_borrowers_elastic_job_before_it_preempts_anyone():

@@ -176,9 +176,7 @@ def test_a_sweep_reads_its_event_file_when_the_spec_is_checked(tmp_path):
     assert e.value.field == "runs.node_events"
 
 
-def test_a_sweep_s_runs_fail_their_nodes_and_one_naming_a_node_its_cluster_lacks_fails_alone(
-    tmp_path,
-):
+def test_a_sweep_checks_its_event_nodes_against_each_run_s_cluster_before_any_run(tmp_path):
     from dlsched.sweep import run_sweep
 
     # node 5 goes down at the start and comes back: a 6-node cluster has it, a 4-node one not
@@ -187,9 +185,11 @@ def test_a_sweep_s_runs_fail_their_nodes_and_one_naming_a_node_its_cluster_lacks
         "runs": {"trace": "muri-3", "limit": 40, "policy": "fifo", "node_events": events},
         "axes": {"cluster": ["6x8:V100", "4x8:V100"]},
     }
-    result = run_sweep(spec, tmp_path / "out", sequential=True)
-    assert [run.get("cluster") for run in result.outcome.done] == ["6x8:V100"]
-    ((failed, error),) = result.outcome.failed
-    assert failed.get("cluster") == "4x8:V100" and "no node 5: the cluster's are 0..3" in error
+    out = tmp_path / "out"
+    with pytest.raises(SpecError, match="on cluster 4x8:V100: .*row 1: field 'node': no node 5"):
+        run_sweep(spec, out, sequential=True)
+    assert not (out / "runs").exists()
+    spec["axes"]["cluster"] = ["6x8:V100"]
+    result = run_sweep(spec, out, sequential=True)
     (row,) = result.rows
-    assert row["config.node_events"] == 2
+    assert result.ok and row["config.node_events"] == 2

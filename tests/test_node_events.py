@@ -68,7 +68,7 @@ def test_a_node_down_then_up_stops_its_job_which_restarts_when_it_returns(tmp_pa
     assert summary["config"]["node_events"] == 2  # counted, not listed
 
 
-def test_a_lost_checkpoint_interval_counts_with_the_events_of_a_file(tmp_path):
+def test_a_failure_from_a_file_loses_the_work_since_the_last_checkpoint(tmp_path):
     # The same, with a checkpoint every 60 s: at 100 the job keeps 60 s of its 100, and
     # ends at 200 + 30 + 940 = 1,170.
     code, out = _simulate(

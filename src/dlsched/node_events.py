@@ -45,9 +45,8 @@ def check_node_event(
     return float(time_s), kind, node  # type: ignore[arg-type]  # (checked by check_time)
 
 
-def check_node_events(events: Sequence, nodes: int | None = None) -> tuple[NodeEvent, ...]:
-    """Every event checked (on one of ``nodes`` nodes when given), each error naming its
-    place (``node_events[2].kind``)."""
+def check_node_events(events: Sequence) -> tuple[NodeEvent, ...]:
+    """Every event checked, each error naming its place (``node_events[2].kind``)."""
     if len(events) > MAX_NODE_EVENTS:
         raise SpecError("node_events", f"at most {MAX_NODE_EVENTS:,} events, got {len(events):,}")
     checked = []
@@ -55,11 +54,22 @@ def check_node_events(events: Sequence, nodes: int | None = None) -> tuple[NodeE
         if not isinstance(event, tuple | list) or len(event) != 3:
             raise SpecError(f"node_events[{i}]", "must be (time_s, 'down' | 'up', node)")
         try:
-            time_s, kind, node = event
-            checked.append(check_node_event(time_s, kind, node, nodes))
+            checked.append(check_node_event(*event))
         except SpecError as e:
             raise SpecError(f"node_events[{i}].{e.field}", e.reason) from None
     return tuple(checked)
+
+
+def check_nodes(events: Sequence[NodeEvent], nodes: int) -> None:
+    """Checked events name only a cluster's ``nodes`` nodes (a run's cluster is known after
+    its events were checked)."""
+    if max((node for _, _, node in events), default=-1) < nodes:
+        return
+    i = next(i for i, (_, _, node) in enumerate(events) if node >= nodes)
+    try:
+        check_node_event(*events[i], nodes)
+    except SpecError as e:
+        raise SpecError(f"node_events[{i}].{e.field}", e.reason) from None
 
 
 def read_node_events(path: str | Path, nodes: int | None = None) -> tuple[NodeEvent, ...]:

@@ -23,7 +23,7 @@ from ..collector import fewer_collections
 from ..errors import PlanError, SpecError
 from ..inference import DEFAULT_RECLAIM_NOTICE_S, DemandCycle
 from ..jobs import RUNNING, JobSpec, JobState, check_time
-from ..node_events import NodeEvent, check_node_events
+from ..node_events import NodeEvent, check_node_events, check_nodes
 from ..policies.base import Plan, Policy
 from ..state.cluster_state import ClusterState, unplaceable
 from ..state.costs import Costs
@@ -170,7 +170,7 @@ class Simulator:
             reclaim_notice_s=config.reclaim_notice_s,
             admission=admission,
         )
-        check_node_events(config.node_events, len(cluster.nodes))
+        check_nodes(config.node_events, len(cluster.nodes))
         start = self.state.now
         # in time order, those at one instant as given; one before the first arrival happens
         # at it (the clock starts there)

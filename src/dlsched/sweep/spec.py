@@ -145,20 +145,22 @@ def _node_events(value: Any) -> str:
     return value
 
 
-def _check_event_nodes(events: str, cluster: str | None, checked: set) -> None:
-    """Every node the event file names is one of the run's cluster (once per pair)."""
-    if (events, cluster) in checked:
-        return
+def _check_event_nodes(events: str, cluster: str | None, highest: dict[str, int]) -> None:
+    """Every node the event file names is one of the run's cluster (``highest``: each file's
+    highest node, read once)."""
     from ..cluster import load_cluster
     from ..node_events import read_node_events
     from ..prepare import DEFAULT_CLUSTER
 
-    nodes = len(load_cluster(cluster or DEFAULT_CLUSTER).nodes)
-    try:
-        read_node_events(events, nodes)
-    except SpecError as e:
-        raise SpecError("node_events", f"on cluster {cluster or DEFAULT_CLUSTER}: {e}") from None
-    checked.add((events, cluster))
+    if events not in highest:
+        highest[events] = max((node for _, _, node in read_node_events(events)), default=-1)
+    cluster = cluster or DEFAULT_CLUSTER
+    nodes = len(load_cluster(cluster).nodes)
+    if highest[events] >= nodes:
+        try:
+            read_node_events(events, nodes)  # (names the row)
+        except SpecError as e:
+            raise SpecError("node_events", f"on cluster {cluster}: {e}") from None
 
 
 WORKLOAD: dict[str, Callable[[Any], Any]] = {
@@ -344,7 +346,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
     ):
         raise SpecError("seeds", f"must be a list of 1 to {MAX_SEEDS} distinct integers >= 0")
     runs = []
-    checked: set[tuple[str, str | None]] = set()  # (event file, cluster) pairs checked
+    highest: dict[str, int] = {}  # event file -> the highest node it names
     keys = list(axes)
     for combo in itertools.product(*(axes[k] for k in keys)):
         point = tuple((k, _label(v)) for k, v in zip(keys, combo))
@@ -357,7 +359,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
                 )
             given[key] = value
         if "node_events" in given:
-            _check_event_nodes(given["node_events"], given.get("cluster"), checked)
+            _check_event_nodes(given["node_events"], given.get("cluster"), highest)
         settings = tuple(sorted(given.items()))
         for seed in seeds:
             runs.append(RunSpec(settings, seed, point))

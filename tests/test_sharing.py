@@ -171,6 +171,29 @@ def test_a_what_if_view_frees_a_shared_gpu_only_when_all_its_jobs_are_gone():
     assert both.free.is_free(0) and both.free.total == 2
 
 
+def test_the_state_keeps_the_jobs_a_job_may_share_with():
+    # a sharing pass reads its candidate partners from the state (running jobs alone on their
+    # GPUs, model and memory known) instead of scanning every running job: kept through
+    # sharing, a partner leaving, preemption, a job of unknown memory and a what-if view
+    from dlsched.policies.base import Plan
+    from dlsched.state.invariants import problems
+
+    speed = TableSpeed({("ma", "mb"): 1.5, ("mb", "ma"): 1.5}, {"ma": 6000, "mb": 6000})
+    state = ClusterState(parse_cluster_spec("1x3:V100"), make_policy("fifo"), workload=speed)
+    b, a = state.submit(B), state.submit(A)
+    unknown = state.submit(JobSpec("u", 0.0, 1, 50.0, model="mc", batch_size=64))
+    state.apply(Plan(start=[(b, (0,))]))
+    assert list(state.sharing_candidates) == ["b"]  # (asked first here: built from running)
+    state.apply(Plan(start=[(a, (0,)), (unknown, (1,))]))
+    assert list(state.sharing_candidates) == []  # a and b share GPU 0; u's memory is unknown
+    state.finish(b)
+    assert list(state.sharing_candidates) == ["a"]  # alone again
+    assert list(state.without(gone=[a]).sharing_candidates) == []
+    state.apply(Plan(preempt=[a]))
+    assert list(state.sharing_candidates) == []
+    assert problems(state) == []
+
+
 def test_a_sharing_pass_takes_a_job_scaled_in_in_the_same_pass_for_no_partner():
     # the quota stage scales an elastic job in (from GPUs 0 and 1 to 1) and shows the policy
     # GPU 0 idle; the sharing pass read the job's GPUs from the job, not the view, and offered

@@ -188,6 +188,8 @@ class PolicyView(Protocol):
     @property
     def elastic_growable(self) -> Mapping[str, JobView]: ...  # those one more GPU speeds up
     @property
+    def sharing_candidates(self) -> Mapping[str, JobView]: ...  # those a job may share with
+    @property
     def elastic_extra_gpus(self) -> int: ...  # GPUs they hold above their base sizes
     @property
     def elastic_grown_gpus(self) -> int: ...  # GPUs they hold above their requests

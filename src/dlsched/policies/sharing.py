@@ -200,12 +200,10 @@ class _SharingPass:
         gpu_mem = self.part.gpu_memory(view.cluster)
         leased = view.occupancy.leased
         by_key: dict[tuple, list[JobView]] = {}
-        for job in view.running.values():
-            # a job without a model or a known memory shares with nobody; one sharing already
-            # (the state marks it), beside a profiling run, or scaled in by the quota stage in
-            # this pass (the view shows its GPUs given up idle) takes no partner
-            if job.sharing or job.memory_mib is None or job.spec.model is None:
-                continue
+        for job in view.sharing_candidates.values():
+            # (alone on its GPUs, its model and memory known); one beside a profiling run, or
+            # scaled in by the quota stage in this pass (the view shows its GPUs given up idle)
+            # takes no partner
             gpus = job.gpus
             if leased and not leased.isdisjoint(gpus):
                 continue

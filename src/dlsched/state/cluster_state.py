@@ -16,7 +16,7 @@ only live jobs (pending or running): a finished job leaves it, and its owner kee
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -137,6 +137,9 @@ class ClusterState:
         # the orders of running jobs policies asked for (preemptive policies' victims)
         self._running_orders: dict[RunningKey, RunningOrder] = {}
         self._running_drifts: dict[LinearKey, RunningDrift] = {}
+        # the running jobs a sharing policy may pair a job with (``may_take_partner``), kept
+        # from the first ask on (``sharing_candidates``)
+        self._candidates: dict[str, JobState] | None = None
         self._next_seq = 0
 
     # -- the view ------------------------------------------------------------------------------
@@ -178,6 +181,14 @@ class ClusterState:
         if order is None:
             order = self._running_orders[key] = RunningOrder(key, self.running.values())
         return order
+
+    @property
+    def sharing_candidates(self) -> Mapping[str, JobState]:
+        if self._candidates is None:
+            self._candidates = {
+                jid: job for jid, job in self.running.items() if may_take_partner(job)
+            }
+        return self._candidates
 
     def running_drift(self, linear_key: LinearKey) -> RunningDrift:
         drift = self._running_drifts.get(linear_key)
@@ -694,6 +705,12 @@ class ClusterState:
             job.shared_s += now - job.slowdown_since
             job.shared_slowdown_s += job.slowdown * (now - job.slowdown_since)
         job.sharing, job.slowdown, job.slowdown_since = sharing, slowdown, now
+        candidates = self._candidates
+        if candidates is not None:
+            if may_take_partner(job):  # (a job leaving its GPUs too: _leave_gpus takes it out)
+                candidates[job.job_id] = job
+            else:
+                candidates.pop(job.job_id, None)
 
     def _refresh(self, job: JobState) -> None:
         """Recompute a running job's speed after its partners changed."""
@@ -717,6 +734,8 @@ class ClusterState:
         # it shares no GPU (PlanCheck); the GPUs it keeps, and those a move's old workers hold
         # until its switch, stay taken
         _, idle = self.occupancy.detach(job)
+        # (its memory first: the sharing candidates are kept as its sharing is noted)
+        job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
         self._note_sharing(job, False, 1.0)
         new = set(gpus)
         if moving:
@@ -727,7 +746,6 @@ class ClusterState:
         if spec.elastic:
             self._size_elastic(job, len(old), len(gpus))
         job.gpus = tuple(gpus)
-        job.memory_mib = self.workload.memory_mib(spec, len(gpus), job.accumulation)
         self.occupancy.attach(job)
         if job.leaving:
             self.occupancy.hold_leaving(job, old_memory)
@@ -845,6 +863,8 @@ class ClusterState:
         partners = self._vacate(job)
         job.switch_at = None
         del self.running[job.job_id]
+        if self._candidates is not None:
+            self._candidates.pop(job.job_id, None)
         if self._running_orders:
             for order in self._running_orders.values():
                 order.remove(job)
@@ -884,6 +904,12 @@ class ClusterState:
             job.leaving = ()
         self._note_sharing(job, False, 1.0)
         return partners
+
+
+def may_take_partner(job: JobView) -> bool:
+    """Whether a sharing policy may pair a job with this running one: it shares no GPU, and
+    its model and memory are known (the measurements a pairing needs)."""
+    return not job.sharing and job.memory_mib is not None and job.spec.model is not None
 
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import math
 
 from ..jobs import PENDING, RUNNING
 from ..workload_model import one_more_gpu_helps
-from .cluster_state import ClusterState
+from .cluster_state import ClusterState, may_take_partner
 from .queues import PendingQueue
 
 
@@ -111,6 +111,10 @@ def problems(state: ClusterState) -> list[str]:
     )
     if sorted(state.elastic_growable) != growable:
         out.append(f"growable elastic jobs {sorted(state.elastic_growable)}, not {growable}")
+    if state._candidates is not None:
+        candidates = sorted(j.job_id for j in state.running.values() if may_take_partner(j))
+        if sorted(state._candidates) != candidates:
+            out.append(f"sharing candidates {sorted(state._candidates)}, not {candidates}")
     running = set(state.running)
     for order in state._running_orders.values():
         listed = [j.job_id for j in order]

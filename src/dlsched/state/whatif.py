@@ -129,6 +129,11 @@ class WhatIfView:
         return self._growable
 
     @property
+    def sharing_candidates(self) -> Mapping[str, JobView]:
+        running = self._running
+        return {k: v for k, v in self.base.sharing_candidates.items() if k in running}
+
+    @property
     def elastic_extra_gpus(self) -> int:
         return self._extra
 

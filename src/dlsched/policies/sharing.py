@@ -184,6 +184,10 @@ class _SharingPass:
         count; (None, 1) if not enough."""
         if job.spec.gpu_types is not None:
             return None, 1
+        # a job whose memory is unknown pairs with nobody (``_pairing`` asks it first) and
+        # builds no groups: 139,977 of the 178,397 jobs a Philly replay asks about
+        if self.view.workload.memory_mib(job.spec, job.num_gpus, 1) is None:
+            return None, 1
         if self.groups is None:
             self.groups = self._groups()
         chosen = self._share(job, free, self.groups)

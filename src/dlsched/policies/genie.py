@@ -34,6 +34,7 @@ from itertools import chain
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobView
+from ..perf.predictor import fit, measured_links, profile_samples
 from ..state.free import FreeGpus
 from ..workload_model import WorkloadModel
 from .base import Plan, Policy, PolicyView
@@ -63,12 +64,6 @@ class _Prediction:
         spec = job.spec
         self.batch = float(spec.batch_size or 0)
         reference_nodes = cluster.min_nodes_for(spec.num_gpus)
-        from ..perf.predictor import (  # the perf package: once a job is predicted
-            fit,
-            measured_links,
-            profile_samples,
-        )
-
         measure: Measure | None = None
         if spec.batch_size:
 

@@ -88,6 +88,7 @@ class Cluster:
     gpu_speeds: dict[str, float] = field(default_factory=dict)
     gpu_node: list[int] = field(init=False)  # global GPU id -> node id
     largest_node_gpus: int = field(init=False)  # the most GPUs any node has (a fact, cached)
+    smallest_gpu_mib: int = field(init=False)  # the least memory of any GPU (likewise)
     _capacity: dict = field(init=False, repr=False, compare=False, default_factory=dict)
     _min_nodes: dict = field(init=False, repr=False, compare=False, default_factory=dict)
 
@@ -100,6 +101,7 @@ class Cluster:
                 raise SpecError("nodes", "nodes must be numbered in order (use Cluster.build)")
             self.gpu_node.extend([node.node_id] * node.num_gpus)
         self.largest_node_gpus = max(n.num_gpus for n in self.nodes)
+        self.smallest_gpu_mib = min(n.gpu_mem_mib for n in self.nodes)
 
     @classmethod
     def build(cls, groups: list[dict]) -> Cluster:

@@ -34,7 +34,7 @@ from itertools import chain
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..jobs import JobView
-from ..perf.predictor import fit, measured_links, profile_samples
+from ..perf.predictor import DEFAULT_PROFILE_NOISE, fit, measured_links, profile_samples
 from ..state.free import FreeGpus
 from ..workload_model import WorkloadModel
 from .base import Plan, Policy, PolicyView
@@ -108,7 +108,7 @@ class _Prediction:
             low, high = spec.start_range(moldable=True)
             sizes = {high} | {2**k for k in range(high.bit_length()) if low <= 2**k < high}
             sizes = {n for n in sizes if self._predicts(n, cluster.min_nodes_for(n))}
-        memory = min(node.gpu_mem_mib for node in cluster.nodes)
+        memory = cluster.smallest_gpu_mib
         self.sizes = [
             n for n in sorted(sizes) if (workload.memory_mib(spec, n) or 0.0) <= memory
         ] or [spec.num_gpus]
@@ -163,8 +163,6 @@ class Genie(Policy):
                 "predictor", f"unknown predictor '{predictor}': choose from {', '.join(PREDICTORS)}"
             )
         if noise is None:
-            from ..perf.predictor import DEFAULT_PROFILE_NOISE
-
             noise = DEFAULT_PROFILE_NOISE
         if not (isinstance(noise, (int, float)) and 0 <= noise < 1):
             raise SpecError("noise", f"must be a number in [0, 1), got {noise!r}")

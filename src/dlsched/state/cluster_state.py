@@ -105,7 +105,6 @@ class ClusterState:
         # any GPU goes back to its full batch (no gradient accumulation).
         self.restore_full_batch = restore_full_batch
         self.free = FreeGpus(cluster)
-        self._smallest_gpu_mib = min(node.gpu_mem_mib for node in cluster.nodes)
         self.occupancy = GpuOccupancy(cluster, max_jobs_per_gpu)
         self.now = now
         self.pending: dict[str, JobState] = {}
@@ -311,7 +310,7 @@ class ClusterState:
             return spec.num_gpus
         for n in range(spec.gpu_range[0], spec.num_gpus):
             memory = self.workload.memory_mib(spec, n)
-            if memory is None or memory <= self._smallest_gpu_mib:
+            if memory is None or memory <= self.cluster.smallest_gpu_mib:
                 return n
         return spec.num_gpus
 

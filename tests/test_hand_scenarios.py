@@ -286,6 +286,37 @@ def test_preemption_spares_a_victim_the_new_job_can_do_without():
     assert [s[x].finish for x in ("j", "B", "A")] == [110, 1000, 1006]
 
 
+def test_tiresias_knows_its_demoted_jobs_through_demotion_promotion_and_finish():
+    # the order keeps the ids of the jobs below the top queue, which the elastic part asks
+    # once a pass: in the promotion scenario above, A is demoted at 100 and promoted at 450,
+    # B demoted at 250; each leaves it when it ends
+    from dlsched.cluster import parse_cluster_spec
+    from dlsched.policies.catalog import make_policy
+    from dlsched.sim import simulate
+
+    policy = make_policy("tiresias", thresholds_gpu_s=[100], starvation_factor=2)
+    order, seen = policy.order, []
+    schedule = policy.schedule
+
+    def checked(view):
+        plan = schedule(view)
+        assert order.low_priority() == {j for j, level in order.level.items() if level > 0}
+        seen.append((view.now, sorted(order.low_priority())))
+        return plan
+
+    policy.schedule = checked
+    jobs = [job("A", 0, 1, 300), job("B", 150, 1, 1000)]
+    simulate(parse_cluster_spec("1x1"), jobs, policy, SimConfig(restart_overhead_s=30))
+    assert [s for t, s in seen if t in (100, 150, 250, 450, 630, 1360)] == [
+        ["A"],
+        ["A"],
+        ["A", "B"],
+        ["B"],
+        ["B"],
+        [],
+    ]
+
+
 def test_tiresias_threshold_sets():
     from dlsched.errors import SpecError
     from dlsched.policies.catalog import make_policy

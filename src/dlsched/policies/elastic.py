@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 
 from ..errors import SpecError
 from ..jobs import JobSpec, JobView
@@ -77,7 +77,7 @@ class ElasticGrowth:
     so far changes the GPUs held above requests."""
 
     policy: PreemptivePolicy
-    is_low_priority: Callable[[JobView], bool]
+    low_priority: Callable[[], Container[str]]
     worst_first: Callable[[JobView], tuple]
 
     def __init__(
@@ -101,7 +101,7 @@ class ElasticGrowth:
         """Become ``policy``'s part: its order says which jobs are of low priority (rule 3)
         and which go first (worst first)."""
         self.policy = policy
-        self.is_low_priority = policy.order.is_low_priority
+        self.low_priority = policy.order.low_priority
         self.worst_first = policy.order.worst_first
 
     def _gain(self, job: JobView, size: int) -> float:
@@ -184,7 +184,8 @@ class ElasticGrowth:
                             missing -= len(job.gpus) - size
                             self._shrink(job, size, view, plan, scratch)
         if count > self.shrink_when_waiting:
-            low = [j for j in above_base.values() if self.is_low_priority(j)]
+            low_ids = self.low_priority()
+            low = [j for jid, j in above_base.items() if jid in low_ids]
             for job in sorted(low, key=self.worst_first):
                 if self._resizable(job, view):
                     size = smallest_fitting(job, job.base_gpus, view)
@@ -199,7 +200,8 @@ class ElasticGrowth:
         spare = scratch.total - self._head_need(scratch.total, waiting) if count else scratch.total
         if spare <= 0:
             return
-        many_wait = count > self.shrink_when_waiting
+        # the jobs that do not grow while many wait (rule 3 would shrink them)
+        low_ids: Container[str] = self.low_priority() if count > self.shrink_when_waiting else ()
         starting = {job.job_id: index for index, (job, _) in enumerate(plan.start)}
         leaving = {job.job_id for job in plan.preempt}
         sizes: dict[str, list[int]] = {}  # job id -> its GPUs as planned, growing
@@ -211,14 +213,10 @@ class ElasticGrowth:
             heap.append((-gain, job.seq, job.job_id))
 
         for jid, job in view.elastic_growable.items():  # one more GPU speeds them up
-            if not (
-                jid in leaving
-                or (many_wait and self.is_low_priority(job))
-                or not self._resizable(job, view)
-            ):
+            if not (jid in leaving or jid in low_ids or not self._resizable(job, view)):
                 candidate(job, job.gpus, self._gain(job, len(job.gpus)))
         for job, gpus in plan.start:
-            if job.spec.elastic and not (many_wait and self.is_low_priority(job)):
+            if job.spec.elastic and job.job_id not in low_ids:
                 if one_more_gpu_helps(view.workload, job.spec, len(gpus)):  # as the state's index
                     candidate(job, gpus, self._gain(job, len(gpus)))
         if not heap:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from ..jobs import CANCELLED, JobView
@@ -28,6 +28,16 @@ from ..state.free import FreeGpus
 from ..view import DriftingJobs, JobQueue, RunningJobs
 from .base import Plan, Policy, PolicyView
 from .queued import size_kind
+
+
+class _EveryJob:
+    """A container of every job id."""
+
+    def __contains__(self, job_id: object) -> bool:
+        return True
+
+
+EVERY_JOB = _EveryJob()
 
 
 class PreemptiveOrder:
@@ -72,9 +82,10 @@ class PreemptiveOrder:
         could free ``enough``); lets a pass skip a futile search. By default no bound."""
         return math.inf
 
-    def is_low_priority(self, job: JobView) -> bool:
-        """For elastic growth: a job that shrinks first when many jobs wait."""
-        return True
+    def low_priority(self) -> Container[str]:
+        """For elastic growth: the ids of the jobs that shrink first when many jobs wait (by
+        default every job). Asked once a pass: the part tests each job against it."""
+        return EVERY_JOB
 
     def on_timers(self, view: PolicyView) -> None:
         """Apply rank changes that are due at ``view.now``."""

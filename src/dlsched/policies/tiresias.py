@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 from ..errors import SpecError
 from ..jobs import CANCELLED, DONE, PENDING, RUNNING, JobView
@@ -83,6 +83,7 @@ class TiresiasOrder(PreemptiveOrder):
             )
         self.starvation_factor = None if starvation_factor is None else float(starvation_factor)
         self.level: dict[str, int] = {}  # job id -> queue index
+        self.demoted: set[str] = set()  # the ids of the jobs below the top queue (level > 0)
         self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.timers: list[tuple[float, int, str, JobView, float]] = []
         self._below: list[int] = [0] * (len(self.thresholds) + 1)  # in a pass: begin_pass
@@ -121,8 +122,8 @@ class TiresiasOrder(PreemptiveOrder):
             below[queue] = total
             total += per_queue(-queue, 0)
 
-    def is_low_priority(self, job: JobView) -> bool:
-        return self.level.get(job.job_id, 0) > 0
+    def low_priority(self) -> Container[str]:
+        return self.demoted
 
     def started(self, job: JobView, now: float) -> None:
         self._arm_demotion(job, now, job.executed_gpu_s, run_start=now)
@@ -143,6 +144,7 @@ class TiresiasOrder(PreemptiveOrder):
             self._below[queue] -= job.num_gpus
         if job.status in (DONE, CANCELLED):
             self.level.pop(job.job_id, None)
+            self.demoted.discard(job.job_id)
             self.offset.pop(job.job_id, None)
             return
         if self.starvation_factor is not None:
@@ -169,10 +171,12 @@ class TiresiasOrder(PreemptiveOrder):
                         self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
                         continue
                     self.level[jid] = level + 1
+                    self.demoted.add(jid)
                     self.policy.running_order(view).rekey(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
             elif job.status is PENDING and job.pending_since == tag and self.level.get(jid, 0) > 0:
                 self.level[jid] = 0
+                self.demoted.discard(jid)
                 self.offset[jid] = job.executed_gpu_s
                 self.policy.queue(view).rerank(job)
 

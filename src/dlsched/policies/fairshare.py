@@ -99,7 +99,8 @@ class TenantFairShare(Policy):
         if not tenants or view.free.total == 0:
             return plan
         # each tenant's oldest waiting job goes first: when none of them fits the idle GPUs,
-        # none starts, and no score need be computed (a fifth of the passes of a Philly replay)
+        # none starts, and no score need be computed (22,943 of FTF's 157,021 passes in a
+        # Philly replay)
         if all(jobs[0][2].num_gpus > view.free.total for jobs in tenants.values()):
             return plan
         self.held, self.planned = view.tenant_gpus, {}

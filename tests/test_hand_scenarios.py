@@ -287,9 +287,9 @@ def test_preemption_spares_a_victim_the_new_job_can_do_without():
 
 
 def test_tiresias_knows_its_demoted_jobs_through_demotion_promotion_and_finish():
-    # the order keeps the ids of the jobs below the top queue, which the elastic part asks
+    # the order's low-priority ids (the jobs below the top queue), which the elastic part asks
     # once a pass: in the promotion scenario above, A is demoted at 100 and promoted at 450,
-    # B demoted at 250; each leaves it when it ends
+    # B demoted at 250; each leaves them when it ends (the order keeps no level of 0)
     from dlsched.cluster import parse_cluster_spec
     from dlsched.policies.catalog import make_policy
     from dlsched.sim import simulate

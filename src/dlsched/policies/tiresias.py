@@ -82,8 +82,9 @@ class TiresiasOrder(PreemptiveOrder):
                 f"must be a number > 0 (or unset for no promotion), got {starvation_factor!r}",
             )
         self.starvation_factor = None if starvation_factor is None else float(starvation_factor)
-        self.level: dict[str, int] = {}  # job id -> queue index
-        self.demoted: set[str] = set()  # the ids of the jobs below the top queue (level > 0)
+        # job id -> queue index, for the jobs below the top queue only (0, the top, is the
+        # default): its keys are the demoted jobs (``low_priority``)
+        self.level: dict[str, int] = {}
         self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.timers: list[tuple[float, int, str, JobView, float]] = []
         self._below: list[int] = [0] * (len(self.thresholds) + 1)  # in a pass: begin_pass
@@ -123,7 +124,7 @@ class TiresiasOrder(PreemptiveOrder):
             total += per_queue(-queue, 0)
 
     def low_priority(self) -> Container[str]:
-        return self.demoted
+        return self.level.keys()
 
     def started(self, job: JobView, now: float) -> None:
         self._arm_demotion(job, now, job.executed_gpu_s, run_start=now)
@@ -144,7 +145,6 @@ class TiresiasOrder(PreemptiveOrder):
             self._below[queue] -= job.num_gpus
         if job.status in (DONE, CANCELLED):
             self.level.pop(job.job_id, None)
-            self.demoted.discard(job.job_id)
             self.offset.pop(job.job_id, None)
             return
         if self.starvation_factor is not None:
@@ -171,12 +171,10 @@ class TiresiasOrder(PreemptiveOrder):
                         self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
                         continue
                     self.level[jid] = level + 1
-                    self.demoted.add(jid)
                     self.policy.running_order(view).rekey(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
             elif job.status is PENDING and job.pending_since == tag and self.level.get(jid, 0) > 0:
-                self.level[jid] = 0
-                self.demoted.discard(jid)
+                del self.level[jid]  # back in the top queue
                 self.offset[jid] = job.executed_gpu_s
                 self.policy.queue(view).rerank(job)
 

@@ -71,6 +71,8 @@ class PerfSpeed:
         spec = job.spec
         if spec.model is None:
             return None
+        # (``__call__``'s key for a placement over two nodes, in its cache: the same speed;
+        # ``__call__`` builds its key inline, as it is asked at every start)
         key = (
             spec.model,
             spec.num_gpus,

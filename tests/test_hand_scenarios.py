@@ -176,6 +176,22 @@ def test_a_long_job_under_a_short_schedule_interval_is_not_taken_for_a_policy_cy
     assert s["A"].finish == 100_000
 
 
+def test_a_schedule_interval_ticking_past_its_bound_stops_with_an_error_naming_it():
+    # One job of 1,000 s from 0 under a 10 s interval: ticks at 10, 20, ..., 1,000 (the last at
+    # the instant of the finish), 100. A bound of 100 runs; 99 stops the run naming the
+    # interval, where 1 ms over a long trace would have run for hours.
+    from dlsched.errors import SpecError
+
+    jobs = [job("A", 0, 1, 1000)]
+    s, r = run("1x1", jobs, "fifo", SimConfig(schedule_interval_s=10, max_ticks=100))
+    assert s["A"].finish == 1000 and r.events == 2 + 100  # an arrival, a completion, the ticks
+    with pytest.raises(SpecError, match="schedule_interval_s.*max_ticks=99 times by t=1000s"):
+        run("1x1", [job("A", 0, 1, 1000)], "fifo", SimConfig(schedule_interval_s=10, max_ticks=99))
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(SpecError, match="max_ticks"):
+            SimConfig(max_ticks=bad)
+
+
 def test_node_failure_requeues_the_job_which_resumes_elsewhere():
     # Two 1-GPU nodes. A runs on node 0 from 0; node 0 fails at 40. A restarts on node 1 at
     # 40, pauses 30, and has 60 s left: ends at 130.

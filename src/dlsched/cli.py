@@ -139,7 +139,8 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument(
         "--schedule-interval-s",
         type=float,
-        help="also decide every N seconds (default: only at events)",
+        help="also decide every N seconds (default: only at events); a run stops with an "
+        "error past a bound on its ticks (max_ticks in docs/simulator.md)",
     )
     p.add_argument(
         "--node-events",

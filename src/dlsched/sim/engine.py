@@ -54,6 +54,11 @@ class SimConfig(Costs):
     stall_limit: int = 100_000
     # Scheduling points happen at every event; set this to also decide every N seconds.
     schedule_interval_s: float | None = None
+    # Stop with an error naming ``schedule_interval_s`` past this many ticks of it: an interval
+    # short against the trace's span is a pass per tick (1 ms over full Philly about 10^10,
+    # hours). Chosen: full Philly at 1 s (about 10^7 ticks) runs, and at 1 ms reaches the bound
+    # in 27 s under fifo, 64 s under tiresias (measured 2026-11-30, docs/simulator.md).
+    max_ticks: int = 20_000_000
     # Resource changes: (time_s, "down" | "up", node_id) (:mod:`dlsched.node_events`).
     node_events: Sequence[NodeEvent] = ()
     timeseries: bool = True
@@ -71,6 +76,10 @@ class SimConfig(Costs):
         Costs.__post_init__(self)
         if self.schedule_interval_s is not None:
             check_time("schedule_interval_s", self.schedule_interval_s, least=MIN_INTERVAL_S)
+        for name in ("stall_limit", "max_ticks"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise SpecError(name, f"must be a whole number >= 1, got {value!r}")
         object.__setattr__(self, "node_events", check_node_events(self.node_events))
 
 
@@ -232,7 +241,7 @@ class Simulator:
         wakeup = INF
         interval = cfg.schedule_interval_s
         tick = state.now + interval if interval else INF
-        done_before = arrived_before = idle_passes = 0
+        done_before = arrived_before = idle_passes = ticks = 0
         # Once no job runs and nothing is left to arrive, periodic events (the inference
         # demand cycle, the schedule interval) go on for ever: after a whole cycle of them in
         # which nothing started, what is still pending can never run. The interval ticks for
@@ -335,6 +344,13 @@ class Simulator:
                 tick = t + interval
                 res.events += 1
                 ticked = True
+                ticks += 1
+                if ticks > cfg.max_ticks:
+                    raise SpecError(
+                        "schedule_interval_s",
+                        f"{interval:g} s ticked more than max_ticks={cfg.max_ticks:,} times by "
+                        f"t={t:.0f}s: choose a longer interval",
+                    )
             plan = plan_pass(state)
             res.schedule_calls += 1
             if done_before != done or arrived_before != i:

@@ -1,5 +1,8 @@
 """Small scenarios whose completion times are worked out by hand in each test."""
 
+import contextlib
+import signal
+
 import pytest
 
 from conftest import job, run
@@ -115,6 +118,40 @@ def test_tiresias_does_not_preempt_within_a_queue():
     assert s["C"].first_start == 50
     assert (jct(s, "A"), jct(s, "B"), jct(s, "C")) == (270, 30, 40)
     assert s["A"].preemptions == 1
+
+
+@contextlib.contextmanager
+def ends_within(seconds):
+    """A hang fails the test (with its traceback) instead of holding the suite."""
+
+    def on_alarm(*_):
+        raise TimeoutError(f"not ended within {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
+@pytest.mark.parametrize("t0", [0, 235_696])
+def test_tiresias_with_thresholds_of_milliseconds_ends_and_wakes_once_a_pause(t0):
+    # 1 GPU, thresholds 0.001 and 4.001 GPU-s, a 30 s restart pause. A (100 s) starts at t0
+    # and crosses 0.001 at t0 + 0.001 (at 235,696.001 the clock's resolution leaves its service
+    # a hair below the threshold: the demotion timer was armed at that same instant again, for
+    # ever). B (3 s, queue 0) arrives at t0 + 4 and preempts A (queue 1, 4 GPU-s done), and
+    # ends at t0 + 7. A restarts, pauses until t0 + 37 and crosses 4.001 a millisecond after:
+    # it was woken every millisecond of the pause (30,000 passes). Its 96 s left end at
+    # t0 + 133. Wake-ups: A's and B's first demotions, B's timer after it ended, A's during its
+    # pause and at its crossing; with the two arrivals and two completions, 9 events.
+    jobs = [job("A", t0, 1, 100), job("B", t0 + 4, 1, 3)]
+    config = SimConfig(restart_overhead_s=30)
+    with ends_within(30):
+        s, r = run("1x1", jobs, "tiresias", config, thresholds_gpu_s=[0.001, 4.001])
+    assert (jct(s, "A"), jct(s, "B")) == (133, 3)
+    assert s["A"].preemptions == 1 and r.events == 9
 
 
 def test_tiresias_starvation_promotion():

@@ -132,10 +132,15 @@ class TiresiasOrder(PreemptiveOrder):
     def _arm_demotion(self, job: JobView, now: float, executed: float, run_start: float) -> None:
         """Wake up when the job's executed service may cross its queue's threshold (at the
         earliest: a restart pause only delays it, which the timer then finds out)."""
-        level = self.level.get(job.job_id, 0)
-        if level < len(self.thresholds):
-            left = self.thresholds[level] - (executed - self.offset.get(job.job_id, 0.0))
-            self._timer(now + max(0.0, left) / job.num_gpus, "demote", job, run_start)
+        if self.level.get(job.job_id, 0) < len(self.thresholds):
+            self._timer(self._crossing(job, now, executed), "demote", job, run_start)
+
+    def _crossing(self, job: JobView, progress_from: float, executed: float) -> float:
+        """When the job's service crosses its queue's threshold, making progress from
+        ``progress_from`` on its requested GPUs."""
+        threshold = self.thresholds[self.level.get(job.job_id, 0)]
+        left = threshold - (executed - self.offset.get(job.job_id, 0.0))
+        return progress_from + max(0.0, left) / job.num_gpus
 
     def stopped(self, job: JobView, now: float) -> None:
         # a victim of the pass under way: its GPUs are counted idle now (between passes this
@@ -168,8 +173,16 @@ class TiresiasOrder(PreemptiveOrder):
                 ):
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):  # paused meanwhile
-                        self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
-                        continue
+                        # again when its service would cross, counted from the end of a
+                        # pause under way (not every threshold's worth during it: a small
+                        # threshold woke the replay tens of thousands of times a pause)
+                        resumes = job.resume_at if job.resume_at > now else now
+                        at = self._crossing(job, resumes, view.executed_gpu_s(job))
+                        if at > now:
+                            self._timer(at, "demote", job, tag)
+                            continue
+                        # what is left is below the clock's resolution at now: crossed (a
+                        # timer at now again would be popped again, for ever)
                     self.level[jid] = level + 1
                     self.policy.running_order(view).rekey(job)
                     self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)

@@ -172,7 +172,7 @@ class TiresiasOrder(PreemptiveOrder):
                     and level < len(self.thresholds)
                 ):
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
-                    if executed < self.thresholds[level] * (1 - 1e-9):  # paused meanwhile
+                    if executed < self.thresholds[level] * (1 - 1e-9):  # paused, or on fewer GPUs
                         # again when its service would cross, counted from the end of a
                         # pause under way (not every threshold's worth during it: a small
                         # threshold woke the replay tens of thousands of times a pause)

@@ -258,3 +258,30 @@ def test_a_grown_job_gives_back_only_what_the_waiting_job_needs():
     # GPUs in use, a step series: 4 from 0 on, never fewer before B ends
     assert r.ts_used[0] == 4 and all(used == 4 for t, used in zip(r.ts_time, r.ts_used) if t < 400)
     assert s["e"].resizes == 2  # 4 -> 2 at 100, back to 4 at 400
+
+
+def test_a_job_shrunk_below_its_request_is_woken_once_at_its_crossing():
+    # 4 GPUs, thresholds 100 and 300 GPU-s, shrinking as soon as one job waits. E (asks 2, 1..2,
+    # 200 s) runs alone on 2: queue 1 at 50 (100 GPU-s), its next timer for 300 at 50 + 200 / 2
+    # = 150. B (3 GPUs, 1000 s) arrives at 60 and waits: E, of a lower queue, scales in to 1
+    # (free in the background) and B starts. E has 120 GPU-s then and gains 1 a second: at 150
+    # the timer finds 210 and wakes again at the crossing, 150 + 90 = 240. It woke at 195,
+    # 217.5, ... (half of what was left each time, on the GPUs it asked for) 28 times more.
+    # E's last 140 s of work at 0.6 end at 60 + 140 / 0.6; B at 1060. Events: 2 arrivals, 2
+    # completions, 5 wake-ups (E at 50, 150 and 240; B's demotions at 93.3 and 160).
+    jobs = [
+        JobSpec("e", 0.0, 2, 200.0, model="m", min_gpus=1, max_gpus=2),
+        JobSpec("b", 60.0, 3, 1000.0, model="m"),
+    ]
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        jobs,
+        make_policy("elastic-tiresias", thresholds_gpu_s=[100, 300], shrink_when_waiting=0),
+        SimConfig(),
+        workload=SizeTable(LINEARISH),
+    )
+    r = sim.run()
+    s = {j.job_id: j for j in r.jobs}
+    assert s["e"].finish == pytest.approx(60 + 140 / 0.6) and s["e"].resizes == 1
+    assert s["b"].first_start == 60 and s["b"].finish == 1060
+    assert r.events == 9

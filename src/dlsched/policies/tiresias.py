@@ -127,20 +127,24 @@ class TiresiasOrder(PreemptiveOrder):
         return self.level.keys()
 
     def started(self, job: JobView, now: float) -> None:
-        self._arm_demotion(job, now, job.executed_gpu_s, run_start=now)
+        # (on the GPUs it asked for: an elastic job may yet be grown in this pass, and the
+        # timer then finds out late, or shrunk, and the timer finds it short and wakes again)
+        self._arm_demotion(job, now, job.executed_gpu_s, now, job.num_gpus)
 
-    def _arm_demotion(self, job: JobView, now: float, executed: float, run_start: float) -> None:
+    def _arm_demotion(
+        self, job: JobView, now: float, executed: float, run_start: float, gpus: int
+    ) -> None:
         """Wake up when the job's executed service may cross its queue's threshold (at the
         earliest: a restart pause only delays it, which the timer then finds out)."""
         if self.level.get(job.job_id, 0) < len(self.thresholds):
-            self._timer(self._crossing(job, now, executed), "demote", job, run_start)
+            self._timer(self._crossing(job, now, executed, gpus), "demote", job, run_start)
 
-    def _crossing(self, job: JobView, progress_from: float, executed: float) -> float:
-        """When the job's service crosses its queue's threshold, making progress from
-        ``progress_from`` on its requested GPUs."""
+    def _crossing(self, job: JobView, progress_from: float, executed: float, gpus: int) -> float:
+        """When the job's service crosses its queue's threshold, making progress on ``gpus``
+        GPUs from ``progress_from``."""
         threshold = self.thresholds[self.level.get(job.job_id, 0)]
         left = threshold - (executed - self.offset.get(job.job_id, 0.0))
-        return progress_from + max(0.0, left) / job.num_gpus
+        return progress_from + max(0.0, left) / gpus
 
     def stopped(self, job: JobView, now: float) -> None:
         # a victim of the pass under way: its GPUs are counted idle now (between passes this
@@ -171,13 +175,17 @@ class TiresiasOrder(PreemptiveOrder):
                     and job.segment_start == tag
                     and level < len(self.thresholds)
                 ):
+                    # service accrues on the GPUs the job holds (an elastic job's may differ
+                    # from its request)
+                    gpus = len(job.gpus)
                     executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
                     if executed < self.thresholds[level] * (1 - 1e-9):  # paused, or on fewer GPUs
-                        # again when its service would cross, counted from the end of a
-                        # pause under way (not every threshold's worth during it: a small
-                        # threshold woke the replay tens of thousands of times a pause)
+                        # again when its service would cross on them, counted from the end of
+                        # a pause under way (not every threshold's worth during it: a small
+                        # threshold woke the replay tens of thousands of times a pause; nor
+                        # again and again, each time a share, when it holds fewer than asked)
                         resumes = job.resume_at if job.resume_at > now else now
-                        at = self._crossing(job, resumes, view.executed_gpu_s(job))
+                        at = self._crossing(job, resumes, view.executed_gpu_s(job), gpus)
                         if at > now:
                             self._timer(at, "demote", job, tag)
                             continue
@@ -185,7 +193,7 @@ class TiresiasOrder(PreemptiveOrder):
                         # timer at now again would be popped again, for ever)
                     self.level[jid] = level + 1
                     self.policy.running_order(view).rekey(job)
-                    self._arm_demotion(job, now, view.executed_gpu_s(job), run_start=tag)
+                    self._arm_demotion(job, now, view.executed_gpu_s(job), tag, gpus)
             elif job.status is PENDING and job.pending_since == tag and self.level.get(jid, 0) > 0:
                 del self.level[jid]  # back in the top queue
                 self.offset[jid] = job.executed_gpu_s

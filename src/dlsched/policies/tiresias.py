@@ -127,15 +127,15 @@ class TiresiasOrder(PreemptiveOrder):
         return self.level.keys()
 
     def started(self, job: JobView, now: float) -> None:
-        # (on the GPUs it asked for: an elastic job may yet be grown in this pass, and the
-        # timer then finds out late, or shrunk, and the timer finds it short and wakes again)
+        # (on the GPUs it asked for: the pass may yet grow or shrink an elastic job)
         self._arm_demotion(job, now, job.executed_gpu_s, now, job.num_gpus)
 
     def _arm_demotion(
         self, job: JobView, now: float, executed: float, run_start: float, gpus: int
     ) -> None:
-        """Wake up when the job's executed service may cross its queue's threshold (at the
-        earliest: a restart pause only delays it, which the timer then finds out)."""
+        """Wake up when the job's executed service on ``gpus`` GPUs would cross its queue's
+        threshold. A restart pause delays the crossing and a shrink moves it later, which the
+        timer finds out when it fires; a job grown since is demoted late."""
         if self.level.get(job.job_id, 0) < len(self.thresholds):
             self._timer(self._crossing(job, now, executed, gpus), "demote", job, run_start)
 

@@ -1,4 +1,6 @@
+import contextlib
 import os
+import signal
 
 import pytest
 
@@ -13,6 +15,22 @@ def job(job_id, submit, gpus, duration, **kw):
     return JobSpec(
         job_id=job_id, submit_time_s=float(submit), num_gpus=gpus, duration_s=float(duration), **kw
     )
+
+
+@contextlib.contextmanager
+def ends_within(seconds):
+    """A hang fails the test (with its traceback) instead of holding the suite."""
+
+    def on_alarm(*_):
+        raise TimeoutError(f"not ended within {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def run(cluster, jobs, policy, config=None, **params):

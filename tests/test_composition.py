@@ -12,9 +12,10 @@ job instead of the view, consolidated placements that asked for fewer nodes than
 placement has, and the quota stage cycling (the last test)."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from conftest import ends_within
 from dlsched.admission import QuotaAdmission
 from dlsched.cluster import parse_cluster_spec
 from dlsched.inference import DemandCycle, DemandStep
@@ -129,6 +130,38 @@ def test_every_mechanism_composed_keeps_the_invariants_and_ends_every_job(case, 
     result = checked(sim).run()  # the state's invariants after every plan
     assert sorted(j.job_id for j in result.jobs) == sorted(s.job_id for s in jobs)
     for job in result.jobs:  # a job that never ran waits for a quota that cannot admit it
+        assert job.status is Status.DONE or quotas is not None, (job.job_id, job.status)
+
+
+# 150 examples: about 2 s. Thresholds of milliseconds hung a replay (a demotion timer re-armed at
+# the same instant for ever: the clock's resolution left its service a hair short) or woke it
+# every threshold's worth of a restart pause; ``ends_within`` turns a hang into a failure, not
+# shrunk (each try of a hang would cost the alarm's wait).
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
+@given(
+    cases(),
+    st.sampled_from(["tiresias", "elastic-tiresias"]),
+    st.sampled_from([[1e-6, 0.01, 3.0], [0.001], [0.001, 5.0], [10.0, 100.0]]),
+)
+def test_tiresias_with_thresholds_of_milliseconds_composes_and_ends(case, policy, thresholds):
+    cluster, jobs, quotas, config = case
+    nodes = parse_cluster_spec(cluster)
+    sim = Simulator(
+        nodes,
+        jobs,
+        make_policy(policy, thresholds_gpu_s=thresholds),
+        config,
+        workload=PerfSpeed(PerfModel(), nodes),
+        admission=None if quotas is None else QuotaAdmission(quotas),
+    )
+    with ends_within(10):
+        result = checked(sim).run()
+    for job in result.jobs:
         assert job.status is Status.DONE or quotas is not None, (job.job_id, job.status)
 
 

@@ -1,11 +1,8 @@
 """Small scenarios whose completion times are worked out by hand in each test."""
 
-import contextlib
-import signal
-
 import pytest
 
-from conftest import job, run
+from conftest import ends_within, job, run
 from dlsched.sim import SimConfig
 
 
@@ -118,22 +115,6 @@ def test_tiresias_does_not_preempt_within_a_queue():
     assert s["C"].first_start == 50
     assert (jct(s, "A"), jct(s, "B"), jct(s, "C")) == (270, 30, 40)
     assert s["A"].preemptions == 1
-
-
-@contextlib.contextmanager
-def ends_within(seconds):
-    """A hang fails the test (with its traceback) instead of holding the suite."""
-
-    def on_alarm(*_):
-        raise TimeoutError(f"not ended within {seconds} s")
-
-    before = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
 
 
 @pytest.mark.parametrize("t0", [0, 235_696])

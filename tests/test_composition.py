@@ -117,19 +117,25 @@ def cases(draw):
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.sampled_from(sorted(POLICIES)))
 def test_every_mechanism_composed_keeps_the_invariants_and_ends_every_job(case, policy):
+    run_composed(case, make_policy(policy))
+
+
+def run_composed(case, policy):
+    """Replay a drawn case, checking the state's invariants after every plan: every job ends,
+    but one that waits for a quota that cannot admit it."""
     cluster, jobs, quotas, config = case
     nodes = parse_cluster_spec(cluster)
     sim = Simulator(
         nodes,
         jobs,
-        make_policy(policy),
+        policy,
         config,
         workload=PerfSpeed(PerfModel(), nodes),
         admission=None if quotas is None else QuotaAdmission(quotas),
     )
-    result = checked(sim).run()  # the state's invariants after every plan
+    result = checked(sim).run()
     assert sorted(j.job_id for j in result.jobs) == sorted(s.job_id for s in jobs)
-    for job in result.jobs:  # a job that never ran waits for a quota that cannot admit it
+    for job in result.jobs:
         assert job.status is Status.DONE or quotas is not None, (job.job_id, job.status)
 
 
@@ -149,20 +155,8 @@ def test_every_mechanism_composed_keeps_the_invariants_and_ends_every_job(case, 
     st.sampled_from([[1e-6, 0.01, 3.0], [0.001], [0.001, 5.0], [10.0, 100.0]]),
 )
 def test_tiresias_with_thresholds_of_milliseconds_composes_and_ends(case, policy, thresholds):
-    cluster, jobs, quotas, config = case
-    nodes = parse_cluster_spec(cluster)
-    sim = Simulator(
-        nodes,
-        jobs,
-        make_policy(policy, thresholds_gpu_s=thresholds),
-        config,
-        workload=PerfSpeed(PerfModel(), nodes),
-        admission=None if quotas is None else QuotaAdmission(quotas),
-    )
     with ends_within(10):
-        result = checked(sim).run()
-    for job in result.jobs:
-        assert job.status is Status.DONE or quotas is not None, (job.job_id, job.status)
+        run_composed(case, make_policy(policy, thresholds_gpu_s=thresholds))
 
 
 CYCLES = {

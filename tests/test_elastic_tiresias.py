@@ -28,11 +28,11 @@ class SizeTable(TraceModel):
 LINEARISH = {"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6}, "flat": {1: 1.0, 2: 1.05, 3: 1.08, 4: 1.1}}
 
 
-def run(jobs, cluster="1x4", **cfg):
+def run(jobs, cluster="1x4", policy="elastic-tiresias", params=None, **cfg):
     sim = Simulator(
         parse_cluster_spec(cluster),
         jobs,
-        make_policy("elastic-tiresias"),
+        make_policy(policy, **(params or {})),
         SimConfig(**cfg),
         workload=SizeTable(LINEARISH),
     )
@@ -131,14 +131,7 @@ def test_a_job_shrunk_for_waiting_jobs_is_not_grown_back_while_they_wait():
         JobSpec("a", 0.0, 2, 100.0, model="m", min_gpus=1, max_gpus=2),
         JobSpec("b", 10.0, 4, 10.0, model="m"),
     ]
-    sim = Simulator(
-        parse_cluster_spec("1x4"),
-        jobs,
-        make_policy("elastic-fifo", shrink_when_waiting=0),
-        SimConfig(),
-        workload=SizeTable(LINEARISH),
-    )
-    s = {j.job_id: j for j in sim.run().jobs}
+    s, _ = run(jobs, policy="elastic-fifo", params={"shrink_when_waiting": 0})
     assert s["a"].resizes == 1 and s["a"].finish == pytest.approx(160)
     assert s["b"].first_start == pytest.approx(160) and s["b"].finish == pytest.approx(170)
 
@@ -273,15 +266,7 @@ def test_a_job_shrunk_below_its_request_is_woken_once_at_its_crossing():
         JobSpec("e", 0.0, 2, 200.0, model="m", min_gpus=1, max_gpus=2),
         JobSpec("b", 60.0, 3, 1000.0, model="m"),
     ]
-    sim = Simulator(
-        parse_cluster_spec("1x4"),
-        jobs,
-        make_policy("elastic-tiresias", thresholds_gpu_s=[100, 300], shrink_when_waiting=0),
-        SimConfig(),
-        workload=SizeTable(LINEARISH),
-    )
-    r = sim.run()
-    s = {j.job_id: j for j in r.jobs}
+    s, r = run(jobs, params={"thresholds_gpu_s": [100, 300], "shrink_when_waiting": 0})
     assert s["e"].finish == pytest.approx(60 + 140 / 0.6) and s["e"].resizes == 1
     assert s["b"].first_start == 60 and s["b"].finish == 1060
     assert r.events == 9

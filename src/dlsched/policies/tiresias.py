@@ -178,14 +178,15 @@ class TiresiasOrder(PreemptiveOrder):
                     # service accrues on the GPUs the job holds (an elastic job's may differ
                     # from its request)
                     gpus = len(job.gpus)
-                    executed = view.executed_gpu_s(job) - self.offset.get(jid, 0.0)
-                    if executed < self.thresholds[level] * (1 - 1e-9):  # paused, or on fewer GPUs
-                        # again when its service would cross on them, counted from the end of
-                        # a pause under way (not every threshold's worth during it: a small
-                        # threshold woke the replay tens of thousands of times a pause; nor
-                        # again and again, each time a share, when it holds fewer than asked)
+                    executed = view.executed_gpu_s(job)
+                    if executed - self.offset.get(jid, 0.0) < self.thresholds[level] * (1 - 1e-9):
+                        # short (paused, or on fewer GPUs): again when its service would cross
+                        # on them, counted from the end of a pause under way (not every
+                        # threshold's worth during it: a small threshold woke the replay tens of
+                        # thousands of times a pause; nor again and again, each time a share,
+                        # when it holds fewer than asked)
                         resumes = job.resume_at if job.resume_at > now else now
-                        at = self._crossing(job, resumes, view.executed_gpu_s(job), gpus)
+                        at = self._crossing(job, resumes, executed, gpus)
                         if at > now:
                             self._timer(at, "demote", job, tag)
                             continue
@@ -193,7 +194,7 @@ class TiresiasOrder(PreemptiveOrder):
                         # timer at now again would be popped again, for ever)
                     self.level[jid] = level + 1
                     self.policy.running_order(view).rekey(job)
-                    self._arm_demotion(job, now, view.executed_gpu_s(job), tag, gpus)
+                    self._arm_demotion(job, now, executed, tag, gpus)
             elif job.status is PENDING and job.pending_since == tag and self.level.get(jid, 0) > 0:
                 del self.level[jid]  # back in the top queue
                 self.offset[jid] = job.executed_gpu_s

@@ -5,12 +5,24 @@ where the rlimits alone bound each process."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
-from dlsched.runtime.cgroups import ORPHAN_AGE_S, Group, detect, group_name, remove_orphans
+from dlsched.runtime.cgroups import (
+    ORPHAN_AGE_S,
+    Group,
+    detect,
+    group_name,
+    join_fds,
+    remove_orphans,
+)
+from dlsched.runtime.procfs import stat_fields
 from dlsched.runtime.tenant_process import TenantError, TenantProcess
 
 HIERARCHY = detect() if os.geteuid() == 0 else None
@@ -89,9 +101,6 @@ def test_a_group_bounds_cpu_time(tmp_path):
 def test_groups_whose_maker_died_go_and_the_others_stay():
     # the executor kills a run's Ray workers, so a worker never removes its tenant process's
     # group itself: the next group made on the node removes those of dead makers
-    import subprocess
-    import time
-
     ended = subprocess.Popen([sys.executable, "-c", ""])
     ended.wait()  # a pid no process has now
     orphan = Group(HIERARCHY, f"test-orphan-{ended.pid}.1-1", None, 16)
@@ -110,4 +119,83 @@ def test_groups_whose_maker_died_go_and_the_others_stay():
         assert all(d.exists() for d in recent.dirs + mine.dirs)
     finally:
         for group in (orphan, reused, old_style, recent, mine):
+            group.remove()
+
+
+def _sleeper_in(group: Group) -> subprocess.Popen:
+    """A process that would sleep ten minutes, in ``group`` before it execs."""
+    fds = group.open_for_child()
+    try:
+        return subprocess.Popen(["sleep", "600"], preexec_fn=lambda: join_fds(fds))
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_the_tasks_left_in_a_group_whose_maker_died_are_killed_with_it():
+    # an orphaned bubblewrap sandbox, its launcher killed mid-setup, waited for it two hours:
+    # what is left in a dead maker's group is killed, in this pid namespace only (a pid of
+    # another one means nothing here)
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    orphan = Group(HIERARCHY, f"test-left-{ended.pid}.1.{namespace}-1", None, 16)
+    elsewhere = Group(HIERARCHY, f"test-left-{ended.pid}.1.{namespace + 1}-2", None, 16)
+    mine = Group(HIERARCHY, group_name("test-left-mine", 2), None, 16)
+    sleepers = {g: _sleeper_in(g) for g in (orphan, elsewhere, mine)}
+    past = time.time() - 2 * ORPHAN_AGE_S
+    for group in sleepers:
+        for d in group.dirs:
+            os.utime(d, (past, past))
+    try:
+        remove_orphans(HIERARCHY)
+        assert sleepers[orphan].wait(timeout=10) == -signal.SIGKILL
+        assert not any(d.exists() for d in orphan.dirs)
+        assert sleepers[elsewhere].poll() is None and sleepers[mine].poll() is None
+        assert all(d.exists() for d in elsewhere.dirs + mine.dirs)
+    finally:
+        for group, sleeper in sleepers.items():
+            sleeper.kill()
+            sleeper.wait()
+            group.remove()
+
+
+ESCAPES = textwrap.dedent(
+    """
+    import os, sys, time
+    child = os.fork()
+    if child == 0:  # a session of its own: the kill of the process's session misses it
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    print("CHILD", child, flush=True)
+    """
+)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_what_a_tenant_process_leaves_in_its_group_is_killed_with_it(tmp_path):
+    # its child holds the channel, so the worker's kill() is what ends the job's processes
+    group = Group(HIERARCHY, f"test-escapes-{os.getpid()}", None, 16)
+    process = TenantProcess([sys.executable, "-c", ESCAPES], {}, tmp_path / "log", group)
+    assert process.proc.wait(timeout=30) == 0
+    deadline = time.monotonic() + 10
+    while "CHILD" not in _text(tmp_path / "log") and time.monotonic() < deadline:
+        time.sleep(0.05)  # (the log is copied by a thread of its own)
+    child = int(_text(tmp_path / "log").split("CHILD", 1)[1].split()[0])
+    try:
+        process.kill()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # (a zombie until init reaps it: its state says so)
+        stat = stat_fields(child)
+        assert stat is None or stat[0] == "Z", stat
+        process._reader.join(timeout=10)  # (it removes the group)
+        assert not any(d.exists() for d in group.dirs)
+    finally:
+        if Path(f"/proc/{child}").exists():
+            os.kill(child, signal.SIGKILL)
             group.remove()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,11 +59,17 @@ ORPHAN_AGE_S = 60.0
 
 
 def group_name(owner: str, number: int) -> str:
-    """``owner-<pid>.<start time>-number``, this process's pid and start time: unique on the
-    node even once pids wrap around (they do, in minutes, while the suite runs), and a later
-    process can tell whether the maker still lives (:func:`remove_orphans`)."""
+    """``owner-<pid>.<start time>.<pid namespace>-number``, this process's pid, start time and
+    pid namespace: unique on the node even once pids wrap around (they do, in minutes, while the
+    suite runs), and a later process can tell whether the maker still lives
+    (:func:`remove_orphans`)."""
     pid = os.getpid()
-    return f"{owner}-{pid}.{_start_time(pid)}-{number}"
+    return f"{owner}-{pid}.{_start_time(pid)}.{_pid_namespace()}-{number}"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (its inode): a pid means a process only within it."""
+    return str(os.stat("/proc/self/ns/pid").st_ino)
 
 
 def _start_time(pid: int) -> str | None:
@@ -74,10 +81,13 @@ def _start_time(pid: int) -> str | None:
 def remove_orphans(hierarchy: Hierarchy) -> int:
     """Remove the groups left behind by makers that died: the executor kills a run's Ray
     workers, and a killed worker never removes its tenant process's group (thousands piled up
-    over a day of tests here). A group that still holds a task stays (the kernel refuses to
-    remove it), and so does one whose maker lives or that was made in the last
-    ``ORPHAN_AGE_S``. Returns how many went."""
-    removed, now = 0, time.time()
+    over a day of tests here), nor ends what is left in it (a bubblewrap sandbox whose launcher
+    was killed in its setup waits for it for ever: one lived two hours here). The tasks of a
+    group whose maker died in this pid namespace are killed first; one still busy then is
+    removed by a later call. A group whose maker lives stays, and so does one made in the last
+    ``ORPHAN_AGE_S``, and one of another pid namespace while it holds a task (its maker's pid
+    means nothing here). Returns how many went."""
+    removed, now, namespace = 0, time.time(), _pid_namespace()
     for root in hierarchy.roots:
         try:
             entries = list(os.scandir(root / PARENT))
@@ -85,18 +95,24 @@ def remove_orphans(hierarchy: Hierarchy) -> int:
             continue
         for entry in entries:
             parts = entry.name.rsplit("-", 2)
-            # "<pid>.<start time>" (group_name), or "<pid>" alone (named by dlsched before)
-            pid, _, started = parts[1].partition(".") if len(parts) == 3 else ("", "", "")
-            if not pid.isdigit() or not (started.isdigit() or not started):
+            # "<pid>.<start time>.<pid namespace>" (group_name), or without the namespace, or
+            # "<pid>" alone (named by dlsched before)
+            maker = parts[1].split(".") if len(parts) == 3 else []
+            pid, started, made_in = (maker + ["", "", ""])[:3]
+            if len(maker) > 3 or not pid.isdigit() or not (started.isdigit() or not started):
                 continue  # not one of ours
+            here = made_in in ("", namespace)  # (unnamed: made before namespaces were named)
             now_started = _start_time(int(pid))
-            if now_started is not None and started in ("", now_started):
+            if here and now_started is not None and started in ("", now_started):
                 continue  # its maker lives
             try:
                 if now - entry.stat().st_mtime < ORPHAN_AGE_S:
                     continue
-                os.rmdir(entry.path)
-                removed += 1
+                if made_in == namespace and kill_tasks([Path(entry.path)]):
+                    _remove_dir(Path(entry.path))  # once the killed have left
+                else:
+                    os.rmdir(entry.path)
+                removed += not os.path.exists(entry.path)
             except OSError:  # not a directory, busy, or gone meanwhile
                 continue
     return removed
@@ -174,19 +190,54 @@ class Group:
             return int(found.group(1))
         return 1 if _read(d / "memory.failcnt").strip() not in ("", "0") else 0
 
+    def kill_tasks(self) -> None:
+        """Kill what is still in the group (its process has ended: nothing left there may run
+        on, and a sandbox stuck in its setup never would end)."""
+        kill_tasks(self.dirs)
+
     def remove(self) -> None:
         """Once its processes are gone: killed tasks may take a moment to leave the group, so
         this tries for up to two seconds (a group still busy then is left behind, empty soon
         and harmless)."""
         for d in self.dirs:
-            for _ in range(40):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            _remove_dir(d)
+
+
+def kill_tasks(dirs: tuple[Path, ...] | list[Path]) -> int:
+    """SIGKILL every process in the groups at ``dirs``; returns how many were signalled. Each is
+    checked to be in one after its pidfd is open, so a pid that a process outside took meanwhile
+    is never signalled."""
+    signalled = 0
+    for _ in range(3):  # a process may fork while its group is read: read it again
+        pids = {p for d in dirs for p in _read(d / "cgroup.procs").split()}
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(int(pid))
+            except OSError:
+                continue  # gone
+            try:
+                if any(pid in _read(d / "cgroup.procs").split() for d in dirs):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    signalled += 1
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return signalled
+
+
+def _remove_dir(d: Path) -> None:
+    """Remove a group's directory, trying for up to two seconds while it is busy."""
+    for _ in range(40):
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def _write(path: Path, value: str, missing_ok: bool = False) -> None:

@@ -236,8 +236,9 @@ class TenantProcess:
         self.log.thread.join(timeout=10)
 
     def _end_process(self) -> int:
-        """Kill the process and what is left of its session (children it forked that outlive
-        it), and return its exit code (a forked one's, as its parent in the sandbox saw it)."""
+        """Kill the process and what is left of its session and its control group (children it
+        forked that outlive it), and return its exit code (a forked one's, as its parent in the
+        sandbox saw it)."""
         with self._end_lock:
             if self._exit_code is None:
                 if self.proc.returncode is None:  # not reaped yet: the group id is its own
@@ -246,6 +247,8 @@ class TenantProcess:
                     except (ProcessLookupError, PermissionError):
                         pass
                 code = self.proc.wait()
+                if self.group is not None:  # what its session's kill missed: a child in a
+                    self.group.kill_tasks()  # session of its own, a sandbox stuck in its setup
                 if self._template is not None:
                     code = _forked_exit(self._template, code)
                 self._exit_code = code

@@ -2,12 +2,15 @@
 
 import pytest
 
+from conftest import ends_within
+from dlsched.admission import QuotaAdmission
 from dlsched.cluster import parse_cluster_spec
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec
 from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
+from dlsched.tenant_quotas import TenantConfig, TenantQuota
 from dlsched.workload_model import TraceModel
 
 
@@ -270,3 +273,51 @@ def test_a_job_shrunk_below_its_request_is_woken_once_at_its_crossing():
     assert s["e"].finish == pytest.approx(60 + 140 / 0.6) and s["e"].resizes == 1
     assert s["b"].first_start == 60 and s["b"].finish == 1060
     assert r.events == 9
+
+
+def test_a_job_started_grown_is_demoted_at_its_crossing_on_the_gpus_it_got():
+    # 4 GPUs, one threshold of 100 GPU-s. E (asks 1, may use 1..4) starts alone on 4 at 0 and
+    # crosses 100 GPU-s at 25. B (4 GPUs) arrives at 50 and, of the top queue, preempts E (of
+    # the lower one) at once. (A timer set on the 1 GPU E asked for demoted it at 100.)
+    jobs = [
+        JobSpec("e", 0.0, 1, 1000.0, model="m", min_gpus=1, max_gpus=4),
+        JobSpec("b", 50.0, 4, 100.0, model="m"),
+    ]
+    s, _ = run(jobs, params={"thresholds_gpu_s": [100]})
+    assert s["b"].first_start == 50 and s["e"].preemptions == 1
+
+
+def test_a_job_grown_while_it_runs_is_demoted_at_its_crossing_on_the_gpus_it_got():
+    # A (3 GPUs, 10 s) and E (asks 1, 1..4) start at 0. At 10 E has 10 GPU-s and grows to 4:
+    # it crosses 100 GPU-s by 10 + 90 / 4 = 32.5 (or sooner). B (4 GPUs) arrives at 50 and
+    # preempts E at once. (A timer set on E's 1 GPU demoted it at 100.)
+    jobs = [
+        JobSpec("a", 0.0, 3, 10.0, model="m"),
+        JobSpec("e", 0.0, 1, 1000.0, model="m", min_gpus=1, max_gpus=4),
+        JobSpec("b", 50.0, 4, 100.0, model="m"),
+    ]
+    s, _ = run(jobs, params={"thresholds_gpu_s": [100]})
+    assert s["e"].resizes == 1 and s["e"].preemptions == 1
+    assert s["b"].first_start == 50
+
+
+def test_a_growth_the_quota_stage_cuts_at_every_pass_wakes_the_replay_no_sooner():
+    # Tenant a may hold 1 GPU: elastic Tiresias plans E (asks 1, 1..4, 600 s) on 4 at
+    # every pass and the stage cuts it back to 1. E's demotion timer, set on the 4 GPUs, would
+    # have woken the replay at the crossing on 4 (25 s), and each pass there again at a quarter
+    # of what was left (a run of passes with no end before the real crossing); on the GPUs it
+    # got, it wakes once, at 100. Events: the arrival, that wake-up, the completion.
+    quotas = TenantConfig({"a": TenantQuota(nominal=1)})
+    sim = Simulator(
+        parse_cluster_spec("1x4"),
+        [JobSpec("e", 0.0, 1, 600.0, model="m", min_gpus=1, max_gpus=4, tenant="a")],
+        make_policy("elastic-tiresias", thresholds_gpu_s=[100]),
+        SimConfig(),
+        workload=SizeTable(LINEARISH),
+        admission=QuotaAdmission(quotas),
+    )
+    with ends_within(20):
+        result = sim.run()
+    (e,) = result.jobs
+    assert e.finish == 600 and e.resizes == 0
+    assert result.events == 3

@@ -511,10 +511,11 @@ class QuotaAdmission:
             list(planned.start),
             list(planned.preempt),
             list(planned.resize),
-            planned.wakeup_at,
+            None,
             dict(planned.accumulation),
         )
         self._hold_to_quota(view, policy, plan, admitted.shrunk)
+        plan.wakeup_at = planned.wakeup_at  # (once told of its cuts: it may move its timers)
         if running_gone:
             plan.preempt = running_gone + plan.preempt
         if self._changed:  # the plan gave quota back (a shrink, a smaller start): admit again

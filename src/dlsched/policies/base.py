@@ -73,9 +73,10 @@ class Policy:
     def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
         """The admission stage (quotas, :mod:`dlsched.admission`) changed the size this policy
         planned for a job, or shrank a running job, in this pass: it runs (or starts) on
-        ``gpus`` instead (none: the start is withdrawn, the job waits). A notification: no
-        built-in policy needs it (the view shows a scale-in decided before the pass,
-        ``gpus_of``, and the next pass the sizes applied)."""
+        ``gpus`` instead (none: the start is withdrawn, the job waits). The view shows a
+        scale-in decided before the pass (``gpus_of``), and the next pass the sizes applied;
+        a policy whose timers depend on sizes (Tiresias') may move the wake-up of the plan it
+        returned (``wakeup_at``): the stage reads it after telling."""
 
     # -- the decision ----------------------------------------------------------------------
     def schedule(self, view: PolicyView) -> Plan:

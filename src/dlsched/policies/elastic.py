@@ -250,6 +250,7 @@ class ElasticGrowth:
             else:
                 plan.resize.append((job, gpus))
                 self._plan_resize(job, gpus)
+            self.policy.order.resized(job, len(gpus), view.now)
 
 
 def _above_request(job: JobView, size: int) -> int:

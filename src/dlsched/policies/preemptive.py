@@ -100,6 +100,11 @@ class PreemptiveOrder:
     def started(self, job: JobView, now: float) -> None:
         """``job`` was just put in a plan to start."""
 
+    def resized(self, job: JobView, gpus: int, now: float) -> None:
+        """The pass put ``job`` (to start, or running) on ``gpus`` GPUs, not the number it
+        asked for or held: the elastic part grew it, or the admission stage changed it (0: its
+        start withdrawn)."""
+
     def stopped(self, job: JobView, now: float) -> None:
         """``job`` was put in a plan to be preempted, or was requeued or finished."""
 
@@ -161,6 +166,7 @@ class PreemptivePolicy(Policy):
         # stage), the victims chosen so far, and a count of victims chosen or spared (it tells
         # whether a cached worst job still is)
         self._now = 0.0
+        self._plan: Plan | None = None  # the plan returned (the stage may resize its jobs)
         self._live: Mapping[str, JobView] | None = None
         self._victims: set[str] = set()
         self._moves = 0
@@ -249,6 +255,11 @@ class PreemptivePolicy(Policy):
 
     def job_requeued(self, job: JobView, now: float) -> None:
         self.order.stopped(job, now)
+
+    def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
+        self.order.resized(job, len(gpus), now)
+        if self._plan is not None:  # the order's timers moved
+            self._plan.wakeup_at = self.order.next_timer()
 
     def job_cancelled(self, job: JobView, now: float) -> None:
         # (a job the quota stage evicts before it started is told so too, and waits on)
@@ -349,6 +360,7 @@ class PreemptivePolicy(Policy):
             assert scratch is not None  # made before the pass for the elastic part
             elastic.after_pass(view, plan, scratch)
         plan.wakeup_at = self.order.next_timer()
+        self._plan = plan
         return plan
 
     @staticmethod

@@ -87,6 +87,11 @@ class TiresiasOrder(PreemptiveOrder):
         self.level: dict[str, int] = {}
         self.offset: dict[str, float] = {}  # attained service at its last promotion
         self.timers: list[tuple[float, int, str, JobView, float]] = []
+        # job id -> the number of its latest demotion timer, while that is in ``timers``; a
+        # resize arms another and the one it replaces is ``_replaced`` (it never wakes the
+        # replay: a job whose growth an admission stage cuts at every pass is armed twice a pass)
+        self._demoting: dict[str, int] = {}
+        self._replaced: set[int] = set()
         self._below: list[int] = [0] * (len(self.thresholds) + 1)  # in a pass: begin_pass
         self._queues_lowest_first = range(len(self.thresholds), -1, -1)
         self._timer_seq = 0
@@ -127,17 +132,37 @@ class TiresiasOrder(PreemptiveOrder):
         return self.level.keys()
 
     def started(self, job: JobView, now: float) -> None:
-        # (on the GPUs it asked for: the pass may yet grow or shrink an elastic job)
+        # (on the GPUs it asked for: the pass may yet resize it, ``resized``)
         self._arm_demotion(job, now, job.executed_gpu_s, now, job.num_gpus)
 
+    def resized(self, job: JobView, gpus: int, now: float) -> None:
+        # its timer counted on other GPUs: on fewer, it would demote the job late
+        seq = self._demoting.get(job.job_id)
+        if seq is None or not gpus:  # no timer (a job in the last queue), or a start withdrawn
+            return
+        self._replaced.add(seq)
+        if 64 < len(self._replaced) > len(self.timers) // 2:
+            replaced = self._replaced
+            self.timers = [t for t in self.timers if t[1] not in replaced]
+            heapq.heapify(self.timers)
+            replaced.clear()
+        running = job.status is RUNNING
+        resumes = job.resume_at if running and job.resume_at > now else now
+        run_start = job.segment_start if running else now  # (a start in this pass: now)
+        self._arm_demotion(job, resumes, job.executed_at(now), run_start, gpus)
+
     def _arm_demotion(
-        self, job: JobView, now: float, executed: float, run_start: float, gpus: int
+        self, job: JobView, progress_from: float, executed: float, run_start: float, gpus: int
     ) -> None:
-        """Wake up when the job's executed service on ``gpus`` GPUs would cross its queue's
-        threshold. A restart pause delays the crossing and a shrink moves it later, which the
-        timer finds out when it fires; a job grown since is demoted late."""
+        """Wake up when the job's executed service on ``gpus`` GPUs from ``progress_from``
+        would cross its queue's threshold. A restart pause delays the crossing and a shrink
+        moves it later, which the timer finds out when it fires; a growth arms it again."""
         if self.level.get(job.job_id, 0) < len(self.thresholds):
-            self._timer(self._crossing(job, now, executed, gpus), "demote", job, run_start)
+            self._demote_at(self._crossing(job, progress_from, executed, gpus), job, run_start)
+
+    def _demote_at(self, at: float, job: JobView, run_start: float) -> None:
+        self._timer(at, "demote", job, run_start)
+        self._demoting[job.job_id] = self._timer_seq
 
     def _crossing(self, job: JobView, progress_from: float, executed: float, gpus: int) -> float:
         """When the job's service crosses its queue's threshold, making progress on ``gpus``
@@ -155,6 +180,7 @@ class TiresiasOrder(PreemptiveOrder):
         if job.status in (DONE, CANCELLED):
             self.level.pop(job.job_id, None)
             self.offset.pop(job.job_id, None)
+            self._demoting.pop(job.job_id, None)
             return
         if self.starvation_factor is not None:
             run = now - job.segment_start
@@ -163,9 +189,14 @@ class TiresiasOrder(PreemptiveOrder):
     def on_timers(self, view: PolicyView) -> None:
         now = view.now
         while self.timers and self.timers[0][0] <= now:
-            _, _, kind, job, tag = heapq.heappop(self.timers)
+            _, seq, kind, job, tag = heapq.heappop(self.timers)
             jid = job.job_id
             if kind == "demote":
+                if seq in self._replaced:
+                    self._replaced.remove(seq)
+                    continue
+                if self._demoting.get(jid) == seq:
+                    del self._demoting[jid]  # (armed again below, if it is)
                 level = self.level.get(jid, 0)
                 # still in that run, and not in the last queue: a run is known by its start, so
                 # one that began where the last one did (a failed start retried at the same
@@ -188,7 +219,7 @@ class TiresiasOrder(PreemptiveOrder):
                         resumes = job.resume_at if job.resume_at > now else now
                         at = self._crossing(job, resumes, executed, gpus)
                         if at > now:
-                            self._timer(at, "demote", job, tag)
+                            self._demote_at(at, job, tag)
                             continue
                         # what is left is below the clock's resolution at now: crossed (a
                         # timer at now again would be popped again, for ever)
@@ -201,7 +232,10 @@ class TiresiasOrder(PreemptiveOrder):
                 self.policy.queue(view).rerank(job)
 
     def next_timer(self) -> float | None:
-        return self.timers[0][0] if self.timers else None
+        timers, replaced = self.timers, self._replaced
+        while timers and timers[0][1] in replaced:
+            replaced.remove(heapq.heappop(timers)[1])
+        return timers[0][0] if timers else None
 
 
 class Tiresias(PreemptivePolicy):

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,7 +204,7 @@ class Group:
             _remove_dir(d)
 
 
-def kill_tasks(dirs: tuple[Path, ...] | list[Path]) -> int:
+def kill_tasks(dirs: Sequence[Path]) -> int:
     """SIGKILL every process in the groups at ``dirs``; returns how many were signalled. Each is
     checked to be in one after its pidfd is open, so a pid that a process outside took meanwhile
     is never signalled."""

@@ -233,8 +233,9 @@ class TiresiasOrder(PreemptiveOrder):
 
     def next_timer(self) -> float | None:
         timers, replaced = self.timers, self._replaced
-        while timers and timers[0][1] in replaced:
-            replaced.remove(heapq.heappop(timers)[1])
+        if replaced:  # (only elastic Tiresias replaces timers)
+            while timers and timers[0][1] in replaced:
+                replaced.remove(heapq.heappop(timers)[1])
         return timers[0][0] if timers else None
 
 

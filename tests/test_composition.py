@@ -285,3 +285,40 @@ def test_the_quota_stage_does_not_cycle(policy):
     )
     result = checked(sim).run()
     assert all(job.status is Status.DONE for job in result.jobs)
+
+
+def demotions_late_by(policy) -> list[float]:
+    """Watch a Tiresias policy's timers: for each demotion, how long after its service crossed
+    the threshold it came (in seconds of its GPUs' time: service over the threshold / GPUs)."""
+    order, late = policy.order, []
+    on_timers = order.on_timers
+
+    def watched(view):
+        due = {t[3].job_id: t[3] for t in order.timers if t[0] <= view.now and t[2] == "demote"}
+        before = {jid: order.level.get(jid, 0) for jid in due}
+        on_timers(view)
+        for jid, job in due.items():
+            level = order.level.get(jid, 0)
+            if level > before[jid]:
+                over = view.executed_gpu_s(job) - order.offset.get(jid, 0.0)
+                late.append((over - order.thresholds[level - 1]) / len(job.gpus))
+
+    order.on_timers = watched
+    return late
+
+
+# 300 examples: about 3 s. A job that elastic Tiresias grew, at its start or later, was demoted
+# when its service would have crossed the threshold on the GPUs it had before (up to 54 minutes
+# late on Philly); a growth the quota stage cut then woke the replay again and again.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cases(),
+    st.sampled_from(["tiresias", "elastic-tiresias"]),
+    st.sampled_from([[60.0], [30.0, 300.0]]),
+)
+def test_tiresias_demotes_on_time_whatever_it_composes_with(case, name, thresholds):
+    policy = make_policy(name, thresholds_gpu_s=thresholds)
+    late = demotions_late_by(policy)
+    with ends_within(10):
+        run_composed(case, policy)
+    assert max(late, default=0.0) < 1e-6, sorted(late)[-3:]

@@ -135,6 +135,21 @@ def test_tiresias_with_thresholds_of_milliseconds_ends_and_wakes_once_a_pause(t0
     assert s["A"].preemptions == 1 and r.events == 9
 
 
+def test_tiresias_demotes_a_job_started_again_at_the_instant_of_its_crossing():
+    # 2 nodes x 4 GPUs, threshold 60 GPU-s, starvation off. A and X (4 GPUs each) start at 0;
+    # B (4 GPUs) arrives at 10 and waits (all three in queue 0). At 15 A and X cross 60 GPU-s,
+    # and A's node fails: A waits again; X is demoted; A (queue 0) preempts X (queue 1) and
+    # starts on X's node, its service already 60. Its demotion was due at once, but its timer
+    # was set in the pass whose timers had run: it fired only at the next event, the node's
+    # return at 500, while B (queue 0) waited behind it. Now at the next instant the clock can
+    # tell, and B preempts A then.
+    jobs = [job("A", 0, 4, 1000), job("X", 0, 4, 1000), job("B", 10, 4, 100)]
+    config = SimConfig(restart_overhead_s=30, node_events=[(15, "down", 0), (500, "up", 0)])
+    s, _ = run("2x4", jobs, "tiresias", config, thresholds_gpu_s=[60], starvation_factor=None)
+    assert s["A"].failures == 1 and s["X"].preemptions == 1
+    assert s["B"].first_start == pytest.approx(15) and s["A"].preemptions == 1
+
+
 def test_tiresias_starvation_promotion():
     # 1 GPU, threshold 100 GPU-s, promotion after waiting 2x the last run.
     # A runs 0-150 (queue 1 from t=100); B arrives at 150 in queue 0 and preempts it.

@@ -133,7 +133,7 @@ class TiresiasOrder(PreemptiveOrder):
 
     def started(self, job: JobView, now: float) -> None:
         # (on the GPUs it asked for: the pass may yet resize it, ``resized``)
-        self._arm_demotion(job, now, job.executed_gpu_s, now, job.num_gpus)
+        self._arm_demotion(job, now, job.executed_gpu_s, now, job.num_gpus, _after(now))
 
     def resized(self, job: JobView, gpus: int, now: float) -> None:
         # its timer counted on other GPUs: on fewer, it would demote the job late
@@ -149,16 +149,24 @@ class TiresiasOrder(PreemptiveOrder):
         running = job.status is RUNNING
         resumes = job.resume_at if running and job.resume_at > now else now
         run_start = job.segment_start if running else now  # (a start in this pass: now)
-        self._arm_demotion(job, resumes, job.executed_at(now), run_start, gpus)
+        self._arm_demotion(job, resumes, job.executed_at(now), run_start, gpus, _after(now))
 
     def _arm_demotion(
-        self, job: JobView, progress_from: float, executed: float, run_start: float, gpus: int
+        self,
+        job: JobView,
+        progress_from: float,
+        executed: float,
+        run_start: float,
+        gpus: int,
+        earliest: float = -math.inf,
     ) -> None:
         """Wake up when the job's executed service on ``gpus`` GPUs from ``progress_from``
-        would cross its queue's threshold. A restart pause delays the crossing and a shrink
-        moves it later, which the timer finds out when it fires; a growth arms it again."""
+        would cross its queue's threshold, at ``earliest`` at the soonest. A restart pause
+        delays the crossing and a shrink moves it later, which the timer finds out when it
+        fires; a growth arms it again."""
         if self.level.get(job.job_id, 0) < len(self.thresholds):
-            self._demote_at(self._crossing(job, progress_from, executed, gpus), job, run_start)
+            at = self._crossing(job, progress_from, executed, gpus)
+            self._demote_at(at if at > earliest else earliest, job, run_start)
 
     def _demote_at(self, at: float, job: JobView, run_start: float) -> None:
         self._timer(at, "demote", job, run_start)
@@ -237,6 +245,13 @@ class TiresiasOrder(PreemptiveOrder):
             while timers and timers[0][1] in replaced:
                 replaced.remove(heapq.heappop(timers)[1])
         return timers[0][0] if timers else None
+
+
+def _after(now: float) -> float:
+    """The soonest a timer set in a pass, once its timers have run, can fire: the next time the
+    clock can tell from ``now`` (a pass asks no other at its own time; a job requeued at the
+    instant of its crossing and started again in that pass waited for the next event)."""
+    return math.nextafter(now, math.inf)
 
 
 class Tiresias(PreemptivePolicy):

@@ -54,8 +54,9 @@ def detect(root: Path = ROOT) -> Hierarchy | None:
     return None
 
 
-# A group found empty whose maker has gone is removed only this long after it was made: a maker
-# this process cannot see (another pid namespace sharing the hierarchy) may be about to fill it.
+# A group of another pid namespace (or named before namespaces were), found empty and its maker
+# seemingly gone, is removed only this long after it was made: a maker this process cannot see
+# (another pid namespace sharing the hierarchy) may be about to fill it.
 ORPHAN_AGE_S = 60.0
 
 
@@ -85,9 +86,9 @@ def remove_orphans(hierarchy: Hierarchy) -> int:
     over a day of tests here), nor ends what is left in it (a bubblewrap sandbox whose launcher
     was killed in its setup waits for it for ever: one lived two hours here). The tasks of a
     group whose maker died in this pid namespace are killed first; one still busy then is
-    removed by a later call. A group whose maker lives stays, and so does one made in the last
-    ``ORPHAN_AGE_S``, and one of another pid namespace while it holds a task (its maker's pid
-    means nothing here). Returns how many went."""
+    removed by a later call. A group whose maker lives stays; so does one of another pid
+    namespace while it holds a task (its maker's pid means nothing here), or made in the last
+    ``ORPHAN_AGE_S``. Returns how many went."""
     removed, now, namespace = 0, time.time(), _pid_namespace()
     for root in hierarchy.roots:
         try:
@@ -107,7 +108,7 @@ def remove_orphans(hierarchy: Hierarchy) -> int:
             if here and now_started is not None and started in ("", now_started):
                 continue  # its maker lives
             try:
-                if now - entry.stat().st_mtime < ORPHAN_AGE_S:
+                if made_in != namespace and now - entry.stat().st_mtime < ORPHAN_AGE_S:
                     continue
                 if made_in == namespace and kill_tasks([Path(entry.path)]):
                     _remove_dir(Path(entry.path))  # once the killed have left

@@ -38,7 +38,9 @@ class Plan:
     resize: list[tuple[JobView, tuple[int, ...]]] = field(
         default_factory=list
     )  # elastic jobs' new GPUs
-    wakeup_at: float | None = None  # ask to be called again at this time even if nothing happens
+    # ask to be called again at this time even if nothing happens (a time after the pass's own:
+    # one at it or before is not asked again; the next instant is ``math.nextafter(now, inf)``)
+    wakeup_at: float | None = None
     accumulation: dict[str, int] = field(default_factory=dict)  # job id -> k sub-batches (sharing)
 
     def __bool__(self) -> bool:

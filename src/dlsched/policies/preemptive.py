@@ -258,7 +258,9 @@ class PreemptivePolicy(Policy):
 
     def job_resized(self, job: JobView, gpus: tuple[int, ...], now: float) -> None:
         self.order.resized(job, len(gpus), now)
-        if self._plan is not None:  # the order's timers moved
+        # the order's timers moved: the wake-up of this pass's plan with them (the stage also
+        # tells of a scale-in it decides when it admits, before the pass: its plan asks anew)
+        if self._plan is not None and now == self._now:
             self._plan.wakeup_at = self.order.next_timer()
 
     def job_cancelled(self, job: JobView, now: float) -> None:

@@ -847,6 +847,7 @@ def test_a_trace_job_naming_a_model_without_a_profile_is_refused_when_read(tmp_p
         # t + interval == t: the replay stalled, blamed on the policy
         ("--schedule-interval-s", "1e-300", "schedule_interval_s", ">= 0.001"),
         ("--schedule-interval-s", "1e300", "schedule_interval_s", "<= 1e+10"),
+        ("--stall-limit", "0", "stall_limit", ">= 1"),
     ],
 )
 def test_a_cost_or_interval_past_what_a_replay_can_hold_is_refused_naming_it(
@@ -856,6 +857,26 @@ def test_a_cost_or_interval_past_what_a_replay_can_hold_is_refused_naming_it(
     assert main([*args, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"field '{field}': must be a" in err and reason in err, err
+
+
+def test_the_stall_limit_is_the_command_line_s_and_its_error_names_it(tmp_path, capsys):
+    # Two 1-GPU jobs of 100 s on one GPU, Tiresias with a 1 GPU-s queue and promotion after a
+    # wait as long as the last run: they take turns every second, 204 events by the end, and
+    # no job ends before 199 s. A limit of 50 passes stops the run at 51 s, as if it cycled:
+    # the error says how to allow more; the default lets it end.
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,1,100\nb,0,1,100\n")
+    args = ["simulate", "--trace", str(trace), "--cluster", "1x1", "--policy", "tiresias"]
+    args += ["--param", "thresholds_gpu_s=1", "--param", "starvation_factor=1"]
+    args += ["--restart-overhead-s", "0", "--no-perf", "--no-progress"]
+    assert (
+        main([*args, "--stall-limit", "50", "--out", str(tmp_path / "o")]) == 3
+    )  # (a policy error)
+    err = capsys.readouterr().err
+    assert "50 scheduling passes without an arrival or a completion at t=51s" in err, err
+    assert "raise stall_limit, --stall-limit" in err
+    assert main([*args, "--out", str(tmp_path / "p")]) == 0
+    assert json.loads((tmp_path / "p" / "summary.json").read_text())["events"] == 204
 
 
 # -- every option with every other -----------------------------------------------------------

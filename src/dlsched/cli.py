@@ -143,6 +143,13 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         "error past a bound on its ticks (max_ticks in docs/simulator.md)",
     )
     p.add_argument(
+        "--stall-limit",
+        type=int,
+        help="passes in a row without an arrival or a completion before a run stops with an "
+        "error, as a policy cycling (default 100,000; raise it for a policy whose jobs only "
+        "progress slowly)",
+    )
+    p.add_argument(
         "--node-events",
         metavar="FILE",
         help="nodes going down and up: a CSV of time_s,kind,node (kind down or up; nodes "
@@ -324,6 +331,7 @@ def _run_one(
             startup_overhead_s=args.startup_overhead_s,
             checkpoint_interval_s=args.checkpoint_interval_s,
             schedule_interval_s=args.schedule_interval_s,
+            **({} if args.stall_limit is None else {"stall_limit": args.stall_limit}),
             resize_mechanism=args.resize_mechanism,
             stop_resume_s=args.stop_resume_s,
             checkpoint_mib_s=args.checkpoint_mib_s,

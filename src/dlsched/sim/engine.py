@@ -363,7 +363,8 @@ class Simulator:
                     raise SimulationStalled(
                         f"{cfg.stall_limit:,} scheduling passes without an arrival or a "
                         f"completion at t={t:.0f}s ({len(running)} running, {len(pending)} "
-                        f"pending): policy {policy.name} is cycling without progress"
+                        f"pending): policy {policy.name} is cycling without progress (or its "
+                        "jobs progress only slowly: then raise stall_limit, --stall-limit)"
                     )
             if plan or plan.__class__ is not Plan:  # (the state refuses what is not a Plan)
                 state.apply(plan)

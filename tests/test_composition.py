@@ -287,9 +287,11 @@ def test_the_quota_stage_does_not_cycle(policy):
     assert all(job.status is Status.DONE for job in result.jobs)
 
 
-def demotions_late_by(policy) -> list[float]:
+def timers_late_by(policy) -> list[float]:
     """Watch a Tiresias policy's timers: for each demotion, how long after its service crossed
-    the threshold it came (in seconds of its GPUs' time: service over the threshold / GPUs)."""
+    the threshold it came (in seconds of its GPUs' time: service over the threshold / GPUs);
+    and for each waiting demoted job a pass finds past its promotion (its wait as long as its
+    last run times the starvation factor), by how much."""
     order, late = policy.order, []
     on_timers = order.on_timers
 
@@ -302,6 +304,11 @@ def demotions_late_by(policy) -> list[float]:
             if level > before[jid]:
                 over = view.executed_gpu_s(job) - order.offset.get(jid, 0.0)
                 late.append((over - order.thresholds[level - 1]) / len(job.gpus))
+        if order.starvation_factor is not None:
+            for job in view.pending.values():
+                if order.level.get(job.job_id, 0):
+                    due_at = job.pending_since + order.starvation_factor * job.last_run_s
+                    late.append(view.now - due_at)
 
     order.on_timers = watched
     return late
@@ -315,10 +322,13 @@ def demotions_late_by(policy) -> list[float]:
     cases(),
     st.sampled_from(["tiresias", "elastic-tiresias"]),
     st.sampled_from([[60.0], [30.0, 300.0]]),
+    st.sampled_from([None, 2.0]),
 )
-def test_tiresias_demotes_on_time_whatever_it_composes_with(case, name, thresholds):
-    policy = make_policy(name, thresholds_gpu_s=thresholds)
-    late = demotions_late_by(policy)
+def test_tiresias_demotes_and_promotes_on_time_whatever_it_composes_with(
+    case, name, thresholds, starvation_factor
+):
+    policy = make_policy(name, thresholds_gpu_s=thresholds, starvation_factor=starvation_factor)
+    late = timers_late_by(policy)
     with ends_within(10):
         run_composed(case, policy)
     assert max(late, default=0.0) < 1e-6, sorted(late)[-3:]

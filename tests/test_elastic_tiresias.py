@@ -31,13 +31,14 @@ class SizeTable(TraceModel):
 LINEARISH = {"m": {1: 0.6, 2: 1.0, 3: 1.3, 4: 1.6}, "flat": {1: 1.0, 2: 1.05, 3: 1.08, 4: 1.1}}
 
 
-def run(jobs, cluster="1x4", policy="elastic-tiresias", params=None, **cfg):
+def run(jobs, cluster="1x4", policy="elastic-tiresias", params=None, admission=None, **cfg):
     sim = Simulator(
         parse_cluster_spec(cluster),
         jobs,
         make_policy(policy, **(params or {})),
         SimConfig(**cfg),
         workload=SizeTable(LINEARISH),
+        admission=admission,
     )
     result = sim.run()
     return {j.job_id: j for j in result.jobs}, result
@@ -307,17 +308,9 @@ def test_a_growth_the_quota_stage_cuts_at_every_pass_wakes_the_replay_no_sooner(
     # have woken the replay at the crossing on 4 (25 s), and each pass there again at a quarter
     # of what was left (a run of passes with no end before the real crossing); on the GPUs it
     # got, it wakes once, at 100. Events: the arrival, that wake-up, the completion.
-    quotas = TenantConfig({"a": TenantQuota(nominal=1)})
-    sim = Simulator(
-        parse_cluster_spec("1x4"),
-        [JobSpec("e", 0.0, 1, 600.0, model="m", min_gpus=1, max_gpus=4, tenant="a")],
-        make_policy("elastic-tiresias", thresholds_gpu_s=[100]),
-        SimConfig(),
-        workload=SizeTable(LINEARISH),
-        admission=QuotaAdmission(quotas),
-    )
+    jobs = [JobSpec("e", 0.0, 1, 600.0, model="m", min_gpus=1, max_gpus=4, tenant="a")]
+    quotas = QuotaAdmission(TenantConfig({"a": TenantQuota(nominal=1)}))
     with ends_within(20):
-        result = sim.run()
-    (e,) = result.jobs
-    assert e.finish == 600 and e.resizes == 0
-    assert result.events == 3
+        s, r = run(jobs, params={"thresholds_gpu_s": [100]}, admission=quotas)
+    assert s["e"].finish == 600 and s["e"].resizes == 0
+    assert r.events == 3

@@ -848,6 +848,7 @@ def test_a_trace_job_naming_a_model_without_a_profile_is_refused_when_read(tmp_p
         ("--schedule-interval-s", "1e-300", "schedule_interval_s", ">= 0.001"),
         ("--schedule-interval-s", "1e300", "schedule_interval_s", "<= 1e+10"),
         ("--stall-limit", "0", "stall_limit", ">= 1"),
+        ("--stall-limit", "100000001", "stall_limit", "at most 100,000,000"),
     ],
 )
 def test_a_cost_or_interval_past_what_a_replay_can_hold_is_refused_naming_it(

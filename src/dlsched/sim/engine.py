@@ -36,6 +36,10 @@ INF = math.inf
 # (1e10 s) a float still tells t + interval from t (a shorter one stalled the replay, blamed
 # on the policy)
 MIN_INTERVAL_S = 0.001
+# Chosen: the most passes without an arrival or a completion a run may allow (``stall_limit``):
+# a run cycling that long takes half an hour at the least here (200,000 passes of a two-job
+# case cycling took 3.3 s, 2026-11-30)
+MAX_STALL_LIMIT = 100_000_000
 
 
 class SimulationStalled(PlanError):
@@ -80,6 +84,10 @@ class SimConfig(Costs):
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise SpecError(name, f"must be a whole number >= 1, got {value!r}")
+        if self.stall_limit > MAX_STALL_LIMIT:  # (a run cycling that long never ends in practice)
+            raise SpecError(
+                "stall_limit", f"must be at most {MAX_STALL_LIMIT:,}, got {self.stall_limit:,}"
+            )
         object.__setattr__(self, "node_events", check_node_events(self.node_events))
 
 

@@ -870,9 +870,8 @@ def test_the_stall_limit_is_the_command_line_s_and_its_error_names_it(tmp_path, 
     args = ["simulate", "--trace", str(trace), "--cluster", "1x1", "--policy", "tiresias"]
     args += ["--param", "thresholds_gpu_s=1", "--param", "starvation_factor=1"]
     args += ["--restart-overhead-s", "0", "--no-perf", "--no-progress"]
-    assert (
-        main([*args, "--stall-limit", "50", "--out", str(tmp_path / "o")]) == 3
-    )  # (a policy error)
+    # (exit code 3: a policy error)
+    assert main([*args, "--stall-limit", "50", "--out", str(tmp_path / "o")]) == 3
     err = capsys.readouterr().err
     assert "50 scheduling passes without an arrival or a completion at t=51s" in err, err
     assert "raise stall_limit, --stall-limit" in err

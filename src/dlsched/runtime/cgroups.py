@@ -206,28 +206,37 @@ class Group:
 
 
 def kill_tasks(dirs: Sequence[Path]) -> int:
-    """SIGKILL every process in the groups at ``dirs``; returns how many were signalled. Each is
-    checked to be in one after its pidfd is open, so a pid that a process outside took meanwhile
-    is never signalled."""
+    """SIGKILL every process in the groups at ``dirs``; returns how many were signalled. The
+    groups are read again once the pidfds are open, and only those still listed are signalled,
+    so a pid that a process outside took meanwhile never is."""
     signalled = 0
     for _ in range(3):  # a process may fork while its group is read: read it again
-        pids = {p for d in dirs for p in _read(d / "cgroup.procs").split()}
-        if not pids:
-            break
-        for pid in pids:
+        fds = {}
+        for pid in _listed(dirs):
             try:
-                fd = os.pidfd_open(int(pid))
+                fds[pid] = os.pidfd_open(int(pid))
             except OSError:
                 continue  # gone
-            try:
-                if any(pid in _read(d / "cgroup.procs").split() for d in dirs):
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
-                    signalled += 1
-            except OSError:
-                pass
-            finally:
+        if not fds:
+            break
+        try:
+            still = _listed(dirs)
+            for pid, fd in fds.items():
+                if pid in still:
+                    try:
+                        signal.pidfd_send_signal(fd, signal.SIGKILL)
+                        signalled += 1
+                    except OSError:
+                        pass  # ended meanwhile
+        finally:
+            for fd in fds.values():
                 os.close(fd)
     return signalled
+
+
+def _listed(dirs: Sequence[Path]) -> set[str]:
+    """The pids in the groups at ``dirs``."""
+    return {pid for d in dirs for pid in _read(d / "cgroup.procs").split()}
 
 
 def _remove_dir(d: Path) -> None:

@@ -37,8 +37,8 @@ INF = math.inf
 # on the policy)
 MIN_INTERVAL_S = 0.001
 # Chosen: the most passes without an arrival or a completion a run may allow (``stall_limit``):
-# a run cycling that long takes half an hour at the least here (200,000 passes of a two-job
-# case cycling took 3.3 s, 2026-11-30)
+# a run cycling that long takes nearly half an hour at the least here (200,000 passes of a
+# two-job case cycling took 3.3 s, 2026-11-30: 10^8 of them, 28 minutes)
 MAX_STALL_LIMIT = 100_000_000
 
 

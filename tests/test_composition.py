@@ -139,7 +139,7 @@ def run_composed(case, policy):
         assert job.status is Status.DONE or quotas is not None, (job.job_id, job.status)
 
 
-# 150 examples: about 2 s. Thresholds of milliseconds hung a replay (a demotion timer re-armed at
+# 150 examples: about 1-2 s. Thresholds of milliseconds hung a replay (a demotion timer re-armed at
 # the same instant for ever: the clock's resolution left its service a hair short) or woke it
 # every threshold's worth of a restart pause; ``ends_within`` turns a hang into a failure, not
 # shrunk (each try of a hang would cost the alarm's wait).

@@ -247,10 +247,13 @@ class TenantProcess:
                     except (ProcessLookupError, PermissionError):
                         pass
                 code = self.proc.wait()
-                if self.group is not None:  # what its session's kill missed: a child in a
-                    self.group.kill_tasks()  # session of its own, a sandbox stuck in its setup
                 if self._template is not None:
                     code = _forked_exit(self._template, code)
+                # then what its session's kill missed (a child in a session of its own, a
+                # sandbox stuck in its setup): not before its code is known, or a process
+                # ending on its own, its channel closed already, was killed in its last steps
+                if self.group is not None:
+                    self.group.kill_tasks()
                 self._exit_code = code
             return self._exit_code
 

@@ -433,3 +433,17 @@ def test_any_csv_in_any_format_loads_or_is_refused_naming_a_field(fmt, data):
                 assert err.field
                 continue
             assert len(trace.jobs) + trace.dropped_total == trace.rows == len(rows)
+
+
+def test_a_duplicate_job_id_names_its_row_or_is_skipped_keeping_the_first(tmp_path):
+    path = tmp_path / "dups.csv"
+    path.write_text(
+        "job_id,submit_time_s,num_gpus,duration_s\na,0,1,100\nb,5,1,100\na,10,2,300\nc,20,1,50\n"
+    )
+    with pytest.raises(SpecError) as e:
+        load_trace(str(path))
+    assert e.value.field == "job_id" and e.value.row == 3
+    assert "duplicate job id 'a', first on row 1" in str(e.value)
+    t = load_trace(str(path), skip_invalid=True)
+    assert [(j.job_id, j.num_gpus) for j in t.jobs] == [("a", 1), ("b", 1), ("c", 1)]
+    assert t.dropped == {"invalid job_id": 1} and t.rows == 4

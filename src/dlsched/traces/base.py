@@ -103,11 +103,16 @@ def collect(
     """Convert rows to specs. A row whose conversion raises SpecError stops the load (the error
     names the row and field) unless ``skip_invalid``, in which case it is counted by field.
     ``convert`` returning None drops a row the adapter deliberately leaves out; it has called
-    ``trace.drop`` itself."""
+    ``trace.drop`` itself. A job id seen on an earlier row is such an error (the earlier row's
+    job is kept)."""
+    first_row: dict[str, int] = {}  # job id -> the row that has it
     for number, row in rows:
         trace.rows += 1
         try:
             spec = convert(number, row)
+            if spec is not None and first_row.setdefault(spec.job_id, number) != number:
+                first = first_row[spec.job_id]
+                raise SpecError("job_id", f"duplicate job id {spec.job_id!r}, first on row {first}")
         except SpecError as e:
             err = e.at(row=number, source=trace.name)
             if not skip_invalid:

@@ -441,3 +441,22 @@ def test_any_spec_is_expanded_or_refused_naming_a_field(spec):
         parse_spec(spec)
     except SpecError as err:  # (nothing else: no TypeError, KeyError...)
         assert err.field
+
+
+def test_a_run_s_stall_limit_is_a_setting_and_a_bound_one(tmp_path):
+    # test_cli's two jobs taking turns every second under Tiresias: 50 passes stop the run as
+    # stalled, the default lets it end (the error says to raise stall_limit: a sweep can)
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,1,100\nb,0,1,100\n")
+    turns = {"name": "tiresias", "params": {"thresholds_gpu_s": 1, "starvation_factor": 1}}
+    s = spec(axes={"policy": [turns], "stall_limit": [50, 100_000]}, seeds=[0])
+    s["runs"] = {"trace": str(trace), "cluster": "1x1", "perf": False, "restart_overhead_s": 0.0}
+    result = run_sweep(s, tmp_path / "out", sequential=True)
+    ((run, error),) = result.outcome.failed
+    assert run.get("stall_limit") == 50 and "raise stall_limit" in error, error
+    ((ended,),) = [result.outcome.done]
+    assert ended.get("stall_limit") == 100_000
+    for bad, reason in ((0, "positive integer"), (100_000_001, "at most 100,000,000")):
+        with pytest.raises(SpecError, match=reason) as e:
+            parse_spec({**s, "axes": {"policy": ["tiresias"], "stall_limit": [bad]}})
+        assert e.value.field == "axes.stall_limit[0]"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..sim.engine import MIN_INTERVAL_S
+from ..sim.engine import MAX_STALL_LIMIT, MIN_INTERVAL_S
 from ..state.costs import MIN_CHECKPOINT_MIB_S
 
 # the limits of a spec: a sweep is a grid of simulations, each minutes long at most
@@ -82,6 +82,12 @@ def _reads_as_number(text: str) -> bool:
 def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError("must be a positive integer")
+    return value
+
+
+def _stall_limit(value: Any) -> int:
+    if _count(value) > MAX_STALL_LIMIT:
+        raise ValueError(f"must be at most {MAX_STALL_LIMIT:,}")
     return value
 
 
@@ -186,6 +192,7 @@ RUN: dict[str, Callable[[Any], Any]] = {
     "startup_overhead_s": _number(0.0, 1e7),
     "checkpoint_interval_s": _number(0.0, 1e9, strict_low=True),
     "schedule_interval_s": _number(MIN_INTERVAL_S, 1e9),
+    "stall_limit": _stall_limit,
     "resize_mechanism": _choice("background", "stop-resume"),
     "stop_resume_s": _number(0.0, 1e7),
     "checkpoint_mib_s": _number(MIN_CHECKPOINT_MIB_S, 1e9),

@@ -321,3 +321,64 @@ def test_a_database_write_refused_for_a_full_disk_is_a_503(api, monkeypatch):
     monkeypatch.setattr(store, "add_job", full)
     r = client.post("/v1/jobs", json=OK, headers=alice)
     assert r.status_code == 503 and r.json()["detail"]["field"] == "disk"
+
+
+def _quota_server(store, quotas: str):
+    """A service and its API on 4 GPUs as `dlsched server --quotas QUOTAS` starts one: the
+    configuration made from the tenants the store holds at the start."""
+    from dlsched.tenant_quotas import load_tenants
+
+    names = [t["name"] for t in store.tenants()]
+    service = SchedulerService(
+        store,
+        FakeExecutor({"n0": 4}),
+        "fifo",
+        clock=Clock(),
+        quotas=load_tenants(quotas, names, 4),
+    )
+    return service, TestClient(create_app(service, store, hash_token("admin-secret")))
+
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+
+
+def _nominal(client) -> dict:
+    tenants = client.get("/v1/quotas", headers=ADMIN).json()["tenants"]
+    return {t: q["nominal"] for t, q in tenants.items()}
+
+
+def test_equal_quotas_split_the_gpus_between_the_tenants_created_after_the_start(tmp_path):
+    # A new server has no tenant: its equal split was of nothing, and a tenant created later had
+    # a nominal quota of 0 in a cohort with nothing to lend, so its jobs waited for ever
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    service, client = _quota_server(store, "equal")
+    token = client.post("/v1/tenants", json={"name": "alice"}, headers=ADMIN).json()["token"]
+    assert _nominal(client) == {"alice": 4}
+    alice = {"Authorization": f"Bearer {token}"}
+    job = client.post("/v1/jobs", json={**OK, "gpus": 2}, headers=alice).json()["id"]
+    service.step()
+    assert store.job(job)["status"] == "running"
+    client.post("/v1/tenants", json={"name": "bob"}, headers=ADMIN)
+    assert _nominal(client) == {"alice": 2, "bob": 2}
+
+
+def test_a_quota_set_through_the_api_outlives_a_restart_and_keeps_out_of_the_equal_split(
+    tmp_path,
+):
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    _, client = _quota_server(store, "equal")
+    for name in ("alice", "bob"):
+        client.post("/v1/tenants", json={"name": name}, headers=ADMIN)
+    r = client.put("/v1/tenants/alice/quota", json={"nominal": 3, "cohort": "all"}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert _nominal(client) == {"alice": 3, "bob": 2}
+    # the server starts again on the same database (before, alice was back at 2)
+    _, client = _quota_server(store, "equal")
+    assert _nominal(client) == {"alice": 3, "bob": 2}
+    # a third tenant: the equal split is 2, 1, 1; alice keeps the quota set for her
+    client.post("/v1/tenants", json={"name": "carol"}, headers=ADMIN)
+    assert _nominal(client) == {"alice": 3, "bob": 1, "carol": 1}
+    # without --quotas too: the quota set is kept; the others have none (no tenant is held back)
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
+    client = TestClient(create_app(service, store, hash_token("admin-secret")))
+    assert _nominal(client) == {"alice": 3}

@@ -215,7 +215,7 @@ def create_app(
             )
         token = new_token()
         try:
-            tenant = store.create_tenant(name, hash_token(token))
+            tenant = service.create_tenant(name, hash_token(token))
         except sqlite3.IntegrityError:
             raise HTTPException(409, f"tenant '{name}' exists") from None
         return {"id": tenant["id"], "name": tenant["name"], "token": token}

@@ -434,11 +434,16 @@ def add_client_parsers(sub) -> None:
             "quotas", help="tenants' quotas and use; --set TENANT changes one (admin token)"
         )
     )
-    p.add_argument("--set", metavar="TENANT")
-    p.add_argument("--nominal", type=int)
-    p.add_argument("--borrowing-limit", type=int)
-    p.add_argument("--cohort")
-    p.add_argument("--weight", type=float)
+    p.add_argument(
+        "--set",
+        metavar="TENANT",
+        help="give TENANT the quota of the options below, from now on and after a restart "
+        "(docs/tenancy.md)",
+    )
+    p.add_argument("--nominal", type=int, help="GPUs the tenant is guaranteed")
+    p.add_argument("--borrowing-limit", type=int, help="at most this many GPUs above nominal")
+    p.add_argument("--cohort", help="tenants of a cohort lend each other unused nominal quota")
+    p.add_argument("--weight", type=float, help="fair-share weight (drf, ftf)")
     p.add_argument("--priority", type=int)
     p.set_defaults(func=cmd_quotas)
     p = common(

@@ -356,9 +356,10 @@ def add_server_parser(sub):
     p.add_argument(
         "--quotas",
         metavar="SOURCE",
-        help="tenant quotas: a YAML file or equal (docs/tenancy.md); change them live with "
-        "'dlsched quotas --set TENANT ...' (without this flag no tenant is held back until one is "
-        "set)",
+        help="tenant quotas: a YAML file, or equal (the training GPUs split evenly between the "
+        "tenants, again as each is created); 'dlsched quotas --set TENANT ...' changes one live, "
+        "kept across restarts (without this flag no tenant is held back until one is set; "
+        "docs/tenancy.md)",
     )
     p.add_argument(
         "--interval-s", type=float, default=0.5, help="scheduling pass period (default %(default)s)"

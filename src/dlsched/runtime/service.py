@@ -31,7 +31,7 @@ from ..jobs import JobState, Status
 from ..policies.catalog import make_policy
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
-from ..tenant_quotas import TenantConfig, TenantQuota, quota_from
+from ..tenant_quotas import TenantConfig, TenantQuota, equal_shares, quota_from
 from ..view import Applied, Plan
 from . import read_models
 from .device import out_of_memory
@@ -108,10 +108,12 @@ class SchedulerService:
         self.policy_params = dict(policy_params or {})
         self.policy = make_policy(policy, **(policy_params or {}))
         # the server always runs the admission stage (it keeps the books the quota API and
-        # metrics read); without quotas no tenant is ever held back
-        self.admission = QuotaAdmission(
-            quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none")
-        )
+        # metrics read); without quotas no tenant is ever held back. Quotas set through the API
+        # before a restart hold over the configuration's.
+        config = quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none")
+        for tenant, fields in store.quotas().items():
+            config.tenants[tenant] = quota_from(fields, f"tenants.{tenant}")
+        self.admission = QuotaAdmission(config)
         self.admission.log = []
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
@@ -281,13 +283,31 @@ class SchedulerService:
         changes.switches.clear()
 
     def set_quota(self, tenant: str, fields: dict) -> dict:
-        """The admin API: a tenant's quota, now (validated as a quota file's entry)."""
+        """The admin API: a tenant's quota, now (validated as a quota file's entry), and after
+        a restart (kept in the store)."""
         quota = quota_from(fields, f"tenants.{tenant}")
         with self._lock:
+            self.store.set_quota(tenant, fields)
             self.state.advance_to(self.clock())
             self.admission.set_quota(tenant, quota, self.state.now)
         self.wake()
         return self.quotas(tenant)["tenants"][tenant]
+
+    def create_tenant(self, name: str, token_hash: str) -> dict:
+        """The admin API: a new tenant. Under ``--quotas equal`` the training GPUs are split
+        again, evenly between all tenants; one whose quota was set through the API keeps it
+        (and counts in the split). (sqlite3.IntegrityError: the name is taken.)"""
+        tenant = self.store.create_tenant(name, token_hash)
+        if self.admission.config.source == "equal":
+            names = [t["name"] for t in self.store.tenants()]
+            shares, kept = equal_shares(names, self.capacity_gpus), self.store.quotas()
+            with self._lock:
+                self.state.advance_to(self.clock())
+                for t, quota in shares.tenants.items():
+                    if t not in kept and self.admission.config.tenants.get(t) != quota:
+                        self.admission.set_quota(t, quota, self.state.now)
+            self.wake()
+        return tenant
 
     def _sample(self, state: ClusterState) -> None:
         """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""

@@ -48,6 +48,8 @@ class Store:
     def events(self, job_id: str) -> list[dict]: ...
     def get_setting(self, key: str) -> str | None: ...
     def set_setting(self, key: str, value: str) -> None: ...
+    def set_quota(self, tenant: str, fields: dict) -> None: ...
+    def quotas(self) -> dict[str, dict]: ...
     def close_runs_left_open(self) -> int: ...
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]: ...
     def prune(self, keep_per_tenant: int, finished_before: float) -> list[str]: ...
@@ -70,6 +72,8 @@ CREATE TABLE IF NOT EXISTS events (
     NULL,
     message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS quotas (tenant TEXT PRIMARY KEY, fields TEXT NOT NULL, set_at REAL NOT
+    NULL);
 CREATE TABLE IF NOT EXISTS runs (
     n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, tenant_id TEXT NOT NULL,
     start REAL NOT NULL, end REAL, gpus INTEGER NOT NULL);
@@ -288,6 +292,19 @@ class SQLiteStore(Store):
     def set_setting(self, key: str, value: str) -> None:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+
+    # -- quotas set through the API (they outlive a restart) ----------------------------------
+    def set_quota(self, tenant: str, fields: dict) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO quotas VALUES (?, ?, ?)",
+                (tenant, json.dumps(fields), time.time()),
+            )
+
+    def quotas(self) -> dict[str, dict]:
+        """Tenant -> the fields of the quota last set for it, in the order they were set."""
+        rows = self._rows("SELECT tenant, fields FROM quotas ORDER BY set_at")
+        return {r["tenant"]: json.loads(r["fields"]) for r in rows}
 
     # -- accounting: a row per stretch a job held a fixed number of GPUs ---------------------
     def close_runs_left_open(self) -> int:

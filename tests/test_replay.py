@@ -388,7 +388,7 @@ def test_the_servers_quotas_go_with_the_admins_export_and_read_back(tmp_path):
     from dlsched.tenant_quotas import TenantConfig, TenantQuota, load_tenants
 
     quotas = TenantConfig(
-        {"alice": TenantQuota(2, 1, "lab", 2.0, 1)}, TenantQuota(1, None, "lab"), source="q.yaml"
+        {"alice": TenantQuota(2, 1, "lab", 2.0)}, TenantQuota(1, None, "lab"), source="q.yaml"
     )
     s = Setup(tmp_path, nodes={"n0": 4}, quotas=quotas)
     assert (

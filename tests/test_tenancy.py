@@ -1170,7 +1170,6 @@ def test_a_refused_plan_takes_back_the_admissions_and_evictions_of_its_pass():
         ("{nominal: 1000000000000}", "nominal"),  # past any cluster's GPUs: taken
         ("{nominal: 2, borrowing_limit: 1000000000000}", "borrowing_limit"),
         ("{nominal: 2, weight: 1.0e+308}", "weight"),  # two such summed to infinity
-        ("{nominal: 2, priority: 1000000000000000000000000000000}", "priority"),
     ],
 )
 def test_a_quota_past_its_bound_is_refused_naming_the_field(tmp_path, quota, field):
@@ -1181,6 +1180,20 @@ def test_a_quota_past_its_bound_is_refused_naming_the_field(tmp_path, quota, fie
     with pytest.raises(SpecError, match="must be") as e:
         load_tenants(str(path), ["a"], 16)
     assert e.value.field == f"tenants.a.{field}"
+
+
+def test_a_tenant_s_priority_is_refused_as_doing_nothing_but_the_0_exports_wrote(tmp_path):
+    # admission ranks by each job's priority class; a tenant's was taken, shown, and never read
+    from dlsched.tenant_quotas import load_tenants
+
+    path = tmp_path / "q.yaml"
+    for value in ("5", "-1", "true", "1000000000000000000000000000000"):
+        path.write_text(f"tenants:\n  a: {{nominal: 2, priority: {value}}}\n")
+        with pytest.raises(SpecError, match="a tenant has no priority class") as e:
+            load_tenants(str(path), ["a"], 16)
+        assert e.value.field == "tenants.a.priority"
+    path.write_text("tenants:\n  a: {nominal: 2, priority: 0}\n")
+    assert load_tenants(str(path), ["a"], 16).quota("a").nominal == 2
 
 
 def test_a_policy_hears_of_the_cancel_of_a_job_the_stage_evicted():

@@ -2,11 +2,11 @@
 
 Per tenant: a nominal quota of GPUs (``nominal``), how much more it may borrow from its cohort's
 unused quota (``borrowing_limit``; None: no limit but the cohort's), its ``cohort`` (None: it
-neither lends nor borrows), a fair-share ``weight`` and a priority class (``priority``: a higher
-class may preempt a lower one of the same tenant). A tenant the configuration does not name gets
-``default``. The semantics followed are Kueue's (nominalQuota, borrowingLimit, cohort, preemption
-with ``reclaimWithinCohort: Any`` and ``withinClusterQueue: LowerPriority``); lendingLimit is not
-implemented.
+neither lends nor borrows) and a fair-share ``weight``. A priority class is a job's (its spec's
+``priority``: a higher class may take the places of its tenant's lower ones), not a tenant's. A
+tenant the configuration does not name gets ``default``. The semantics followed are Kueue's
+(nominalQuota, borrowingLimit, cohort, preemption with ``reclaimWithinCohort: Any`` and
+``withinClusterQueue: LowerPriority``); lendingLimit is not implemented.
 
 A YAML file::
 
@@ -34,10 +34,8 @@ from .cluster import MAX_GPUS
 from .errors import SpecError
 from .yamlfile import read_yaml
 
-# Chosen bounds: a fair-share weight is relative (a million to one is past any lab's), a priority
-# class a rank
+# Chosen bound: a fair-share weight is relative (a million to one is past any lab's)
 MAX_WEIGHT = 1e6
-MAX_PRIORITY = 10**9
 
 
 @dataclass(slots=True, frozen=True)
@@ -46,7 +44,6 @@ class TenantQuota:
     borrowing_limit: int | None = None  # None: only the cohort's unused quota bounds it
     cohort: str | None = None
     weight: float = 1.0
-    priority: int = 0
 
     @property
     def limit(self) -> float:
@@ -114,15 +111,15 @@ def quota_from(data, where: str) -> TenantQuota:
             f"{where}.weight", f"must be a number in (0, {MAX_WEIGHT:g}], got {weight!r}"
         )
     priority = data.get("priority", 0)
-    if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > MAX_PRIORITY:
+    if isinstance(priority, bool) or priority != 0:  # (0: what files and exports once held)
         raise SpecError(
             f"{where}.priority",
-            f"must be an integer in -{MAX_PRIORITY:,}..{MAX_PRIORITY:,}, got {priority!r}",
+            f"a tenant has no priority class, a job has (its spec's priority), got {priority!r}",
         )
     cohort = data.get("cohort")
     if cohort is not None and (not isinstance(cohort, str) or not cohort):
         raise SpecError(f"{where}.cohort", f"must be a non-empty string, got {cohort!r}")
-    return TenantQuota(nominal, limit, cohort, float(weight), priority)
+    return TenantQuota(nominal, limit, cohort, float(weight))
 
 
 def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantConfig:

@@ -73,7 +73,6 @@ class QuotaRequest(BaseModel):
     borrowing_limit: int | None = Field(None, ge=0, le=1_000_000)
     cohort: str | None = Field(None, min_length=1, max_length=64)
     weight: float = Field(1.0, gt=0, le=1_000_000)
-    priority: int = Field(0, ge=-1000, le=1000)
 
 
 class DemandRequest(BaseModel):

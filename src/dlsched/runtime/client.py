@@ -340,7 +340,6 @@ def cmd_quotas(args) -> int:
                 ("borrowing_limit", args.borrowing_limit),
                 ("cohort", args.cohort),
                 ("weight", args.weight),
-                ("priority", args.priority),
             )
             if v is not None
         }
@@ -444,7 +443,6 @@ def add_client_parsers(sub) -> None:
     p.add_argument("--borrowing-limit", type=int, help="at most this many GPUs above nominal")
     p.add_argument("--cohort", help="tenants of a cohort lend each other unused nominal quota")
     p.add_argument("--weight", type=float, help="fair-share weight (drf, ftf)")
-    p.add_argument("--priority", type=int)
     p.set_defaults(func=cmd_quotas)
     p = common(
         sub.add_parser(

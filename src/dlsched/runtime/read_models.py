@@ -118,7 +118,6 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
             "borrowing_limit": q.borrowing_limit,
             "cohort": q.cohort,
             "weight": q.weight,
-            "priority": q.priority,
             "reserved": u.used,
             "gpus_held": u.held,
             "borrowed": u.borrowed,

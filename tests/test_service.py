@@ -999,7 +999,10 @@ def test_a_job_is_profiled_only_once_its_tenant_s_quota_could_admit_it(tmp_path)
 def test_aryl_lends_an_idle_inference_server_and_takes_it_back(tmp_path):
     s = Setup(tmp_path, "aryl", nodes={"n0": 2, "i0": 2}, inference=("i0",), reclaim_notice_s=30.0)
     assert s.executor.stand_ins == {"i0"}  # inference holds its server at start
+    # and so needs it, as the pools say until it tells otherwise (they said a demand of 0)
+    assert (s.service.pools()["demand"], s.service.pools()["held"]) == (1, 1)
     s.service.set_inference_demand(0)
+    assert (s.service.pools()["demand"], s.service.pools()["held"]) == (0, 0)
     assert s.executor.stand_ins == set() and s.service.pools()["loaned"] == ["i0"]
     e = s.submit(gpus=2, min_gpus=1, max_gpus=4, batch_size=8)
     s.step()

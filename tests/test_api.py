@@ -382,3 +382,17 @@ def test_a_quota_set_through_the_api_outlives_a_restart_and_keeps_out_of_the_equ
     service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock())
     client = TestClient(create_app(service, store, hash_token("admin-secret")))
     assert _nominal(client) == {"alice": 3}
+
+
+def test_a_tenant_s_token_is_replaced_by_the_admin_and_the_old_one_refused_at_once(api):
+    client, alice, store = api
+    job = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
+    bob = client.post("/v1/tenants", json={"name": "bob"}, headers=ADMIN).json()["token"]
+    for who in (alice, {"Authorization": f"Bearer {bob}"}):  # a tenant may not, not even its own
+        assert client.post("/v1/tenants/alice/token", headers=who).status_code == 403
+    assert client.post("/v1/tenants/carol/token", headers=ADMIN).status_code == 404
+    r = client.post("/v1/tenants/alice/token", headers=ADMIN)
+    assert r.status_code == 201 and r.json()["name"] == "alice", r.text
+    assert client.get("/v1/jobs", headers=alice).status_code == 401  # the leaked one
+    new = {"Authorization": f"Bearer {r.json()['token']}"}
+    assert [j["id"] for j in client.get("/v1/jobs", headers=new).json()] == [job]

@@ -219,6 +219,14 @@ def create_app(
             raise HTTPException(409, f"tenant '{name}' exists") from None
         return {"id": tenant["id"], "name": tenant["name"], "token": token}
 
+    @app.post("/v1/tenants/{name}/token", status_code=201)
+    def replace_token(name: str, _: str = Depends(admin)) -> dict:
+        """A new token for the tenant: the old one is refused from now on (one that leaked)."""
+        token = new_token()
+        if not store.replace_token(name, hash_token(token)):
+            raise HTTPException(404, f"no tenant '{name[:64]}'")
+        return {"name": name, "token": token}
+
     @app.get("/v1/tenants")
     def list_tenants(_: str = Depends(admin)) -> list[dict]:
         return store.tenants()

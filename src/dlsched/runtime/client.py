@@ -378,6 +378,12 @@ def cmd_tenant_create(args) -> int:
     return 0
 
 
+def cmd_tenant_token(args) -> int:
+    t = _call(args, "POST", f"/v1/tenants/{args.name}/token").json()
+    print(json.dumps(t, indent=1))
+    return 0
+
+
 def cmd_tenant_list(args) -> int:
     for t in _call(args, "GET", "/v1/tenants").json():
         print(t["name"])
@@ -475,4 +481,11 @@ def add_client_parsers(sub) -> None:
     p = common(tsub.add_parser("create", help="create a tenant and print its token"))
     p.add_argument("name")
     p.set_defaults(func=cmd_tenant_create)
+    p = common(
+        tsub.add_parser(
+            "token", help="give a tenant a new token and print it (its old one stops working)"
+        )
+    )
+    p.add_argument("name")
+    p.set_defaults(func=cmd_tenant_token)
     common(tsub.add_parser("list", help="list tenants")).set_defaults(func=cmd_tenant_list)

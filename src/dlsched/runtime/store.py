@@ -25,6 +25,7 @@ class Store:
 
     def create_tenant(self, name: str, token_hash: str) -> dict: ...
     def tenant_by_token_hash(self, token_hash: str) -> dict | None: ...
+    def replace_token(self, name: str, token_hash: str) -> bool: ...
     def tenants(self) -> list[dict]: ...
     def add_job(self, tenant_id: str, spec: dict) -> dict: ...
     def job(self, job_id: str) -> dict | None: ...
@@ -132,6 +133,15 @@ class SQLiteStore(Store):
     def tenant_by_token_hash(self, token_hash: str) -> dict | None:
         rows = self._rows("SELECT * FROM tenants WHERE token_hash = ?", (token_hash,))
         return rows[0] if rows else None
+
+    def replace_token(self, name: str, token_hash: str) -> bool:
+        """The tenant's token from now on (the old one no longer authenticates); False: no such
+        tenant."""
+        with self._lock:
+            cursor = self._db.execute(
+                "UPDATE tenants SET token_hash = ? WHERE name = ?", (token_hash, name)
+            )
+        return cursor.rowcount == 1
 
     def tenants(self) -> list[dict]:
         return self._rows("SELECT id, name, created FROM tenants ORDER BY created")

@@ -256,6 +256,9 @@ def serve(args, params: dict) -> int:
         reclaim_notice_s=args.reclaim_notice_s,
         quotas=quotas,
     )
+    kept = store.quotas()
+    if kept:  # (an edit of the --quotas file does not move these)
+        print(f"dlsched: quotas set through the API hold for {', '.join(sorted(kept))}", flush=True)
     service.start()
     reserve = DiskReserve(data_dir, int(args.disk_reserve_mib * (1 << 20)))
     app = create_app(service, store, digest, disk=reserve)

@@ -981,6 +981,14 @@ def test_a_job_is_profiled_only_once_its_tenant_s_quota_could_admit_it(tmp_path)
     theirs = s.store.add_job(bob, {**SPEC, "gpus": 3, "duration_s": 100})["id"]
     s.step()
     assert s.executor.profiling == [theirs]  # alice's second waits without a run
+    # and is seen to wait for quota (before: not counted, and its events said only "submitted")
+    assert s.service.quotas()["tenants"]["alice"]["waiting_for_quota"] == 2
+    assert 'dlsched_pending_jobs{reason="quota",tenant="all"} 2.0' in (
+        s.service.metrics.render().decode()
+    )
+    assert "its profiling run waits for its tenant's quota" in [
+        e["message"] for e in s.store.events(second)
+    ]
     s.store.update_job(dropped, cancel_requested=True)  # cancelled while it waits: forgotten
     s.step()
     assert s.status(dropped) == "cancelled" and dropped not in s.service.to_profile

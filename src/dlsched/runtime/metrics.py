@@ -202,13 +202,16 @@ class RuntimeMetrics:
     def _observe_quotas(self, service) -> None:
         usage = service.admission.usage_by_tenant(service.state)
         pending: Counter = Counter(j.spec.tenant for j in service.state.pending.values())
+        unprofiled = service.unprofiled_waiting_for_quota()
         by_label: dict[tuple[str, str], int] = {}
-        for tenant in set(pending) | self._tenants:
+        for tenant in set(pending) | self._tenants | set(unprofiled):
             label = self._label(tenant)
-            quota = usage[tenant].waiting_for_quota if tenant in usage else 0
-            by_label[(label, "quota")] = by_label.get((label, "quota"), 0) + quota
+            held_back = usage[tenant].waiting_for_quota if tenant in usage else 0
+            by_label[(label, "quota")] = (
+                by_label.get((label, "quota"), 0) + held_back + unprofiled[tenant]
+            )
             by_label[(label, "gpus")] = (
-                by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - quota
+                by_label.get((label, "gpus"), 0) + pending.get(tenant, 0) - held_back
             )
         for (label, reason), n in by_label.items():
             self.pending.labels(label, reason).set(n)

@@ -130,6 +130,11 @@ class ProfilingQueue:
         """Whether the job waits for a run or has one under way."""
         return jid in self._since
 
+    def waiting(self) -> list[tuple[str, tuple[int, int]]]:
+        """(tenant, what its quota must admit: fewest GPUs, priority class) of each job waiting
+        for a run."""
+        return [(t, self._needs[j]) for t, jobs in self._waiting.items() for j in jobs]
+
     def forget(self, jid: str) -> None:
         """The job needs no more runs (profiled, failed or cancelled)."""
         for tenant, jobs in self._waiting.items():

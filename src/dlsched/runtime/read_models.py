@@ -106,12 +106,21 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
     the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
     admission, state = service.admission, service.state
     usage = admission.usage_by_tenant(state)
+    # jobs waiting for a profiling run that their tenant's quota could not admit now (they
+    # are not in the state until profiled)
+    unprofiled: Counter = Counter(
+        t
+        for t, needs in service.to_profile.waiting()
+        if not admission.could_admit(state, t, *needs)
+    )
+    for t in unprofiled.keys() - usage.keys():
+        usage[t] = TenantUsage(admission.config.quota(t), 0, 0, 0)
     if tenant is not None:
         quota = admission.config.quota(tenant)
         usage = {tenant: usage.get(tenant) or TenantUsage(quota, 0, 0, 0)}
     waiting_all: Counter = Counter(j.spec.tenant for j in state.pending.values())
     out = {}
-    for t, u in usage.items():
+    for t, u in sorted(usage.items()):
         q = u.quota
         out[t] = {
             "nominal": None if q.nominal >= service.UNLIMITED else q.nominal,
@@ -121,7 +130,7 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
             "reserved": u.used,
             "gpus_held": u.held,
             "borrowed": u.borrowed,
-            "waiting_for_quota": u.waiting_for_quota,
+            "waiting_for_quota": u.waiting_for_quota + unprofiled[t],
             "waiting_for_gpus": waiting_all.get(t, 0) - u.waiting_for_quota,
         }
     return {"source": admission.config.source, "tenants": out}

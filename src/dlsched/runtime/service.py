@@ -19,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -293,6 +293,15 @@ class SchedulerService:
         self.wake()
         return self.quotas(tenant)["tenants"][tenant]
 
+    def unprofiled_waiting_for_quota(self) -> Counter:
+        """Per tenant, its jobs waiting for a profiling run that its quota could not admit now
+        (a job enters the state only once profiled: the admission's books do not count it)."""
+        return Counter(
+            t
+            for t, needs in self.to_profile.waiting()
+            if not self.admission.could_admit(self.state, t, *needs)
+        )
+
     def create_tenant(self, name: str, token_hash: str) -> dict:
         """The admin API: a new tenant. Under ``--quotas equal`` the training GPUs are split
         again, evenly between all tenants; one whose quota was set through the API keeps it
@@ -416,6 +425,10 @@ class SchedulerService:
             placements = self.policy.moldable and most > 1
             needs = (fewest, spec.priority)
             self.to_profile.add(row["tenant_id"], row["id"], self.clock(), needs, placements)
+            if not self.admission.could_admit(self.state, row["tenant_id"], *needs):
+                self.store.update_job(
+                    row["id"], event="its profiling run waits for its tenant's quota"
+                )
         else:
             self._enter(row)
 

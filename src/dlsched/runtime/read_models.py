@@ -106,13 +106,7 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
     the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
     admission, state = service.admission, service.state
     usage = admission.usage_by_tenant(state)
-    # jobs waiting for a profiling run that their tenant's quota could not admit now (they
-    # are not in the state until profiled)
-    unprofiled: Counter = Counter(
-        t
-        for t, needs in service.to_profile.waiting()
-        if not admission.could_admit(state, t, *needs)
-    )
+    unprofiled = service.unprofiled_waiting_for_quota()  # (not in the state until profiled)
     for t in unprofiled.keys() - usage.keys():
         usage[t] = TenantUsage(admission.config.quota(t), 0, 0, 0)
     if tenant is not None:

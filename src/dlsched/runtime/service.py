@@ -110,10 +110,11 @@ class SchedulerService:
         # the server always runs the admission stage (it keeps the books the quota API and
         # metrics read); without quotas no tenant is ever held back. Quotas set through the API
         # before a restart hold over the configuration's.
-        config = quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none")
-        for tenant, fields in store.quotas().items():
-            config.tenants[tenant] = quota_from(fields, f"tenants.{tenant}")
-        self.admission = QuotaAdmission(config)
+        base = quotas or TenantConfig(default=TenantQuota(nominal=UNLIMITED), source="none")
+        kept = {t: quota_from(fields, f"tenants.{t}") for t, fields in store.quotas().items()}
+        self.admission = QuotaAdmission(
+            TenantConfig({**base.tenants, **kept}, base.default, base.source)
+        )
         self.admission.log = []
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)

@@ -454,7 +454,7 @@ def test_a_run_s_stall_limit_is_a_setting_and_a_bound_one(tmp_path):
     result = run_sweep(s, tmp_path / "out", sequential=True)
     ((run, error),) = result.outcome.failed
     assert run.get("stall_limit") == 50 and "raise stall_limit" in error, error
-    ((ended,),) = [result.outcome.done]
+    (ended,) = result.outcome.done
     assert ended.get("stall_limit") == 100_000
     for bad, reason in ((0, "positive integer"), (100_000_001, "at most 100,000,000")):
         with pytest.raises(SpecError, match=reason) as e:

@@ -27,12 +27,8 @@ class ServerLoaning:
         # servers the state handed back, until their stand-in runs (node -> (asked, deadline))
         self.returning: dict[int, tuple[float, float]] = {}
         self.returned_after_s: list[float] = []
-        loans = service.state.loans
-        for nid in loans.inference_nodes:  # inference holds its servers at start
+        for nid in service.state.loans.inference_nodes:  # inference holds its servers at start
             service.executor.serve_inference(service.node_names[nid])
-        # and needs them all until it says otherwise (`dlsched pools` and the demand gauge
-        # showed 0 beside every server held, as if lending had failed)
-        loans.announced = len(loans.inference_nodes)
 
     def set_demand(self, servers: int) -> None:
         """The inference side needs ``servers`` of its servers within the notice: idle ones are

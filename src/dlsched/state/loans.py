@@ -35,15 +35,15 @@ class LoanBook:
     reclaiming: dict[int, tuple[float, float]] = field(
         default_factory=dict
     )  # node -> (asked, deadline)
-    announced: int = 0  # servers inference said it needs
+    # servers inference said it needs: all it holds at the start, until it says otherwise
+    announced: int = 0
     stats: LoanStats = field(default_factory=LoanStats)
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, notice_s: float) -> LoanBook:
         check_time("reclaim_notice_s", notice_s)
-        return cls(
-            tuple(n.node_id for n in cluster.nodes if n.pool == "inference"), float(notice_s)
-        )
+        servers = tuple(n.node_id for n in cluster.nodes if n.pool == "inference")
+        return cls(servers, float(notice_s), announced=len(servers))
 
     @property
     def held(self) -> int:

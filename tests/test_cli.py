@@ -325,6 +325,21 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             )
             for p in ("genie", "edf")
         ),
+        # an elastic policy without elastic jobs ran as its order alone, and Aryl without an
+        # inference pool as aryl-no-loan, under their own names
+        *(
+            (
+                ["--trace", "muri-3", "--policy", p],
+                f"field 'elastic_fraction': policy '{p}' resizes elastic jobs and no job of this "
+                "workload is elastic",
+            )
+            for p in ("elastic-tiresias", "elastic-fifo", "aryl", "aryl-no-loan")
+        ),
+        (
+            ["--trace", "muri-3", "--policy", "aryl", "--elastic-fraction", "0.5"],
+            "field 'cluster': policy 'aryl' borrows idle inference servers and the cluster has "
+            "none",
+        ),
     ],
 )
 def test_bad_arguments_get_a_clear_error(tmp_path, capsys, args, message):

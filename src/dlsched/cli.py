@@ -457,7 +457,7 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
 def cmd_compare(args) -> int:
     from .metrics import json_text
     from .report.html import render_report
-    from .runs import check_deadlines
+    from .runs import check_policy_inputs
 
     if args.jobs is not None and args.jobs < 1:
         raise SpecError("jobs", "must be at least 1")
@@ -470,10 +470,10 @@ def cmd_compare(args) -> int:
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:  # (both runs would write one folder at once)
         raise SpecError("policies", f"'{twice}' is named twice")
-    for name in names:  # fail fast on a typo, an option it lacks or deadlines it needs,
+    for name in names:  # fail fast on a typo, an option it lacks or inputs it needs,
         # before any simulation
         _given_options(name, args)
-        check_deadlines(make_policy(name), name, workload)
+        check_policy_inputs(make_policy(name), name, workload)
     summaries = _run_policies(names, args, workload, out)
     (out / "comparison.json").write_text(
         json_text([{k: v for k, v in s.items() if k != "tenants"} for s in summaries]) + "\n"

@@ -93,7 +93,7 @@ def simulate(
         raise TypeError("params go with a policy name; configure a policy object yourself")
     else:
         name = policy.name or type(policy).__name__
-    check_deadlines(policy, name, workload)
+    check_policy_inputs(policy, name, workload)
     if trace.replay is not None:
         from .replay import with_profiling
 
@@ -153,19 +153,35 @@ def simulate(
     return Run(result, summary)
 
 
-def check_deadlines(policy: Policy, name: str, workload: Workload) -> None:
-    """A policy that schedules by deadlines refuses a workload whose jobs have none: it would
-    run as arrival order, and GENIE shrink jobs to what is idle (a server's history aside: its
-    jobs' deadlines are as they ran)."""
-    if (
-        getattr(policy, "needs_deadlines", False)
-        and workload.trace.replay is None
-        and all(j.deadline_s is None for j in workload.jobs)
-    ):
+def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
+    """A policy refuses a workload that leaves one of its mechanisms nothing to act on: it
+    would run as something else under its name (a server's history aside: its jobs are as
+    they ran). GENIE and EDF without deadlines run as arrival order (GENIE shrinking jobs to
+    what is idle), an elastic policy without elastic jobs as its order alone, Aryl without an
+    inference pool as ``aryl-no-loan``."""
+    if workload.trace.replay is not None:
+        return
+    jobs = workload.jobs
+    if getattr(policy, "needs_deadlines", False) and all(j.deadline_s is None for j in jobs):
         raise SpecError(
             "deadlines",
             f"policy {name!r} schedules by deadlines and no job of this workload has one: "
             "give the trace a deadline column, or draw them (--deadlines; deadlines=True)",
+        )
+    if getattr(policy, "resizes_elastic", False) and not any(j.elastic for j in jobs):
+        raise SpecError(
+            "elastic_fraction",
+            f"policy {name!r} resizes elastic jobs and no job of this workload is elastic: it "
+            "would resize nothing; draw some (--elastic-fraction F; elastic_fraction=F)",
+        )
+    if getattr(policy, "loans_servers", False) and not any(
+        n.pool == "inference" for n in workload.cluster.nodes
+    ):
+        raise SpecError(
+            "cluster",
+            f"policy {name!r} borrows idle inference servers and the cluster has none: it would "
+            "borrow nothing; add an inference pool (e.g. 64x8:V100,16x8:V100@inference) or "
+            "name its ablation without loans (aryl-no-loan, aryl-base)",
         )
 
 

@@ -85,7 +85,7 @@ class Aryl(Policy):
             if not isinstance(value, bool):
                 raise SpecError(field, f"must be true or false, got {value!r}")
         self.loans_servers = loaning
-        self.elasticity = elasticity
+        self.resizes_elastic = elasticity
         self.reclaim_rule = reclaim
         self.seed = seed
         self._rng = random.Random(seed)
@@ -98,7 +98,7 @@ class Aryl(Policy):
         return {
             **super().params(),
             "loaning": self.loans_servers,
-            "elasticity": self.elasticity,
+            "elasticity": self.resizes_elastic,
             "reclaim": self.reclaim_rule,
             "seed": self.seed,
         }
@@ -106,7 +106,7 @@ class Aryl(Policy):
     def base(self, job: JobView) -> int:
         """The size a job starts at (before extras): its base size (an elastic job's minimum,
         raised to where its memory fits), or its request without elasticity."""
-        return job.base_gpus if self.elasticity else job.num_gpus
+        return job.base_gpus if self.resizes_elastic else job.num_gpus
 
     def kind(self, job: JobView) -> tuple:
         """The queue's buckets: what a pass needs to know of a job to tell whether it can start."""
@@ -115,11 +115,11 @@ class Aryl(Policy):
     # -- the running elastic jobs, as the state keeps them ------------------------------------
     def _elastic(self, view: PolicyView) -> Mapping[str, JobView]:
         """The running jobs extras may go to or come from (none without elasticity)."""
-        return view.running_elastic if self.elasticity else {}
+        return view.running_elastic if self.resizes_elastic else {}
 
     def _extra_gpus(self, view: PolicyView) -> int:
         """GPUs the running jobs hold above their base sizes: what scale-ins could free."""
-        return view.elastic_extra_gpus if self.elasticity else 0
+        return view.elastic_extra_gpus if self.resizes_elastic else 0
 
     # caches of the workload model's answers (the one of where a job runs is checked against
     # its GPUs at each use), not of the cluster's state
@@ -166,7 +166,7 @@ class Aryl(Policy):
                 free.take(gpus)
                 plan.start.append((job, gpus))
         if (
-            self.elasticity
+            self.resizes_elastic
             and (scratch or view.free).total > 0
             and (view.running_elastic or plan.start)
         ):
@@ -208,7 +208,7 @@ class Aryl(Policy):
         floor: dict[str, int] = {}  # the fewest GPUs each may keep: its base, if memory fits
         heap = []
         # (the jobs above their base sizes, as the state keeps them: only they can shrink)
-        for jid, job in (view.elastic_above_base if self.elasticity else {}).items():
+        for jid, job in (view.elastic_above_base if self.resizes_elastic else {}).items():
             size = len(view.gpus_of(job))
             if size > self.base(job) and self._resizable(view, job, planned):
                 fewest = smallest_fitting(job, self.base(job), view)
@@ -413,7 +413,7 @@ class Aryl(Policy):
         if len(keep) == len(job.gpus):
             return keep
         if (
-            self.elasticity
+            self.resizes_elastic
             and job.spec.elastic
             and keep
             and len(keep) >= job.spec.gpu_range[0]

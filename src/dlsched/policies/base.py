@@ -38,6 +38,8 @@ class Policy:
     # orders jobs by their deadlines: a simulated workload where no job has one is refused
     needs_deadlines: bool = False
     loans_servers: bool = False  # borrows idle inference servers (Aryl)
+    # grows or shrinks elastic jobs: a simulated workload where no job is elastic is refused
+    resizes_elastic: bool = False
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:

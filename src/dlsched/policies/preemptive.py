@@ -154,6 +154,7 @@ class PreemptivePolicy(Policy):
         self.order = order
         order.policy = self
         self.elastic = elastic
+        self.resizes_elastic = elastic is not None
         if elastic is not None:
             elastic.attach(self)
         # the state's index of running jobs in the order's worst-first order, and the key

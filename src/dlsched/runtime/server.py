@@ -256,6 +256,12 @@ def serve(args, params: dict) -> int:
         reclaim_notice_s=args.reclaim_notice_s,
         quotas=quotas,
     )
+    if service.policy.loans_servers and not service.state.loans.inference_nodes:
+        print(
+            f"dlsched: policy {args.policy} borrows idle inference servers and this cluster has "
+            "none: no server will be lent to training (--inference-nodes; docs/runtime.md)",
+            flush=True,
+        )
     kept = store.quotas()
     if kept:  # (an edit of the --quotas file does not move these)
         print(f"dlsched: quotas set through the API hold for {', '.join(sorted(kept))}", flush=True)

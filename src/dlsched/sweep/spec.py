@@ -8,6 +8,7 @@ names the field::
       trace: philly
       cluster: 64x8:V100
       limit: 4000
+      elastic_fraction: 0.5       # half the jobs elastic (elastic-tiresias needs some)
     axes:                         # every combination of these values is one run, per seed
       policy:                     # a name, or a variant with parameters and run settings
         - fifo

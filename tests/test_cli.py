@@ -335,6 +335,14 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             )
             for p in ("elastic-tiresias", "elastic-fifo", "aryl", "aryl-no-loan")
         ),
+        *(
+            (
+                ["--trace", "muri-3", "--policy", p],
+                f"field 'tenant': policy '{p}' shares the GPUs between tenants and this workload "
+                "has one",
+            )
+            for p in ("drf", "ftf")
+        ),
         (
             ["--trace", "muri-3", "--policy", "aryl", "--elastic-fraction", "0.5"],
             "field 'cluster': policy 'aryl' borrows idle inference servers and the cluster has "

@@ -157,8 +157,9 @@ def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
     """A policy refuses a workload that leaves one of its mechanisms nothing to act on: it
     would run as something else under its name (a server's history aside: its jobs are as
     they ran). GENIE and EDF without deadlines run as arrival order (GENIE shrinking jobs to
-    what is idle), an elastic policy without elastic jobs as its order alone, Aryl without an
-    inference pool as ``aryl-no-loan``."""
+    what is idle), an elastic policy without elastic jobs as its order alone, a policy that
+    shares between tenants on one tenant's jobs as arrival order, Aryl without an inference pool
+    as ``aryl-no-loan``."""
     if workload.trace.replay is not None:
         return
     jobs = workload.jobs
@@ -173,6 +174,12 @@ def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
             "elastic_fraction",
             f"policy {name!r} resizes elastic jobs and no job of this workload is elastic: it "
             "would resize nothing; draw some (--elastic-fraction F; elastic_fraction=F)",
+        )
+    if getattr(policy, "between_tenants", False) and len({j.tenant for j in jobs}) < 2:
+        raise SpecError(
+            "tenant",
+            f"policy {name!r} shares the GPUs between tenants and this workload has one: it "
+            "would share nothing; give the trace a tenant column (a CSV's: --map tenant=COLUMN)",
         )
     if getattr(policy, "loans_servers", False) and not any(
         n.pool == "inference" for n in workload.cluster.nodes

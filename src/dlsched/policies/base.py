@@ -40,6 +40,8 @@ class Policy:
     loans_servers: bool = False  # borrows idle inference servers (Aryl)
     # grows or shrinks elastic jobs: a simulated workload where no job is elastic is refused
     resizes_elastic: bool = False
+    # shares the GPUs between tenants: a simulated workload of one tenant is refused
+    between_tenants: bool = False
 
     def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
         if placement not in PLACEMENTS:

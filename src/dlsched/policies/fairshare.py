@@ -66,6 +66,8 @@ def rho_totals(job: JobView) -> tuple[float, float, float]:
 class TenantFairShare(Policy):
     """The pass above; subclasses give the score (lower = worse off, served first)."""
 
+    between_tenants = True
+
     def __init__(self, placement: str = "best-fit", scan: str = "backfill") -> None:
         super().__init__(placement, scan)
         # within a pass: GPUs each tenant holds (the state's count: it follows failures,

@@ -337,6 +337,13 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
         ),
         *(
             (
+                ["--trace", "muri-3", "--policy", p, "--no-perf"],
+                f"field 'perf': policy '{p}' shares GPUs and this run has no performance model",
+            )
+            for p in ("sjf-ffs", "sjf-bsbf")
+        ),
+        *(
+            (
                 ["--trace", "muri-3", "--policy", p],
                 f"field 'tenant': policy '{p}' shares the GPUs between tenants and this workload "
                 "has one",

@@ -342,6 +342,19 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             )
             for p in ("sjf-ffs", "sjf-bsbf")
         ),
+        (
+            [
+                "--trace",
+                "muri-3",
+                "--policy",
+                "elastic-fifo",
+                "--elastic-fraction",
+                "1",
+                "--no-perf",
+            ],
+            "field 'perf': policy 'elastic-fifo' resizes elastic jobs and this run has no "
+            "performance model",
+        ),
         *(
             (
                 ["--trace", "muri-3", "--policy", p],

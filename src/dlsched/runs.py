@@ -158,8 +158,9 @@ def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
     would run as something else under its name (a server's history aside: its jobs are as
     they ran). GENIE and EDF without deadlines run as arrival order (GENIE shrinking jobs to
     what is idle), an elastic policy without elastic jobs as its order alone, a sharing policy
-    without the performance model as SJF, a policy that shares between tenants on one tenant's
-    jobs as arrival order, Aryl without an inference pool as ``aryl-no-loan``."""
+    without the performance model as SJF (an elastic one resizes jobs whose speed does not
+    change), fair share between one tenant's jobs as arrival order, Aryl without an inference
+    pool as ``aryl-no-loan``."""
     if workload.trace.replay is not None:
         return
     jobs = workload.jobs
@@ -180,6 +181,12 @@ def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
             "perf",
             f"policy {name!r} shares GPUs and this run has no performance model (--no-perf): "
             "no job's memory or co-location slowdown is known, so it would share nothing",
+        )
+    if getattr(policy, "resizes_elastic", False) and not workload.perf:
+        raise SpecError(
+            "perf",
+            f"policy {name!r} resizes elastic jobs and this run has no performance model "
+            "(--no-perf): a job would run at its trace speed on any number of GPUs",
         )
     if getattr(policy, "between_tenants", False) and len({j.tenant for j in jobs}) < 2:
         raise SpecError(

@@ -89,6 +89,41 @@ def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(api, change,
     assert store.jobs() == []
 
 
+def test_a_yaml_spec_s_deadline_is_sent_as_its_text_and_one_without_a_zone_named(
+    api, tmp_path, monkeypatch
+):
+    """`dlsched submit` of a spec with `deadline: 2026-11-23T18:00:00Z`, as docs/runtime.md
+    writes it, stopped in the client with a traceback: YAML read the time as a datetime, which
+    JSON cannot carry. A time without its zone got the message for an unreadable one."""
+    import argparse
+    from datetime import datetime, timedelta
+
+    from dlsched.runtime import client as cli
+
+    client, alice, store = api
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
+    text = tomorrow.isoformat().replace("+00:00", "Z")
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"entrypoint: {OK['entrypoint']}\ngpus: 1\nbatch_size: 8\niterations: 5\ndeadline: {text}\n"
+    )
+    sent = []
+
+    def call(args, method, url, **kwargs):
+        sent.append(kwargs["json"])
+        r = client.request(method, url, headers=alice, **kwargs)
+        assert r.status_code == 201, r.text
+        return r
+
+    monkeypatch.setattr(cli, "_call", call)
+    assert cli.cmd_submit(argparse.Namespace(spec=str(path))) == 0
+    assert sent[0]["deadline"] == text
+    job = client.get(f"/v1/jobs/{store.jobs()[0]['id']}", headers=alice).json()
+    assert job["deadline"] == tomorrow.timestamp()
+    r = client.post("/v1/jobs", json={**OK, "deadline": text[:-1]}, headers=alice)
+    assert r.status_code == 422 and "give the time zone" in r.json()["detail"]["message"], r.text
+
+
 def test_args_32_levels_deep_and_64_kib_are_kept_and_listed(api):
     client, alice, store = api
     deep = {**OK, "args": {**_nested(32), "data": "x" * 60_000}}

@@ -1,5 +1,7 @@
 """Cluster specs, job-spec validation and placement."""
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,6 +140,27 @@ def test_a_yaml_file_read_to_its_bound_and_its_aliases_bounded(tmp_path):
     shared = tmp_path / "shared.yaml"
     shared.write_text("base: &b {gpus: 8}\ngroups: [*b, *b]\n")
     assert read_yaml(shared, "cluster")["groups"] == [{"gpus": 8}, {"gpus": 8}]
+
+
+def test_a_yaml_file_holds_plain_data_only_and_its_times_stay_text(tmp_path):
+    """A time stays the text it is (YAML made it a datetime, which a job spec sent as JSON
+    cannot carry: `dlsched submit` stopped with a traceback); a value of an explicit tag that
+    is not plain data is refused, naming where it is."""
+    from dlsched.yamlfile import read_yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text("deadline: 2026-11-23T18:00:00Z\nday: 2026-11-23\n")
+    assert read_yaml(path, "spec") == {"deadline": "2026-11-23T18:00:00Z", "day": "2026-11-23"}
+    for text, where, kind in [
+        ("args: !!set {a, b}\n", "args", "set"),
+        ("x: [1, {y: !!binary aGk=}]\n", "x[1].y", "bytes"),
+        ("t: !!timestamp 2026-11-23\n", "t", "date"),
+    ]:
+        path.write_text(text)
+        message = re.escape(f"holds a value of type {kind} at {where}:")
+        with pytest.raises(SpecError, match=message) as e:
+            read_yaml(path, "spec")
+        assert e.value.field == "spec"
 
 
 def test_a_cluster_at_its_bounds_is_built():

@@ -26,13 +26,58 @@ def read_yaml(path: str | Path, field: str):
             raw = f.read(MAX_YAML_BYTES + 1)
         if len(raw) > MAX_YAML_BYTES:
             raise SpecError(field, f"{path} is over {MAX_YAML_BYTES:,} bytes")
-        data = yaml.safe_load(raw.decode("utf-8"))
+        data = yaml.load(raw.decode("utf-8"), Loader=_PlainLoader)
     except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
         reason = "nested too deep" if isinstance(e, RecursionError) else str(e)
         raise SpecError(field, f"cannot read {path} as YAML: {reason}") from None
     if problem := _alias_problem(data):
         raise SpecError(field, f"{path} {problem}")
+    if problem := _not_plain(data):
+        raise SpecError(field, f"{path} {problem}")
     return data
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """YAML's safe loader but that a timestamp (``deadline: 2026-11-23T18:00:00Z``) stays the
+    text it was: what reads it parses it (a datetime is no JSON, and a job spec is sent as
+    JSON)."""
+
+
+_PlainLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def _not_plain(data) -> str | None:
+    """Where the document holds a value that is not plain data (text, a number, a boolean,
+    null, or a list or mapping of those): an explicit tag such as ``!!set``, ``!!binary`` or
+    ``!!timestamp`` (asked after ``_alias_problem``: no loop is left)."""
+    todo: list[tuple[object, str]] = [(data, "")]
+    seen: set[int] = set()
+    while todo:
+        value, where = todo.pop()
+        if isinstance(value, dict):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            for key, child in value.items():
+                if not isinstance(key, PLAIN):
+                    return f"has a key of type {type(key).__name__} at {where or 'the top'}"
+                todo.append((child, f"{where}.{key}" if where else str(key)))
+        elif isinstance(value, list):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            todo.extend((child, f"{where}[{i}]") for i, child in enumerate(value))
+        elif not isinstance(value, PLAIN):
+            return (
+                f"holds a value of type {type(value).__name__} at {where or 'the top'}: only "
+                "text, numbers, booleans, null, lists and mappings"
+            )
+    return None
 
 
 def _alias_problem(data) -> str | None:

@@ -196,14 +196,17 @@ def absolute_deadline(deadline, within, now: float) -> float | None:
     if isinstance(deadline, str):
         try:
             parsed = datetime.fromisoformat(deadline.strip().replace("Z", "+00:00"))
-            if parsed.tzinfo is None:
-                raise SpecError("deadline", "give the time zone (e.g. a trailing Z for UTC)")
-            deadline = parsed.timestamp()
+            timestamp = parsed.timestamp()
         except (ValueError, OverflowError, OSError):
             raise SpecError(
                 "deadline",
                 f"expected an ISO 8601 time such as 2026-11-23T18:00:00Z, got {deadline[:64]!r}",
             ) from None
+        if parsed.tzinfo is None:  # (a SpecError is a ValueError: raised out of the try)
+            raise SpecError(
+                "deadline", f"give the time zone of {deadline[:64]!r} (e.g. a trailing Z for UTC)"
+            )
+        deadline = timestamp
     if not math.isfinite(deadline) or deadline <= now:
         raise SpecError("deadline", "must be a time after submission")
     if deadline > now + MAX_DURATION_S:

@@ -166,7 +166,7 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         type=float,
         default=0.0,
         help="share of jobs made elastic by the seeded rule (min = half, max = twice the "
-        "request; docs/policies.md); default 0",
+        "request; docs/policies.md); default 0 (the elastic policies and aryl need some)",
     )
     p.add_argument(
         "--resize-mechanism",
@@ -190,7 +190,8 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument(
         "--no-perf",
         action="store_true",
-        help="run every job at its trace speed instead of the performance model's",
+        help="run every job at its trace speed instead of the performance model's (no "
+        "memory or speed at another size is known: the sharing and elastic policies refuse it)",
     )
     p.add_argument(
         "--cache-dir",

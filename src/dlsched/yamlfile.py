@@ -48,7 +48,7 @@ _PlainLoader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
-PLAIN = (str, int, float, bool, type(None))
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def _not_plain(data) -> str | None:
@@ -64,7 +64,7 @@ def _not_plain(data) -> str | None:
                 continue
             seen.add(id(value))
             for key, child in value.items():
-                if not isinstance(key, PLAIN):
+                if not isinstance(key, _PLAIN):
                     return f"has a key of type {type(key).__name__} at {where or 'the top'}"
                 todo.append((child, f"{where}.{key}" if where else str(key)))
         elif isinstance(value, list):
@@ -72,7 +72,7 @@ def _not_plain(data) -> str | None:
                 continue
             seen.add(id(value))
             todo.extend((child, f"{where}[{i}]") for i, child in enumerate(value))
-        elif not isinstance(value, PLAIN):
+        elif not isinstance(value, _PLAIN):
             return (
                 f"holds a value of type {type(value).__name__} at {where or 'the top'}: only "
                 "text, numbers, booleans, null, lists and mappings"

@@ -939,7 +939,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = perf_sub.add_parser("show", help="a model's iteration time and throughput by GPU count")
     p.add_argument("model")
     p.add_argument("--batch", type=float, help="per-GPU batch (default: the model's)")
-    p.add_argument("--max-gpus", type=int, default=64)
+    p.add_argument(
+        "--max-gpus", type=int, default=64, help="the largest GPU count shown (default 64)"
+    )
     p.add_argument(
         "--gpus-per-node",
         type=int,

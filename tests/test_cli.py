@@ -977,3 +977,22 @@ def test_any_combination_of_options_runs_or_is_refused_naming_a_field(tmp_path, 
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main([*argv, "--out", str(tmp_path / "o"), "--no-cache"])
     assert code == 0 or (code == 2 and "error: field '" in err.getvalue()), (code, err.getvalue())
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["server", "--nodes", "2", "--gpus", "8"], "--gpus 8"),  # was 8 per node: 16 GPUs
+        (["simulate", "--trace", "muri-3", "--elastic", "0.5", "--out", "o"], "--elastic 0.5"),
+        (["perf", "show", "cifar10", "--gpus", "4"], "--gpus 4"),
+    ],
+)
+def test_an_option_is_known_by_its_whole_name_only(capsys, argv, option):
+    # argparse took a prefix of one option as that option, silently (parsed only: a server
+    # that started would serve until stopped)
+    from dlsched.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv)
+    assert e.value.code == 2
+    assert f"unrecognized arguments: {option}" in capsys.readouterr().err

@@ -833,8 +833,17 @@ def cmd_policies(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Options by their whole names only (with argparse's abbreviations, `dlsched server --gpus
+    8` was taken as --gpus-per-node 8); every subcommand's parser is one too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dlsched",
         description="Schedule deep-learning jobs on "
         "shared GPU clusters: simulate policies on real traces, or run "

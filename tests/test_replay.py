@@ -455,10 +455,11 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota stage
 
 
-def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path):
+def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path, capsys):
     # the simulator refuses genie on a workload without deadlines (a forgotten --deadlines);
     # a server's history has its tenants' deadlines as they ran, none here: it was refused,
-    # so the server's own policy could not be replayed
+    # so the server's own policy could not be replayed. Another policy named is refused as in
+    # a simulation (edf ran as arrival order, and an elastic one as its order alone)
     from dlsched.runtime.export import history_csv
 
     s = Setup(tmp_path, policy="genie", nodes={"n0": 2})
@@ -475,6 +476,10 @@ def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path):
     assert main(argv) == 0
     report = json.loads((out / "whatif.json").read_text())
     assert report["policies"]["genie"]["calibration"]["jobs"] == 1
+    for other, field in (("edf", "deadlines"), ("elastic-tiresias", "elastic_fraction")):
+        capsys.readouterr()
+        assert main([*argv[:-3], "--policies", other, "--out", str(tmp_path / other)]) == 2
+        assert f"field '{field}': policy '{other}'" in capsys.readouterr().err
 
 
 def test_whatif_names_an_unknown_policy_before_asking_the_server(tmp_path, capsys):

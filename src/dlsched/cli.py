@@ -504,6 +504,7 @@ def cmd_whatif(args) -> int:
     from .metrics import json_text
     from .replay import measured_summary
     from .report.columns import human_duration as human_s
+    from .runs import check_policy_inputs
 
     out = _output_folder(args.out)
     names = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
@@ -536,6 +537,9 @@ def cmd_whatif(args) -> int:
     replay = workload.trace.replay
     if replay is None:
         raise SpecError("trace", "not a server's history: write one with 'dlsched export'")
+    for name in names:  # (the server's own policy replays its jobs as they ran, whatever)
+        if name != server_policy:
+            check_policy_inputs(make_policy(name), name, workload)
     if server_policy and server_policy not in names:
         make_policy(server_policy)
         names.insert(0, server_policy)

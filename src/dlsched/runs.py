@@ -93,7 +93,8 @@ def simulate(
         raise TypeError("params go with a policy name; configure a policy object yourself")
     else:
         name = policy.name or type(policy).__name__
-    check_policy_inputs(policy, name, workload)
+    if trace.replay is None:  # (a server's history: whatif checks the policies it did not run)
+        check_policy_inputs(policy, name, workload)
     if trace.replay is not None:
         from .replay import with_profiling
 
@@ -155,14 +156,12 @@ def simulate(
 
 def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
     """A policy refuses a workload that leaves one of its mechanisms nothing to act on: it
-    would run as something else under its name (a server's history aside: its jobs are as
-    they ran). GENIE and EDF without deadlines run as arrival order (GENIE shrinking jobs to
-    what is idle), an elastic policy without elastic jobs as its order alone, a sharing policy
-    without the performance model as SJF (an elastic one resizes jobs whose speed does not
-    change), fair share between one tenant's jobs as arrival order, Aryl without an inference
-    pool as ``aryl-no-loan``."""
-    if workload.trace.replay is not None:
-        return
+    would run as something else under its name (a server's history replayed under the policy
+    the server ran is not asked: its jobs are as they ran). GENIE and EDF without deadlines run
+    as arrival order (GENIE shrinking jobs to what is idle), an elastic policy without elastic
+    jobs as its order alone, a sharing policy without the performance model as SJF (an elastic
+    one resizes jobs whose speed does not change), fair share between one tenant's jobs as
+    arrival order, Aryl without an inference pool as ``aryl-no-loan``."""
     jobs = workload.jobs
     if getattr(policy, "needs_deadlines", False) and all(j.deadline_s is None for j in jobs):
         raise SpecError(

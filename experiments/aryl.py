@@ -199,9 +199,18 @@ def plot(results: list[dict], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="out/aryl")
-    parser.add_argument("--skip-philly", action="store_true")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--out", default="out/aryl", help="the folder of the results (default %(default)s)"
+    )
+    parser.add_argument(
+        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="simulations at once, one process each (default %(default)s)",
+    )
     parser.add_argument(
         "--workloads",
         help=f"separated by ';', of: {'; '.join(WORKLOADS)} (default: all)",

@@ -267,11 +267,21 @@ def table(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=36)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--jobs", type=int, default=36, help="jobs per server run (default %(default)s)"
+    )
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated: one server run each")
-    parser.add_argument("--policies", default="tiresias,sjf-bsbf")
-    parser.add_argument("--out", default=str(ROOT / "out" / "calibration"))
+    parser.add_argument(
+        "--policies",
+        default="tiresias,sjf-bsbf",
+        help="comma-separated: the servers' policies (default %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "out" / "calibration"),
+        help="the folder of the results (default %(default)s)",
+    )
     parser.add_argument(
         "--replay-only", action="store_true", help="replay the histories of an earlier run"
     )

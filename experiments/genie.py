@@ -87,7 +87,9 @@ def run_one(task: tuple) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="out/genie")
+    parser.add_argument(
+        "--out", default="out/genie", help="the folder of the results (default %(default)s)"
+    )
     parser.add_argument(
         "--loads",
         default="2,4,8",
@@ -96,8 +98,15 @@ def main() -> None:
     parser.add_argument(
         "--seeds", default="0,1,2", help="seeds to repeat each run with (default %(default)s)"
     )
-    parser.add_argument("--skip-philly", action="store_true")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="simulations at once, one process each (default %(default)s)",
+    )
     args = parser.parse_args()
     workloads = [("synthetic", float(x)) for x in args.loads.split(",")]
     if not args.skip_philly:

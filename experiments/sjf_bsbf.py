@@ -30,7 +30,9 @@ def offered_demand_gpus(name: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="out/sjf-bsbf")
+    parser.add_argument(
+        "--out", default="out/sjf-bsbf", help="the folder of the results (default %(default)s)"
+    )
     parser.add_argument(
         "--load",
         type=float,
@@ -38,7 +40,9 @@ def main() -> None:
         help="offered load the Muri clusters are sized for (default 1.0: as many "
         "GPUs as the trace's average demand)",
     )
-    parser.add_argument("--skip-philly", action="store_true")
+    parser.add_argument(
+        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
+    )
     parser.add_argument(
         "--scan",
         choices=["strict", "backfill", "greedy"],

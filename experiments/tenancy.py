@@ -112,7 +112,9 @@ def vc_tables(result: SweepResult) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="out/tenancy")
+    parser.add_argument(
+        "--out", default="out/tenancy", help="the folder of the results (default %(default)s)"
+    )
     parser.add_argument("--sequential", action="store_true", help="in this process, not on Ray")
     parser.add_argument("--force", action="store_true", help="rerun the runs done before")
     args = parser.parse_args()

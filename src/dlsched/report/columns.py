@@ -1,9 +1,20 @@
-"""The summary columns every table shows (the CLI's and the HTML report's), and how each is
-formatted. No plotting here: the CLI prints tables without loading matplotlib."""
+"""The summary columns every table shows (the CLI's and the HTML report's), how each is
+formatted, and the HTML reports' style. No plotting here: the CLI prints tables without loading
+matplotlib."""
 
 from __future__ import annotations
 
 import math
+
+# The HTML reports' style (a comparison's and a sweep's): a value never breaks across lines
+# ("12.76 d" broke into two), in a type small enough that every column of a comparison fits
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+    "table{border-collapse:collapse;margin-bottom:1em;font-size:0.9em}"
+    "td,th{border:1px solid #ccc;padding:4px 6px;text-align:right}td{white-space:nowrap}"
+    "tr th:first-child{text-align:left;white-space:nowrap}"
+    ".plots svg{max-width:100%;height:auto}"
+)
 
 COLUMNS = (
     ("jobs", "jobs", "{:,}"),

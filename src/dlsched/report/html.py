@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from ..errors import SpecError
-from .columns import format_cell, shown_columns
+from .columns import PAGE_STYLE, format_cell, shown_columns
 from .plots import plt, scaling_figure_svg, svg_of
 
 
@@ -308,9 +308,7 @@ def render_report(run_dirs: list[Path], out_file: Path, title: str = "dlsched re
         for r in runs
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
-tr th:first-child{{text-align:left}} .plots svg{{max-width:100%;height:auto}}</style></head><body>
+<style>{PAGE_STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>{context}</p>
 <table><tr><th>policy</th>{head}</tr>{body}</table>

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..report.columns import METRICS, format_cell
+from ..report.columns import METRICS, PAGE_STYLE, format_cell
 from ..stats import mean_ci
 from .execute import run_key
 from .spec import SweepSpec
@@ -217,10 +217,7 @@ def write_html(spec: SweepSpec, agg: dict, rows: list[dict], failed: Iterable, p
     axes = ", ".join(f"{k} ({len(v)})" for k, v in spec.axes.items())
     title = html.escape(spec.name)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse;margin-bottom:1em}}td,th{{border:1px solid #ccc;padding:4px 8px;
-text-align:right}}tr th:first-child{{text-align:left}}.plots svg{{max-width:100%;height:auto}}
-</style></head><body><h1>{title}</h1>
+<style>{PAGE_STYLE}</style></head><body><h1>{title}</h1>
 <p>{len(rows)} of {len(spec.runs)} runs finished; axes: {html.escape(axes) or "none"};
 seeds: {len(spec.seeds)}. Each cell: the mean across seeds ± the half-width of its 95%
 confidence interval (Student's t); no interval with one seed.</p>

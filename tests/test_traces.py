@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlsched.errors import SpecError
+from dlsched.node_events import read_node_events
 from dlsched.traces import BUNDLED, load_trace, synthetic
 from dlsched.traces.generic import parse_mapping
 
@@ -447,3 +448,25 @@ def test_a_duplicate_job_id_names_its_row_or_is_skipped_keeping_the_first(tmp_pa
     t = load_trace(str(path), skip_invalid=True)
     assert [(j.job_id, j.num_gpus) for j in t.jobs] == [("a", 1), ("b", 1), ("c", 1)]
     assert t.dropped == {"invalid job_id": 1} and t.rows == 4
+
+
+def test_a_row_with_more_or_fewer_values_than_columns_is_named_or_skipped(tmp_path):
+    # csv.DictReader kept a row's excess values aside and filled missing ones with nothing: a
+    # row shifted by a stray comma was read as if whole
+    path = tmp_path / "shifted.csv"
+    path.write_text(
+        "job_id,submit_time_s,num_gpus,duration_s,tenant\n"
+        "a,0,1,100,x\nb,5,1,100,x,y\nc,10,2,300\nd,20,1,50,z\n"
+    )
+    with pytest.raises(SpecError) as e:
+        load_trace(str(path))
+    assert e.value.field == "columns" and e.value.row == 2
+    assert "6 values for the header's 5 columns" in str(e.value)
+    t = load_trace(str(path), skip_invalid=True)
+    assert [j.job_id for j in t.jobs] == ["a", "d"]
+    assert t.dropped == {"invalid columns": 2} and t.rows == 4
+    events = tmp_path / "events.csv"
+    events.write_text("time_s,kind,node\n10,down,0\n20,up\n")
+    with pytest.raises(SpecError, match="2 values for the header's 3 columns") as e:
+        read_node_events(events)
+    assert e.value.field == "columns" and e.value.row == 2

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .errors import SpecError, quoted
 from .jobs import check_time
-from .traces.base import number, read_rows
+from .traces.base import check_shape, number, read_rows
 
 NodeEvent = tuple[float, str, int]
 KINDS = ("down", "up")
@@ -80,6 +80,7 @@ def read_node_events(path: str | Path, nodes: int | None = None) -> tuple[NodeEv
         if row_number > MAX_NODE_EVENTS:
             raise SpecError("node_events", f"at most {MAX_NODE_EVENTS:,} rows", source=str(path))
         try:
+            check_shape(row)
             time_s = number(row, "time_s")
             node = number(row, "node", integer=True)
             events.append(check_node_event(time_s, (row["kind"] or "").strip(), node, nodes))

@@ -109,6 +109,7 @@ def collect(
     for number, row in rows:
         trace.rows += 1
         try:
+            check_shape(row)
             spec = convert(number, row)
             if spec is not None and first_row.setdefault(spec.job_id, number) != number:
                 first = first_row[spec.job_id]
@@ -122,6 +123,18 @@ def collect(
         if spec is not None:
             trace.jobs.append(spec)
     return trace
+
+
+def check_shape(row: dict) -> None:
+    """A CSV row (from :func:`read_rows`) with more or fewer values than its header has columns
+    is a SpecError naming ``columns`` (csv.DictReader keeps the excess under the key None, and
+    fills what is missing with None)."""
+    if None not in row and None not in row.values():
+        return
+    columns = sum(1 for k in row if k is not None)
+    extra = row.get(None)  # type: ignore[call-overload]
+    values = columns + len(extra) if extra else sum(1 for v in row.values() if v is not None)
+    raise SpecError("columns", f"{values} values for the header's {columns} columns")
 
 
 def number(

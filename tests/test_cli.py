@@ -996,3 +996,13 @@ def test_an_option_is_known_by_its_whole_name_only(capsys, argv, option):
         build_parser().parse_args(argv)
     assert e.value.code == 2
     assert f"unrecognized arguments: {option}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["usage"], ["export", "--out", "e.csv"]])
+def test_a_bad_until_is_named_as_until(capsys, command):
+    # both bounds were read by one function that named 'since' in every error
+    argv = [*command, "--server", "http://127.0.0.1:9", "--token", "t"]
+    assert main([*argv, "--until", "2026-01-01T00:00:00"]) == 2
+    assert "field 'until': '2026-01-01T00:00:00' has no time zone" in capsys.readouterr().err
+    assert main([*argv, "--since", "yesterday"]) == 2
+    assert "field 'since': expected ISO 8601" in capsys.readouterr().err

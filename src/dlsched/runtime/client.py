@@ -238,8 +238,9 @@ def cmd_pools(args) -> int:
     return 0
 
 
-def _when(text: str | None, default: float) -> float:
-    """ISO 8601 with a zone, Unix seconds, or a span back from now (7d, 12h, 30min)."""
+def _when(text: str | None, default: float, option: str) -> float:
+    """ISO 8601 with a zone, Unix seconds, or a span back from now (7d, 12h, 30min); an error
+    names ``option``."""
     if text is None:
         return default
     from datetime import datetime
@@ -257,10 +258,10 @@ def _when(text: str | None, default: float) -> float:
         parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise SpecError(
-            "since", f"expected ISO 8601, Unix seconds or a span such as 7d, got {text!r}"
+            option, f"expected ISO 8601, Unix seconds or a span such as 7d, got {text!r}"
         ) from None
     if parsed.tzinfo is None:
-        raise SpecError("since", f"{text!r} has no time zone (add Z or +01:00)")
+        raise SpecError(option, f"{text!r} has no time zone (add Z or +01:00)")
     return parsed.timestamp()
 
 
@@ -270,7 +271,10 @@ def cmd_usage(args) -> int:
         args,
         "GET",
         "/v1/usage",
-        params={"since": _when(args.since, now - 30 * 86400), "until": _when(args.until, now)},
+        params={
+            "since": _when(args.since, now - 30 * 86400, "since"),
+            "until": _when(args.until, now, "until"),
+        },
     ).json()
     rows = r["jobs"] if args.jobs else r["tenants"]
     cols = (["job_id", "tenant", "status"] if args.jobs else ["tenant", "jobs"]) + [
@@ -311,7 +315,7 @@ def fetch_history(args) -> dict:
         args,
         "GET",
         "/v1/export",
-        params={"since": _when(args.since, 0.0), "until": _when(args.until, now)},
+        params={"since": _when(args.since, 0.0, "since"), "until": _when(args.until, now, "until")},
     ).json()
 
 

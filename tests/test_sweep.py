@@ -78,6 +78,24 @@ def test_a_bad_spec_is_refused_before_any_run_naming_the_field(tmp_path, change,
     assert not (tmp_path / "out").exists()  # nothing ran, nothing was written
 
 
+@pytest.mark.parametrize(
+    "ways, field",
+    [
+        ({"sequential": True, "cpus": 2}, "cpus"),
+        ({"sequential": True, "ray_address": "127.0.0.1:1"}, "ray_address"),
+        ({"sequential": True, "ray_token_file": "t"}, "ray_token_file"),
+        ({"ray_address": "127.0.0.1:1", "cpus": 2}, "cpus"),
+    ],
+)
+def test_an_option_the_way_of_running_has_no_use_for_is_refused(tmp_path, ways, field):
+    # --cpus and the Ray options were dropped in silence with --sequential, and --cpus with an
+    # existing cluster
+    with pytest.raises(SpecError) as e:
+        run_sweep(spec(), tmp_path / "out", **ways)
+    assert e.value.field == field, e.value
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_spec_expands_to_every_combination_per_seed():
     s = parse_spec(spec(axes={"policy": ["fifo", "srtf"], "load": [1.0, 2.0]}, seeds=[0, 5]))
     assert len(s.runs) == 2 * 2 * 2

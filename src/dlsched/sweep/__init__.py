@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import SpecError
 from .execute import Outcome, execute
 from .results import aggregate, collect, text_tables, write_csv, write_html
 from .spec import SweepSpec, load_spec, parse_spec
@@ -39,6 +40,30 @@ class SweepResult:
         return text_tables(self.spec, self.aggregates)
 
 
+def _check_ways(
+    sequential: bool, ray_address: str | None, ray_token_file: str | None, cpus: int | None
+) -> None:
+    """``cpus`` sizes the embedded Ray cluster; an existing one (``ray_address``) has its own
+    size, and a sequential sweep uses no Ray at all."""
+    if sequential:
+        given = [
+            n
+            for n, v in (
+                ("ray_address", ray_address),
+                ("ray_token_file", ray_token_file),
+                ("cpus", cpus),
+            )
+            if v is not None
+        ]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise SpecError(given[0], f"{option} does nothing with --sequential (no Ray)")
+    elif cpus is not None and ray_address is not None:
+        raise SpecError(
+            "cpus", "--cpus sizes the embedded Ray cluster: one at --ray-address has its own"
+        )
+
+
 def run_sweep(
     spec: str | Path | dict | SweepSpec,
     out: str | Path,
@@ -52,7 +77,9 @@ def run_sweep(
 ) -> SweepResult:
     """Run every run of ``spec`` (a YAML file, a dict or a parsed spec) not done yet in
     ``out``, then write ``out/sweep.csv`` and ``out/report.html``. ``force`` reruns the done
-    ones; ``sequential`` runs them one after another in this process instead of on Ray."""
+    ones; ``sequential`` runs them one after another in this process instead of on Ray.
+    Options the chosen way of running has no use for are refused, naming them."""
+    _check_ways(sequential, ray_address, ray_token_file, cpus)
     if not isinstance(spec, SweepSpec):
         spec = parse_spec(spec) if isinstance(spec, dict) else load_spec(spec)
     out = Path(out)

@@ -494,6 +494,14 @@ def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, m
         # these two were refused only once Ray was up
         (["--job-retention-days", "nan"], "field 'job-retention-days': must be a finite"),
         (["--policy", "tiresias", "--param", "thresholds_gpu_s=x"], "field 'thresholds_gpu_s'"),
+        # the embedded cluster's shape beside an attached cluster was dropped in silence
+        *(
+            (
+                ["--ray-address", "127.0.0.1:1", f"--{name}", "1"],
+                f"field '{name}': --{name} shapes the embedded cluster",
+            )
+            for name in ("nodes", "gpus-per-node", "inference-nodes")
+        ),
     ],
 )
 def test_a_server_option_out_of_bounds_stops_it_before_anything_starts(

@@ -154,16 +154,32 @@ MAX_EMBEDDED_NODES = 64
 MAX_EMBEDDED_GPUS_PER_NODE = 64
 
 
+# the embedded cluster's shape when not given
+EMBEDDED_DEFAULTS = {"nodes": 2, "gpus_per_node": 4, "inference_nodes": 0}
+
+
 def check_options(args, params: dict) -> None:
     """The numeric options and the policy with its parameters, before anything starts (a bad
     one stopped the server only once Ray was up, or never: a pass period of 0 spun, nan ones
-    were taken)."""
-    embedded = args.ray_address is None
+    were taken). The embedded cluster's shape is refused beside --ray-address (it was dropped
+    in silence), and takes its defaults otherwise."""
+    for name, default in EMBEDDED_DEFAULTS.items():
+        if args.ray_address is None and getattr(args, name) is None:
+            setattr(args, name, default)
+        elif args.ray_address is not None and getattr(args, name) is not None:
+            option = "--" + name.replace("_", "-")
+            raise SpecError(
+                option[2:],
+                f"{option} shapes the embedded cluster: one at --ray-address has its own nodes",
+            )
+    embedded = [
+        ("nodes", args.nodes, 1, MAX_EMBEDDED_NODES),
+        ("gpus-per-node", args.gpus_per_node, 1, MAX_EMBEDDED_GPUS_PER_NODE),
+        ("inference-nodes", args.inference_nodes, 0, MAX_EMBEDDED_NODES),
+    ]
     for name, value, low, high in (
         ("port", args.port, 0, 65535),
-        ("nodes", args.nodes, 1 if embedded else 0, MAX_EMBEDDED_NODES),
-        ("gpus-per-node", args.gpus_per_node, 1 if embedded else 0, MAX_EMBEDDED_GPUS_PER_NODE),
-        ("inference-nodes", args.inference_nodes, 0, MAX_EMBEDDED_NODES),
+        *(embedded if args.ray_address is None else []),
         ("finished-kept-per-tenant", args.finished_kept_per_tenant, 1, 10**9),
         ("job-max-processes", args.job_max_processes, 1, 10**6),
         ("job-memory-mib", args.job_memory_mib, 0, 2**40),
@@ -259,7 +275,8 @@ def serve(args, params: dict) -> int:
     if service.policy.loans_servers and not service.state.loans.inference_nodes:
         print(
             f"dlsched: policy {args.policy} borrows idle inference servers and this cluster has "
-            "none: no server will be lent to training (--inference-nodes; docs/runtime.md)",
+            "none: no server will be lent to training (--inference-nodes, or on an attached "
+            "cluster nodes with the resource dlsched_pool_inference; docs/runtime.md)",
             flush=True,
         )
     kept = store.quotas()
@@ -331,24 +348,23 @@ def add_server_parser(sub):
         help="attach to this Ray cluster, HOST:PORT (its nodes started with dlsched GPU "
         "resources) instead of starting an embedded one",
     )
+    # (None: not given; an attached cluster has its own nodes, check_options)
     p.add_argument(
         "--nodes",
         type=int,
-        default=2,
-        help="embedded cluster: emulated nodes (default %(default)s)",
+        help=f"embedded cluster: emulated nodes (default {EMBEDDED_DEFAULTS['nodes']})",
     )
     p.add_argument(
         "--gpus-per-node",
         type=int,
-        default=4,
-        help="embedded cluster: GPUs per node (default %(default)s)",
+        help=f"embedded cluster: GPUs per node (default {EMBEDDED_DEFAULTS['gpus_per_node']})",
     )
     p.add_argument(
         "--inference-nodes",
         type=int,
-        default=0,
         help="embedded cluster: inference servers (i0, i1...) training may borrow under a policy "
-        "that loans them, e.g. aryl (default %(default)s; docs/runtime.md)",
+        f"that loans them, e.g. aryl (default {EMBEDDED_DEFAULTS['inference_nodes']}; "
+        "docs/runtime.md)",
     )
     p.add_argument(
         "--reclaim-notice-s",

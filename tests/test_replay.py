@@ -482,6 +482,22 @@ def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path, caps
         assert f"field '{field}': policy '{other}'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--trace", "h.csv", "--since", "7d"], "since"),
+        (["--trace", "h.csv", "--server", "http://127.0.0.1:9"], "server"),
+        (["--server", "http://127.0.0.1:9", "--server-policy", "fifo"], "server_policy"),
+    ],
+)
+def test_whatif_refuses_the_options_of_the_history_it_does_not_read(tmp_path, capsys, argv, field):
+    # with --trace the server's options, without it --server-policy, were dropped in silence
+    assert main(["whatif", *argv, "--policies", "fifo", "--out", str(tmp_path / "w")]) == 2
+    assert f"field '{field}': --{field.replace('_', '-')} does nothing here" in (
+        capsys.readouterr().err
+    )
+
+
 def test_whatif_names_an_unknown_policy_before_asking_the_server(tmp_path, capsys):
     # before, the server's answer came first: "no finished or running job to replay", or here
     # a connection error, for a misspelt policy

@@ -510,6 +510,13 @@ def cmd_whatif(args) -> int:
     names = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
     for name in names:  # before the history is fetched: a misspelt name is the first error
         make_policy(name)
+    # the history comes from the server or from --trace: the other's options would do nothing
+    unused = ("server_policy",) if args.trace is None else ("server", "token", "since", "until")
+    given = next((name for name in unused if getattr(args, name) is not None), None)
+    if given is not None:
+        option = "--" + given.replace("_", "-")
+        where = "the server's history names it" if args.trace is None else "--trace is the history"
+        raise SpecError(given, f"{option} does nothing here: {where}")
     server_policy, server_params = args.server_policy, {}
     if args.trace is None:
         from .runtime.client import fetch_history

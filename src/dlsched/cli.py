@@ -159,7 +159,8 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
         "--seed",
         type=int,
         default=0,
-        help="seed for synthetic workloads and for the model given to jobs without one (default 0)",
+        help="seed of what is drawn: a synthetic workload, the model of a job without one, the "
+        "elastic jobs (--elastic-fraction) and deadlines (--deadlines) (default 0)",
     )
     p.add_argument(
         "--elastic-fraction",

@@ -431,3 +431,41 @@ def test_a_tenant_s_token_is_replaced_by_the_admin_and_the_old_one_refused_at_on
     assert client.get("/v1/jobs", headers=alice).status_code == 401  # the leaked one
     new = {"Authorization": f"Bearer {r.json()['token']}"}
     assert [j["id"] for j in client.get("/v1/jobs", headers=new).json()] == [job]
+
+
+def test_dlsched_quotas_set_changes_only_what_it_names(tmp_path, monkeypatch, capsys):
+    """`dlsched quotas --set alice --nominal 3` sent the nominal alone, and the API's PUT, which
+    replaces the whole quota, took alice out of the cohort 'all' of `--quotas equal` and reset
+    her weight: she could no longer borrow or lend."""
+    import argparse
+
+    from dlsched.runtime import client as cli
+    from dlsched.tenant_quotas import load_tenants
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    quotas = load_tenants("equal", [], 4)
+    service = SchedulerService(store, FakeExecutor({"n0": 4}), "fifo", clock=Clock(), quotas=quotas)
+    client = TestClient(create_app(service, store, hash_token("admin-secret")))
+    admin = {"Authorization": "Bearer admin-secret"}
+    for name in ("alice", "bob"):
+        assert client.post("/v1/tenants", json={"name": name}, headers=admin).status_code == 201
+
+    def call(args, method, url, **kwargs):
+        r = client.request(method, url, headers=admin, **kwargs)
+        assert r.status_code < 400, r.text
+        return r
+
+    monkeypatch.setattr(cli, "_call", call)
+
+    def set_quota(**options):
+        args = dict.fromkeys(("nominal", "borrowing_limit", "cohort", "weight"))
+        cli.cmd_quotas(argparse.Namespace(set="alice", **{**args, **options}))
+        return client.get("/v1/quotas", headers=admin).json()["tenants"]["alice"]
+
+    assert set_quota(weight=2.0)["cohort"] == "all"
+    alice = set_quota(nominal=3)
+    assert (alice["nominal"], alice["cohort"], alice["weight"]) == (3, "all", 2.0)
+    alice = set_quota(borrowing_limit=1, cohort="lab")
+    assert (alice["nominal"], alice["borrowing_limit"], alice["cohort"]) == (3, 1, "lab")
+    alice = set_quota(borrowing_limit="none", cohort="none")
+    assert (alice["borrowing_limit"], alice["cohort"], alice["weight"]) == (None, None, 2.0)

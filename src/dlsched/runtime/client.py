@@ -335,21 +335,35 @@ def cmd_export(args) -> int:
     return 0
 
 
+QUOTA_FIELDS = ("nominal", "borrowing_limit", "cohort", "weight")
+NO_VALUE = "none"  # --borrowing-limit none, --cohort none: take the limit or the cohort away
+
+
+def _count_or_none(text: str) -> int | str:
+    return NO_VALUE if text == NO_VALUE else int(text)
+
+
+_count_or_none.__name__ = "integer or 'none'"  # (argparse's message: "invalid ... value")
+
+
 def cmd_quotas(args) -> int:
+    changes = {k: getattr(args, k) for k in QUOTA_FIELDS if getattr(args, k) is not None}
+    if not args.set and changes:
+        option = "--" + next(iter(changes)).replace("_", "-")
+        raise SpecError("set", f"{option} changes a tenant's quota: name it with --set TENANT")
     if args.set:
-        fields = {
-            k: v
-            for k, v in (
-                ("nominal", args.nominal),
-                ("borrowing_limit", args.borrowing_limit),
-                ("cohort", args.cohort),
-                ("weight", args.weight),
+        if not changes:
+            raise SpecError(
+                "set", "give what to change: --nominal, --borrowing-limit, --cohort, --weight"
             )
-            if v is not None
-        }
+        # the API's PUT replaces the whole quota: the fields not changed are the tenant's own
+        # (a nominal alone took a tenant out of its cohort and reset its weight)
+        current = _call(args, "GET", "/v1/quotas").json()["tenants"].get(args.set) or {}
+        body = {k: current[k] for k in QUOTA_FIELDS if k in current}
+        body.update({k: None if v == NO_VALUE else v for k, v in changes.items()})
         print(
             json.dumps(
-                _call(args, "PUT", f"/v1/tenants/{args.set}/quota", json=fields).json(), indent=1
+                _call(args, "PUT", f"/v1/tenants/{args.set}/quota", json=body).json(), indent=1
             )
         )
         return 0
@@ -446,12 +460,19 @@ def add_client_parsers(sub) -> None:
     p.add_argument(
         "--set",
         metavar="TENANT",
-        help="give TENANT the quota of the options below, from now on and after a restart "
-        "(docs/tenancy.md)",
+        help="change TENANT's quota by the options below (the rest stays), from now on and "
+        "after a restart (docs/tenancy.md)",
     )
     p.add_argument("--nominal", type=int, help="GPUs the tenant is guaranteed")
-    p.add_argument("--borrowing-limit", type=int, help="at most this many GPUs above nominal")
-    p.add_argument("--cohort", help="tenants of a cohort lend each other unused nominal quota")
+    p.add_argument(
+        "--borrowing-limit",
+        type=_count_or_none,
+        help=f"at most this many GPUs above nominal ({NO_VALUE}: no limit)",
+    )
+    p.add_argument(
+        "--cohort",
+        help=f"tenants of a cohort lend each other unused nominal quota ({NO_VALUE}: none)",
+    )
     p.add_argument("--weight", type=float, help="fair-share weight (drf, ftf)")
     p.set_defaults(func=cmd_quotas)
     p = common(

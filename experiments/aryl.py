@@ -19,11 +19,12 @@ summary.md, results.json and loaning.png.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from common import experiment_parser  # (experiments/: the script's own folder)
 
 from dlsched.inference import demand_cycle, load_curve
 from dlsched.metrics import summarize
@@ -198,19 +199,7 @@ def plot(results: list[dict], out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", default="out/aryl", help="the folder of the results (default %(default)s)"
-    )
-    parser.add_argument(
-        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=2,
-        help="simulations at once, one process each (default %(default)s)",
-    )
+    parser = experiment_parser(__doc__, "out/aryl")
     parser.add_argument(
         "--workloads",
         help=f"separated by ';', of: {'; '.join(WORKLOADS)} (default: all)",

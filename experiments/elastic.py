@@ -14,12 +14,13 @@ and scaling_cost.png; two worker processes by default.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from common import experiment_parser  # (experiments/: the script's own folder)
 
 from dlsched.metrics import summarize
 from dlsched.policies.catalog import make_policy
@@ -81,25 +82,13 @@ def run_one(task: tuple) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", default="out/elastic", help="the folder of the results (default %(default)s)"
-    )
+    parser = experiment_parser(__doc__, "out/elastic")
     parser.add_argument("--muri", default="muri-3", help="which Muri trace (default %(default)s)")
     parser.add_argument(
         "--loads", default="0.7,1.0", help="arrival-rate multipliers (default %(default)s)"
     )
     parser.add_argument(
         "--fractions", default="0.5,1.0", help="elastic fractions (default %(default)s)"
-    )
-    parser.add_argument(
-        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=2,
-        help="simulations at once, one process each (default %(default)s)",
     )
     args = parser.parse_args()
     loads = [float(x) for x in args.loads.split(",")]

@@ -16,12 +16,13 @@ Writes summary.md, results.json, qos.png and lateness_cdf.png (the plots: the fi
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from common import experiment_parser  # (experiments/: the script's own folder)
 
 from dlsched.metrics import job_rows, summarize
 from dlsched.policies.catalog import make_policy
@@ -86,10 +87,7 @@ def run_one(task: tuple) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", default="out/genie", help="the folder of the results (default %(default)s)"
-    )
+    parser = experiment_parser(__doc__, "out/genie")
     parser.add_argument(
         "--loads",
         default="2,4,8",
@@ -97,15 +95,6 @@ def main() -> None:
     )
     parser.add_argument(
         "--seeds", default="0,1,2", help="seeds to repeat each run with (default %(default)s)"
-    )
-    parser.add_argument(
-        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=2,
-        help="simulations at once, one process each (default %(default)s)",
     )
     args = parser.parse_args()
     workloads = [("synthetic", float(x)) for x in args.loads.split(",")]

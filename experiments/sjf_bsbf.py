@@ -11,10 +11,11 @@ a summary table (summary.md) and a chart of mean JCT relative to SJF-BSBF (mean_
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
+
+from common import experiment_parser  # (experiments/: the script's own folder)
 
 from dlsched.cli import main as dlsched
 from dlsched.traces import load_trace
@@ -29,19 +30,13 @@ def offered_demand_gpus(name: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", default="out/sjf-bsbf", help="the folder of the results (default %(default)s)"
-    )
+    parser = experiment_parser(__doc__, "out/sjf-bsbf", workers=False)
     parser.add_argument(
         "--load",
         type=float,
         default=1.0,
         help="offered load the Muri clusters are sized for (default 1.0: as many "
         "GPUs as the trace's average demand)",
-    )
-    parser.add_argument(
-        "--skip-philly", action="store_true", help="leave out the full-Philly runs (minutes each)"
     )
     parser.add_argument(
         "--scan",

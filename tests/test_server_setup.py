@@ -153,13 +153,49 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path):
     assert "serving" not in out
 
 
-def test_cold_starts_is_the_sandbox_s_choice_and_forked_the_default(tmp_path):
-    # the server's option reaches the workers through the sandbox it ships them
+def test_cold_starts_is_the_sandbox_s_choice_and_forked_the_default(tmp_path, monkeypatch):
+    # the server's option reaches the workers through the sandbox it ships them (isolation's
+    # own needs, root and bubblewrap, are not this test's: the sandbox's check is left out)
     from dlsched.cli import build_parser
-    from dlsched.runtime.server import sandbox_from
+    from dlsched.runtime.sandbox import Sandbox
+    from dlsched.runtime.server import check_options, sandbox_from
+
+    monkeypatch.setattr(Sandbox, "check", lambda self: None)
 
     def sandbox(*options):
-        args = build_parser().parse_args(["server", "--trust-tenants", *options])
+        args = build_parser().parse_args(["server", *options])
+        check_options(args, {})
         return sandbox_from(args, tmp_path)
 
     assert sandbox().warm and not sandbox("--cold-starts").warm
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--cold-starts"],
+        ["--sandbox-expose", "/srv"],
+        ["--tenant-uids", "100000-100099"],
+        ["--job-memory-mib", "4096"],
+        ["--job-max-processes", "64"],
+        ["--job-cpus", "1"],
+    ],
+)
+def test_an_isolation_option_beside_trust_tenants_is_refused(option):
+    # with --trust-tenants a tenant process runs unisolated and unbounded: these were dropped
+    # in silence (an operator could believe its jobs bounded)
+    from dlsched.cli import build_parser
+    from dlsched.runtime.server import check_options
+
+    args = build_parser().parse_args(["server", "--trust-tenants", *option])
+    with pytest.raises(SpecError, match="--trust-tenants") as e:
+        check_options(args, {})
+    assert e.value.field == option[0][2:]
+
+
+def test_a_tenant_process_s_memory_bound_below_its_imports_is_refused():
+    from dlsched.runtime.sandbox import MIN_MEMORY_MIB, Sandbox
+
+    with pytest.raises(SpecError, match=f"at least {MIN_MEMORY_MIB}") as e:
+        Sandbox(hide=(), isolate=False, memory_mib=512).check()
+    assert e.value.field == "job-memory-mib"

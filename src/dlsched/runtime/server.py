@@ -158,20 +158,48 @@ MAX_EMBEDDED_GPUS_PER_NODE = 64
 EMBEDDED_DEFAULTS = {"nodes": 2, "gpus_per_node": 4, "inference_nodes": 0}
 
 
+# the bounds of an isolated tenant process when not given (with --trust-tenants none applies)
+ISOLATION_DEFAULTS = {
+    "tenant_uids": f"{DEFAULT_UID_BASE}-{DEFAULT_UID_BASE + DEFAULT_UID_COUNT - 1}",
+    "job_memory_mib": DEFAULT_MEMORY_MIB,
+    "job_max_processes": DEFAULT_MAX_PROCESSES,
+    "job_cpus": DEFAULT_CPUS,
+}
+
+
+def _take_defaults(args, defaults: dict, unused_with: str | None, why: str) -> None:
+    """Each option of ``defaults`` not given takes its default; one given beside the option
+    ``unused_with`` (set) is refused, naming it: it would do nothing there (``why``)."""
+    for name, default in defaults.items():
+        value = getattr(args, name)
+        if value is None:
+            setattr(args, name, default)
+        elif unused_with is not None:
+            option = "--" + name.replace("_", "-")
+            raise SpecError(option[2:], f"{option} {why}")
+
+
 def check_options(args, params: dict) -> None:
     """The numeric options and the policy with its parameters, before anything starts (a bad
     one stopped the server only once Ray was up, or never: a pass period of 0 spun, nan ones
     were taken). The embedded cluster's shape is refused beside --ray-address (it was dropped
     in silence), and takes its defaults otherwise."""
-    for name, default in EMBEDDED_DEFAULTS.items():
-        if args.ray_address is None and getattr(args, name) is None:
-            setattr(args, name, default)
-        elif args.ray_address is not None and getattr(args, name) is not None:
-            option = "--" + name.replace("_", "-")
-            raise SpecError(
-                option[2:],
-                f"{option} shapes the embedded cluster: one at --ray-address has its own nodes",
-            )
+    _take_defaults(
+        args,
+        EMBEDDED_DEFAULTS,
+        args.ray_address,
+        "shapes the embedded cluster: one at --ray-address has its own nodes",
+    )
+    trusted = "--trust-tenants" if args.trust_tenants else None
+    if trusted and (args.cold_starts or args.sandbox_expose):
+        option = "--cold-starts" if args.cold_starts else "--sandbox-expose"
+        raise SpecError(option[2:], f"{option} sets up the sandbox: --trust-tenants has none")
+    _take_defaults(
+        args,
+        ISOLATION_DEFAULTS,
+        trusted,
+        "bounds an isolated tenant process: with --trust-tenants nothing is bounded",
+    )
     embedded = [
         ("nodes", args.nodes, 1, MAX_EMBEDDED_NODES),
         ("gpus-per-node", args.gpus_per_node, 1, MAX_EMBEDDED_GPUS_PER_NODE),
@@ -450,30 +478,27 @@ def add_server_parser(sub):
     )
     g.add_argument(
         "--tenant-uids",
-        default=f"{DEFAULT_UID_BASE}-{DEFAULT_UID_BASE + DEFAULT_UID_COUNT - 1}",
         metavar="FIRST-LAST",
-        help="uids tenant processes run as, one per job (default %(default)s)",
+        help="uids tenant processes run as, one per job "
+        f"(default {ISOLATION_DEFAULTS['tenant_uids']})",
     )
     g.add_argument(
         "--job-memory-mib",
         type=int,
-        default=DEFAULT_MEMORY_MIB,
         help="address space limit of each tenant process in MiB, 0 for none, else at least "
         f"{MIN_MEMORY_MIB} (CUDA reserves much address space: raise it or use 0 on real GPUs; "
-        "default %(default)s)",
+        f"default {DEFAULT_MEMORY_MIB})",
     )
     g.add_argument(
         "--job-max-processes",
         type=int,
-        default=DEFAULT_MAX_PROCESSES,
-        help="processes and threads a job's uid may have (default %(default)s)",
+        help=f"processes and threads a job's uid may have (default {DEFAULT_MAX_PROCESSES})",
     )
     g.add_argument(
         "--job-cpus",
         type=float,
-        default=DEFAULT_CPUS,
         help="CPU time each worker of a job may use with all it forks, in cores, 0 for no bound "
-        "(a control group, where the node has CPU control; default %(default)s)",
+        f"(a control group, where the node has CPU control; default {DEFAULT_CPUS})",
     )
     g.add_argument(
         "--job-dir-mib",

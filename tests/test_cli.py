@@ -487,7 +487,12 @@ def test_a_client_command_names_a_server_address_it_cannot_use(capsys, server, m
         (["--checkpoint-retention-h", "nan"], "field 'checkpoint-retention-h'"),  # taken
         # finite, and taken: a loaned server's notice, or a retention, past any time
         (["--checkpoint-retention-h", "1e308"], "field 'checkpoint-retention-h'"),
-        (["--reclaim-notice-s", "1e308"], "field 'reclaim-notice-s': must be a number in [0,"),
+        (
+            ["--inference-nodes", "1", "--reclaim-notice-s", "1e308"],
+            "field 'reclaim-notice-s': must be a number in [0,",
+        ),
+        # no inference server to reclaim: it did nothing, in silence
+        (["--reclaim-notice-s", "60"], "field 'reclaim-notice-s': --reclaim-notice-s is a"),
         (["--finished-kept-per-tenant", "0"], "field 'finished-kept-per-tenant'"),
         # beside --trust-tenants (which these tests give) it bounded nothing, in silence (its
         # own bound: tests/test_server_setup.py)

@@ -190,6 +190,15 @@ def check_options(args, params: dict) -> None:
         args.ray_address,
         "shapes the embedded cluster: one at --ray-address has its own nodes",
     )
+    if args.reclaim_notice_s is None:
+        args.reclaim_notice_s = DEFAULT_RECLAIM_NOTICE_S
+    elif args.ray_address is None and not args.inference_nodes:  # (an attached cluster's
+        # inference servers are known once Ray is up)
+        raise SpecError(
+            "reclaim-notice-s",
+            "--reclaim-notice-s is a reclaimed inference server's: the embedded cluster has "
+            "none (--inference-nodes)",
+        )
     trusted = "--trust-tenants" if args.trust_tenants else None
     if trusted and (args.cold_starts or args.sandbox_expose):
         option = "--cold-starts" if args.cold_starts else "--sandbox-expose"
@@ -397,9 +406,8 @@ def add_server_parser(sub):
     p.add_argument(
         "--reclaim-notice-s",
         type=float,
-        default=DEFAULT_RECLAIM_NOTICE_S,
         help="how long a reclaimed inference server's training workers have to leave "
-        "(default %(default)s)",
+        f"(default {DEFAULT_RECLAIM_NOTICE_S})",
     )
     p.add_argument(
         "--admin-token-file",

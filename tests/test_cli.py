@@ -325,6 +325,12 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             )
             for p in ("genie", "edf")
         ),
+        # quotas for other tenants: every job under the default quota (borrowing everything
+        # under philly-vc, nothing under a file without cohorts)
+        (
+            ["--trace", "muri-3", "--quotas", "philly-vc"],
+            "field 'quotas': philly-vc names none of this workload's tenants (default)",
+        ),
         # an elastic policy without elastic jobs ran as its order alone, and Aryl without an
         # inference pool as aryl-no-loan, under their own names
         *(

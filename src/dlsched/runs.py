@@ -95,7 +95,7 @@ def simulate(
         name = policy.name or type(policy).__name__
     if trace.replay is None:  # (a server's history: whatif checks the policies it did not run)
         check_policy_inputs(policy, name, workload)
-    if trace.replay is not None:
+    else:
         from .replay import with_profiling
 
         jobs = with_profiling(jobs, trace.replay, policy)
@@ -104,7 +104,17 @@ def simulate(
         from .admission import QuotaAdmission
         from .tenant_quotas import load_tenants
 
-        config = load_tenants(quotas, [j.tenant for j in jobs], cluster.pool_gpus("training"))
+        tenants = sorted({j.tenant for j in jobs})
+        config = load_tenants(quotas, tenants, cluster.pool_gpus("training"))
+        # (a quota source that names none of them would be the default's alone: a mistake,
+        # but for a server's history, replayed under the quotas the server had)
+        if trace.replay is None and config.tenants and not config.tenants.keys() & set(tenants):
+            shown = ", ".join(tenants[:5]) + (", ..." if len(tenants) > 5 else "")
+            raise SpecError(
+                "quotas",
+                f"{config.source} names none of this workload's tenants ({shown}): each would "
+                "have its default quota",
+            )
         admission = QuotaAdmission(config.without_borrowing() if hard_quotas else config)
     if isinstance(node_events, str | Path):
         node_events = read_node_events(node_events)

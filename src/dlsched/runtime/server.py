@@ -167,14 +167,14 @@ ISOLATION_DEFAULTS = {
 }
 
 
-def _take_defaults(args, defaults: dict, unused_with: str | None, why: str) -> None:
-    """Each option of ``defaults`` not given takes its default; one given beside the option
-    ``unused_with`` (set) is refused, naming it: it would do nothing there (``why``)."""
+def _take_defaults(args, defaults: dict, unused: bool, why: str) -> None:
+    """Each option of ``defaults`` not given takes its default; when ``unused`` (the other
+    options make them do nothing), one given is refused, naming it and ``why``."""
     for name, default in defaults.items():
         value = getattr(args, name)
         if value is None:
             setattr(args, name, default)
-        elif unused_with is not None:
+        elif unused:
             option = "--" + name.replace("_", "-")
             raise SpecError(option[2:], f"{option} {why}")
 
@@ -182,12 +182,13 @@ def _take_defaults(args, defaults: dict, unused_with: str | None, why: str) -> N
 def check_options(args, params: dict) -> None:
     """The numeric options and the policy with its parameters, before anything starts (a bad
     one stopped the server only once Ray was up, or never: a pass period of 0 spun, nan ones
-    were taken). The embedded cluster's shape is refused beside --ray-address (it was dropped
-    in silence), and takes its defaults otherwise."""
+    were taken). Options the others make do nothing were taken in silence: the embedded
+    cluster's shape beside --ray-address, the sandbox's beside --trust-tenants, the reclaim
+    notice without inference servers; they are refused, naming them."""
     _take_defaults(
         args,
         EMBEDDED_DEFAULTS,
-        args.ray_address,
+        args.ray_address is not None,
         "shapes the embedded cluster: one at --ray-address has its own nodes",
     )
     if args.reclaim_notice_s is None:
@@ -199,14 +200,13 @@ def check_options(args, params: dict) -> None:
             "--reclaim-notice-s is a reclaimed inference server's: the embedded cluster has "
             "none (--inference-nodes)",
         )
-    trusted = "--trust-tenants" if args.trust_tenants else None
-    if trusted and (args.cold_starts or args.sandbox_expose):
+    if args.trust_tenants and (args.cold_starts or args.sandbox_expose):
         option = "--cold-starts" if args.cold_starts else "--sandbox-expose"
         raise SpecError(option[2:], f"{option} sets up the sandbox: --trust-tenants has none")
     _take_defaults(
         args,
         ISOLATION_DEFAULTS,
-        trusted,
+        args.trust_tenants,
         "bounds an isolated tenant process: with --trust-tenants nothing is bounded",
     )
     embedded = [

@@ -572,6 +572,12 @@ def test_perf_validate_prints_errors_per_model_and_point(capsys):
     out = capsys.readouterr().out
     assert out.count("bert nodes=") == 720
     assert "held-out" in out and "External check" in out
+    # the external check was every model's whatever --model named
+    external = out.split("External check")[1]
+    assert "bert " in external and "cifar10" not in external and "(3 points)" in external
+    # and a model Gavel has no job type of: a StatisticsError's traceback
+    assert main(["perf", "validate", "--model", "ncf"]) == 0
+    assert "Gavel measured no job type ncf maps to" in capsys.readouterr().out
 
 
 def test_no_perf_runs_jobs_at_trace_speed(tmp_path):

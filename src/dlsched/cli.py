@@ -754,23 +754,25 @@ def cmd_perf_validate(args) -> int:
             colalign=["left"] + ["right"] * 5,
         )
     )
-    rows = gavel_scaling_check()
-    errors = [abs(m - g) / g for *_, g, m in rows]
-    print(
-        f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped job "
-        f"types "
-        f"({len(rows)} points), median error {statistics.median(errors):.1%}"
-    )
-    print(
-        tabulate(
-            [
-                [model, job_type, gpus, f"x{measured:.2f}", f"x{modelled:.2f}"]
-                for model, job_type, gpus, measured, modelled in rows
-            ],
-            ["model", "Gavel job type", "GPUs", "measured", "model"],
-            disable_numparse=True,
+    rows = [r for r in gavel_scaling_check() if not args.model or r[0] == args.model]
+    if not rows:  # (a model Gavel measured no job type of)
+        print(f"\nExternal check, not fitted: Gavel measured no job type {args.model} maps to")
+    else:
+        errors = [abs(m - g) / g for *_, g, m in rows]
+        print(
+            f"\nExternal check, not fitted: Gavel's consolidated V100 speed-ups of the mapped "
+            f"job types ({len(rows)} points), median error {statistics.median(errors):.1%}"
         )
-    )
+        print(
+            tabulate(
+                [
+                    [model, job_type, gpus, f"x{measured:.2f}", f"x{modelled:.2f}"]
+                    for model, job_type, gpus, measured, modelled in rows
+                ],
+                ["model", "Gavel job type", "GPUs", "measured", "model"],
+                disable_numparse=True,
+            )
+        )
     print(
         "\nGPU-type speeds and co-location slowdowns are Gavel's and Blox's measurements, used as "
         "they are (see 'dlsched perf show')."

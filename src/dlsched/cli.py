@@ -699,15 +699,14 @@ def cmd_perf_predict(args) -> int:
     from .perf.measurements import pollux_apps
     from .perf.predictor import pollux_holdout
 
-    print(
-        "GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a "
-        "profiling "
-        "run measures), tested on every measured placement with more"
-    )
-    rows = []
+    rows = []  # (made first: an unknown model is an error before anything is printed)
     for app in [args.model] if args.model else pollux_apps():
         h = pollux_holdout(app)
         rows.append([app, h.profiled, h.tested] + [f"{v:.1%}" for v in (h.median, h.p90, h.worst)])
+    print(
+        "GENIE's predictor fitted to Pollux's measured placements of at most 2 GPUs (what a "
+        "profiling run measures), tested on every measured placement with more"
+    )
     print(
         tabulate(
             rows,

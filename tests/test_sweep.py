@@ -69,6 +69,17 @@ def spec(**over):
             },
             "policy elastic-fifo: settings.resize_mechanism",
         ),
+        # runs the simulator refuses (a mechanism left idle) failed one by one, each after its
+        # workload was made: those the spec already tells are refused with it
+        (
+            {"axes": {"policy": ["fifo", "elastic-tiresias"]}},
+            "policy elastic-tiresias: elastic_fraction",
+        ),
+        ({"axes": {"policy": ["aryl-no-elastic"]}}, "policy aryl-no-elastic: cluster"),
+        (
+            {"runs": {**SYNTHETIC, "perf": False}, "axes": {"policy": ["fifo", "sjf-bsbf"]}},
+            "policy sjf-bsbf: perf",
+        ),
     ],
 )
 def test_a_bad_spec_is_refused_before_any_run_naming_the_field(tmp_path, change, field):

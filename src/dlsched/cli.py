@@ -459,7 +459,7 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
 def cmd_compare(args) -> int:
     from .metrics import json_text
     from .report.html import render_report
-    from .runs import check_policy_inputs
+    from .runs import PolicyInputs, check_policy_inputs
 
     if args.jobs is not None and args.jobs < 1:
         raise SpecError("jobs", "must be at least 1")
@@ -472,10 +472,11 @@ def cmd_compare(args) -> int:
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:  # (both runs would write one folder at once)
         raise SpecError("policies", f"'{twice}' is named twice")
+    inputs = PolicyInputs.of(workload)
     for name in names:  # fail fast on a typo, an option it lacks or inputs it needs,
         # before any simulation
         _given_options(name, args)
-        check_policy_inputs(make_policy(name), name, workload)
+        check_policy_inputs(make_policy(name), name, inputs)
     summaries = _run_policies(names, args, workload, out)
     (out / "comparison.json").write_text(
         json_text([{k: v for k, v in s.items() if k != "tenants"} for s in summaries]) + "\n"
@@ -505,7 +506,7 @@ def cmd_whatif(args) -> int:
     from .metrics import json_text
     from .replay import measured_summary
     from .report.columns import human_duration as human_s
-    from .runs import check_policy_inputs
+    from .runs import PolicyInputs, check_policy_inputs
 
     out = _output_folder(args.out)
     names = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
@@ -545,9 +546,10 @@ def cmd_whatif(args) -> int:
     replay = workload.trace.replay
     if replay is None:
         raise SpecError("trace", "not a server's history: write one with 'dlsched export'")
+    inputs = PolicyInputs.of(workload)
     for name in names:  # (the server's own policy replays its jobs as they ran, whatever)
         if name != server_policy:
-            check_policy_inputs(make_policy(name), name, workload)
+            check_policy_inputs(make_policy(name), name, inputs)
     if server_policy and server_policy not in names:
         make_policy(server_policy)
         names.insert(0, server_policy)

@@ -94,7 +94,7 @@ def simulate(
     else:
         name = policy.name or type(policy).__name__
     if trace.replay is None:  # (a server's history: whatif checks the policies it did not run)
-        check_policy_inputs(policy, name, workload)
+        check_policy_inputs(policy, name, PolicyInputs.of(workload))
     else:
         from .replay import with_profiling
 
@@ -164,48 +164,69 @@ def simulate(
     return Run(result, summary)
 
 
-def check_policy_inputs(policy: Policy, name: str, workload: Workload) -> None:
-    """A policy refuses a workload that leaves one of its mechanisms nothing to act on: it
-    would run as something else under its name (a server's history replayed under the policy
-    the server ran is not asked: its jobs are as they ran). GENIE and EDF without deadlines run
-    as arrival order (GENIE shrinking jobs to what is idle), an elastic policy without elastic
-    jobs as its order alone, a sharing policy without the performance model as SJF (an elastic
-    one resizes jobs whose speed does not change), fair share between one tenant's jobs as
-    arrival order, Aryl without an inference pool as ``aryl-no-loan``."""
-    jobs = workload.jobs
-    if getattr(policy, "needs_deadlines", False) and all(j.deadline_s is None for j in jobs):
+@dataclasses.dataclass(frozen=True)
+class PolicyInputs:
+    """What a policy's mechanisms act on in a run; None where it is not known yet (a sweep's
+    spec is checked before its workloads are made)."""
+
+    perf: bool  # job speeds, memory and slowdowns from the performance model
+    inference_pool: bool | None  # the cluster has inference servers to lend
+    deadlines: bool | None = None  # some job has a deadline
+    elastic: bool | None = None  # some job is elastic
+    tenants: int | None = None  # how many tenants have jobs
+
+    @classmethod
+    def of(cls, workload: Workload) -> PolicyInputs:
+        jobs = workload.jobs
+        return cls(
+            workload.perf,
+            any(n.pool == "inference" for n in workload.cluster.nodes),
+            any(j.deadline_s is not None for j in jobs),
+            any(j.elastic for j in jobs),
+            len({j.tenant for j in jobs}),
+        )
+
+
+def check_policy_inputs(policy: Policy, name: str, inputs: PolicyInputs) -> None:
+    """A policy refuses a run that leaves one of its mechanisms nothing to act on: it would run
+    as something else under its name (a server's history replayed under the policy the server
+    ran is not asked: its jobs are as they ran). GENIE and EDF without deadlines run as arrival
+    order (GENIE shrinking jobs to what is idle), an elastic policy without elastic jobs as its
+    order alone, a sharing policy without the performance model as SJF (an elastic one resizes
+    jobs whose speed does not change), fair share between one tenant's jobs as arrival order,
+    Aryl without an inference pool as ``aryl-no-loan``. What ``inputs`` does not know yet is
+    not asked."""
+    if getattr(policy, "needs_deadlines", False) and inputs.deadlines is False:
         raise SpecError(
             "deadlines",
             f"policy {name!r} schedules by deadlines and no job of this workload has one: "
             "give the trace a deadline column, or draw them (--deadlines; deadlines=True)",
         )
-    if getattr(policy, "resizes_elastic", False) and not any(j.elastic for j in jobs):
+    if getattr(policy, "resizes_elastic", False) and inputs.elastic is False:
         raise SpecError(
             "elastic_fraction",
             f"policy {name!r} resizes elastic jobs and no job of this workload is elastic: it "
             "would resize nothing; draw some (--elastic-fraction F; elastic_fraction=F)",
         )
-    if getattr(policy, "shares_gpus", False) and not workload.perf:
+    if getattr(policy, "shares_gpus", False) and not inputs.perf:
         raise SpecError(
             "perf",
             f"policy {name!r} shares GPUs and this run has no performance model (--no-perf): "
             "no job's memory or co-location slowdown is known, so it would share nothing",
         )
-    if getattr(policy, "resizes_elastic", False) and not workload.perf:
+    if getattr(policy, "resizes_elastic", False) and not inputs.perf:
         raise SpecError(
             "perf",
             f"policy {name!r} resizes elastic jobs and this run has no performance model "
             "(--no-perf): a job would run at its trace speed on any number of GPUs",
         )
-    if getattr(policy, "between_tenants", False) and len({j.tenant for j in jobs}) < 2:
+    if getattr(policy, "between_tenants", False) and inputs.tenants == 1:
         raise SpecError(
             "tenant",
             f"policy {name!r} shares the GPUs between tenants and this workload has one: it "
             "would share nothing; give the trace a tenant column (a CSV's: --map tenant=COLUMN)",
         )
-    if getattr(policy, "loans_servers", False) and not any(
-        n.pool == "inference" for n in workload.cluster.nodes
-    ):
+    if getattr(policy, "loans_servers", False) and inputs.inference_pool is False:
         raise SpecError(
             "cluster",
             f"policy {name!r} borrows idle inference servers and the cluster has none: it would "

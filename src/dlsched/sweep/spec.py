@@ -355,6 +355,8 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
         raise SpecError("seeds", f"must be a list of 1 to {MAX_SEEDS} distinct integers >= 0")
     runs = []
     highest: dict[str, int] = {}  # event file -> the highest node it names
+    policies: dict[int, Any] = {}  # each choice's policy, and whether each cluster has an
+    clusters: dict[str, bool] = {}  # inference pool, made once (up to 10,000 combinations)
     keys = list(axes)
     for combo in itertools.product(*(axes[k] for k in keys)):
         point = tuple((k, _label(v)) for k, v in zip(keys, combo))
@@ -368,6 +370,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
             given[key] = value
         if "node_events" in given:
             _check_event_nodes(given["node_events"], given.get("cluster"), highest)
+        _check_inputs(given, policies, clusters)
         settings = tuple(sorted(given.items()))
         for seed in seeds:
             runs.append(RunSpec(settings, seed, point))
@@ -409,6 +412,35 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
         baseline,
         x,
     )
+
+
+def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> None:
+    """A run whose policy would find its mechanism idle, as far as the spec tells before the
+    workload is made (``runs.check_policy_inputs``; the rest is asked when the run starts):
+    the performance model, the cluster's inference pool and whether any job is elastic."""
+    from ..cluster import parse_cluster_spec
+    from ..policies.catalog import make_policy
+    from ..prepare import DEFAULT_CLUSTER
+    from ..runs import PolicyInputs, check_policy_inputs
+    from ..traces import BUNDLED
+
+    choice: PolicyChoice = given["policy"]
+    if id(choice) not in policies:  # (its params may hold lists: not a key)
+        policies[id(choice)] = make_policy(choice.name, **dict(choice.params))
+    trace = given["trace"]
+    # a bundled or synthetic trace is no server's history: its cluster is the default unless
+    # given, and its jobs are elastic only when elastic_fraction draws them
+    drawn = (trace in BUNDLED or trace == "synthetic") and given.get("format") != "history"
+    cluster = given.get("cluster", DEFAULT_CLUSTER if drawn else None)
+    if cluster is not None and cluster not in clusters:
+        nodes = parse_cluster_spec(cluster).nodes
+        clusters[cluster] = any(n.pool == "inference" for n in nodes)
+    elastic = True if given.get("elastic_fraction", 0.0) > 0 else (False if drawn else None)
+    inputs = PolicyInputs(given.get("perf", True), clusters.get(cluster), elastic=elastic)
+    try:
+        check_policy_inputs(policies[id(choice)], choice.name, inputs)
+    except SpecError as e:
+        raise SpecError(f"policy {choice.label}: {e.field}", e.reason) from None
 
 
 def _label(value: Any) -> Any:

@@ -140,11 +140,13 @@ def test_a_policy_variant_s_settings_are_its_runs_own():
         "label": "sr",
         "settings": {"resize_mechanism": "stop-resume"},
     }
-    s = parse_spec(spec(axes={"policy": ["fifo", variant]}, seeds=[0]))
+    elastic = {**SYNTHETIC, "elastic_fraction": 0.5}
+    s = parse_spec(spec(runs=elastic, axes={"policy": ["fifo", variant]}, seeds=[0]))
     fifo, sr = s.runs
     assert fifo.get("resize_mechanism") is None and sr.get("resize_mechanism") == "stop-resume"
     assert sr.run_settings() == {"resize_mechanism": "stop-resume"}
-    assert run_key(sr) != run_key(parse_spec(spec(axes={"policy": ["elastic-fifo"]})).runs[0])
+    plain = parse_spec(spec(runs=elastic, axes={"policy": ["elastic-fifo"]})).runs[0]
+    assert run_key(sr) != run_key(plain)
 
 
 def test_the_tables_are_means_with_t_intervals_across_seeds_and_paired_ratios(tmp_path):

@@ -469,3 +469,22 @@ def test_dlsched_quotas_set_changes_only_what_it_names(tmp_path, monkeypatch, ca
     assert (alice["nominal"], alice["borrowing_limit"], alice["cohort"]) == (3, 1, "lab")
     alice = set_quota(borrowing_limit="none", cohort="none")
     assert (alice["borrowing_limit"], alice["cohort"], alice["weight"]) == (None, None, 2.0)
+    capsys.readouterr()
+    cli.cmd_quotas(argparse.Namespace(set=None, **dict.fromkeys(cli.QUOTA_FIELDS)))
+    header, _, alice_row, bob_row = capsys.readouterr().out.splitlines()
+    assert "weight" in header and alice_row.split()[:5] == ["alice", "3", "-", "-", "2.0"]
+
+
+def test_dlsched_quotas_on_a_server_without_quotas_says_how_to_give_one(api, monkeypatch, capsys):
+    # it printed a table's header and nothing under it
+    import argparse
+
+    from dlsched.runtime import client as cli
+
+    client, _, _ = api
+    admin = {"Authorization": "Bearer admin-secret"}
+    monkeypatch.setattr(
+        cli, "_call", lambda args, method, url, **kw: client.request(method, url, headers=admin)
+    )
+    cli.cmd_quotas(argparse.Namespace(set=None, **dict.fromkeys(cli.QUOTA_FIELDS)))
+    assert "no tenant has a quota" in capsys.readouterr().out

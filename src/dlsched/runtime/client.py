@@ -368,12 +368,19 @@ def cmd_quotas(args) -> int:
         )
         return 0
     q = _call(args, "GET", "/v1/quotas").json()
+    if not q["tenants"]:
+        print(
+            "no tenant has a quota (the server runs without --quotas): "
+            "dlsched quotas --set TENANT --nominal N gives one"
+        )
+        return 0
     from tabulate import tabulate
 
     cols = [
         "nominal",
         "borrowing_limit",
         "cohort",
+        "weight",
         "reserved",
         "gpus_held",
         "borrowed",

@@ -169,15 +169,20 @@ def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_clust
     )
 
 
+LONG_ITERATIONS = 1800  # the sjf-bsbf test's long job (below)
+
+
 @pytest.mark.parametrize("harness", [("sjf-bsbf", None)], indirect=True)
 def test_sjf_bsbf_pairs_new_jobs_on_a_busy_gpu_without_disturbing_it(harness):
     h = harness
     alice = h.tenant("alice")
-    # about 27 s of training: it must outlast the short job's profiling run and start (1.5-11 s
+    # about 54 s of training: it must outlast the short job's profiling run and start (1.5-11 s
     # in the calibration run; with 600 iterations, 18 s, the short job once started 0.07 s after
-    # the long one ended, in a suite run of 430 s). A long job of 1,000,000 iterations instead
-    # once left the short job profiled but queued for 120 s in a suite run (cause not found).
-    long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=900)
+    # the long one ended, in a suite run of 430 s, and with 900, 27 s, 0.007 s after, in one of
+    # 305 s on 2026-11-30). It is cancelled once what the test checks has happened, so a longer
+    # one costs nothing when all goes well. A long job of 1,000,000 iterations instead once left
+    # the short job profiled but queued for 120 s in a suite run (cause not found).
+    long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=LONG_ITERATIONS)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     # (a start the cluster failed before this, a gang not ready on a loaded machine, is not
     # what this test is about: the run that trains from here on is)
@@ -204,7 +209,9 @@ def test_sjf_bsbf_pairs_new_jobs_on_a_busy_gpu_without_disturbing_it(harness):
     if long_now["status"] == "running":  # what it is here for is checked: no need to wait it out
         h.client.post(f"/v1/jobs/{long_job}/cancel", headers=alice)
     else:
-        assert long_now["status"] == "done" and long_now["iteration"] == 900, long_now["events"]
+        assert long_now["status"] == "done" and long_now["iteration"] == LONG_ITERATIONS, long_now[
+            "events"
+        ]
     job = h.wait_status(leaker, "done", timeout_s=120)
     assert job["failures"] == 0 and job["iteration"] == 40, h.events(leaker)
     over = [e["message"] for e in job["events"] if "exceeded its memory grant" in e["message"]]

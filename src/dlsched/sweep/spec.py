@@ -428,9 +428,10 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> Non
     if id(choice) not in policies:  # (its params may hold lists: not a key)
         policies[id(choice)] = make_policy(choice.name, **dict(choice.params))
     trace = given["trace"]
-    # a bundled or synthetic trace is no server's history: its cluster is the default unless
-    # given, and its jobs are elastic only when elastic_fraction draws them
-    drawn = (trace in BUNDLED or trace == "synthetic") and given.get("format") != "history"
+    # a bundled or synthetic trace (read by its own loader, whatever the format setting) is no
+    # server's history: its cluster is the default unless given, and its jobs are elastic only
+    # when elastic_fraction draws them
+    drawn = trace in BUNDLED or trace == "synthetic"
     cluster = given.get("cluster", DEFAULT_CLUSTER if drawn else None)
     if cluster is not None and cluster not in clusters:
         nodes = parse_cluster_spec(cluster).nodes

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from . import __version__
 from .cluster import MAX_GPUS
-from .errors import PlanError, SpecError
+from .errors import PlanError, SpecError, option_name
 from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
 from .policies.catalog import make_policy, policy_descriptions, takes_parameter
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
@@ -516,9 +516,8 @@ def cmd_whatif(args) -> int:
     unused = ("server_policy",) if args.trace is None else ("server", "token", "since", "until")
     given = next((name for name in unused if getattr(args, name) is not None), None)
     if given is not None:
-        option = "--" + given.replace("_", "-")
         where = "the server's history names it" if args.trace is None else "--trace is the history"
-        raise SpecError(given, f"{option} does nothing here: {where}")
+        raise SpecError(given, f"{option_name(given)} does nothing here: {where}")
     server_policy, server_params = args.server_policy, {}
     if args.trace is None:
         from .runtime.client import fetch_history

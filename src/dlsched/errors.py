@@ -59,3 +59,9 @@ def quoted(text: str) -> str:
 
 class PlanError(RuntimeError):
     """A policy returned a plan the backend cannot apply (a policy bug, never user input)."""
+
+
+def option_name(field: str) -> str:
+    """The command-line option of a setting named by its Python name (``cpus_per_run`` ->
+    ``--cpus-per-run``), for errors about options."""
+    return "--" + field.replace("_", "-")

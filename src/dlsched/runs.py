@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecError
+from .errors import SpecError, option_name
 from .inference import DEFAULT_PEAK_SHARE
 from .node_events import NodeEvent, read_node_events
 from .policies.base import Policy
@@ -250,7 +250,7 @@ def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, c
             if value is not None
         ]
         if given:
-            option = "--" + given[0].replace("_", "-")
+            option = option_name(given[0])
             raise SpecError(
                 given[0],
                 f"{option} does nothing: the cluster has no inference pool (add one to "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..report.columns import human_duration
 from ..yamlfile import read_yaml
 from .server import DEFAULT_PORT
@@ -349,7 +349,7 @@ _count_or_none.__name__ = "integer or 'none'"  # (argparse's message: "invalid .
 def cmd_quotas(args) -> int:
     changes = {k: getattr(args, k) for k in QUOTA_FIELDS if getattr(args, k) is not None}
     if not args.set and changes:
-        option = "--" + next(iter(changes)).replace("_", "-")
+        option = option_name(next(iter(changes)))
         raise SpecError("set", f"{option} changes a tenant's quota: name it with --set TENANT")
     if args.set:
         if not changes:

@@ -11,7 +11,7 @@ import signal
 import socket
 from pathlib import Path
 
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
 from ..jobs import MAX_TIME_S
 from ..policies.catalog import make_policy
@@ -175,7 +175,7 @@ def _take_defaults(args, defaults: dict, unused: bool, why: str) -> None:
         if value is None:
             setattr(args, name, default)
         elif unused:
-            option = "--" + name.replace("_", "-")
+            option = option_name(name)
             raise SpecError(option[2:], f"{option} {why}")
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from .execute import Outcome, execute
 from .results import aggregate, collect, text_tables, write_csv, write_html
 from .spec import SweepSpec, load_spec, parse_spec
@@ -56,8 +56,9 @@ def _check_ways(
             if v is not None
         ]
         if given:
-            option = "--" + given[0].replace("_", "-")
-            raise SpecError(given[0], f"{option} does nothing with --sequential (no Ray)")
+            raise SpecError(
+                given[0], f"{option_name(given[0])} does nothing with --sequential (no Ray)"
+            )
     elif cpus is not None and ray_address is not None:
         raise SpecError(
             "cpus", "--cpus sizes the embedded Ray cluster: one at --ray-address has its own"

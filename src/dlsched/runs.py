@@ -180,7 +180,7 @@ class PolicyInputs:
         jobs = workload.jobs
         return cls(
             workload.perf,
-            any(n.pool == "inference" for n in workload.cluster.nodes),
+            workload.cluster.pool_gpus("inference") > 0,
             any(j.deadline_s is not None for j in jobs),
             any(j.elastic for j in jobs),
             len({j.tenant for j in jobs}),
@@ -239,7 +239,7 @@ def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, c
     """Options that would change nothing are errors: the user meant something else."""
     if hard_quotas and not quotas:
         raise SpecError("hard_quotas", "does nothing without quotas: give --quotas too")
-    if not any(n.pool == "inference" for n in cluster.nodes):
+    if not cluster.pool_gpus("inference"):
         given = [
             name
             for name, value in (

@@ -434,9 +434,10 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> Non
     drawn = trace in BUNDLED or trace == "synthetic"
     cluster = given.get("cluster", DEFAULT_CLUSTER if drawn else None)
     if cluster is not None and cluster not in clusters:
-        nodes = parse_cluster_spec(cluster).nodes
-        clusters[cluster] = any(n.pool == "inference" for n in nodes)
-    elastic = True if given.get("elastic_fraction", 0.0) > 0 else (False if drawn else None)
+        clusters[cluster] = parse_cluster_spec(cluster).pool_gpus("inference") > 0
+    elastic: bool | None = True
+    if not given.get("elastic_fraction", 0.0) > 0:
+        elastic = False if drawn else None
     inputs = PolicyInputs(given.get("perf", True), clusters.get(cluster), elastic=elastic)
     try:
         check_policy_inputs(policies[id(choice)], choice.name, inputs)

@@ -209,3 +209,19 @@ def test_a_sharing_policy_pairs_no_job_with_one_beside_a_profiling_run(policy):
     c = state.submit(spec("c"))
     plan = state.policy.schedule(state)
     assert plan.start == [(c, (1,))]  # beside b, not a
+
+
+@pytest.mark.parametrize("policy", ["sjf-ffs", "sjf-bsbf"])
+def test_a_profiling_run_beside_one_gpu_of_a_job_leaves_its_other_gpus_open(policy):
+    # a holds GPUs 0-3 with a profiling run beside it on GPU 0: b (2 GPUs) joins a on GPUs 1
+    # and 2, as a run may be leased beside a job that has a partner. It once waited for the
+    # run's end, and in the runtime for as long as runs of new jobs followed each other there
+    state = make_state("1x4:V100", policy=policy)
+    a = state.submit(spec("a", 4))
+    state.apply(Plan(start=[(a, (0, 1, 2, 3))]))
+    state.lease("profiling", (0,))
+    b = state.submit(spec("b", 2))
+    plan = state.policy.schedule(state)
+    assert plan.start == [(b, (1, 2))]
+    state.apply(plan)
+    assert [len(state.occupancy.jobs[g]) for g in range(4)] == [1, 2, 2, 1]

@@ -176,13 +176,11 @@ LONG_ITERATIONS = 1800  # the sjf-bsbf test's long job (below)
 def test_sjf_bsbf_pairs_new_jobs_on_a_busy_gpu_without_disturbing_it(harness):
     h = harness
     alice = h.tenant("alice")
-    # twice the 900 iterations (about 27 s) it had: it must outlast the short job's profiling run
-    # and start (1.5-11 s in the calibration run; with 600 iterations, 18 s, the short job once
-    # started 0.07 s after the long one ended, in a suite run of 430 s, and with 900, 0.007 s
-    # after, in one of 305 s on 2026-11-30). It is cancelled once what the test checks has
-    # happened: alone, the test took 29.0 and 28.6 s with 1,800 against 30.3 and 31.9 s with
-    # 900 (whole pytest processes, interleaved). A long job of 1,000,000 iterations instead
-    # once left the short job profiled but queued for 120 s in a suite run (cause not found).
+    # The long job (about 40 s) must outlast the short job's profiling run and start, and the
+    # leaker's. The short job once started only when the long one ended (0.07, 0.007 and
+    # 0.005 s after, in suite runs): the leaker's profiling run beside one GPU of the long job
+    # kept every GPU of it from a partner until the run's end (now only that GPU). It is
+    # cancelled once what the test checks has happened.
     long_job = h.submit(alice, **EMULATED, gpus=4, batch_size=16, iterations=LONG_ITERATIONS)
     wait_for(lambda: h.job(long_job)["iteration"] > 0, 120, what="the long job to run")
     # (a start the cluster failed before this, a gang not ready on a loaded machine, is not
@@ -196,7 +194,8 @@ def test_sjf_bsbf_pairs_new_jobs_on_a_busy_gpu_without_disturbing_it(harness):
     job = h.wait_status(short, "done", timeout_s=120)
     assert job["iteration"] == 40 and job["profile"]["fixed_mib"] > 0
     assert job["gpus"][0] in h.job(long_job)["gpus"]  # on one of the long job's GPUs
-    assert job["started"] < (h.job(long_job)["finished"] or float("inf"))  # ... while it ran
+    long_finished = h.job(long_job)["finished"] or float("inf")
+    assert job["started"] < long_finished, h.events(short, long_job, leaker)  # ... while it ran
 
     def over_its_grant():
         messages = [e["message"] for e in h.job(leaker)["events"]]

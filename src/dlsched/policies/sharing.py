@@ -178,6 +178,8 @@ class _SharingPass:
         self.groups: list[_Group] | None = None
         self.claimed: set[int] = set()  # seq of running jobs given a partner in this pass
         self.feasible: dict[tuple, list] = {}  # job signature -> [(group, pairing)]
+        # seq -> the GPUs a candidate with a profiling run beside it offers (the others all)
+        self.open_gpus: dict[int, tuple[int, ...]] = {}
 
     def find(self, job: JobView, free: IdleGpus) -> tuple[tuple[int, ...] | None, int]:
         """GPUs for ``job`` (idle ones first, then partners', best first) and its sub-batch
@@ -205,14 +207,17 @@ class _SharingPass:
         leased = view.occupancy.leased
         by_key: dict[tuple, list[JobView]] = {}
         for job in view.sharing_candidates.values():
-            # (alone on its GPUs, its model and memory known); one beside a profiling run, or
-            # scaled in by the quota stage in this pass (the view shows its GPUs given up idle)
-            # takes no partner
+            # (alone on its GPUs, its model and memory known); one scaled in by the quota stage
+            # in this pass (the view shows its GPUs given up idle) takes no partner
             gpus = job.gpus
-            if leased and not leased.isdisjoint(gpus):
-                continue
             if job.spec.elastic and view.gpus_of(job) != gpus:
                 continue
+            if leased and not leased.isdisjoint(gpus):
+                # a profiling run (seconds) holds the second place on some of its GPUs: the
+                # others stay open, as a run may be leased beside a job that has a partner
+                gpus = self.open_gpus[job.seq] = tuple(g for g in gpus if g not in leased)
+                if not gpus:
+                    continue
             capacity = gpu_mem[gpus[0]] if len(gpus) == 1 else min(gpu_mem[g] for g in gpus)
             by_key.setdefault((job.spec.model, job.memory_mib, capacity), []).append(job)
         groups = []
@@ -270,7 +275,7 @@ class _SharingPass:
         for _, partner, pairing in offers:
             if len(gpus) >= need:
                 break
-            gpus.extend(partner.gpus[: need - len(gpus)])
+            gpus.extend(self.open_gpus.get(partner.seq, partner.gpus)[: need - len(gpus)])
             partners.append(partner)
             k = max(k, pairing.accumulation)
         if len(gpus) < need:
@@ -294,7 +299,7 @@ class _SharingPass:
             if partner.seq in claimed:
                 continue
             out.append((key, partner, pairing))
-            got += partner.spec.num_gpus
+            got += len(self.open_gpus.get(partner.seq, partner.gpus))
             if got >= need:
                 break
         return out

@@ -307,7 +307,8 @@ def timers_late_by(policy) -> list[float]:
         if order.starvation_factor is not None:
             for job in view.pending.values():
                 if order.level.get(job.job_id, 0):
-                    due_at = job.pending_since + order.starvation_factor * job.last_run_s
+                    last_run_s = job.pending_since - job.segment_start  # it waits since it stopped
+                    due_at = job.pending_since + order.starvation_factor * last_run_s
                     late.append(view.now - due_at)
 
     order.on_timers = watched

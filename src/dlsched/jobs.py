@@ -222,7 +222,6 @@ class JobState:
     # memory per GPU fits (set by the cluster state on arrival)
     base_gpus: int = 0
     admitted: bool = True  # may be scheduled (an admission stage, quotas, may hold it back)
-    last_run_s: float = 0.0  # length of its most recent run
     run_time_s: float = 0.0  # wall time it has held GPUs, all runs together
     # GPU sharing: gradient accumulation over k sub-batches, memory per GPU, and the slowdown
     # from its partners (1.0 alone) with the time it has spent sharing

@@ -103,8 +103,8 @@ class LoaningResult:
     inference_gpu_arrivals_s: float = 0.0  # inference_gpu_s up to the last arrival
     # step changes, beside the result's ts_time: servers loaned (or being reclaimed), and
     # inference's own need
-    ts_loaned: array = field(default_factory=lambda: array("l"))
-    ts_inference: array = field(default_factory=lambda: array("l"))
+    ts_loaned: array = field(default_factory=lambda: array("i"))
+    ts_inference: array = field(default_factory=lambda: array("i"))
 
 
 @dataclass(slots=True)
@@ -122,9 +122,9 @@ class SimResult:
     end_s: float
     # step changes of the state: time, queue length, GPUs allocated, GPUs usable
     ts_time: array = field(default_factory=lambda: array("d"))
-    ts_queue: array = field(default_factory=lambda: array("l"))
-    ts_used: array = field(default_factory=lambda: array("l"))
-    ts_usable: array = field(default_factory=lambda: array("l"))
+    ts_queue: array = field(default_factory=lambda: array("i"))
+    ts_used: array = field(default_factory=lambda: array("i"))
+    ts_usable: array = field(default_factory=lambda: array("i"))
     loaning: LoaningResult = field(default_factory=LoaningResult)
     tenant_log: TenantLog = field(default_factory=TenantLog)  # GPUs per tenant at each change
     # the same integrals up to the last arrival: usage over the window every policy shares
@@ -421,7 +421,9 @@ class UsageRecorder:
         self.inference = False
         self.needed = 0
         self.gpus_per_server = 0.0
-        self.counts = array("l")  # the time series' counts, five per point of res.ts_time
+        # the time series' counts, five per point of res.ts_time; C ints (32 bits: jobs, GPUs
+        # and servers fit) take half the memory of longs
+        self.counts = array("i")
 
     def usable_changed(self) -> None:
         self.usable = self.state.free.usable_gpus()
@@ -456,7 +458,7 @@ class UsageRecorder:
         res, counts = self.res, self.counts
         res.ts_queue, res.ts_used, res.ts_usable = counts[0::5], counts[1::5], counts[2::5]
         res.loaning.ts_loaned, res.loaning.ts_inference = counts[3::5], counts[4::5]
-        self.counts = array("l")
+        self.counts = array("i")
 
 
 class InferenceSide:

@@ -15,17 +15,21 @@ loopback_up()
 # a narrow ephemeral range in this namespace: one process of the hog can take all of it
 Path("/proc/sys/net/ipv4/ip_local_port_range").write_text("40000 40999\n")
 
-from runtime_helpers import EMULATED, Harness, local_ray_cluster, log_of, wait_for  # noqa: E402
+from runtime_helpers import (  # noqa: E402
+    EMULATED,
+    PROGRAMS,
+    Harness,
+    local_ray_cluster,
+    log_of,
+    wait_for,
+)
 
-PROGRAMS = Path(__file__).parent / "programs"
 data_dir = Path(sys.argv[1])
 cluster_gen = local_ray_cluster(nodes=1, gpus_per_node=3, cpus_per_node=4)
 cluster = next(cluster_gen)
 from runtime_helpers import sandbox_for  # noqa: E402
 
-h = Harness(
-    cluster.address, data_dir, "fifo", sandbox=sandbox_for(data_dir, expose=(str(PROGRAMS),))
-)
+h = Harness(cluster.address, data_dir, "fifo", sandbox=sandbox_for(data_dir))
 try:
     mallory, alice = h.tenant("mallory"), h.tenant("alice")
     hog = h.submit(

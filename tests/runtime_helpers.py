@@ -20,10 +20,21 @@ configure_ray(Path(scratch_dir("dlsched-test-ray-")) / "ray.token", embedded=Tru
 CAN_ISOLATE = os.geteuid() == 0 and shutil.which("bwrap") is not None
 
 
+# the tests' own tenant programs (hostile ones, slow builds)
+PROGRAMS = Path(__file__).parent / "programs"
+
+
 def sandbox_for(data_dir, isolate: bool = CAN_ISOLATE, **options):
     from dlsched.runtime.sandbox import Sandbox
 
-    sandbox = Sandbox(hide=(str(Path(data_dir).resolve()),), isolate=isolate, **options)
+    # PROGRAMS exposed: a checkout under /root, /home or /tmp is hidden from tenant code (a
+    # clone under /tmp failed the slow-build test with FileNotFoundError)
+    sandbox = Sandbox(
+        hide=(str(Path(data_dir).resolve()),),
+        isolate=isolate,
+        expose=(str(PROGRAMS),),
+        **options,
+    )
     sandbox.check()
     return sandbox
 

@@ -19,13 +19,20 @@ import httpx
 import pytest
 
 from dlsched.runtime.sandbox import Sandbox
-from runtime_helpers import CAN_ISOLATE, EMULATED, Harness, log_of, sandbox_for, wait_for
+from runtime_helpers import (
+    CAN_ISOLATE,
+    EMULATED,
+    PROGRAMS,
+    Harness,
+    log_of,
+    sandbox_for,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.runtime,
     pytest.mark.skipif(not CAN_ISOLATE, reason="tenant isolation needs root and bubblewrap"),
 ]
-PROGRAMS = Path(__file__).parent / "programs"
 ATTACK = re.compile(r"^ATTACK (?P<name>.+?): (?P<result>blocked|SUCCEEDED)", re.M)
 
 
@@ -46,7 +53,7 @@ def submit_program(h, tenant: dict, program: str, iterations: int, **args) -> st
 def harness(ray_cluster, tmp_path):
     from dlsched.runtime.limits import SubmitLimiter
 
-    sandbox = sandbox_for(tmp_path, expose=(str(PROGRAMS),), memory_mib=4096)
+    sandbox = sandbox_for(tmp_path, memory_mib=4096)
     h = Harness(
         ray_cluster.address,
         tmp_path,
@@ -263,7 +270,7 @@ def test_jobs_filling_their_directory_or_forking_past_their_memory_stop_alone(
     # until stopped, under 4 GiB per worker: the kernel kills them, and the job's error (its
     # program's, raised after) names the limit.
     # The other tenant's job finishes meanwhile.
-    sandbox = sandbox_for(tmp_path, expose=(str(PROGRAMS),), memory_mib=4096, dir_mib=100)
+    sandbox = sandbox_for(tmp_path, memory_mib=4096, dir_mib=100)
     h = Harness(ray_cluster.address, tmp_path, "fifo", sandbox=sandbox, max_failures=1)
     try:
         mallory, alice = h.tenant("mallory"), h.tenant("alice")

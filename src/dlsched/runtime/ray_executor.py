@@ -781,6 +781,7 @@ class RayExecutor:
         self._wait_for_leavers(run)
         world = len(run.placement)
         started = False  # every worker set up: from here on a failure is the job's
+        timeout_s = self.start_timeout_s  # this start's (its events name what it waited)
         try:
             for rank, (node, index) in enumerate(run.placement):
                 run.actors.append(self._new_worker(run, node, index, rank, world))
@@ -788,17 +789,17 @@ class RayExecutor:
             master = None
             if world > 1:
                 address = run.actors[0].address.remote(run.network)
-                ready, _ = ray.wait([address], timeout=self.start_timeout_s)
+                ready, _ = ray.wait([address], timeout=timeout_s)
                 if not ready:
                     return self._finish(
                         run,
                         "failed",
-                        detail=f"workers not placed within {self.start_timeout_s:.0f} s",
+                        detail=f"workers not placed within {timeout_s:g} s",
                         cause=CLUSTER,
                     )
                 master = ray.get(ready[0])
             setups = [a.setup.remote(master, run.network) for a in run.actors]
-            deadline = time.monotonic() + self.start_timeout_s
+            deadline = time.monotonic() + timeout_s
             while True:
                 ready, waiting = ray.wait(setups, num_returns=len(setups), timeout=0.5)
                 if not waiting:
@@ -810,7 +811,7 @@ class RayExecutor:
                     return self._finish(
                         run,
                         "failed",
-                        detail=f"gang not ready within {self.start_timeout_s:.0f} s ({where})",
+                        detail=f"gang not ready within {timeout_s:g} s ({where})",
                         cause=cause,
                     )
             # 0, or its checkpoint's (as its process says: only for telling its first progress)
@@ -886,7 +887,7 @@ class RayExecutor:
             detail = "a background resize onto another host needs a restart of the job"
             self._finish(run, "failed", detail=detail, cause=CLUSTER)
             return None
-        t0 = time.monotonic()
+        t0, timeout_s = time.monotonic(), self.start_timeout_s
         newcomers = [self._new_worker(run, node, index, -1, len(target)) for node, index in added]
         if private:  # through a worker that stays: the first one, and its holder, may leave
             run.network = old[kept[0]].network.remote()
@@ -896,8 +897,8 @@ class RayExecutor:
             try:
                 ray.get(done)
                 failed = (
-                    f"not ready within {self.start_timeout_s:.0f} s"
-                    if time.monotonic() - t0 > self.start_timeout_s
+                    f"not ready within {timeout_s:g} s"
+                    if time.monotonic() - t0 > timeout_s
                     else None
                 )
             except Exception as e:

@@ -8,7 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from dlsched.runtime.train import EpochOrder, Trainer, sample_positions  # noqa: E402
+from dlsched.runtime.train import (  # noqa: E402
+    EpochOrder,
+    Trainer,
+    load_entrypoint,
+    sample_positions,
+)
 
 # SGD: Adam divides each gradient by its running magnitude, so a gradient that is zero up to
 # rounding (the attention key bias's) would turn float noise into full-size steps
@@ -35,6 +40,16 @@ def trained(tmp_path, name, iterations, **config):
     t.setup()
     assert t.run() == {"status": "done", "iteration": iterations}
     return t.plain_model.state_dict()
+
+
+def test_an_entrypoint_file_the_job_cannot_see_is_named_with_where_it_looked(tmp_path):
+    # a program under a directory the sandbox hides failed with a bare FileNotFoundError
+    with pytest.raises(FileNotFoundError, match="--sandbox-expose") as e:
+        load_entrypoint(f"{tmp_path / 'absent.py'}:build")
+    assert str(tmp_path / "absent.py") in str(e.value)
+    program = tmp_path / "present.py"
+    program.write_text("def build(args):\n    return args\n")
+    assert load_entrypoint(f"{program}:build")({"x": 1}) == {"x": 1}
 
 
 def test_accumulating_sub_batches_gives_the_parameters_of_the_full_batch(tmp_path):

@@ -58,6 +58,13 @@ def load_entrypoint(entrypoint: str) -> Callable[[dict], Workload]:
             f"entrypoint must be 'module:function' or 'file.py:function', got {entrypoint!r}"
         )
     if target.endswith(".py"):
+        if not Path(target).is_file():  # a bare FileNotFoundError did not say where it looked
+            raise FileNotFoundError(
+                f"entrypoint file {target} is not there for the job: an isolated job sees the "
+                "machine's files read-only but for /tmp, /root, /home and a few more (the "
+                "operator can expose a directory: dlsched server --sandbox-expose DIR), and a "
+                "relative path starts at the job's own directory"
+            )
         spec = importlib.util.spec_from_file_location(Path(target).stem, target)
         if spec is None or spec.loader is None:
             raise ValueError(f"cannot load {target}")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlsched.cluster import load_cluster, parse_cluster_spec
+from dlsched.cluster import Cluster, load_cluster, parse_cluster_spec
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec
 from dlsched.policies.placement import best_fit, consolidated, spread
@@ -50,46 +50,60 @@ def test_a_gpu_type_s_speed_in_the_spec_and_yaml_round_trips(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("groups:\n  - {count: 1, gpus_per_node: 4, gpu_type: A100, gpu_speed: 2.5}\n")
     assert load_cluster(str(f)).gpu_speeds == {"A100": 2.5}
-    with pytest.raises(SpecError, match="one speed per GPU type") as err:
+    with pytest.raises(
+        SpecError, match="'1x4:T4\\*0.5@inference': SPEED: .*one speed per GPU type"
+    ) as err:
         parse_cluster_spec("1x4:T4*0.4,1x4:T4*0.5@inference")
+    assert err.value.field == "cluster"
+    with pytest.raises(SpecError, match="one speed per GPU type") as err:  # a file names the field
+        Cluster.build(
+            [{"count": 1, "gpus_per_node": 4, "gpu_type": "T4", "gpu_speed": s} for s in (0.4, 0.5)]
+        )
     assert err.value.field == "groups[1].gpu_speed"
 
 
 @pytest.mark.parametrize(
-    "spec, field",
+    "spec, part",
     [
-        ("64x8:V100@nowhere", "groups[0].pool"),
-        ("0x8", "groups[0].count"),
-        ("abc", "cluster"),
-        ("2x4:Unknown", "groups[0].gpu_mem_mib"),
-        ("2x4:T4*0", "groups[0].gpu_speed"),
-        ("2x4:T4*fast", "cluster"),
+        ("64x8:V100@nowhere", "POOL"),
+        ("0x8", "COUNT"),
+        ("abc", "cannot parse"),
+        ("2x4:Unknown", "MEM_MIB"),
+        ("2x4:T4*0", "SPEED"),
+        ("2x4:T4*fast", "cannot parse"),
     ],
 )
-def test_bad_cluster_specs_name_the_field(spec, field):
+def test_bad_cluster_specs_name_the_field(spec, part):
+    # the option, the group as written and its part (a cluster file's field names meant
+    # nothing to a user of --cluster: 'groups[0].count')
     with pytest.raises(SpecError) as e:
         parse_cluster_spec(spec)
-    assert e.value.field == field
+    said = f"cannot parse '{spec}'" if part == "cannot parse" else f"'{spec}': {part}: "
+    assert e.value.field == "cluster" and said in e.value.reason, e.value.reason
 
 
 @pytest.mark.parametrize(
-    "spec, field, what",
+    "spec, group, what",
     [
-        ("99999999x8", "groups[0].count", "131,072 nodes"),  # was built until the kernel killed it
-        ("1x1048576,1x1", "groups[1].count", "1,048,576 GPUs"),
-        ("100000x1,31073x1", "groups[1].count", "131,072 nodes"),
-        ("1x1048577", "groups[0].count", "1,048,576 GPUs"),
+        (
+            "99999999x8",
+            "'99999999x8': COUNT",
+            "131,072 nodes",
+        ),  # was built until the kernel killed it
+        ("1x1048576,1x1", "'1x1': COUNT", "1,048,576 GPUs"),
+        ("100000x1,31073x1", "'31073x1': COUNT", "131,072 nodes"),
+        ("1x1048577", "'1x1048577': COUNT", "1,048,576 GPUs"),
         # a speed of 1e-300 overflowed a job's time (OverflowError), 1e300 divided by zero
-        ("2x8:X/16000*1e-300", "groups[0].gpu_speed", r"in \[0.001, 1000\]"),
-        ("2x8:X/16000*1e300", "groups[0].gpu_speed", r"in \[0.001, 1000\]"),
-        ("2x8:X/99999999999999", "groups[0].gpu_mem_mib", "at most 1,048,576"),
-        ("2x8:" + "X" * 65 + "/16000", "groups[0].gpu_type", "at most 64 characters"),
+        ("2x8:X/16000*1e-300", "SPEED", r"in \[0.001, 1000\]"),
+        ("2x8:X/16000*1e300", "SPEED", r"in \[0.001, 1000\]"),
+        ("2x8:X/99999999999999", "MEM_MIB", "at most 1,048,576"),
+        ("2x8:" + "X" * 65 + "/16000", "TYPE", "at most 64 characters"),
     ],
 )
-def test_a_cluster_past_its_bounds_stops_before_it_is_built(spec, field, what):
+def test_a_cluster_past_its_bounds_stops_before_it_is_built(spec, group, what):
     with pytest.raises(SpecError, match=what) as e:
         parse_cluster_spec(spec)
-    assert e.value.field == field
+    assert e.value.field == "cluster" and f"{group}: " in e.value.reason, e.value.reason
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import SpecError
+from .errors import SpecError, quoted
 from .yamlfile import read_yaml
 
 POOLS = ("training", "inference")
@@ -287,10 +287,22 @@ _GROUP = re.compile(
 )
 
 
+# a node group's field (Cluster.build's, as a cluster file names it) -> its part of a short spec
+_SPEC_TERMS = {
+    "count": "COUNT",
+    "gpus_per_node": "GPUS",
+    "gpu_type": "TYPE",
+    "gpu_mem_mib": "MEM_MIB",
+    "gpu_speed": "SPEED",
+    "pool": "POOL",
+}
+
+
 def parse_cluster_spec(spec: str) -> Cluster:
     """Parse ``COUNTxGPUS[:TYPE[/MEM_MIB][*SPEED]][@POOL]`` groups separated by commas."""
     groups = []
-    for part in (p.strip() for p in spec.split(",")):
+    parts = [p.strip() for p in spec.split(",")]
+    for part in parts:
         m = _GROUP.match(part)
         if not m:
             raise SpecError(
@@ -309,7 +321,14 @@ def parse_cluster_spec(spec: str) -> Cluster:
         if pool:
             g["pool"] = pool
         groups.append(g)
-    return Cluster.build(groups)
+    try:
+        return Cluster.build(groups)
+    except SpecError as e:  # named as the user wrote it: the group and its part, not the field
+        named = re.fullmatch(r"groups\[(\d+)\]\.(\w+)", e.field)
+        if named is None or named[2] not in _SPEC_TERMS:
+            raise
+        where = f"{quoted(parts[int(named[1])])}: {_SPEC_TERMS[named[2]]}"
+        raise SpecError("cluster", f"{where}: {e.reason}") from None
 
 
 def load_cluster(spec_or_path: str) -> Cluster:

@@ -176,7 +176,7 @@ LONG_ITERATIONS = 1800  # the sjf-bsbf test's long job (below)
 def test_sjf_bsbf_pairs_new_jobs_on_a_busy_gpu_without_disturbing_it(harness):
     h = harness
     alice = h.tenant("alice")
-    # The long job (about 40 s) must outlast the short job's profiling run and start, and the
+    # The long job must outlast the short job's profiling run and start, and the
     # leaker's. The short job once started only when the long one ended (0.07, 0.007 and
     # 0.005 s after, in suite runs): the leaker's profiling run beside one GPU of the long job
     # kept every GPU of it from a partner until the run's end (now only that GPU). It is

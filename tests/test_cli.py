@@ -298,6 +298,9 @@ def test_skip_invalid_counts_what_it_dropped(tmp_path):
             ["--trace", "muri-3", "--policy", "genie", "--scan", "strict"],
             "field 'scan': policy 'genie' has no scan: --scan does nothing",
         ),
+        # a seed that draws nothing: no model (muri-3 names its jobs'), elastic job or deadline
+        (["--trace", "muri-3", "--seed", "3"], "field 'seed': --seed does nothing"),
+        (["--trace", "philly", "--no-perf", "--seed", "3"], "field 'seed': --seed does nothing"),
         # a slice took -5 as "all but the last five" and 0 as no job at all
         (["--trace", "muri-3", "--limit", "-5"], "field 'limit': must be an integer >= 1"),
         (["--trace", "muri-3", "--limit", "0"], "field 'limit': must be an integer >= 1"),

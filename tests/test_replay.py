@@ -482,6 +482,16 @@ def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path, caps
         assert f"field '{field}': policy '{other}'" in capsys.readouterr().err
 
 
+def test_a_seed_is_refused_where_a_history_s_replay_draws_nothing_from_it(tmp_path, capsys):
+    # a history names its jobs' models: --seed changed nothing, in silence
+    argv = ["whatif", "--trace", str(_two_jobs(tmp_path)), "--cluster", "1x2:emulated/16384"]
+    argv += ["--server-policy", "fifo", "--no-progress", "--seed", "3"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 2
+    assert "field 'seed': --seed does nothing here" in capsys.readouterr().err
+    # with elastic jobs drawn, it seeds them
+    assert main([*argv, "--elastic-fraction", "0.5", "--out", str(tmp_path / "b")]) == 0
+
+
 @pytest.mark.parametrize(
     "argv, field",
     [

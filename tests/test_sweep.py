@@ -80,6 +80,15 @@ def spec(**over):
             {"runs": {**SYNTHETIC, "perf": False}, "axes": {"policy": ["fifo", "sjf-bsbf"]}},
             "policy sjf-bsbf: perf",
         ),
+        # seeds of runs that draw nothing from them: one run repeated, an interval of zero width
+        ({"runs": {"trace": "muri-3", "perf": False}, "axes": {"policy": ["fifo"]}}, "seeds"),
+        (
+            {
+                "runs": {"trace": "muri-3", "perf": False},
+                "axes": {"policy": ["fifo"], "elastic_fraction": [0.5, 0.0]},
+            },
+            "seeds",
+        ),
     ],
 )
 def test_a_bad_spec_is_refused_before_any_run_naming_the_field(tmp_path, change, field):

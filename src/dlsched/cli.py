@@ -158,9 +158,9 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument(
         "--seed",
         type=int,
-        default=0,
         help="seed of what is drawn: a synthetic workload, the model of a job without one, the "
-        "elastic jobs (--elastic-fraction) and deadlines (--deadlines) (default 0)",
+        "elastic jobs (--elastic-fraction) and deadlines (--deadlines) (default 0; an error "
+        "where nothing is drawn)",
     )
     p.add_argument(
         "--elastic-fraction",
@@ -268,12 +268,19 @@ def _load_workload(args):
         trace_params=_key_values(args.trace_param, "trace-param"),
         skip_invalid=args.skip_invalid,
         perf=not args.no_perf,
-        seed=args.seed,
+        seed=0 if args.seed is None else args.seed,
         elastic_fraction=args.elastic_fraction,
         limit=args.limit,
         deadlines=args.deadlines,
         cache_dir=None if args.no_cache else (args.cache_dir or default_cache_dir()),
     )
+    if args.seed is not None and not workload.seeded:
+        raise SpecError(
+            "seed",
+            "--seed does nothing here: it seeds a synthetic trace, the models of jobs without "
+            "one (the performance model's: not with --no-perf, nor in a server's history), "
+            "--elastic-fraction and --deadlines",
+        )
     if args.node_events:  # read and checked once, before any run (a compare's share them)
         args.node_events = read_node_events(args.node_events, len(workload.cluster.nodes))
     return workload

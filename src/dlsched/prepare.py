@@ -26,6 +26,7 @@ class Workload:
     jobs: list[JobSpec]  # by submit time
     perf: bool  # job speeds from the performance model
     elastic_fraction: float = 0.0  # share of jobs made elastic by the seeded rule
+    seeded: bool = True  # whether making it drew anything from its seed (draws_from_seed)
 
     def __reduce__(self) -> tuple:
         # pickled with its jobs as columns (numbers in arrays): a cached workload of a million
@@ -33,7 +34,7 @@ class Workload:
         columns = [_column([getattr(j, name) for j in self.jobs]) for name in JOB_SPEC_FIELDS]
         return (
             _from_columns,
-            (self.trace, self.cluster, columns, self.perf, self.elastic_fraction),
+            (self.trace, self.cluster, columns, self.perf, self.elastic_fraction, self.seeded),
         )
 
     def model(self) -> WorkloadModel:
@@ -63,10 +64,15 @@ def _column(values: list) -> array | list:
 
 
 def _from_columns(
-    trace: Trace, cluster: Cluster, columns: list, perf: bool, elastic_fraction: float
+    trace: Trace,
+    cluster: Cluster,
+    columns: list,
+    perf: bool,
+    elastic_fraction: float,
+    seeded: bool,
 ) -> Workload:
     jobs = [JobSpec(*fields) for fields in zip(*columns, strict=True)]  # validated again
-    return Workload(trace, cluster, jobs, perf, elastic_fraction)
+    return Workload(trace, cluster, jobs, perf, elastic_fraction, seeded)
 
 
 DEFAULT_CLUSTER = "64x8:V100"
@@ -93,6 +99,15 @@ def _with_profiles(jobs: list[JobSpec], loaded: Trace, skip_invalid: bool) -> li
                 continue
         kept.append(j)
     return kept
+
+
+def draws_from_seed(
+    trace: str, draws_models: bool, elastic_fraction: float, deadlines: bool
+) -> bool:
+    """Whether a workload made with these inputs draws anything from its seed: a synthetic
+    trace's jobs, models (``draws_models``: the performance model's for jobs without one; a
+    server's history names its own), the elastic jobs and the deadlines."""
+    return trace == "synthetic" or draws_models or elastic_fraction > 0 or deadlines
 
 
 def prepare(
@@ -190,6 +205,7 @@ def _prepare(
             )
         cluster = load_cluster(DEFAULT_CLUSTER)
     jobs = sorted(loaded.jobs, key=lambda j: j.submit_time_s)
+    draws_models = perf and loaded.replay is None and any(j.model is None for j in jobs)
     if perf and loaded.replay is None:
         from .perf.assign import assign_models
         from .perf.model import PerfModel
@@ -232,4 +248,5 @@ def _prepare(
         )
         raise SpecError("trace", f"has no jobs to run{dropped}", source=loaded.name)
     loaded.jobs = []  # the workload's are ``jobs``: the trace's own are not kept (nor cached)
-    return Workload(loaded, cluster, jobs, perf, elastic_fraction)
+    seeded = draws_from_seed(trace, draws_models, elastic_fraction, deadlines)
+    return Workload(loaded, cluster, jobs, perf, elastic_fraction, seeded)

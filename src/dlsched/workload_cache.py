@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-ENTRY_FORMAT = 2  # bump when the payload's shape changes (2: jobs as columns)
+ENTRY_FORMAT = 3  # bump when the payload's shape changes (2: jobs as columns; 3: seeded)
 _DIGEST_BYTES = 64  # the hex SHA-256 that heads an entry
 
 

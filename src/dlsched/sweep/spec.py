@@ -371,6 +371,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
         if "node_events" in given:
             _check_event_nodes(given["node_events"], given.get("cluster"), highest)
         _check_inputs(given, policies, clusters)
+        _check_seeded(given, seeds, point)
         settings = tuple(sorted(given.items()))
         for seed in seeds:
             runs.append(RunSpec(settings, seed, point))
@@ -443,6 +444,27 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> Non
         check_policy_inputs(policies[id(choice)], choice.name, inputs)
     except SpecError as e:
         raise SpecError(f"policy {choice.label}: {e.field}", e.reason) from None
+
+
+def _check_seeded(given: dict, seeds: list[int], point: tuple) -> None:
+    """Several seeds of a run that draws nothing from its seed would be the same run, their
+    interval of zero width. (With the performance model, whether a trace's jobs all name their
+    models is known only once it is read.)"""
+    from ..prepare import draws_from_seed
+
+    if len(seeds) > 1 and not draws_from_seed(
+        given["trace"],
+        given.get("perf", True),
+        given.get("elastic_fraction", 0.0),
+        given.get("deadlines", False),
+    ):
+        run = ", ".join(f"{k}={v}" for k, v in point) or "every run"
+        raise SpecError(
+            "seeds",
+            f"{len(seeds)} seeds, but {run} draws nothing from its seed (perf: false, and no "
+            "synthetic trace, elastic_fraction or deadlines): its runs would be one run "
+            "repeated; give one seed",
+        )
 
 
 def _label(value: Any) -> Any:

@@ -1,9 +1,9 @@
 """Every mechanism of the simulator with every other, on small random workloads: all built-in
 policies, tenants under quotas (a cohort with or without borrowing limits, or hard) with a
 priority class, elastic and sharing jobs with real models, an inference pool lent and
-reclaimed, node failures, restarts, periodic checkpoints, a schedule interval, both resize
-mechanisms. The state's invariants hold after every plan, and every job ends (one a quota never
-admits is the only exception).
+reclaimed, node failures and maintenance (cordon, drain), restarts, periodic checkpoints, a
+schedule interval, both resize mechanisms. The state's invariants hold after every plan, and
+every job ends (one a quota never admits is the only exception).
 
 Run much longer by hand (15,000 examples and more), this search found a quota cut that put an
 elastic job beside a partner with twice its memory, what-if views that freed a GPU two evicted
@@ -47,14 +47,19 @@ def cycle(notice_s: float) -> DemandCycle:
 
 
 @st.composite
-def failures(draw, nodes: int) -> list[tuple[float, str, int]]:
-    """Nodes failing and coming back: each down has its up later (no job waits for ever), and
-    the events are listed as drawn (at one instant, in that order), before the first arrival
-    or overlapping on one node too."""
+def node_changes(draw, nodes: int) -> list[tuple[float, str, int]]:
+    """Nodes failing and coming back, and taken out of service (cordoned or drained) and put
+    back: each down has its up later, each cordon or drain its uncordon (no job waits for
+    ever), and the events are listed as drawn (at one instant, in that order), before the
+    first arrival or overlapping on one node too."""
     events = []
     for _ in range(draw(st.integers(0, 3))):
         node, down = draw(st.integers(0, nodes - 1)), float(draw(st.integers(0, 500)))
         events += [(down, "down", node), (down + draw(st.integers(1, 300)), "up", node)]
+    for _ in range(draw(st.integers(0, 2))):
+        node, out = draw(st.integers(0, nodes - 1)), float(draw(st.integers(0, 500)))
+        kind = draw(st.sampled_from(["cordon", "drain"]))
+        events += [(out, kind, node), (out + draw(st.integers(1, 300)), "uncordon", node)]
     return draw(st.permutations(events))
 
 
@@ -107,7 +112,7 @@ def cases(draw):
         stall_limit=100_000,
         restart_overhead_s=draw(st.sampled_from([0.0, 30.0])),
         checkpoint_interval_s=draw(st.sampled_from([None, 40.0])),
-        node_events=draw(failures(len(parse_cluster_spec(cluster).nodes))),
+        node_events=draw(node_changes(len(parse_cluster_spec(cluster).nodes))),
         schedule_interval_s=draw(st.sampled_from([None, 7.0])),
         resize_mechanism=draw(st.sampled_from(["background", "stop-resume"])),
         inference_demand=demand,

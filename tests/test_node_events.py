@@ -113,7 +113,10 @@ def test_events_at_one_instant_apply_in_the_order_given():
 @pytest.mark.parametrize(
     "text, message",
     [
-        (HEADER + "100,down,0\n200,sideways,0\n", "row 2: field 'kind': must be 'down' or 'up'"),
+        (
+            HEADER + "100,down,0\n200,sideways,0\n",
+            "row 2: field 'kind': must be one of down, up, cordon",
+        ),
         (HEADER + "nan,down,0\n", "row 1: field 'time_s': 'nan' in column 'time_s' is not finite"),
         (HEADER + "-1,down,0\n", "row 1: field 'time_s': must be a number >= 0"),
         (HEADER + "1,down,1.5\n", "row 1: field 'node': '1.5' in column 'node' is not a whole"),
@@ -193,3 +196,73 @@ def test_a_sweep_checks_its_event_nodes_against_each_run_s_cluster_before_any_ru
     result = run_sweep(spec, out, sequential=True)
     (row,) = result.rows
     assert result.ok and row["config.node_events"] == 2
+
+
+def _run(cluster, jobs, events, policy="fifo", **config):
+    sim = Simulator(
+        parse_cluster_spec(cluster),
+        jobs,
+        make_policy(policy),
+        SimConfig(node_events=events, **config),
+    )
+    return {j.job_id: j for j in sim.run().jobs}
+
+
+def _job(name, submit, gpus, duration, **fields):
+    return JobSpec(name, submit, gpus, duration, tenant="t", **fields)
+
+
+def test_a_cordoned_node_takes_no_new_job_and_lets_its_own_run_to_their_end():
+    # Two 4-GPU nodes, FIFO. a (0-100) runs on node 0, cordoned at 10: a runs on to 100, but
+    # its GPUs are not offered again. b (at 20) takes node 1 (20-120); c (at 30) waits for it
+    # (120-220) instead of taking node 0 at 100; d (at 40) waits until node 0 is back, at 150.
+    jobs = [_job(n, t, 4, 100.0) for n, t in (("a", 0.0), ("b", 20.0), ("c", 30.0), ("d", 40.0))]
+    events = [(10.0, "cordon", 0), (150.0, "uncordon", 0)]
+    done = _run("2x4:V100", jobs, events)
+    assert [(done[n].first_start, done[n].finish) for n in "abcd"] == [
+        (0, 100),
+        (20, 120),
+        (120, 220),
+        (150, 250),
+    ]
+    assert done["a"].gpus == (0, 1, 2, 3) and done["d"].gpus == (0, 1, 2, 3)
+    assert done["c"].gpus == (4, 5, 6, 7)
+    assert (done["a"].preemptions, done["a"].failures) == (0, 0)
+
+
+def test_a_drained_node_s_jobs_checkpoint_and_move_where_a_failure_loses_work():
+    # Two 4-GPU nodes, a checkpoint every 60 s. a (0-100) on node 0; node 0 is drained at 10: a
+    # is preempted (it checkpoints: it keeps its 10 s), restarts on node 1 at once, pauses 30 s
+    # and runs its last 90 s: it ends at 130, a preemption and no failure. The node going down
+    # instead loses the 10 s since its last checkpoint (at 0): 10 + 30 + 100 = 140, a failure.
+    jobs = [_job("a", 0.0, 4, 100.0)]
+    drained = _run("2x4:V100", jobs, [(10.0, "drain", 0)], checkpoint_interval_s=60.0)["a"]
+    assert (drained.finish, drained.gpus, drained.preemptions, drained.failures) == (
+        130,
+        (4, 5, 6, 7),
+        1,
+        0,
+    )
+    failed = _run("2x4:V100", jobs, [(10.0, "down", 0)], checkpoint_interval_s=60.0)["a"]
+    assert (failed.finish, failed.preemptions, failed.failures) == (140, 0, 1)
+
+
+def test_a_sharing_policy_pairs_no_new_job_with_one_on_a_cordoned_node():
+    # Two 1-GPU nodes, SJF-BSBF: a (on GPU 0) and x (on GPU 1) run 1,000 s of cifar10; b (at
+    # 20, 100 s) shares GPU 0 with a (both 28 s slower) as nothing is free. With node 0
+    # cordoned at 10, b pairs with x on GPU 1 instead.
+    from dlsched.perf.model import PerfModel
+    from dlsched.perf.speed import PerfSpeed
+
+    nodes = parse_cluster_spec("2x1:V100")
+    jobs = [
+        _job(name, submit, 1, duration, model="cifar10", batch_size=64)
+        for name, submit, duration in (("a", 0.0, 1000.0), ("x", 0.0, 1000.0), ("b", 20.0, 100.0))
+    ]
+    placed = []
+    for events in ([], [(10.0, "cordon", 0)]):
+        config = SimConfig(node_events=events)
+        sim = Simulator(nodes, jobs, make_policy("sjf-bsbf"), config, PerfSpeed(PerfModel(), nodes))
+        done = {j.job_id: j for j in sim.run().jobs}
+        placed.append((done["b"].first_start, done["b"].gpus, done["a"].gpus, done["x"].gpus))
+    assert placed == [(20, (0,), (0,), (1,)), (20, (1,), (0,), (1,))]

@@ -1,4 +1,5 @@
-"""Node failures and repairs for a replay (``--node-events FILE``, a sweep's ``node_events``).
+"""Node failures, repairs and maintenance for a replay (``--node-events FILE``, a sweep's
+``node_events``).
 
 A CSV file with a header and one event per row::
 
@@ -7,9 +8,12 @@ A CSV file with a header and one event per row::
     90000,up,3
 
 ``time_s`` is on the trace's clock (seconds, as the jobs' submit times); ``kind`` is ``down`` (the
-node leaves: the jobs holding any of its GPUs fail and wait again) or ``up`` (its GPUs are usable
-again); ``node`` is the node's number, counted from 0 in the order the cluster spec lists its
-nodes (``2x8:V100,1x8:K80``: nodes 0 and 1 are the V100 ones, 2 the K80 one).
+node leaves: the jobs holding any of its GPUs fail and wait again), ``up`` (its GPUs are usable
+again), ``cordon`` (the operator takes it out of service: no new job goes there, its jobs run
+to their ends), ``drain`` (the same, and its jobs are preempted now: each checkpoints and waits
+again) or ``uncordon`` (back in service); ``node`` is the node's number, counted from 0 in the
+order the cluster spec lists its nodes (``2x8:V100,1x8:K80``: nodes 0 and 1 are the V100 ones, 2
+the K80 one).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from .jobs import check_time
 from .traces.base import check_shape, number, read_rows
 
 NodeEvent = tuple[float, str, int]
-KINDS = ("down", "up")
+KINDS = ("down", "up", "cordon", "drain", "uncordon")
 # Chosen: the most events a run takes (a node failing every minute of Philly's 80 days is a
 # tenth of it); past it, a file is more likely a mistake than a failure model
 MAX_NODE_EVENTS = 1_000_000
@@ -37,7 +41,7 @@ def check_node_event(
     check_time("time_s", time_s)
     if kind not in KINDS:
         shown = quoted(kind) if isinstance(kind, str) else repr(kind)
-        raise SpecError("kind", f"must be 'down' or 'up', got {shown}")
+        raise SpecError("kind", f"must be one of {', '.join(KINDS)}, got {shown}")
     if not isinstance(node, int) or isinstance(node, bool) or node < 0:
         raise SpecError("node", f"must be a node number >= 0, got {node!r}")
     if nodes is not None and node >= nodes:
@@ -52,7 +56,7 @@ def check_node_events(events: Sequence) -> tuple[NodeEvent, ...]:
     checked = []
     for i, event in enumerate(events):
         if not isinstance(event, tuple | list) or len(event) != 3:
-            raise SpecError(f"node_events[{i}]", "must be (time_s, 'down' | 'up', node)")
+            raise SpecError(f"node_events[{i}]", f"must be (time_s, {' | '.join(KINDS)}, node)")
         try:
             checked.append(check_node_event(*event))
         except SpecError as e:

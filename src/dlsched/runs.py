@@ -77,7 +77,7 @@ def simulate(
     ``quotas`` runs the quota stage before it (``equal``, ``philly-vc`` or a YAML file;
     ``hard_quotas``: no borrowing). ``inference_demand`` (default ``genai``) and ``peak_share``
     drive the inference pool (``none``: it never reclaims). ``node_events``: nodes going down
-    and up, as (time_s, "down" | "up", node) or a CSV file of them
+    and up, cordoned, drained and uncordoned, as (time_s, kind, node) or a CSV file of them
     (:mod:`dlsched.node_events`). An option that would do nothing
     here (``hard_quotas`` without ``quotas``; an inference option on a cluster without an
     inference pool) is an error naming it. Other keywords are

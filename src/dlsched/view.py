@@ -202,6 +202,8 @@ class PolicyView(Protocol):
     @property
     def loans(self) -> Loans: ...  # inference servers loaned / reclaiming
     @property
+    def cordoned(self) -> Collection[int]: ...  # nodes out of service: no new job goes there
+    @property
     def tenant_gpus(self) -> Mapping[str, int]: ...  # GPUs its running jobs (and profiling) hold
 
     def queue(

@@ -422,7 +422,7 @@ class PreemptivePolicy(Policy):
         if gpus is None:
             spared = popped
             for victim in spared:
-                scratch.take(planned(victim))
+                scratch.take_back(planned(victim))
         else:
             spared = []
             # Spare every victim the job can do without, the best ranked first (the last one
@@ -430,7 +430,7 @@ class PreemptivePolicy(Policy):
             # GPUs are taken back, so one try each leaves no victim that could be spared, and
             # the last placement found uses every victim's GPUs.
             for victim in reversed(popped[:-1]):
-                scratch.take(planned(victim))
+                scratch.take_back(planned(victim))
                 again = self.place(scratch, job.num_gpus, job.spec.gpu_types)
                 if again is None:
                     scratch.release(planned(victim))

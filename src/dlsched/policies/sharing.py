@@ -205,6 +205,7 @@ class _SharingPass:
         finish_of = view.projected_finish
         gpu_mem = self.part.gpu_memory(view.cluster)
         leased = view.occupancy.leased
+        cordoned, gpu_node = view.cordoned, view.cluster.gpu_node
         by_key: dict[tuple, list[JobView]] = {}
         for job in view.sharing_candidates.values():
             # (alone on its GPUs, its model and memory known); one scaled in by the quota stage
@@ -212,6 +213,8 @@ class _SharingPass:
             gpus = job.gpus
             if job.spec.elastic and view.gpus_of(job) != gpus:
                 continue
+            if cordoned and any(gpu_node[g] in cordoned for g in gpus):
+                continue  # a job on a node out of service takes no partner there
             if leased and not leased.isdisjoint(gpus):
                 # a profiling run (seconds) holds the second place on some of its GPUs: the
                 # others stay open, as a run may be leased beside a job that has a partner

@@ -63,7 +63,8 @@ class SimConfig(Costs):
     # hours). Chosen: full Philly at 1 s (about 10^7 ticks) runs, and at 1 ms reaches the bound
     # in 27 s under fifo, 64 s under tiresias (measured 2026-11-30, docs/simulator.md).
     max_ticks: int = 20_000_000
-    # Resource changes: (time_s, "down" | "up", node_id) (:mod:`dlsched.node_events`).
+    # Resource changes: (time_s, kind, node_id), kind down, up, cordon, drain or uncordon
+    # (:mod:`dlsched.node_events`).
     node_events: Sequence[NodeEvent] = ()
     timeseries: bool = True
     # GPU sharing: how many jobs one GPU may hold, and whether a job that no longer shares any
@@ -330,8 +331,12 @@ class Simulator:
                 _, kind, nid = node_events[ei]
                 if kind == "down":
                     state.node_down(nid)
-                else:
+                elif kind == "up":
                     state.node_up(nid)
+                elif kind == "uncordon":
+                    state.uncordon(nid)
+                else:
+                    state.cordon(nid, drain=kind == "drain")
                 usage.usable_changed()
                 ei += 1
                 res.events += 1

@@ -121,6 +121,8 @@ class ClusterState:
         self.elastic_extra_gpus = 0
         self.elastic_grown_gpus = 0
         self.down_nodes: set[int] = set()
+        # nodes the operator took out of service (cordon, drain): nothing new is placed there
+        self.cordoned: set[int] = set()
         # GPUs held outside any plan, by owner (the runtime's profiling runs): not free, not a
         # job's, until released
         self.leases: dict[str, tuple[int, ...]] = {}
@@ -427,7 +429,7 @@ class ClusterState:
             book.stats.reclaim_scale_ins += len(plan.resize)
             return self._commit(plan, check)
         if short < 0 and self.policy.loans_servers:
-            for nid in book.lendable(-short, self.down_nodes):
+            for nid in book.lendable(-short, self.down_nodes | self.cordoned):
                 self.free.add_node(nid)
                 book.loaned[nid] = self.now
                 book.stats.loans += 1
@@ -439,12 +441,7 @@ class ClusterState:
         preempted = []
         for nid, (_, deadline) in list(book.reclaiming.items()):
             if deadline <= self.now:
-                victims = list(
-                    dict.fromkeys(
-                        j for g in self.cluster.nodes[nid].gpu_ids for j in self.occupancy.jobs[g]
-                    )
-                )
-                for job in victims:
+                for job in self._jobs_on(nid):
                     self._stop(job, by_policy=True)
                     book.stats.forced_preemptions += 1
                     self._requeued(job)
@@ -593,12 +590,7 @@ class ClusterState:
         for owner, gpus in list(self.leases.items()):
             if any(self.cluster.gpu_node[g] == nid for g in gpus):
                 self.release(owner)
-        victims = list(
-            dict.fromkeys(
-                j for g in self.cluster.nodes[nid].gpu_ids for j in self.occupancy.jobs[g]
-            )
-        )
-        for job in victims:
+        for job in self._jobs_on(nid):
             self.fail(job)
         if nid in self.free.usable:
             self.free.remove_node(nid)
@@ -608,8 +600,52 @@ class ClusterState:
         self._check_node(nid)
         if nid in self.down_nodes:
             self.down_nodes.discard(nid)
-            if self.cluster.nodes[nid].pool == "training" or nid in self.loans.loaned:
-                self.free.add_node(nid)
+            self._offer_node(nid)
+
+    def cordon(self, nid: int, drain: bool = False) -> list[JobState]:
+        """The operator takes a node out of service: nothing new is placed on it (nor lent, an
+        inference server) until ``uncordon``; its jobs run on to their ends, or with ``drain``
+        are preempted now (each checkpoints, as a policy's preemption, and waits again).
+        Returns the jobs preempted. A profiling run there ends by itself."""
+        self._check_node(nid)
+        if nid not in self.cordoned:
+            self.cordoned.add(nid)
+            if nid in self.free.usable:
+                self.free.retire_node(nid)
+        if not drain:
+            return []
+        victims = self._jobs_on(nid)
+        for job in victims:
+            self._stop(job, by_policy=True)
+            self._requeued(job)
+        self._settle_reclaims()
+        return victims
+
+    def uncordon(self, nid: int) -> None:
+        """The node is in service again: its GPUs no job holds are offered (if it is up)."""
+        self._check_node(nid)
+        if nid in self.cordoned:
+            self.cordoned.discard(nid)
+            self._offer_node(nid)
+
+    def _offer_node(self, nid: int) -> None:
+        """Offer a node's GPUs to training if it may take work: up, in service, and a
+        training node or a loaned server."""
+        if nid in self.down_nodes or nid in self.cordoned or nid in self.free.usable:
+            return
+        if self.cluster.nodes[nid].pool == "training" or nid in self.loans.loaned:
+            occupancy = self.occupancy
+            busy = [
+                g
+                for g in self.cluster.nodes[nid].gpu_ids
+                if occupancy.jobs[g] or g in occupancy.leased
+            ]
+            self.free.add_node(nid, busy)
+
+    def _jobs_on(self, nid: int) -> list[JobState]:
+        """The jobs holding any GPU of the node, each once."""
+        jobs = self.occupancy.jobs
+        return list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids for j in jobs[g]))
 
     def _check_node(self, nid: int) -> None:
         if not 0 <= nid < len(self.cluster.nodes):

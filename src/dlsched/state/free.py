@@ -8,7 +8,7 @@ starts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from ..cluster import Cluster
 
@@ -83,12 +83,12 @@ class FreeGpus:
         return self.usable
 
     # -- node membership (pools, failures, loans) ------------------------------------------
-    def add_node(self, nid: int) -> None:
-        """Make a whole idle node usable."""
+    def add_node(self, nid: int, busy: Collection[int] = ()) -> None:
+        """Make a node usable, its GPUs but those ``busy`` free."""
         if nid in self.usable:
             raise ValueError(f"node {nid} is already usable")
         self._usable_set().add(nid)
-        self.free[nid] = list(self.cluster.nodes[nid].gpu_ids)
+        self.free[nid] = [g for g in self.cluster.nodes[nid].gpu_ids if g not in busy]
         self._own_free.add(nid)
         if self.free[nid]:
             self._bucket(len(self.free[nid])).add(nid)
@@ -127,6 +127,12 @@ class FreeGpus:
                 self._bucket(n - 1).add(nid)
             taken += 1
         self.total -= taken
+
+    def take_back(self, gpus: Iterable[int]) -> None:
+        """Take again GPUs a trial gave back (``release``): those of a node not in use (cordoned,
+        being reclaimed) were not given back, and are not taken."""
+        usable, gpu_node = self.usable, self.cluster.gpu_node
+        self.take([g for g in gpus if gpu_node[g] in usable])
 
     def release(self, gpus: Iterable[int]) -> None:
         gpu_node, usable = self.cluster.gpu_node, self.usable

@@ -37,7 +37,11 @@ def problems(state: ClusterState) -> list[str]:
             nid = cluster.gpu_node[g]
             if nid in state.down_nodes:
                 out.append(f"job {jid} runs on GPU {g} of a down node")
-            elif nid not in free.usable and nid not in state.loans.reclaiming:
+            elif (
+                nid not in free.usable
+                and nid not in state.loans.reclaiming
+                and nid not in state.cordoned
+            ):
                 out.append(f"job {jid} runs on GPU {g} of node {nid}, which training may not use")
         if job.leaving and (job.switch_at is None or not set(job.leaving).isdisjoint(job.gpus)):
             out.append(f"job {jid} leaves GPUs {job.leaving} with no move under way to {job.gpus}")
@@ -72,9 +76,16 @@ def problems(state: ClusterState) -> list[str]:
             out.append(f"inference node {nid} is usable but not loaned")
     if set(loans.loaned) & set(loans.reclaiming):
         out.append("a server is both loaned and being reclaimed")
+    for nid in state.cordoned & free.usable:
+        out.append(f"node {nid} is cordoned but in the free index")
     leased = [g for gpus in state.leases.values() for g in gpus]
     for g in leased:
-        if free.is_free(g) or len(occupancy.jobs[g]) > 1 or cluster.gpu_node[g] not in free.usable:
+        nid = cluster.gpu_node[g]
+        if (
+            free.is_free(g)
+            or len(occupancy.jobs[g]) > 1
+            or (nid not in free.usable and nid not in state.cordoned)
+        ):
             out.append(f"leased GPU {g} is free, shared or on a node not in use")
     if len(set(leased)) != len(leased) or set(leased) != occupancy.leased:
         out.append(f"leases {sorted(leased)} against occupancy's {sorted(occupancy.leased)}")

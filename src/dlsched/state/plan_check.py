@@ -31,6 +31,7 @@ class Books(Protocol):
     workload: WorkloadModel
     free: FreeGpus
     occupancy: GpuOccupancy
+    cordoned: set[int]
 
     @property
     def pending(self) -> Mapping[str, JobView]: ...
@@ -157,7 +158,11 @@ class PlanCheck:
         elif job.switch_at is not None:
             problem = "its previous resize is still under way"
         elif kept_away := [
-            g for g in gpus if g in job.gpus and not self._usable(state.cluster.gpu_node[g])
+            g
+            for g in gpus
+            if g in job.gpus
+            and not self._usable(nid := state.cluster.gpu_node[g])
+            and nid not in state.cordoned  # (out of service, not taken away: it may stay)
         ]:
             problem = f"it keeps GPU {kept_away[0]}, whose node is being taken away"
         elif job.sharing and any(len(self._holders(g)) > 1 for g in job.gpus):
@@ -271,6 +276,8 @@ class PlanCheck:
         """As :meth:`GpuOccupancy.why_not_join`, on the GPU's holders once the plan so far
         applies."""
         state = self.state
+        if not self._usable(state.cluster.gpu_node[g]):
+            return f"GPU {g}: its node is out of service (cordoned or being reclaimed)"
         holders = self._holders(g)
         used: float | None = 0.0
         for _, mib in holders:

@@ -4,7 +4,7 @@ after the evictions and scale-ins it decided in the same pass)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..cluster import Cluster
@@ -152,6 +152,10 @@ class WhatIfView:
     @property
     def loans(self) -> Loans:
         return self.base.loans
+
+    @property
+    def cordoned(self) -> Collection[int]:
+        return self.base.cordoned
 
     @property
     def tenant_gpus(self) -> Mapping[str, int]:

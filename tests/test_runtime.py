@@ -169,6 +169,33 @@ def test_a_lost_node_requeues_its_job_which_resumes_elsewhere(harness, ray_clust
     )
 
 
+def test_a_drained_node_s_job_checkpoints_and_resumes_on_another(harness):
+    h = harness
+    alice = h.tenant("alice")
+    # no periodic checkpoint: what it keeps is the checkpoint a drain's graceful stop writes
+    jid = h.submit(alice, **EMULATED, gpus=2, batch_size=8, iterations=200, checkpoint_every=0)
+    wait_for(lambda: h.job(jid)["iteration"] >= 50, 90, what="the job to make progress")
+    node = h.job(jid)["gpus"][0][0]
+    drain = {"service": "drained"}
+    assert h.client.put(f"/v1/nodes/{node}", json=drain, headers=alice).status_code == 403
+    assert h.client.put("/v1/nodes/nowhere", json=drain, headers=h.admin).status_code == 404
+    bad = h.client.put(f"/v1/nodes/{node}", json={"service": "down"}, headers=h.admin)
+    assert bad.status_code == 422 and "service" in bad.text
+    r = h.client.put(f"/v1/nodes/{node}", json=drain, headers=h.admin)
+    assert r.status_code == 200 and r.json() == {"name": node, "in_service": False}
+    job = h.wait_status(jid, "done", timeout_s=180)
+    assert job["iteration"] == 200 and (job["preemptions"], job["failures"]) == (1, 0)
+    assert {g[0] for g in job["gpus"]} != {node}  # it finished on the other node
+    log = log_of(h, jid)
+    stopped_at = int(log.split("stopped at iteration ")[1].split(";")[0])
+    assert stopped_at >= 50 and f"start at iteration {stopped_at} of 200" in log
+    assert any(f"node {node} drained by the operator" in e["message"] for e in job["events"])
+    nodes = h.client.get("/v1/cluster", headers=h.admin).json()["nodes"]
+    assert {n["name"]: n["in_service"] for n in nodes}[node] is False
+    r = h.client.put(f"/v1/nodes/{node}", json={"service": "ready"}, headers=h.admin)
+    assert r.json() == {"name": node, "in_service": True}
+
+
 LONG_ITERATIONS = 1800  # the sjf-bsbf test's long job (below)
 
 

@@ -445,6 +445,45 @@ def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):
     assert 1 not in s.service.state.down_nodes
 
 
+def test_an_operator_cordons_and_drains_a_node_and_a_restarted_server_keeps_it_out(tmp_path):
+    s = Setup(tmp_path, nodes={"n0": 2, "n1": 2})
+    a = s.submit(gpus=2)
+    s.step()
+    node = s.executor.runs[a].placement[0][0]
+    other = "n1" if node == "n0" else "n0"
+    # cordoned: a runs on; b waits for the other node's GPUs, not a's once a ends
+    assert s.service.set_node(node, "cordoned") == {"name": node, "in_service": False}
+    b, c = s.submit(gpus=2), s.submit(gpus=2)
+    s.step()
+    assert s.status(a) == RUNNING and s.executor.runs[b].placement[0][0] == other
+    s.executor.finish(a)
+    s.step()
+    s.step()
+    assert s.status(c) == QUEUED  # a's GPUs are not offered
+    nodes = {n["name"]: n for n in s.service.snapshot()["nodes"]}
+    assert (nodes[node]["in_service"], nodes[other]["in_service"]) == (False, True)
+    # back in service: c starts there; drained: c checkpoints (a graceful stop) and waits
+    s.service.set_node(node, "ready")
+    s.step()
+    assert s.executor.runs[c].placement[0][0] == node
+    s.service.set_node(node, "drained")
+    assert ("stop", c, True) in s.executor.log
+    assert s.status(c) == QUEUED and s.store.job(c)["preemptions"] == 1
+    assert s.store.job(c)["failures"] == 0
+    s.step()
+    assert s.status(c) == QUEUED
+    # a new server on the same database keeps the node out of service
+    t = Setup(tmp_path, nodes={"n0": 2, "n1": 2}, store=s.store)
+    assert node in {t.service.node_names[n] for n in t.service.state.cordoned}
+    t.step()
+    t.step()  # b and c wait again (the server restarted): one of them runs, on the other node
+    (running,) = [j for j in (b, c) if t.status(j) == RUNNING]
+    assert t.executor.runs[running].placement[0][0] == other
+    t.service.set_node(node, "ready")
+    t.step()
+    assert t.status(b) == RUNNING and t.status(c) == RUNNING
+
+
 def test_a_job_failing_three_times_fails_for_good(tmp_path):
     s = Setup(tmp_path, nodes={"n0": 1})
     a = s.submit(gpus=1)
@@ -735,6 +774,7 @@ ACTIONS = st.lists(
                 "crash",
                 "lose",
                 "restore",
+                "maintain",
                 "switch",
                 "profiled",
                 "demand",
@@ -782,7 +822,8 @@ def test_a_scale_in_under_way_is_not_resized_over(tmp_path_factory):
 def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
     # every policy through random events: submits (elastic ones too, of three priority
     # classes) by three tenants in a cohort (their quotas changed through the API, or none),
-    # cancels, finishes, crashes, progress, failed profiling runs, nodes lost and back, an
+    # cancels, finishes, crashes, progress, failed profiling runs, nodes lost and back, nodes
+    # cordoned, drained and put back by the operator (kept across restarts), an
     # inference server lent and reclaimed, server restarts on the same database; the books,
     # the executor, the accounting and the API's views checked after each, and the history
     # replayed at the end (a GENIE server's whose jobs had no deadline was refused)
@@ -874,6 +915,9 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
             s.executor.lose_node(["n0", "n1", "i0"][pick % 3])
         elif kind == "restore":
             s.executor.restore_node(["n0", "n1", "i0"][pick % 3])
+        elif kind == "maintain":  # an operator cordons, drains or puts back a node
+            service = ["cordoned", "drained", "ready", "ready"][n - 1]
+            s.service.set_node(["n0", "n1", "i0"][pick % 3], service)
         elif kind == "switch":
             resizing = [j for j in running if s.executor.runs[j].resize_to]
             if resizing:
@@ -899,6 +943,7 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
         s.service.set_quota(tenant, {"nominal": nominal[tenant], "cohort": "lab"})
     for node in ("n0", "n1", "i0"):
         s.executor.restore_node(node)
+        s.service.set_node(node, "ready")
     for _ in range(200):
         s.executor.finish_profiling()
         for jid in list(s.executor.runs):

@@ -15,6 +15,7 @@ import secrets
 import sqlite3
 import time
 from importlib import resources
+from typing import Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -73,6 +74,14 @@ class QuotaRequest(BaseModel):
     borrowing_limit: int | None = Field(None, ge=0, le=1_000_000)
     cohort: str | None = Field(None, min_length=1, max_length=64)
     weight: float = Field(1.0, gt=0, le=1_000_000)
+
+
+class NodeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    service: Literal["ready", "cordoned", "drained"] = Field(
+        description="ready: in service; cordoned: no new job goes there, its jobs run to their "
+        "ends; drained: that, and its jobs are preempted now (each checkpoints and waits again)"
+    )
 
 
 class DemandRequest(BaseModel):
@@ -328,6 +337,13 @@ def create_app(
     def inference_demand(body: DemandRequest, _: str = Depends(admin)) -> dict:
         """The inference side's autoscaler: the servers it needs within the reclaim notice."""
         return service.set_inference_demand(body.servers)
+
+    @app.put("/v1/nodes/{name}")
+    def set_node(name: str, body: NodeRequest, _: str = Depends(admin)) -> dict:
+        """An operator's maintenance: a node out of service (cordoned, drained) or back."""
+        if name not in service.node_names:
+            raise HTTPException(404, f"no node {name[:64]!r}")
+        return service.set_node(name, body.service)
 
     @app.get("/v1/pools")
     def pools(_: str = Depends(admin)) -> dict:

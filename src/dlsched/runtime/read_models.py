@@ -70,6 +70,7 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
                 "name": service.node_names[node.node_id],
                 "gpus": node.num_gpus,
                 "alive": node.node_id not in state.down_nodes,
+                "in_service": node.node_id not in state.cordoned,
                 "jobs_by_gpu": holders,
                 "holders": detail,
                 "pool": node.pool,

@@ -56,6 +56,7 @@ MAX_CLUSTER_FAILURES = 10
 SWEEP_EVERY_S = 60.0
 HISTORY_EVERY_S = 10.0  # the dashboard's utilization and queue: one sample this often,
 HISTORY_SAMPLES = 2160  # for the last 6 hours
+CORDONED_SETTING = "cordoned_nodes"  # the store's setting: names of nodes out of service
 UNLIMITED = 10**9  # the nominal quota of a tenant when the server runs without quotas
 
 
@@ -165,6 +166,10 @@ class SchedulerService:
             log.warning("ended %d runs left open by a server that stopped mid-write", ended)
         for row in self.store.jobs(statuses=(RUNNING,)):
             self._set_status(row, QUEUED, "server restarted: resumes from its last checkpoint")
+        # nodes the operator took out of service stay out (a node no longer there is dropped)
+        for name in json.loads(self.store.get_setting(CORDONED_SETTING) or "[]"):
+            if name in self.node_names:
+                self.state.cordon(self.node_names.index(name))
 
     def start(self) -> None:
         self.executor.on_report = self.wake  # a finish or a first iteration: a pass at once
@@ -257,6 +262,31 @@ class SchedulerService:
         self.metrics.observe(self)
         self._sample(self.state)
         self._discard_old()
+
+    # -- maintenance: nodes out of service ---------------------------------------------------
+    def set_node(self, name: str, service: str) -> dict:
+        """The admin API: a node in service (``ready``), taking no new job (``cordoned``: its
+        jobs run to their ends), or that and its jobs preempted now (``drained``: each
+        checkpoints and waits again). Kept in the store: a restarted server keeps it."""
+        nid = self.node_names.index(name)
+        with self._lock:
+            self.state.advance_to(self.clock())
+            if service == "ready":
+                self.state.uncordon(nid)
+            else:
+                for job in self.state.cordon(nid, drain=service == "drained"):
+                    self.executor.stop(job.job_id, graceful=True)
+                    self._set_status(
+                        self.store.job(job.job_id),
+                        QUEUED,
+                        f"preempted: node {name} drained by the operator: checkpoints and waits",
+                        preemptions=job.preemptions,
+                    )
+            cordoned = sorted(self.node_names[n] for n in self.state.cordoned)
+            self.store.set_setting(CORDONED_SETTING, json.dumps(cordoned))
+            self.metrics.observe(self)
+        self.wake()
+        return {"name": name, "in_service": nid not in self.state.cordoned}
 
     # -- capacity loaning (Aryl): runtime/loaning.py ------------------------------------------
     def set_inference_demand(self, servers: int) -> dict:

@@ -32,9 +32,10 @@ function drawGpus(cluster) {
   const box = $("gpus");
   box.replaceChildren();
   for (const node of cluster.nodes) {
-    const n = el("div", null, "node" + (node.alive ? "" : " down"));
+    const n = el("div", null, "node" + (node.alive ? "" : " down") + (node.in_service ? "" : " cordoned"));
     n.dataset.node = node.name;
-    n.append(el("h3", node.name + (node.pool === "inference" ? " (inference: " + node.loan + ")" : "")));
+    n.append(el("h3", node.name + (node.pool === "inference" ? " (inference: " + node.loan + ")" : "")
+      + (node.in_service ? "" : " (out of service)")));
     for (let i = 0; i < node.gpus; i++) {
       const holders = (node.holders || {})[i] || [];
       const g = el("div", null, "gpu" + (holders.length > 1 ? " shared" : holders.length ? " busy" : "")

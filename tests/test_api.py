@@ -488,3 +488,28 @@ def test_dlsched_quotas_on_a_server_without_quotas_says_how_to_give_one(api, mon
     )
     cli.cmd_quotas(argparse.Namespace(set=None, **dict.fromkeys(cli.QUOTA_FIELDS)))
     assert "no tenant has a quota" in capsys.readouterr().out
+
+
+def test_dlsched_node_takes_a_node_out_of_service_and_status_shows_it(api, monkeypatch, capsys):
+    import argparse
+
+    from dlsched.runtime import client as cli
+
+    client, alice, _ = api
+    admin = {"Authorization": "Bearer admin-secret"}
+    monkeypatch.setattr(
+        cli,
+        "_call",
+        lambda args, method, url, **kw: client.request(method, url, headers=admin, **kw),
+    )
+    cli.cmd_node(argparse.Namespace(name="n0", service="cordoned"))
+    assert capsys.readouterr().out == "node n0: out of service\n"
+    cli.cmd_status(argparse.Namespace())
+    assert "n0     up   idle idle idle idle [out of service]" in capsys.readouterr().out
+    cli.cmd_node(argparse.Namespace(name="n0", service="ready"))
+    assert capsys.readouterr().out == "node n0: in service\n"
+    # the admin's alone, a node that is there, one of the three states
+    assert client.put("/v1/nodes/n0", json={"service": "drained"}, headers=alice).status_code == 403
+    assert client.put("/v1/nodes/n9", json={"service": "drained"}, headers=admin).status_code == 404
+    r = client.put("/v1/nodes/n0", json={"service": "gone"}, headers=admin)
+    assert r.status_code == 422 and "service" in r.text

@@ -206,7 +206,8 @@ def cmd_status(args) -> int:
     for n in s["nodes"]:
         cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))
         loan = f" [inference: {n['loan']}]" if n.get("pool") == "inference" else ""
-        print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}")
+        out = "" if n["in_service"] else " [out of service]"
+        print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}{out}")
     for t, q in (s.get("over_quota") or {}).items():
         print(
             f"  tenant {t} is over its quota: {q['reserved']} GPUs reserved, nominal "
@@ -235,6 +236,12 @@ def cmd_pools(args) -> int:
         f"{p['notice_s']:g} s notice), scale-ins {p['reclaim_scale_ins']}, preemptions "
         f"{p['reclaim_preemptions']}"
     )
+    return 0
+
+
+def cmd_node(args) -> int:
+    n = _call(args, "PUT", f"/v1/nodes/{args.name}", json={"service": args.service}).json()
+    print(f"node {n['name']}: {'in service' if n['in_service'] else 'out of service'}")
     return 0
 
 
@@ -508,6 +515,24 @@ def add_client_parsers(sub) -> None:
         help="set the inference side's demand (servers it needs within the notice)",
     )
     p.set_defaults(func=cmd_pools)
+    p = common(
+        sub.add_parser(
+            "node",
+            help="take a node out of service for maintenance, or put it back (admin token)",
+            description="cordon: no new job goes to the node, its jobs run to their ends; "
+            "drain: that, and its jobs checkpoint and wait to resume elsewhere now; ready: "
+            "back in service. Kept across server restarts (docs/runtime.md).",
+        )
+    )
+    p.add_argument("name", help="the node's name, as 'dlsched status' lists it")
+    what = p.add_mutually_exclusive_group(required=True)
+    for flag, service, text in (
+        ("--cordon", "cordoned", "no new job goes there"),
+        ("--drain", "drained", "and its jobs checkpoint and wait again now"),
+        ("--ready", "ready", "back in service"),
+    ):
+        what.add_argument(flag, dest="service", action="store_const", const=service, help=text)
+    p.set_defaults(func=cmd_node)
     tenant = sub.add_parser("tenant", help="tenants (admin token)")
     tsub = tenant.add_subparsers(dest="tenant_command", required=True)
     p = common(tsub.add_parser("create", help="create a tenant and print its token"))

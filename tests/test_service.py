@@ -292,6 +292,48 @@ def test_a_profiling_run_beside_a_job_is_capped_at_the_gpus_rest_and_may_need_a_
     assert s.status(b) == RUNNING and s.status(c) == RUNNING
 
 
+def test_a_job_s_speed_is_not_measured_while_a_profiling_run_is_beside_it(tmp_path):
+    # a's iteration time beside b's profiling run (which slows it) is neither its solo time nor
+    # a pair's: it was taken as a's solo speed, and a sharing job's as its pair's slowdown
+    from fake_executor import PROFILE
+
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    a = s.submit(gpus=1, duration_s=1000)
+    s.step()
+    s.executor.finish_profiling()
+    s.step()
+    meter = s.service.live[a].meter
+    for iteration in (10, 20):  # the first report ends its start's pause; then 10 in 1 s
+        s.executor.report_progress(a, iteration, 100, 0.1)
+        s.step(1.0)
+    assert meter.speeds == {"1x1": [10, 1.0]}
+    b = s.submit(gpus=1, duration_s=500)
+    s.step()
+    assert s.service.state.leases == {b: (0,)}  # beside a
+    for iteration in (25, 30):  # 5 in 1 s beside the run: not measured
+        s.executor.report_progress(a, iteration, 100, 0.2)
+        s.step(1.0)
+    assert meter.speeds == {"1x1": [10, 1.0]}
+    too_big = {**PROFILE, "fixed_mib": 16000.0}  # b cannot join a: a stays alone
+    s.executor.finish_profiling(too_big)
+    s.step(1.0)
+    for iteration in (40, 50):  # from the run's end: 10 in 1 s again
+        s.executor.report_progress(a, iteration, 100, 0.1)
+        s.step(1.0)
+    assert meter.speeds == {"1x1": [20, 2.0]}
+    # a run that begins and ends between two of a's reports: the stretch over it is dropped
+    s.store.update_job(b, cancel_requested=True)
+    s.step(1.0)
+    c = s.submit(gpus=1, duration_s=400)
+    s.step(1.0)
+    assert s.service.state.leases == {c: (0,)}
+    s.executor.finish_profiling(too_big)
+    s.step(1.0)
+    s.executor.report_progress(a, 55, 100, 0.2)  # 5 in 3 s, over c's run
+    s.step(1.0)
+    assert meter.speeds == {"1x1": [20, 2.0]}
+
+
 def test_a_profiling_run_counts_in_its_tenant_s_use_until_it_ends_or_its_node_goes(tmp_path):
     # its GPUs are its tenant's while it runs, as a running job's would be: in the quota's use,
     # fair share and the dashboard's figures

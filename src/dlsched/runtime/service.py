@@ -512,6 +512,11 @@ class SchedulerService:
     def _outcome(self, outcome: Outcome) -> None:
         jid = outcome.job_id
         if outcome.attempt == 0:  # a profiling run
+            # the jobs it ran beside measure anew from here (a run may begin and end between two
+            # of their reports)
+            for g in self.state.leases.get(jid, ()):
+                for job in self.state.occupancy.jobs[g]:
+                    self.live[job.job_id].meter.reconfigured()
             self.state.release(jid)
             beside = self.to_profile.ended(jid)
             row = self.store.job(jid)
@@ -682,7 +687,11 @@ class SchedulerService:
         fields = {"iteration": p["iteration"], "iteration_s": p["iteration_s"]}
         total = p["iterations"] or job.spec.iterations
         duration = None
-        if live.meter.observe(self.clock(), p["iteration"], p["iteration_s"], key):
+        leased = self.state.occupancy.leased
+        if leased and not leased.isdisjoint(job.gpus):
+            # a profiling run beside it slows it: its time now is neither alone nor a pair's
+            live.meter.reconfigured()
+        elif live.meter.observe(self.clock(), p["iteration"], p["iteration_s"], key):
             fields["measured"] = live.meter.dump()
             # what `dlsched jobs` shows: the server's clock, not the program's own report
             fields["measured_iteration_s"] = live.meter.iteration_s(key)

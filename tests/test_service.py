@@ -817,6 +817,7 @@ ACTIONS = st.lists(
                 "lose",
                 "restore",
                 "maintain",
+                "remove",
                 "switch",
                 "profiled",
                 "demand",
@@ -865,7 +866,8 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
     # every policy through random events: submits (elastic ones too, of three priority
     # classes) by three tenants in a cohort (their quotas changed through the API, or none),
     # cancels, finishes, crashes, progress, failed profiling runs, nodes lost and back, nodes
-    # cordoned, drained and put back by the operator (kept across restarts), an
+    # cordoned, drained and put back by the operator (kept across restarts), tenants removed,
+    # an
     # inference server lent and reclaimed, server restarts on the same database; the books,
     # the executor, the accounting and the API's views checked after each, and the history
     # replayed at the end (a GENIE server's whose jobs had no deadline was refused)
@@ -896,6 +898,7 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
     s.service.set_inference_demand(0)  # the server is lent from the start (to aryl)
     tenants = [s.tenant] + [s.store.create_tenant(t, f"hash-{t}")["id"] for t in ("bob", "carol")]
     submitted: list[str] = []
+    removed: set[str] = set()
     # the statuses when this server started (its metrics count from there), and the jobs then
     since_start: tuple[Counter, int] = (Counter(), 0)
 
@@ -946,7 +949,8 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
                 spec["deadline"] = s.clock() + 20.0 * pick
             spec["priority"] = (pick // 3) % 3  # a higher class may evict lower ones
             tenant = tenants[pick % 3]
-            submitted.append(s.store.add_job(tenant, {**SPEC, **spec})["id"])
+            if tenant not in removed:
+                submitted.append(s.store.add_job(tenant, {**SPEC, **spec})["id"])
         elif kind == "cancel" and submitted:
             s.store.update_job(submitted[pick % len(submitted)], cancel_requested=True)
         elif kind == "finish" and running:
@@ -957,6 +961,11 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
             s.executor.lose_node(["n0", "n1", "i0"][pick % 3])
         elif kind == "restore":
             s.executor.restore_node(["n0", "n1", "i0"][pick % 3])
+        elif kind == "remove" and pick % 5 == 0:  # the admin removes a tenant (its jobs go)
+            tenant = tenants[pick % 3]
+            if s.service.remove_tenant(tenant) is None:
+                assert tenant in removed
+            removed.add(tenant)
         elif kind == "maintain":  # an operator cordons, drains or puts back a node
             service = ["cordoned", "drained", "ready", "ready"][n - 1]
             s.service.set_node(["n0", "n1", "i0"][pick % 3], service)
@@ -981,7 +990,7 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
         s.step(float(pick))
         check()
     # then let everything end: no job is lost, none is charged after its end
-    for tenant in tenants if with_quotas else ():
+    for tenant in set(tenants) - removed if with_quotas else ():
         s.service.set_quota(tenant, {"nominal": nominal[tenant], "cohort": "lab"})
     for node in ("n0", "n1", "i0"):
         s.executor.restore_node(node)
@@ -1212,6 +1221,29 @@ def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_th
     assert old["iteration_s"] == 0.25 and old["measured_iteration_s"] is None
     store.update_job("job-1", measured={"starts": []}, measured_iteration_s=0.5)
     assert store.job("job-1")["measured_iteration_s"] == 0.5
+
+
+def test_a_database_from_before_tenants_could_be_removed_keeps_them_and_can_remove_one(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "db.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE tenants (id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, token_hash TEXT "
+        "UNIQUE NOT NULL, created REAL NOT NULL)"
+    )
+    db.execute("INSERT INTO tenants VALUES ('alice', 'alice', 'hash-a', 1.0)")
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    assert [t["name"] for t in store.tenants()] == ["alice"]
+    assert store.tenant_by_token_hash("hash-a")["name"] == "alice"
+    store.create_tenant("bob", "hash-b")
+    assert store.remove_tenant("alice", 2.0) and not store.remove_tenant("alice", 3.0)
+    assert [t["name"] for t in store.tenants()] == ["bob"]
+    assert store.tenants(removed=True) == [
+        {"id": "alice", "name": "alice", "created": 1.0, "removed": 2.0}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -216,6 +216,16 @@ class QuotaAdmission:
         self._sum_cohort_use()
         self._changed = True
 
+    def remove_tenant(self, tenant: str, now: float) -> None:
+        """The tenant is gone (the runtime's admin API, which cancels its jobs): its quota
+        leaves the books and its cohort's nominal total; what it was charged stays."""
+        self._account(now)
+        self.config.tenants.pop(tenant, None)
+        self._seen.discard(tenant)
+        self._sum_cohorts()
+        self._sum_cohort_use()
+        self._changed = True
+
     # -- quota arithmetic ---------------------------------------------------------------------
     def fits(self, tenant: str, gpus: int) -> bool:
         return gpus <= self._room(tenant)

@@ -35,7 +35,7 @@ from .limits import (
     tail,
 )
 from .service import SchedulerService
-from .store import FINAL, QUEUED, Store
+from .store import FINAL, QUEUED, Store, TenantRemoved
 from .usage import usage_report
 
 ADMIN = "admin"
@@ -225,6 +225,10 @@ def create_app(
         try:
             tenant = service.create_tenant(name, hash_token(token))
         except sqlite3.IntegrityError:
+            if any(t["name"] == name for t in store.tenants(removed=True)):
+                raise HTTPException(
+                    409, f"tenant '{name}' was removed: its jobs' history keeps the name"
+                ) from None
             raise HTTPException(409, f"tenant '{name}' exists") from None
         return {"id": tenant["id"], "name": tenant["name"], "token": token}
 
@@ -235,6 +239,16 @@ def create_app(
         if not store.replace_token(name, hash_token(token)):
             raise HTTPException(404, f"no tenant '{name[:64]}'")
         return {"name": name, "token": token}
+
+    @app.delete("/v1/tenants/{name}")
+    def remove_tenant(name: str, _: str = Depends(admin)) -> dict:
+        """The tenant's token is refused from now on and its queued and running jobs are
+        cancelled; its finished jobs stay, for usage and export, until the retention. Its name
+        stays taken."""
+        removed = service.remove_tenant(name)
+        if removed is None:
+            raise HTTPException(404, f"no tenant '{name[:64]}'")
+        return removed
 
     @app.get("/v1/tenants")
     def list_tenants(_: str = Depends(admin)) -> list[dict]:
@@ -261,7 +275,10 @@ def create_app(
         clean = service.validate(
             spec.model_dump(exclude_none=True)
         )  # SpecError -> 422; nothing stored
-        job = store.add_job(who, clean)
+        try:
+            job = store.add_job(who, clean)
+        except TenantRemoved:
+            raise HTTPException(401, "the tenant was removed") from None
         service.wake()
         return job
 
@@ -308,7 +325,8 @@ def create_app(
     def set_quota(name: str, body: QuotaRequest, _: str = Depends(admin)) -> dict:
         if not TENANT_NAME.match(name):
             raise SpecError("name", f"no such tenant name: {name[:64]!r}")
-        if all(t["name"] != name for t in store.tenants()):
+        # (a removed tenant's too: its quota stays, lent to its cohort)
+        if all(t["name"] != name for t in store.tenants() + store.tenants(removed=True)):
             raise HTTPException(404, f"no tenant '{name}'")
         return service.set_quota(name, body.model_dump(exclude_none=True))
 

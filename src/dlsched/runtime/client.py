@@ -416,6 +416,12 @@ def cmd_tenant_token(args) -> int:
     return 0
 
 
+def cmd_tenant_remove(args) -> int:
+    t = _call(args, "DELETE", f"/v1/tenants/{args.name}").json()
+    print(f"tenant {t['name']} removed; {t['jobs_cancelled']} of its jobs cancelled")
+    return 0
+
+
 def cmd_tenant_list(args) -> int:
     for t in _call(args, "GET", "/v1/tenants").json():
         print(t["name"])
@@ -545,4 +551,13 @@ def add_client_parsers(sub) -> None:
     )
     p.add_argument("name")
     p.set_defaults(func=cmd_tenant_token)
+    p = common(
+        tsub.add_parser(
+            "remove",
+            help="remove a tenant: its token stops working and its queued and running jobs are "
+            "cancelled; its finished jobs stay for usage and export (the name stays taken)",
+        )
+    )
+    p.add_argument("name")
+    p.set_defaults(func=cmd_tenant_remove)
     common(tsub.add_parser("list", help="list tenants")).set_defaults(func=cmd_tenant_list)

@@ -339,15 +339,44 @@ class SchedulerService:
         (and counts in the split). (sqlite3.IntegrityError: the name is taken.)"""
         tenant = self.store.create_tenant(name, token_hash)
         if self.admission.config.source == "equal":
-            names = [t["name"] for t in self.store.tenants()]
-            shares, kept = equal_shares(names, self.capacity_gpus), self.store.quotas()
             with self._lock:
                 self.state.advance_to(self.clock())
-                for t, quota in shares.tenants.items():
-                    if t not in kept and self.admission.config.tenants.get(t) != quota:
-                        self.admission.set_quota(t, quota, self.state.now)
+                self._split_equally()
             self.wake()
         return tenant
+
+    def remove_tenant(self, name: str) -> dict | None:
+        """The admin API: the tenant is removed. Its token is refused from now on; its queued
+        and running jobs are cancelled (at the next pass, as a cancel is). Under ``--quotas
+        equal`` its share is split again between the others; under other quotas its quota
+        stays, all of it lent to its cohort (a cohort that lost it could never again run a job
+        its other tenants' quotas cannot hold), until the operator changes it. Its finished
+        jobs stay, for usage and export, until the retention. None: no such tenant."""
+        now = self.clock()
+        if not self.store.remove_tenant(name, now):
+            return None
+        live = self.store.jobs(tenant_id=name, statuses=(QUEUED, RUNNING))
+        for row in live:
+            if not row["cancel_requested"]:
+                event = "cancel requested: its tenant was removed"
+                self.store.update_job(row["id"], event=event, cancel_requested=1)
+        if self.admission.config.source == "equal":
+            self.store.delete_quota(name)
+            with self._lock:
+                self.state.advance_to(now)
+                self.admission.remove_tenant(name, self.state.now)
+                self._split_equally()
+        self.wake()
+        return {"name": name, "removed": now, "jobs_cancelled": len(live)}
+
+    def _split_equally(self) -> None:
+        """Under ``--quotas equal``: the training GPUs split evenly between the tenants; one
+        whose quota was set through the API keeps it (and counts in the split)."""
+        names = [t["name"] for t in self.store.tenants()]
+        shares, kept = equal_shares(names, self.capacity_gpus), self.store.quotas()
+        for t, quota in shares.tenants.items():
+            if t not in kept and self.admission.config.tenants.get(t) != quota:
+                self.admission.set_quota(t, quota, self.state.now)
 
     def _sample(self, state: ClusterState) -> None:
         """(time, GPUs held, GPUs usable, jobs waiting, jobs running), every HISTORY_EVERY_S."""

@@ -26,7 +26,8 @@ class Store:
     def create_tenant(self, name: str, token_hash: str) -> dict: ...
     def tenant_by_token_hash(self, token_hash: str) -> dict | None: ...
     def replace_token(self, name: str, token_hash: str) -> bool: ...
-    def tenants(self) -> list[dict]: ...
+    def remove_tenant(self, name: str, at: float) -> bool: ...
+    def tenants(self, removed: bool = False) -> list[dict]: ...
     def add_job(self, tenant_id: str, spec: dict) -> dict: ...
     def job(self, job_id: str) -> dict | None: ...
     def jobs(
@@ -50,16 +51,21 @@ class Store:
     def get_setting(self, key: str) -> str | None: ...
     def set_setting(self, key: str, value: str) -> None: ...
     def set_quota(self, tenant: str, fields: dict) -> None: ...
+    def delete_quota(self, tenant: str) -> None: ...
     def quotas(self) -> dict[str, dict]: ...
     def close_runs_left_open(self) -> int: ...
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]: ...
     def prune(self, keep_per_tenant: int, finished_before: float) -> list[str]: ...
 
 
+class TenantRemoved(Exception):
+    """A job was submitted for a tenant that was removed meanwhile."""
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
     id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, token_hash TEXT UNIQUE NOT NULL, created REAL
-    NOT NULL);
+    NOT NULL, removed REAL);
 CREATE TABLE IF NOT EXISTS jobs (
     n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, tenant_id TEXT NOT NULL,
     spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT NULL, started REAL, finished REAL,
@@ -117,6 +123,8 @@ class SQLiteStore(Store):
         for column, kind in (("measured", "TEXT"), ("measured_iteration_s", "REAL")):
             if column not in columns:  # a database from before it was kept
                 self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+        if "removed" not in {r[1] for r in self._db.execute("PRAGMA table_info(tenants)")}:
+            self._db.execute("ALTER TABLE tenants ADD COLUMN removed REAL")
         self._lock = threading.Lock()
 
     def _rows(self, sql: str, args: tuple = ()) -> list[dict]:
@@ -127,11 +135,17 @@ class SQLiteStore(Store):
     def create_tenant(self, name: str, token_hash: str) -> dict:
         row = {"id": name, "name": name, "token_hash": token_hash, "created": time.time()}
         with self._lock:
-            self._db.execute("INSERT INTO tenants VALUES (:id, :name, :token_hash, :created)", row)
+            self._db.execute(
+                "INSERT INTO tenants (id, name, token_hash, created) "
+                "VALUES (:id, :name, :token_hash, :created)",
+                row,
+            )
         return row
 
     def tenant_by_token_hash(self, token_hash: str) -> dict | None:
-        rows = self._rows("SELECT * FROM tenants WHERE token_hash = ?", (token_hash,))
+        rows = self._rows(
+            "SELECT * FROM tenants WHERE token_hash = ? AND removed IS NULL", (token_hash,)
+        )
         return rows[0] if rows else None
 
     def replace_token(self, name: str, token_hash: str) -> bool:
@@ -139,18 +153,45 @@ class SQLiteStore(Store):
         tenant."""
         with self._lock:
             cursor = self._db.execute(
-                "UPDATE tenants SET token_hash = ? WHERE name = ?", (token_hash, name)
+                "UPDATE tenants SET token_hash = ? WHERE name = ? AND removed IS NULL",
+                (token_hash, name),
             )
         return cursor.rowcount == 1
 
-    def tenants(self) -> list[dict]:
-        return self._rows("SELECT id, name, created FROM tenants ORDER BY created")
+    def remove_tenant(self, name: str, at: float) -> bool:
+        """The tenant is removed at ``at``: no token of its authenticates any more and it leaves
+        the list of tenants; its name stays taken (its jobs' history keeps it). False: no such
+        tenant, or removed already."""
+        with self._lock:
+            cursor = self._db.execute(
+                "UPDATE tenants SET removed = ?, token_hash = ? WHERE name = ? AND removed IS NULL",
+                (at, f"removed:{name}", name),  # (no token hashes to it: hashes are hex)
+            )
+        return cursor.rowcount == 1
+
+    def tenants(self, removed: bool = False) -> list[dict]:
+        """The tenants (``removed``: those removed, with when)."""
+        if removed:
+            return self._rows(
+                "SELECT id, name, created, removed FROM tenants WHERE removed IS NOT NULL "
+                "ORDER BY created"
+            )
+        return self._rows(
+            "SELECT id, name, created FROM tenants WHERE removed IS NULL ORDER BY created"
+        )
 
     # -- jobs --------------------------------------------------------------------------------
     def add_job(self, tenant_id: str, spec: dict) -> dict:
+        """A new queued job; TenantRemoved if its tenant was removed (after the request that
+        adds it was let in: under the same lock as the removal, so none slips past it)."""
         now = time.time()
         with self._lock, self._db:
             self._db.execute("BEGIN")
+            tenant = self._db.execute(
+                "SELECT removed FROM tenants WHERE id = ?", (tenant_id,)
+            ).fetchone()
+            if tenant is not None and tenant[0] is not None:
+                raise TenantRemoved(tenant_id)
             cur = self._db.execute(
                 "INSERT INTO jobs (id, tenant_id, spec, status, submitted) VALUES ('', ?, ?, ?, ?)",
                 (tenant_id, json.dumps(spec), QUEUED, now),
@@ -310,6 +351,10 @@ class SQLiteStore(Store):
                 "INSERT OR REPLACE INTO quotas VALUES (?, ?, ?)",
                 (tenant, json.dumps(fields), time.time()),
             )
+
+    def delete_quota(self, tenant: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM quotas WHERE tenant = ?", (tenant,))
 
     def quotas(self) -> dict[str, dict]:
         """Tenant -> the fields of the quota last set for it, in the order they were set."""

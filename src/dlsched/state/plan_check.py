@@ -276,14 +276,14 @@ class PlanCheck:
         """As :meth:`GpuOccupancy.why_not_join`, on the GPU's holders once the plan so far
         applies."""
         state = self.state
-        if not self._usable(state.cluster.gpu_node[g]):
-            return f"GPU {g}: its node is out of service (cordoned or being reclaimed)"
         holders = self._holders(g)
         used: float | None = 0.0
         for _, mib in holders:
             used = None if used is None or mib is None else used + mib
         if why := state.occupancy.why_not_join_holders(g, len(holders), used, memory):
             return why
+        if not self._usable(state.cluster.gpu_node[g]):
+            return f"GPU {g}: its node is out of service (cordoned or being reclaimed)"
         if any(state.workload.slowdown(job, other) is None for other, _ in holders):
             return f"GPU {g}: no co-location measurement for this pair"
         return None

@@ -3,6 +3,7 @@ history trace adapter, and the replay held against the measured JCTs (answers by
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 
@@ -11,6 +12,7 @@ import pytest
 from dlsched.cli import main
 from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec, JobState
+from dlsched.node_events import read_node_events
 from dlsched.runtime.executor_api import CLUSTER
 from dlsched.runtime.export import COLUMNS, history_csv
 from dlsched.runtime.measure import JobMeter, config_key, shared_slowdown, solo_iteration_s
@@ -453,6 +455,65 @@ def test_whatif_fetches_the_history_and_the_quotas_from_a_running_server(tmp_pat
     )
     summary = json.loads((out / "fifo" / "summary.json").read_text())
     assert summary["params"]["quotas"] == "quotas.yaml"  # the replay ran under the quota stage
+
+
+def test_a_replay_of_the_server_s_history_has_its_nodes_lost_and_taken_out_of_service(
+    tmp_path, capsys
+):
+    # the server's node failures and maintenance were not in its history: a what-if replay ran
+    # on a cluster that never lost a node
+    from dlsched.runtime.api import create_app, hash_token
+    from dlsched.runtime.client import cmd_export
+    from runtime_helpers import HttpServer
+
+    s = Setup(tmp_path, nodes={"n0": 2, "n1": 2})
+    a = s.submit(gpus=1, iterations=100)
+    t0 = s.store.job(a)["submitted"]  # (the history's times are from the first submission)
+    s.step()
+    _run_measured(s, a)
+    s.executor.lose_node("n1")
+    s.step(1.0)
+    down = s.clock() - t0
+    s.executor.restore_node("n1")
+    s.step(5.0)
+    up = s.clock() - t0
+    s.clock.advance(2.0)
+    s.service.set_node("n0", "drained")
+    drained = s.clock() - t0
+    s.clock.advance(3.0)
+    s.service.set_node("n0", "ready")
+    expected = [
+        [round(down, 3), "down", 1],
+        [round(up, 3), "up", 1],
+        [round(drained, 3), "drain", 0],
+        [round(drained + 3.0, 3), "uncordon", 0],
+    ]
+    http = HttpServer(create_app(s.service, s.store, hash_token("admin-secret")))
+    try:
+        # (the service's clock is a fake one, ahead of the time "until" defaults to)
+        until = str(s.clock() + 60.0)
+        args = ["--server", http.url, "--token", "admin-secret", "--until", until]
+        out = tmp_path / "w"
+        argv = ["whatif", *args, "--policies", "sjf", "--out", str(out), "--no-progress"]
+        assert main(argv) == 0
+        history = s.service.export(0.0, float("inf"))
+        export = argparse.Namespace(
+            server=http.url,
+            token="admin-secret",
+            out=str(tmp_path / "h.csv"),
+            since=None,
+            until=until,
+        )
+        capsys.readouterr()
+        assert cmd_export(export) == 0
+    finally:
+        http.close()
+    assert [list(e) for e in history["node_events"]] == expected
+    assert json.loads((out / "fifo" / "summary.json").read_text())["config"]["node_events"] == 4
+    assert "--node-events" in capsys.readouterr().out  # the export's replay command names them
+    assert [list(e) for e in read_node_events(tmp_path / "h.node_events.csv")] == [
+        [float(t), kind, node] for t, kind, node in expected
+    ]
 
 
 def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path, capsys):

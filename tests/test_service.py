@@ -1223,6 +1223,29 @@ def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_th
     assert store.job("job-1")["measured_iteration_s"] == 0.5
 
 
+def test_old_node_events_are_pruned_but_each_node_s_last_of_each_sort(tmp_path):
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    for t, kind, node in [
+        (1.0, "down", "n0"),
+        (2.0, "up", "n0"),
+        (3.0, "cordon", "n0"),
+        (4.0, "drain", "n1"),
+        (5.0, "uncordon", "n1"),
+        (6.0, "cordon", "n1"),
+        (20.0, "down", "n1"),
+    ]:
+        store.add_node_event(t, kind, node)
+    store.prune(keep_per_tenant=10, finished_before=10.0)
+    # n0 is up and out of service, n1 out of service and (later) down: a replay still says so
+    assert store.node_events() == [
+        (2.0, "up", "n0"),
+        (3.0, "cordon", "n0"),
+        (6.0, "cordon", "n1"),
+        (20.0, "down", "n1"),
+    ]
+    assert store.node_events(until=6.0) == [(2.0, "up", "n0"), (3.0, "cordon", "n0")]
+
+
 def test_a_database_from_before_tenants_could_be_removed_keeps_them_and_can_remove_one(tmp_path):
     import sqlite3
 

@@ -538,6 +538,15 @@ def cmd_whatif(args) -> int:
         Path(args.trace).write_text(history_csv(history))
         args.cluster = args.cluster or history["cluster"]
         server_policy, server_params = history["policy"], history["params"]
+        if history.get("node_events") and not args.node_events:
+            from .node_events import node_events_csv
+
+            args.node_events = str(out / "node_events.csv")
+            Path(args.node_events).write_text(node_events_csv(history["node_events"]))
+            print(
+                f"replaying the server's {len(history['node_events'])} node events (nodes lost "
+                f"and back, out of service and back): {args.node_events}"
+            )
         if history.get("quota_config") and not args.quotas:
             import yaml
 

@@ -91,3 +91,9 @@ def read_node_events(path: str | Path, nodes: int | None = None) -> tuple[NodeEv
         except SpecError as e:
             raise e.at(row=row_number, source=str(path)) from None
     return tuple(events)
+
+
+def node_events_csv(events: Sequence[Sequence]) -> str:
+    """Events as the module's CSV file (``read_node_events`` reads it back)."""
+    lines = [",".join(COLUMNS)] + [f"{t:g},{kind},{node}" for t, kind, node in events]
+    return "\n".join(lines) + "\n"

@@ -333,11 +333,19 @@ def cmd_export(args) -> int:
     Path(args.out).write_text(history_csv(history))
     skipped = "".join(f"; left out: {n} ({why})" for why, n in history["skipped"].items())
     print(f"wrote {len(history['jobs'])} jobs to {args.out}{skipped}")
+    events = ""
+    if history.get("node_events"):
+        from ..node_events import node_events_csv
+
+        path = Path(args.out).with_suffix(".node_events.csv")
+        path.write_text(node_events_csv(history["node_events"]))
+        print(f"wrote {len(history['node_events'])} node events to {path}")
+        events = f" --node-events {path}"
     print(f"cluster {history['cluster']}, policy {history['policy']}")
     params = "".join(f" --param {k}={v}" for k, v in history["params"].items())
     print(
         f"replay: dlsched whatif --trace {args.out} --cluster {history['cluster']} "
-        f"--server-policy {history['policy']}{params}"
+        f"--server-policy {history['policy']}{params}{events}"
     )
     return 0
 

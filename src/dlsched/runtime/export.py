@@ -23,6 +23,7 @@ import statistics
 from dataclasses import replace
 
 from ..errors import SpecError
+from ..node_events import MAX_NODE_EVENTS
 from .jobspec import to_job_spec
 from .measure import JobMeter, shared_slowdown, solo_iteration_s
 from .speed import RuntimeSpeed
@@ -79,9 +80,12 @@ def export_history(
     since: float = 0.0,
     until: float = float("inf"),
     tenant_id: str | None = None,
+    node_names: list[str] | None = None,
 ) -> dict:
     """Jobs submitted in [since, until) that finished, run, wait or were cancelled after they
-    ran, as trace rows."""
+    ran, as trace rows; with ``node_names`` (the cluster's nodes, in its spec's order), the
+    nodes lost and back, out of service and back before ``until``, as the simulator's node
+    events (one before the first submission at it)."""
     rows = [
         r
         for r in store.jobs(tenant_id=tenant_id, statuses=EXPORTED)
@@ -182,11 +186,22 @@ def export_history(
                 "preemptions": row["preemptions"],
             }
         )
+    index = {name: i for i, name in enumerate(node_names or ())}
+    node_events = [
+        (max(0.0, round(t - t0, 3)), kind, index[node])
+        for t, kind, node in (store.node_events(until) if node_names else ())
+        if node in index  # (a node no longer in the cluster)
+    ]
+    if len(node_events) > MAX_NODE_EVENTS:
+        raise SpecError(
+            "since", f"{len(node_events)} node events; at most {MAX_NODE_EVENTS} (narrow until)"
+        )
     return {
         "cluster": cluster_spec,
         "policy": policy,
         "params": params,
         "t0": t0,
+        "node_events": node_events,
         "typical": typical,
         "columns": list(COLUMNS),
         "jobs": jobs,

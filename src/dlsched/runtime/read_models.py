@@ -143,6 +143,7 @@ def export(
         since,
         until,
         tenant,
+        service.node_names,
     )
     config = service.admission.config
     # the quotas in force now (a replay applies them); other tenants' only to the admin

@@ -271,6 +271,8 @@ class SchedulerService:
         nid = self.node_names.index(name)
         with self._lock:
             self.state.advance_to(self.clock())
+            kind = {"ready": "uncordon", "cordoned": "cordon", "drained": "drain"}[service]
+            self.store.add_node_event(self.state.now, kind, name)
             if service == "ready":
                 self.state.uncordon(nid)
             else:
@@ -429,7 +431,9 @@ class SchedulerService:
             down = nid in self.state.down_nodes
             if down and alive.get(name):
                 self.state.node_up(nid)
+                self.store.add_node_event(self.clock(), "up", name)
             elif not down and not alive.get(name, False):
+                self.store.add_node_event(self.clock(), "down", name)
                 victims = [
                     j
                     for j in self.state.running.values()

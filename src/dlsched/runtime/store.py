@@ -7,6 +7,7 @@ submit call returns, and every state change before it is acted on.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -56,6 +57,8 @@ class Store:
     def close_runs_left_open(self) -> int: ...
     def runs(self, since: float, until: float, tenant_id: str | None = None) -> list[dict]: ...
     def prune(self, keep_per_tenant: int, finished_before: float) -> list[str]: ...
+    def add_node_event(self, t: float, kind: str, node: str) -> None: ...
+    def node_events(self, until: float = math.inf) -> list[tuple[float, str, str]]: ...
 
 
 class TenantRemoved(Exception):
@@ -85,6 +88,8 @@ CREATE TABLE IF NOT EXISTS runs (
     n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, tenant_id TEXT NOT NULL,
     start REAL NOT NULL, end REAL, gpus INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS runs_job ON runs(job_id);
+CREATE TABLE IF NOT EXISTS node_events (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL, node TEXT NOT NULL);
 """
 
 _JOB_FIELDS = {
@@ -333,7 +338,29 @@ class SQLiteStore(Store):
             ]
             for table, column in (("events", "job_id"), ("runs", "job_id"), ("jobs", "id")):
                 self._db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in ids])
+            # node events as old, but each node's last of each sort (lost or back; out of service
+            # or back): a replay still starts with the node as it then was
+            self._db.execute(
+                "DELETE FROM node_events WHERE t < ? AND n NOT IN (SELECT MAX(n) FROM "
+                "node_events GROUP BY node, kind IN ('down', 'up'))",
+                (finished_before,),
+            )
         return ids
+
+    # -- nodes lost and back, out of service and back (a replay's node events) ---------------
+    def add_node_event(self, t: float, kind: str, node: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO node_events (t, kind, node) VALUES (?, ?, ?)", (t, kind, node)
+            )
+
+    def node_events(self, until: float = math.inf) -> list[tuple[float, str, str]]:
+        """(time, kind, node name) before ``until``, in the order they happened."""
+        rows = self._rows(
+            "SELECT t, kind, node FROM node_events WHERE t < ? ORDER BY n",
+            (until if math.isfinite(until) else 1e300,),
+        )
+        return [(r["t"], r["kind"], r["node"]) for r in rows]
 
     # -- settings ----------------------------------------------------------------------------
     def get_setting(self, key: str) -> str | None:

@@ -170,3 +170,36 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     assert code == 4 and "409" in err  # already done
     code, _, err = server.cli("jobs", token="wrong")
     assert code == 4 and "401" in err
+
+
+def test_a_server_stopped_mid_run_checkpoints_its_jobs_and_resumes_them(server, tmp_path):
+    # SIGTERM killed the runs: a job without periodic checkpoints started again from 0
+    server.start()
+    code, out, err = server.cli("tenant", "create", "alice", token=ADMIN)
+    assert code == 0, err
+    token = json.loads(out)["token"]
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        json.dumps(
+            {**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 200, "checkpoint_every": 0}
+        )
+    )
+    jid = server.cli("submit", str(spec), token=token)[1].strip()
+    wait_for(lambda: server.job(jid)["iteration"] >= 50, 90, what="the job to make progress")
+    server.stop()
+    assert server.proc.returncode == 0
+    assert "dlsched: 1 running job checkpointed" in (server.data_dir / "server.log").read_text()
+    server.start()
+    job = wait_for(
+        lambda: (j := server.job(jid))["status"] == "done" and j, 180, what="the job to finish"
+    )
+    assert job["iteration"] == 200 and any(
+        "server stopped: checkpointed" in e["message"] for e in job["events"]
+    )
+    log = server.cli("logs", jid, token=token)[1]
+    starts = [
+        int(line.split("start at iteration ")[1].split()[0])
+        for line in log.splitlines()
+        if "start at" in line
+    ]
+    assert starts[0] == 0 and len(starts) == 2 and starts[1] >= 50

@@ -682,7 +682,10 @@ class RayExecutor:
         run = self._runs.get(job_id)
         return [ray.get(a.pid.remote(), timeout=10) for a in run.actors] if run else []
 
-    def shutdown(self) -> None:
+    def shutdown(self, checkpoint_s: float = 0.0) -> None:
+        """End every run: with ``checkpoint_s``, each is first asked to stop gracefully (it
+        checkpoints, as when preempted: reported "stopped") and given that long in all; what
+        is left is killed."""
         # profiling runs hold GPUs: none may outlive the server that leased them
         for held in list(self._profiling.values()):
             for task_or_actor in held:
@@ -690,9 +693,17 @@ class RayExecutor:
                     ray.cancel(task_or_actor, force=True)
                 else:
                     ray.kill(task_or_actor)
-        for run in list(self._runs.values()):
+        runs = list(self._runs.values())
+        if checkpoint_s > 0:
+            for run in runs:
+                run.stop.set()
+            deadline = time.monotonic() + checkpoint_s
+            for run in runs:
+                if run.thread:
+                    run.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        for run in runs:
             run.kill.set()
-        for run in list(self._runs.values()):
+        for run in runs:
             if run.thread:
                 run.thread.join(timeout=30)
 

@@ -227,6 +227,7 @@ def check_options(args, params: dict) -> None:
     for name, value, least, most in (
         ("interval-s", args.interval_s, 0.01, MAX_TIME_S),  # a shorter period spins
         ("start-timeout-s", args.start_timeout_s, 0.01, MAX_TIME_S),
+        ("shutdown-checkpoint-s", args.shutdown_checkpoint_s, 0.0, MAX_TIME_S),
         ("disk-reserve-mib", args.disk_reserve_mib, 0.0, 2.0**40),  # (1 EiB: past any disk)
         ("checkpoint-retention-h", args.checkpoint_retention_h, 0.0, MAX_TIME_S / 3600),
         ("reclaim-notice-s", args.reclaim_notice_s, 0.0, MAX_TIME_S),
@@ -345,7 +346,9 @@ def serve(args, params: dict) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         service.stop()
-        executor.shutdown()
+        executor.shutdown(args.shutdown_checkpoint_s)
+        saved = service.requeue_at_shutdown(executor.poll())
+        print(f"dlsched: {_count(saved, 'running job')} checkpointed", flush=True)
         if local is not None:
             import ray
 
@@ -442,6 +445,15 @@ def add_server_parser(sub):
         type=float,
         default=120.0,
         help="a job's workers must all be placed and set up within this (default %(default)s)",
+    )
+    p.add_argument(
+        "--shutdown-checkpoint-s",
+        type=float,
+        default=60.0,
+        help="on SIGTERM or Ctrl-C, each running job checkpoints (as when preempted) and waits "
+        "for the next start; its runs get this long in all, then are killed (0: at once, "
+        "losing the work since their last periodic checkpoint; default %(default)s, the "
+        "executor's stop timeout)",
     )
     p.add_argument(
         "--disk-reserve-mib",

@@ -182,6 +182,24 @@ class SchedulerService:
         if self._thread:
             self._thread.join(timeout=30)
 
+    def requeue_at_shutdown(self, outcomes: list[Outcome]) -> int:
+        """After the loop stopped and the executor ended its runs (``outcomes``: what it
+        reported meanwhile): each running job waits for the next start of the server, its run's
+        accounting closed now; one that checkpointed as it stopped resumes from there. Returns
+        how many checkpointed."""
+        checkpointed = {
+            o.job_id for o in outcomes if o.kind == "stopped" and o.attempt and not o.detail
+        }
+        for row in self.store.jobs(statuses=(RUNNING,)):
+            saved = row["id"] in checkpointed
+            event = (
+                "server stopped: checkpointed, resumes from there when it starts again"
+                if saved
+                else "server stopped: resumes from its last checkpoint when it starts again"
+            )
+            self._set_status(row, QUEUED, event)
+        return len(checkpointed)
+
     def wake(self) -> None:
         self._wake.set()
 

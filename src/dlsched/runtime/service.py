@@ -305,6 +305,7 @@ class SchedulerService:
             cordoned = sorted(self.node_names[n] for n in self.state.cordoned)
             self.store.set_setting(CORDONED_SETTING, json.dumps(cordoned))
             self.metrics.observe(self)
+        log.info("node %s: %s by the admin", name, service)
         self.wake()
         return {"name": name, "in_service": nid not in self.state.cordoned}
 
@@ -380,6 +381,7 @@ class SchedulerService:
             if not row["cancel_requested"]:
                 event = "cancel requested: its tenant was removed"
                 self.store.update_job(row["id"], event=event, cancel_requested=1)
+        log.info("tenant %s removed by the admin: %d of its jobs cancelled", name, len(live))
         if self.admission.config.source == "equal":
             self.store.delete_quota(name)
             with self._lock:

@@ -504,6 +504,7 @@ def test_dlsched_node_takes_a_node_out_of_service_and_status_shows_it(api, monke
     )
     cli.cmd_node(argparse.Namespace(name="n0", service="cordoned"))
     assert capsys.readouterr().out == "node n0: out of service\n"
+    assert "dlsched_nodes_out_of_service 1.0" in client.get("/metrics").text
     cli.cmd_status(argparse.Namespace())
     assert "n0     up   idle idle idle idle [out of service]" in capsys.readouterr().out
     cli.cmd_node(argparse.Namespace(name="n0", service="ready"))

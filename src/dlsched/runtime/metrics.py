@@ -24,6 +24,11 @@ class RuntimeMetrics:
         )
         self.running = Gauge("dlsched_running_jobs", "Jobs running", registry=r)
         self.gpus_total = Gauge("dlsched_gpus_total", "GPUs of live nodes", registry=r)
+        self.nodes_out_of_service = Gauge(
+            "dlsched_nodes_out_of_service",
+            "Nodes the admin cordoned or drained (no new job goes there)",
+            registry=r,
+        )
         self.gpus_allocated = Gauge(
             "dlsched_gpus_allocated", "GPUs held by running jobs", registry=r
         )
@@ -173,6 +178,7 @@ class RuntimeMetrics:
         self._tenants |= set(counts)
         self.running.set(len(state.running))
         self.gpus_total.set(state.free.usable_gpus())
+        self.nodes_out_of_service.set(len(state.cordoned))
         self.gpus_allocated.set(sum(len(j.gpus) for j in state.running.values()))
         if service.pass_s is not None:
             self.pass_seconds.observe(service.pass_s)

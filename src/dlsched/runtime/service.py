@@ -454,11 +454,7 @@ class SchedulerService:
                 self.store.add_node_event(self.clock(), "up", name)
             elif not down and not alive.get(name, False):
                 self.store.add_node_event(self.clock(), "down", name)
-                victims = [
-                    j
-                    for j in self.state.running.values()
-                    if any(self.cluster.gpu_node[g] == nid for g in j.gpus)
-                ]
+                victims = self.state.jobs_on(nid)
                 self.state.node_down(nid)  # the state requeues them, counting a failure
                 for job in victims:
                     self.live[job.job_id].meter.failed(self.clock())

@@ -441,7 +441,7 @@ class ClusterState:
         preempted = []
         for nid, (_, deadline) in list(book.reclaiming.items()):
             if deadline <= self.now:
-                for job in self._jobs_on(nid):
+                for job in self.jobs_on(nid):
                     self._stop(job, by_policy=True)
                     book.stats.forced_preemptions += 1
                     self._requeued(job)
@@ -590,7 +590,7 @@ class ClusterState:
         for owner, gpus in list(self.leases.items()):
             if any(self.cluster.gpu_node[g] == nid for g in gpus):
                 self.release(owner)
-        for job in self._jobs_on(nid):
+        for job in self.jobs_on(nid):
             self.fail(job)
         if nid in self.free.usable:
             self.free.remove_node(nid)
@@ -614,7 +614,7 @@ class ClusterState:
                 self.free.retire_node(nid)
         if not drain:
             return []
-        victims = self._jobs_on(nid)
+        victims = self.jobs_on(nid)
         for job in victims:
             self._stop(job, by_policy=True)
             self._requeued(job)
@@ -642,7 +642,7 @@ class ClusterState:
             ]
             self.free.add_node(nid, busy)
 
-    def _jobs_on(self, nid: int) -> list[JobState]:
+    def jobs_on(self, nid: int) -> list[JobState]:
         """The jobs holding any GPU of the node, each once."""
         jobs = self.occupancy.jobs
         return list(dict.fromkeys(j for g in self.cluster.nodes[nid].gpu_ids for j in jobs[g]))

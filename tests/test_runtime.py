@@ -317,6 +317,11 @@ def test_the_dashboard_in_a_real_browser(harness, tmp_path):
             )  # and the long one, cancelled
             wait_for_status_on(admin, running, "cancelled", timeout_s=30)
             assert "idle" in admin.text_content("#gpus")
+            # a node the admin took out of service is drawn so
+            node = gpus[0][0]
+            h.service.set_node(node, "cordoned")
+            admin.wait_for_selector(f'[data-node="{node}"].cordoned', timeout=30_000)
+            assert "(out of service)" in admin.text_content(f'[data-node="{node}"] h3')
             admin.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             browser.close()
     finally:

@@ -114,6 +114,33 @@ class Server:
             f"{self.url}/v1/jobs/{jid}", headers={"Authorization": f"Bearer {ADMIN}"}
         ).json()
 
+    def tenant(self, name: str) -> str:
+        """A new tenant's token."""
+        code, out, err = self.cli("tenant", "create", name, token=ADMIN)
+        assert code == 0, err
+        return json.loads(out)["token"]
+
+    def submit(self, spec_file, token: str, **spec) -> str:
+        """An emulated job of ``spec`` through ``dlsched submit``; its id."""
+        spec_file.write_text(json.dumps({**EMULATED, "batch_size": 8, **spec}))
+        code, out, err = self.cli("submit", str(spec_file), token=token)
+        assert code == 0, err
+        return out.strip()
+
+    def done(self, jid: str) -> dict:
+        return wait_for(
+            lambda: (j := self.job(jid))["status"] == "done" and j, 180, what=f"{jid} to finish"
+        )
+
+
+def starts_in(log: str) -> list[int]:
+    """The iteration each run of a job started at, from its log."""
+    return [
+        int(line.split("start at iteration ")[1].split()[0])
+        for line in log.splitlines()
+        if "start at" in line
+    ]
+
 
 @pytest.fixture
 def server(tmp_path):
@@ -124,21 +151,11 @@ def server(tmp_path):
 
 def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     server.start()
-    code, out, err = server.cli("tenant", "create", "alice", token=ADMIN)
-    assert code == 0, err
-    token = json.loads(out)["token"]
-    spec = tmp_path / "job.yaml"
-    spec.write_text(
-        json.dumps(
-            {**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 200, "checkpoint_every": 20}
-        )
+    token = server.tenant("alice")
+    running = server.submit(
+        tmp_path / "job.yaml", token, gpus=2, iterations=200, checkpoint_every=20
     )
-    code, out, err = server.cli("submit", str(spec), token=token)
-    assert code == 0, err
-    running = out.strip()
-    queued_spec = tmp_path / "queued.yaml"
-    queued_spec.write_text(json.dumps({**EMULATED, "gpus": 4, "batch_size": 8, "iterations": 20}))
-    queued = server.cli("submit", str(queued_spec), token=token)[1].strip()
+    queued = server.submit(tmp_path / "queued.yaml", token, gpus=4, iterations=20)
     wait_for(lambda: server.job(running)["iteration"] >= 50, 90, what="progress past a checkpoint")
     code, out, _ = server.cli("jobs", token=token)
     assert code == 0 and running in out and queued in out and "running" in out
@@ -147,17 +164,10 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
 
     server.crash()
     server.start()
-    job = wait_for(
-        lambda: (j := server.job(running))["status"] == "done" and j, 180, what="the job to finish"
-    )
+    job = server.done(running)
     assert job["iteration"] == 200
     assert any("server restarted" in e["message"] for e in job["events"])
-    code, log, _ = server.cli("logs", running, token=token)
-    starts = [
-        int(line.split("start at iteration ")[1].split()[0])
-        for line in log.splitlines()
-        if "start at" in line
-    ]
+    starts = starts_in(server.cli("logs", running, token=token)[1])
     assert starts[0] == 0 and starts[-1] >= 40 and len(starts) == 2
     code, events, _ = server.cli("events", running, token=token)
     assert code == 0 and events.index("submitted") < events.index(
@@ -175,31 +185,16 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
 def test_a_server_stopped_mid_run_checkpoints_its_jobs_and_resumes_them(server, tmp_path):
     # SIGTERM killed the runs: a job without periodic checkpoints started again from 0
     server.start()
-    code, out, err = server.cli("tenant", "create", "alice", token=ADMIN)
-    assert code == 0, err
-    token = json.loads(out)["token"]
-    spec = tmp_path / "job.yaml"
-    spec.write_text(
-        json.dumps(
-            {**EMULATED, "gpus": 2, "batch_size": 8, "iterations": 200, "checkpoint_every": 0}
-        )
-    )
-    jid = server.cli("submit", str(spec), token=token)[1].strip()
+    token = server.tenant("alice")
+    jid = server.submit(tmp_path / "job.yaml", token, gpus=2, iterations=200, checkpoint_every=0)
     wait_for(lambda: server.job(jid)["iteration"] >= 50, 90, what="the job to make progress")
     server.stop()
     assert server.proc.returncode == 0
     assert "dlsched: 1 running job checkpointed" in (server.data_dir / "server.log").read_text()
     server.start()
-    job = wait_for(
-        lambda: (j := server.job(jid))["status"] == "done" and j, 180, what="the job to finish"
-    )
+    job = server.done(jid)
     assert job["iteration"] == 200 and any(
         "server stopped: checkpointed" in e["message"] for e in job["events"]
     )
-    log = server.cli("logs", jid, token=token)[1]
-    starts = [
-        int(line.split("start at iteration ")[1].split()[0])
-        for line in log.splitlines()
-        if "start at" in line
-    ]
+    starts = starts_in(server.cli("logs", jid, token=token)[1])
     assert starts[0] == 0 and len(starts) == 2 and starts[1] >= 50

@@ -1195,28 +1195,32 @@ def test_recent_jobs_are_the_active_ones_and_the_latest_ended(tmp_path):
     assert total == 5 and [r["id"] for r in rows] == [ids[9], ids[7]]
 
 
+def _older_database(path, *statements: str) -> SQLiteStore:
+    """A store opened on a database an older server wrote (``statements`` made it)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()
+    return SQLiteStore(path)
+
+
 def test_a_database_from_before_the_measured_columns_keeps_its_jobs_and_gains_them(tmp_path):
     # a server upgraded over its database: the jobs table as it was before the server kept its
     # measurements (no `measured`, no `measured_iteration_s`)
-    import sqlite3
-
-    path = tmp_path / "db.sqlite"
-    db = sqlite3.connect(path)
-    db.execute(
+    store = _older_database(
+        tmp_path / "db.sqlite",
         "CREATE TABLE jobs (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
         "tenant_id TEXT NOT NULL, spec TEXT NOT NULL, status TEXT NOT NULL, submitted REAL NOT "
         "NULL, started REAL, finished REAL, gpus TEXT, attempt INTEGER NOT NULL DEFAULT 0, "
         "iteration INTEGER NOT NULL DEFAULT 0, iteration_s REAL, preemptions INTEGER NOT NULL "
         "DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL "
-        "DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT)"
-    )
-    db.execute(
+        "DEFAULT 0, message TEXT NOT NULL DEFAULT '', profile TEXT)",
         "INSERT INTO jobs (id, tenant_id, spec, status, submitted, iteration_s) "
-        "VALUES ('job-1', 'alice', '{}', 'done', 1.0, 0.25)"
+        "VALUES ('job-1', 'alice', '{}', 'done', 1.0, 0.25)",
     )
-    db.commit()
-    db.close()
-    store = SQLiteStore(path)
     old = store.job("job-1")
     assert old["iteration_s"] == 0.25 and old["measured_iteration_s"] is None
     store.update_job("job-1", measured={"starts": []}, measured_iteration_s=0.5)
@@ -1247,18 +1251,12 @@ def test_old_node_events_are_pruned_but_each_node_s_last_of_each_sort(tmp_path):
 
 
 def test_a_database_from_before_tenants_could_be_removed_keeps_them_and_can_remove_one(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "db.sqlite"
-    db = sqlite3.connect(path)
-    db.execute(
+    store = _older_database(
+        tmp_path / "db.sqlite",
         "CREATE TABLE tenants (id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, token_hash TEXT "
-        "UNIQUE NOT NULL, created REAL NOT NULL)"
+        "UNIQUE NOT NULL, created REAL NOT NULL)",
+        "INSERT INTO tenants VALUES ('alice', 'alice', 'hash-a', 1.0)",
     )
-    db.execute("INSERT INTO tenants VALUES ('alice', 'alice', 'hash-a', 1.0)")
-    db.commit()
-    db.close()
-    store = SQLiteStore(path)
     assert [t["name"] for t in store.tenants()] == ["alice"]
     assert store.tenant_by_token_hash("hash-a")["name"] == "alice"
     store.create_tenant("bob", "hash-b")

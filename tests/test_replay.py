@@ -511,6 +511,11 @@ def test_a_replay_of_the_server_s_history_has_its_nodes_lost_and_taken_out_of_se
     assert [list(e) for e in history["node_events"]] == expected
     assert json.loads((out / "fifo" / "summary.json").read_text())["config"]["node_events"] == 4
     assert "--node-events" in capsys.readouterr().out  # the export's replay command names them
+    # a replay of the exported file without them says they lie beside it
+    argv = ["whatif", "--trace", str(tmp_path / "h.csv"), "--cluster", history["cluster"]]
+    argv += ["--server-policy", "fifo", "--out", str(tmp_path / "w2"), "--no-progress"]
+    assert main(argv) == 0
+    assert "replayed only with --node-events" in capsys.readouterr().out
     assert [list(e) for e in read_node_events(tmp_path / "h.node_events.csv")] == [
         [float(t), kind, node] for t, kind, node in expected
     ]

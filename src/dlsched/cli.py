@@ -556,6 +556,13 @@ def cmd_whatif(args) -> int:
                 f"replaying under the server's quotas as they are now ({history['quotas']}): "
                 f"{args.quotas}"
             )
+    elif not args.node_events:
+        beside = Path(args.trace).with_suffix(".node_events.csv")  # as `dlsched export` names it
+        if beside.is_file():
+            print(
+                f"note: {beside} lies beside the history: its nodes lost and taken out of "
+                f"service are replayed only with --node-events {beside}"
+            )
     args.format = args.format or "history"
     workload = _load_workload(args)
     replay = workload.trace.replay

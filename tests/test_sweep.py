@@ -80,6 +80,11 @@ def spec(**over):
             {"runs": {**SYNTHETIC, "perf": False}, "axes": {"policy": ["fifo", "sjf-bsbf"]}},
             "policy sjf-bsbf: perf",
         ),
+        # GENIE on a bundled trace without deadlines drawn: each of its runs failed at its start
+        (
+            {"runs": {"trace": "muri-3"}, "axes": {"policy": ["fifo", "genie"]}},
+            "policy genie: deadlines",
+        ),
         # seeds of runs that draw nothing from them: one run repeated, an interval of zero width
         ({"runs": {"trace": "muri-3", "perf": False}, "axes": {"policy": ["fifo"]}}, "seeds"),
         (

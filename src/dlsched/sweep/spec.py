@@ -430,8 +430,8 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> Non
         policies[id(choice)] = make_policy(choice.name, **dict(choice.params))
     trace = given["trace"]
     # a bundled or synthetic trace (read by its own loader, whatever the format setting) is no
-    # server's history: its cluster is the default unless given, and its jobs are elastic only
-    # when elastic_fraction draws them
+    # server's history: its cluster is the default unless given, its jobs are elastic only
+    # when elastic_fraction draws them, and have deadlines only when deadlines draws them
     drawn = trace in BUNDLED or trace == "synthetic"
     cluster = given.get("cluster", DEFAULT_CLUSTER if drawn else None)
     if cluster is not None and cluster not in clusters:
@@ -439,7 +439,11 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> Non
     elastic: bool | None = True
     if not given.get("elastic_fraction", 0.0) > 0:
         elastic = False if drawn else None
-    inputs = PolicyInputs(given.get("perf", True), clusters.get(cluster), elastic=elastic)
+    # (tests/test_traces.py holds every bundled trace to both)
+    deadlines = True if given.get("deadlines") else (False if drawn else None)
+    inputs = PolicyInputs(
+        given.get("perf", True), clusters.get(cluster), deadlines=deadlines, elastic=elastic
+    )
     try:
         check_policy_inputs(policies[id(choice)], choice.name, inputs)
     except SpecError as e:

@@ -537,6 +537,8 @@ def test_a_removed_tenant_s_token_is_refused_its_jobs_cancelled_and_its_history_
     # its history stays for the admin (usage, export); its name stays taken
     assert {j["id"] for j in client.get("/v1/jobs", headers=ADMIN).json()} == {running, queued}
     assert client.get("/v1/tenants", headers=ADMIN).json() == []
+    (gone,) = client.get("/v1/tenants?removed=true", headers=ADMIN).json()
+    assert gone["name"] == "alice" and gone["removed"] == r.json()["removed"]
     again = client.post("/v1/tenants", json={"name": "alice"}, headers=ADMIN)
     assert again.status_code == 409 and "was removed" in again.text
     assert client.delete("/v1/tenants/alice", headers=ADMIN).status_code == 404
@@ -595,3 +597,22 @@ def test_a_removed_tenant_s_quota_from_a_file_stays_lent_to_its_cohort(tmp_path)
     # the operator may still change it (to 0: nothing more to lend)
     r = client.put("/v1/tenants/alice/quota", json={"nominal": 0, "cohort": "lab"}, headers=ADMIN)
     assert r.status_code == 200 and _nominal(client) == {"alice": 0, "bob": 1}
+
+
+def test_dlsched_tenant_list_and_remove(api, monkeypatch, capsys):
+    import argparse
+
+    from dlsched.runtime import client as cli
+
+    client, _, _ = api
+    monkeypatch.setattr(
+        cli,
+        "_call",
+        lambda args, method, url, **kw: client.request(method, url, headers=ADMIN, **kw),
+    )
+    cli.cmd_tenant_remove(argparse.Namespace(name="alice"))
+    assert capsys.readouterr().out == "tenant alice removed; 0 of its jobs cancelled\n"
+    cli.cmd_tenant_list(argparse.Namespace(removed=False))
+    assert capsys.readouterr().out == ""
+    cli.cmd_tenant_list(argparse.Namespace(removed=True))
+    assert capsys.readouterr().out.startswith("alice (removed 20")

@@ -251,8 +251,9 @@ def create_app(
         return removed
 
     @app.get("/v1/tenants")
-    def list_tenants(_: str = Depends(admin)) -> list[dict]:
-        return store.tenants()
+    def list_tenants(removed: bool = Query(False), _: str = Depends(admin)) -> list[dict]:
+        """The tenants (``removed``: those removed, with when)."""
+        return store.tenants(removed=removed)
 
     @app.post("/v1/jobs", status_code=201)
     def submit(spec: JobRequest, who: str = Depends(caller)) -> dict:

@@ -431,8 +431,13 @@ def cmd_tenant_remove(args) -> int:
 
 
 def cmd_tenant_list(args) -> int:
-    for t in _call(args, "GET", "/v1/tenants").json():
-        print(t["name"])
+    tenants = _call(args, "GET", "/v1/tenants", params={"removed": args.removed}).json()
+    for t in tenants:
+        if args.removed:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t["removed"]))
+            print(f"{t['name']} (removed {when})")
+        else:
+            print(t["name"])
     return 0
 
 
@@ -568,4 +573,6 @@ def add_client_parsers(sub) -> None:
     )
     p.add_argument("name")
     p.set_defaults(func=cmd_tenant_remove)
-    common(tsub.add_parser("list", help="list tenants")).set_defaults(func=cmd_tenant_list)
+    p = common(tsub.add_parser("list", help="list tenants"))
+    p.add_argument("--removed", action="store_true", help="those removed instead, with when")
+    p.set_defaults(func=cmd_tenant_list)

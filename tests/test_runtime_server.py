@@ -93,7 +93,8 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=60)
+                # (its runs checkpoint first: up to --shutdown-checkpoint-s, 60 s by default)
+                self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         if self.proc:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dlsched.jobs import Status
 from dlsched.policies.catalog import POLICIES
-from dlsched.runtime.executor_api import CLUSTER, JOB, MEMORY
+from dlsched.runtime.executor_api import CLUSTER, JOB, MEMORY, Outcome
 from dlsched.runtime.profiling_queue import DEFAULT_PAIR_WAIT_S
 from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SWEEP_EVERY_S, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
@@ -524,6 +524,29 @@ def test_an_operator_cordons_and_drains_a_node_and_a_restarted_server_keeps_it_o
     t.service.set_node(node, "ready")
     t.step()
     assert t.status(b) == RUNNING and t.status(c) == RUNNING
+
+
+def test_at_shutdown_a_job_that_ended_is_done_and_the_others_wait_from_their_checkpoint(
+    tmp_path,
+):
+    # what the executor reported as its runs ended at shutdown was never read: a job done
+    # meanwhile was queued to run again, a checkpointed one's iteration not kept
+    s = Setup(tmp_path, nodes={"n0": 2, "n1": 2})
+    a, b, c = s.submit(gpus=2), s.submit(gpus=1), s.submit(gpus=1)
+    s.step()
+    runs = dict(s.executor.runs)
+    s.service.stop()
+    outcomes = [
+        Outcome(a, runs[a].attempt, "done", 100),
+        Outcome(b, runs[b].attempt, "stopped", 40),  # a graceful stop: checkpointed
+        Outcome(c, runs[c].attempt, "stopped", 10, "did not stop in time: killed"),
+    ]
+    assert s.service.requeue_at_shutdown(outcomes) == 1
+    assert [s.status(j) for j in (a, b, c)] == [DONE, QUEUED, QUEUED]
+    assert s.store.job(b)["iteration"] == 40
+    events = [e["message"] for e in s.store.events(b)]
+    assert events[-1] == "server stopped: checkpointed, resumes from there when it starts again"
+    assert s.store.events(c)[-1]["message"].startswith("server stopped: resumes from its last")
 
 
 def test_a_job_failing_three_times_fails_for_good(tmp_path):

@@ -184,9 +184,11 @@ class SchedulerService:
 
     def requeue_at_shutdown(self, outcomes: list[Outcome]) -> int:
         """After the loop stopped and the executor ended its runs (``outcomes``: what it
-        reported meanwhile): each running job waits for the next start of the server, its run's
-        accounting closed now; one that checkpointed as it stopped resumes from there. Returns
-        how many checkpointed."""
+        reported meanwhile, taken as the loop takes them: a job that ended is done): each job
+        still running waits for the next start of the server, its run's accounting closed now;
+        one that checkpointed as it stopped resumes from there. Returns how many checkpointed."""
+        for outcome in outcomes:
+            self._outcome(outcome)
         checkpointed = {
             o.job_id for o in outcomes if o.kind == "stopped" and o.attempt and not o.detail
         }

@@ -1,6 +1,6 @@
 """The server as users run it (``dlsched server`` in its own process, the CLI as client), killed
-mid-run and restarted on the same database: no job is lost, the running one resumes from its
-checkpoint."""
+or stopped mid-run and restarted on the same database: no job is lost, the running one resumes
+from its checkpoint (a stopped server's: the one it wrote as it stopped)."""
 
 import json
 import os
@@ -150,7 +150,7 @@ def server(tmp_path):
     s.stop()
 
 
-def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
+def test_cli_and_a_server_crashed_or_stopped_mid_run_lose_nothing(server, tmp_path):
     server.start()
     token = server.tenant("alice")
     running = server.submit(
@@ -182,11 +182,9 @@ def test_cli_and_a_server_crash_mid_run_lose_nothing(server, tmp_path):
     code, _, err = server.cli("jobs", token="wrong")
     assert code == 4 and "401" in err
 
-
-def test_a_server_stopped_mid_run_checkpoints_its_jobs_and_resumes_them(server, tmp_path):
-    # SIGTERM killed the runs: a job without periodic checkpoints started again from 0
-    server.start()
-    token = server.tenant("alice")
+    # stopped (SIGTERM) mid-run, the server checkpoints its running jobs: it killed their runs,
+    # and a job without periodic checkpoints started again from 0 (on the same server: a start
+    # of it is the most of this test's time)
     jid = server.submit(tmp_path / "job.yaml", token, gpus=2, iterations=200, checkpoint_every=0)
     wait_for(lambda: server.job(jid)["iteration"] >= 50, 90, what="the job to make progress")
     server.stop()

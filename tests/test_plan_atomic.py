@@ -194,6 +194,22 @@ def test_a_job_cannot_join_a_gpu_a_profiling_run_holds():
     assert [j.job_id for j in state.occupancy.jobs[0]] == ["a", "b"]
 
 
+def test_a_job_cannot_join_a_gpu_of_a_node_out_of_service():
+    # the state refuses what a sharing pass (or a plug-in) might plan: a new job beside one on a
+    # cordoned node; the job already there runs on
+    state = make_state("1x2:V100")
+    a, b = state.submit(spec("a")), state.submit(spec("b"))
+    state.apply(Plan(start=[(a, (0,))]))
+    state.cordon(0)
+    before = books(state)
+    with pytest.raises(PlanError, match="job b: GPU 0: its node is out of service"):
+        state.apply(Plan(start=[(b, (0,))]))
+    assert books(state) == before and a.gpus == (0,)
+    state.uncordon(0)
+    state.apply(Plan(start=[(b, (0,))]))  # back in service, b may join a
+    assert [j.job_id for j in state.occupancy.jobs[0]] == ["a", "b"]
+
+
 @pytest.mark.parametrize("policy", ["sjf-ffs", "sjf-bsbf"])
 def test_a_sharing_policy_pairs_no_job_with_one_beside_a_profiling_run(policy):
     # a runs on GPU 0 with a profiling run beside it, GPU 1 idle: b goes to GPU 1; c then

@@ -194,7 +194,7 @@ def export_history(
     ]
     if len(node_events) > MAX_NODE_EVENTS:
         raise SpecError(
-            "since", f"{len(node_events)} node events; at most {MAX_NODE_EVENTS} (narrow until)"
+            "until", f"{len(node_events)} node events before it; at most {MAX_NODE_EVENTS}"
         )
     return {
         "cluster": cluster_spec,

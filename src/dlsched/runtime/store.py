@@ -356,10 +356,7 @@ class SQLiteStore(Store):
 
     def node_events(self, until: float = math.inf) -> list[tuple[float, str, str]]:
         """(time, kind, node name) before ``until``, in the order they happened."""
-        rows = self._rows(
-            "SELECT t, kind, node FROM node_events WHERE t < ? ORDER BY n",
-            (until if math.isfinite(until) else 1e300,),
-        )
+        rows = self._rows("SELECT t, kind, node FROM node_events WHERE t < ? ORDER BY n", (until,))
         return [(r["t"], r["kind"], r["node"]) for r in rows]
 
     # -- settings ----------------------------------------------------------------------------

@@ -631,7 +631,7 @@ class ClusterState:
     def _offer_node(self, nid: int) -> None:
         """Offer a node's GPUs to training if it may take work: up, in service, and a
         training node or a loaned server."""
-        if nid in self.down_nodes or nid in self.cordoned or nid in self.free.usable:
+        if nid in self.down_nodes or nid in self.cordoned:
             return
         if self.cluster.nodes[nid].pool == "training" or nid in self.loans.loaned:
             occupancy = self.occupancy

@@ -205,8 +205,9 @@ def _prepare(
             )
         cluster = load_cluster(DEFAULT_CLUSTER)
     jobs = sorted(loaded.jobs, key=lambda j: j.submit_time_s)
-    draws_models = perf and loaded.replay is None and any(j.model is None for j in jobs)
+    draws_models = False  # (a server's history names its jobs' models)
     if perf and loaded.replay is None:
+        draws_models = any(j.model is None for j in jobs)
         from .perf.assign import assign_models
         from .perf.model import PerfModel
 

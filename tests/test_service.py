@@ -4,6 +4,7 @@ runtime's logic without Ray or PyTorch, in milliseconds."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -1531,3 +1532,50 @@ def test_a_profile_s_line_below_zero_at_a_small_sub_batch_is_no_grant():
     assert speed.memory_mib(spec, 1, accumulation=8) is None
     assert speed.memory_mib(spec, 1, accumulation=4) is None  # exactly 0 (a grant of 0: no cap)
     assert speed.memory_mib(spec, 1, accumulation=2) == pytest.approx(200 * 1.1)
+
+
+def test_a_node_lost_under_a_scale_in_fails_the_job_whose_leaving_workers_were_there(tmp_path):
+    # e (elastic 1..4) runs on both nodes' GPUs; g (2 GPUs) arrives and one pass shrinks e off
+    # one node, starting g there. Before e's leaving workers exit, that node is lost: e's old
+    # workers die with it, so e is requeued (counted as a failure) as g is, though none of the
+    # GPUs e keeps is on the node; the same pass starts one of them again on the node left
+    s = Setup(tmp_path, policy="elastic-tiresias", nodes={"n0": 2, "n1": 2})
+    e = s.submit(gpus=2, min_gpus=1, max_gpus=4, batch_size=8)
+    s.step()
+    assert len(s.executor.runs[e].placement) == 4
+    g = s.submit(gpus=2)
+    s.step()
+    kept = {n for n, _ in s.executor.runs[e].resize_to}
+    (left,) = {"n0", "n1"} - kept
+    assert s.status(g) == RUNNING and {n for n, _ in s.executor.runs[g].placement} == {left}
+    s.executor.lose_node(left)
+    s.step()
+    rows = {job: s.store.job(job) for job in (e, g)}
+    assert [r["failures"] for r in rows.values()] == [1, 1]
+    assert sorted(r["status"] for r in rows.values()) == [QUEUED, RUNNING]
+    for job, row in rows.items():  # a job running again runs its second attempt
+        assert row["status"] == QUEUED or s.executor.runs[job].attempt == 2, (job, row)
+    _views_agree(s, [s.tenant], {r["id"]: r for r in s.store.jobs()})
+
+
+def test_a_node_lost_under_a_move_fails_the_job_whose_old_workers_were_there(tmp_path, monkeypatch):
+    # e (elastic 1..2) runs on n0; the plug-in moves it to n1 in the background, its old workers
+    # training until the switch. n0 is lost first: e fails with its old workers, though every
+    # GPU it is moving to is on n1, and the store says so
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins"))
+    s = Setup(tmp_path, policy="lab_policies:MovesAJobOnce", nodes={"n0": 1, "n1": 1})
+    e = s.submit(gpus=1, min_gpus=1, max_gpus=2, batch_size=8)
+    s.step()
+    assert s.executor.runs[e].placement == [("n0", 0)]
+    s.step()
+    assert s.executor.runs[e].resize_to == [("n1", 0)] and s.service.state.resizing(s.state(e))
+    s.executor.lose_node("n0")
+    s.step()
+    said = [ev["message"] for ev in s.store.events(e)][-2:]
+    assert said == [
+        "node n0 lost: requeued, resumes from its last checkpoint",
+        "started on n1/gpu0",
+    ]
+    assert s.store.job(e)["failures"] == 1 and s.service.state.running[e].gpus == (1,)
+    assert s.executor.runs[e].placement == [("n1", 0)] and s.executor.runs[e].resize_to is None
+    _views_agree(s, [s.tenant], {r["id"]: r for r in s.store.jobs()})

@@ -98,3 +98,36 @@ class RaisesEveryPass(Policy):
 
     def schedule(self, view: PolicyView) -> Plan:
         raise ZeroDivisionError("a plug-in's bug")
+
+
+class MovesAJobOnce(Policy):
+    """Starts waiting jobs in arrival order where they fit; once, moves the first running
+    elastic job to as many free GPUs of the nodes it does not use (a move: in the background,
+    its old workers hold their GPUs until its switch)."""
+
+    resizes_elastic = True
+
+    def __init__(self, placement: str = "best-fit", scan: str = "strict") -> None:
+        super().__init__(placement, scan)
+        self.moved = False
+
+    def schedule(self, view: PolicyView) -> Plan:
+        plan = Plan()
+        free = view.free.copy()
+        for job in view.running.values():
+            if self.moved or job.spec.gpu_range[0] == job.spec.gpu_range[1]:
+                continue
+            nodes = {view.cluster.gpu_node[g] for g in job.gpus}
+            elsewhere = [g for n in sorted(free.usable) if n not in nodes for g in free.free[n]]
+            if len(elsewhere) >= len(job.gpus):
+                gpus = tuple(elsewhere[: len(job.gpus)])
+                free.take(gpus)
+                plan.resize.append((job, gpus))
+                self.moved = True
+        for job in view.pending.values():
+            gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
+            if gpus is None:
+                break
+            free.take(gpus)
+            plan.start.append((job, gpus))
+        return plan

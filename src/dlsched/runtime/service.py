@@ -534,9 +534,8 @@ class SchedulerService:
                 )
                 self.executor.profile(jid, spec, placements=len(gpus) > 1, gpus=placement)
                 self.to_profile.started(jid, tenant, beside=room_mib is not None)
-                where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
                 beside = "" if room_mib is None else f" beside a job, capped at {room_mib:,.0f} MiB"
-                self.store.update_job(jid, event=f"profiling on {where}{beside}")
+                self.store.update_job(jid, event=f"profiling on {_where(placement)}{beside}")
             else:
                 self.to_profile.forget(jid)
 
@@ -826,7 +825,7 @@ class SchedulerService:
                 placement = self._placement(tuple(gpus))
                 self.store.update_job(
                     job.job_id,
-                    event=f"resizing to {len(gpus)} GPUs in the background{why}",
+                    event=f"resizing in the background to {_where(placement)}{why}",
                     at=now,
                     run=len(gpus),
                     gpus=[list(p) for p in placement],
@@ -855,11 +854,10 @@ class SchedulerService:
         row = self.store.job(jid)
         placement = self._placement(tuple(gpus))
         live.meter.launched(self.clock(), row["iteration"], first=row["started"] is None)
-        where = ", ".join(f"{n}/gpu{i}" for n, i in placement)
         self._set_status(
             row,
             RUNNING,
-            f"{event} on {where}",
+            f"{event} on {_where(placement)}",
             gpus=[list(p) for p in placement],
             attempt=attempt,
             **fields,
@@ -880,3 +878,8 @@ class SchedulerService:
 
     def export(self, since: float, until: float, tenant: str | None = None) -> dict:
         return read_models.export(self, since, until, tenant)
+
+
+def _where(placement) -> str:
+    """GPUs as the events name them: ``n0/gpu0, n1/gpu3``."""
+    return ", ".join(f"{n}/gpu{i}" for n, i in placement)

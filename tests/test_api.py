@@ -572,9 +572,14 @@ def test_removing_a_tenant_splits_equal_quotas_again_and_a_restart_keeps_it_out(
     assert _nominal(client) == {"alice": 4}
 
 
-def test_a_removed_tenant_s_quota_from_a_file_stays_lent_to_its_cohort(tmp_path):
+def test_a_removed_tenant_s_quota_from_a_file_stays_lent_to_its_cohort(
+    tmp_path, monkeypatch, capsys
+):
     # found by the service's random sequences: with alice's nominal 3 gone from the cohort,
     # bob (nominal 1) could never again run a job of 4 GPUs: it waited for ever
+    import argparse
+
+    from dlsched.runtime import client as cli
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
 
     store = SQLiteStore(tmp_path / "db.sqlite")
@@ -589,6 +594,17 @@ def test_a_removed_tenant_s_quota_from_a_file_stays_lent_to_its_cohort(tmp_path)
         bob = {"Authorization": f"Bearer {token}"}
     assert client.delete("/v1/tenants/alice", headers=ADMIN).status_code == 200
     assert _nominal(client) == {"alice": 3, "bob": 1}
+    standing = client.get("/v1/quotas", headers=ADMIN).json()["tenants"]
+    assert {t: v["removed"] for t, v in standing.items()} == {"alice": True, "bob": False}
+    monkeypatch.setattr(
+        cli, "_call", lambda args, method, url, **kw: client.request(method, url, headers=ADMIN)
+    )
+    cli.cmd_quotas(argparse.Namespace(set=None, **dict.fromkeys(cli.QUOTA_FIELDS)))
+    _, _, alice_row, bob_row = capsys.readouterr().out.splitlines()
+    assert alice_row.split()[:3] == ["alice", "(removed)", "3"] and bob_row.split()[:2] == [
+        "bob",
+        "1",
+    ]
     job = client.post("/v1/jobs", json={**OK, "gpus": 4}, headers=bob).json()["id"]
     service.step()
     service.executor.finish_profiling()

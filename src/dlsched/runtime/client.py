@@ -404,7 +404,11 @@ def cmd_quotas(args) -> int:
     ]
     print(
         tabulate(
-            [[t] + ["-" if v[c] is None else v[c] for c in cols] for t, v in q["tenants"].items()],
+            [
+                [f"{t} (removed)" if v["removed"] else t]
+                + ["-" if v[c] is None else v[c] for c in cols]
+                for t, v in q["tenants"].items()
+            ],
             ["tenant"] + [c.replace("_", " ") for c in cols],
             disable_numparse=True,
         )

@@ -104,7 +104,8 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
 
 def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict:
     """Per tenant (the admin: all that have a quota or jobs; a tenant: itself): its quota,
-    the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason."""
+    the GPUs its admitted jobs reserve and hold, what it borrows, its waiting jobs by reason,
+    whether it was removed."""
     admission, state = service.admission, service.state
     usage = admission.usage_by_tenant(state)
     unprofiled = service.unprofiled_waiting_for_quota()  # (not in the state until profiled)
@@ -114,6 +115,8 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
         quota = admission.config.quota(tenant)
         usage = {tenant: usage.get(tenant) or TenantUsage(quota, 0, 0, 0)}
     waiting_all: Counter = Counter(j.spec.tenant for j in state.pending.values())
+    # a removed tenant's quota from a file or the API stays, lent to its cohort: say whose
+    removed = {t["name"] for t in service.store.tenants(removed=True)}
     out = {}
     for t, u in sorted(usage.items()):
         q = u.quota
@@ -127,6 +130,7 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
             "borrowed": u.borrowed,
             "waiting_for_quota": u.waiting_for_quota + unprofiled[t],
             "waiting_for_gpus": waiting_all.get(t, 0) - u.waiting_for_quota,
+            "removed": t in removed,
         }
     return {"source": admission.config.source, "tenants": out}
 

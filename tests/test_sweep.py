@@ -49,6 +49,7 @@ def spec(**over):
         ({"report": {"x": "load"}}, "report.x"),
         ({"extra": 1}, "spec.extra"),
         ({"axes": {"policy": ["fifo"], "limit": [0]}}, "axes.limit[0]"),
+        ({"runs": {**SYNTHETIC, "mapping": "submit=ts,gpus"}}, "runs.mapping"),
         # accepted, and every run failed: an interval that cannot move a replay's clock
         (
             {"axes": {"policy": ["fifo"], "schedule_interval_s": [1e-9]}},
@@ -209,6 +210,24 @@ def test_the_cache_misses_when_any_input_changes(tmp_path):
     # a label names a run in the tables; it does not change what the run computes
     relabelled = spec(axes={"policy": [{"name": "fifo", "label": "plain"}, "srtf"]})
     assert run_key(parse_spec(relabelled).runs[0]) == run_key(base)
+
+
+def test_a_generic_csv_s_column_mapping_is_text_as_simulate_s_map(tmp_path):
+    # the spec checked it as a file's name, which the trace reader cannot take: no sweep could
+    # replay a generic CSV
+    from dlsched.prepare import prepare
+    from dlsched.runs import simulate
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("t,n,secs\n0,2,100\n5,1,100\n10,4,50\n")
+    mapping = "submit=t,gpus=n,duration=secs"
+    runs = {"trace": str(trace), "format": "generic", "mapping": mapping, "cluster": "1x4:V100"}
+    spec = {"runs": runs, "axes": {"policy": ["fifo"]}}
+    result = run_sweep(spec, tmp_path / "out", sequential=True)
+    assert result.ok, result.outcome.failed
+    (row,) = result.rows
+    alone = simulate(prepare(str(trace), "1x4:V100", fmt="generic", mapping=mapping), "fifo")
+    assert row["mean_jct_s"] == alone.summary["mean_jct_s"] and row["jobs_completed"] == 3
 
 
 def failing_spec(tmp_path) -> dict:

@@ -118,6 +118,17 @@ def _trace(value: Any) -> str:
     return name
 
 
+def _column_mapping(value: Any) -> str:
+    """A generic CSV's columns, as ``--map`` gives them (``submit=ts:datetime,gpus=n``)."""
+    from ..traces.generic import parse_mapping
+
+    try:
+        parse_mapping(_text(value))
+    except SpecError as e:
+        raise ValueError(e.reason) from None
+    return value
+
+
 def _cluster(value: Any) -> str:
     from ..cluster import parse_cluster_spec
 
@@ -174,7 +185,7 @@ WORKLOAD: dict[str, Callable[[Any], Any]] = {
     "trace": _trace,
     "cluster": _cluster,
     "format": _text,
-    "mapping": _file,
+    "mapping": _column_mapping,
     "trace_params": _mapping,
     "skip_invalid": _flag,
     "perf": _flag,

@@ -322,6 +322,9 @@ def test_the_dashboard_in_a_real_browser(harness, tmp_path):
             h.service.set_node(node, "cordoned")
             admin.wait_for_selector(f'[data-node="{node}"].cordoned', timeout=30_000)
             assert "(out of service)" in admin.text_content(f'[data-node="{node}"] h3')
+            out = h.service.cluster.nodes[h.service.node_names.index(node)].num_gpus
+            summary = admin.text_content("#summary")
+            assert f": 0/{h.service.cluster.num_gpus} GPUs in use ({out} out of service" in summary
             admin.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             browser.close()
     finally:

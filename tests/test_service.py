@@ -527,6 +527,35 @@ def test_an_operator_cordons_and_drains_a_node_and_a_restarted_server_keeps_it_o
     assert t.status(b) == RUNNING and t.status(c) == RUNNING
 
 
+def test_the_gpus_in_use_are_those_jobs_hold_not_those_out_of_service_down_or_serving(
+    tmp_path, monkeypatch, capsys
+):
+    # a node cordoned with no job on it, a node lost and an inference server held by inference
+    # were "in use" (the total less the free GPUs): 7/8 GPUs in use with one job of one GPU
+    import argparse
+
+    from dlsched.runtime import client as cli
+
+    nodes = {"n0": 2, "n1": 2, "n2": 2, "i0": 2}
+    s = Setup(tmp_path, "aryl", nodes=nodes, inference=("i0",))
+    a = s.submit(gpus=1)
+    s.step()
+    (node,) = {n for n, _ in s.executor.runs[a].placement}
+    lost, cordoned = sorted({"n0", "n1", "n2"} - {node})
+    s.executor.lose_node(lost)
+    s.service.set_node(cordoned, "cordoned")
+    s.step()
+    snap = s.service.snapshot()
+    assert (snap["gpus_total"], snap["gpus_in_use"]) == (8, 1)
+    assert (snap["gpus_serving_inference"], snap["gpus_out_of_service"]) == (2, 4)
+    monkeypatch.setattr(cli, "_call", lambda *_: type("R", (), {"json": lambda _: snap})())
+    cli.cmd_status(argparse.Namespace())
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "policy aryl: 1/8 GPUs in use (2 serving inference, 4 out of service or down), "
+        "1 running, 0 queued"
+    )
+
+
 def test_at_shutdown_a_job_that_ended_is_done_and_the_others_wait_from_their_checkpoint(
     tmp_path,
 ):

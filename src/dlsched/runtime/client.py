@@ -199,9 +199,18 @@ def cmd_cancel(args) -> int:
 
 def cmd_status(args) -> int:
     s = _call(args, "GET", "/v1/cluster").json()
+    idle = [
+        f"{s[field]} {what}"
+        for field, what in (
+            ("gpus_serving_inference", "serving inference"),
+            ("gpus_out_of_service", "out of service or down"),
+        )
+        if s[field]
+    ]
     print(
-        f"policy {s['policy']}: {s['gpus_total'] - s['gpus_free']}/{s['gpus_total']} GPUs in use, "
-        f"{len(s['running'])} running, {len(s['queue'])} queued"
+        f"policy {s['policy']}: {s['gpus_in_use']}/{s['gpus_total']} GPUs in use"
+        + (f" ({', '.join(idle)})" if idle else "")
+        + f", {len(s['running'])} running, {len(s['queue'])} queued"
     )
     for n in s["nodes"]:
         cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))

@@ -77,6 +77,15 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
                 **({"loan": lent} if node.pool == "inference" else {}),
             }
         )
+    # the GPUs no job holds that cannot take one: serving inference, or on a node down or out
+    # of service (counting them as in use, as the total less the free ones did, misled)
+    idle_by_reason: Counter = Counter()
+    for node, shown_node in zip(service.cluster.nodes, nodes):
+        idle = node.num_gpus - len(shown_node["jobs_by_gpu"])
+        if not shown_node["alive"] or not shown_node["in_service"]:
+            idle_by_reason["out_of_service"] += idle
+        elif shown_node.get("loan") in ("held", "returning"):
+            idle_by_reason["inference"] += idle
     queue = sorted(state.pending.values(), key=lambda j: j.seq)
     by_tenant = Counter(j.spec.tenant for j in queue)
     if tenant is not None:
@@ -94,6 +103,9 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
         "gpus_total": service.cluster.num_gpus,
         "over_quota": over,
         "gpus_free": state.free.total,
+        "gpus_in_use": sum(len(n["jobs_by_gpu"]) for n in nodes),  # by jobs and profiling runs
+        "gpus_serving_inference": idle_by_reason["inference"],
+        "gpus_out_of_service": idle_by_reason["out_of_service"],  # (or on a node down)
         "nodes": nodes,
         "running": [j.job_id for j in state.running.values() if shown(j)],
         "queue": [j.job_id for j in queue if shown(j)],

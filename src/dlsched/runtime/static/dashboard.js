@@ -115,8 +115,10 @@ async function refresh() {
   try {
     const d = await api("/v1/dashboard");
     const c = d.cluster;
-    $("summary").textContent = "policy " + c.policy + ": " + (c.gpus_total - c.gpus_free) + "/" + c.gpus_total
-      + " GPUs in use, " + c.running.length + " running, " + c.queue.length + " queued" + (d.tenant ? " (tenant " + d.tenant + ")" : " (admin)");
+    const idle = [[c.gpus_serving_inference, "serving inference"], [c.gpus_out_of_service, "out of service or down"]]
+      .filter(([n]) => n).map(([n, what]) => n + " " + what);
+    $("summary").textContent = "policy " + c.policy + ": " + c.gpus_in_use + "/" + c.gpus_total
+      + " GPUs in use" + (idle.length ? " (" + idle.join(", ") + ")" : "") + ", " + c.running.length + " running, " + c.queue.length + " queued" + (d.tenant ? " (tenant " + d.tenant + ")" : " (admin)");
     drawGpus(c);
     drawTable("queue", Object.entries(c.queue_by_tenant || {}).map(([t, n]) => [t, n]));
     drawTable("quota", Object.entries(c.over_quota || {}).map(([t, q]) => [t, q.reserved, q.nominal]));

@@ -554,6 +554,11 @@ def test_the_gpus_in_use_are_those_jobs_hold_not_those_out_of_service_down_or_se
         "policy aryl: 1/8 GPUs in use (2 serving inference, 4 out of service or down), "
         "1 running, 0 queued"
     )
+    # a server from before these fields (the client is installed apart): as it counted then
+    for field in ("gpus_in_use", "gpus_serving_inference", "gpus_out_of_service"):
+        del snap[field]
+    cli.cmd_status(argparse.Namespace())
+    assert capsys.readouterr().out.startswith("policy aryl: 7/8 GPUs in use, 1 running")
 
 
 def test_at_shutdown_a_job_that_ended_is_done_and_the_others_wait_from_their_checkpoint(

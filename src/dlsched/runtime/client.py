@@ -205,10 +205,11 @@ def cmd_status(args) -> int:
             ("gpus_serving_inference", "serving inference"),
             ("gpus_out_of_service", "out of service or down"),
         )
-        if s[field]
+        if s.get(field)  # (a server from before these fields counted them in use)
     ]
+    in_use = s.get("gpus_in_use", s["gpus_total"] - s["gpus_free"])
     print(
-        f"policy {s['policy']}: {s['gpus_in_use']}/{s['gpus_total']} GPUs in use"
+        f"policy {s['policy']}: {in_use}/{s['gpus_total']} GPUs in use"
         + (f" ({', '.join(idle)})" if idle else "")
         + f", {len(s['running'])} running, {len(s['queue'])} queued"
     )

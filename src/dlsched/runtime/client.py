@@ -216,7 +216,7 @@ def cmd_status(args) -> int:
     for n in s["nodes"]:
         cells = " ".join(n["jobs_by_gpu"].get(str(i), "idle") for i in range(n["gpus"]))
         loan = f" [inference: {n['loan']}]" if n.get("pool") == "inference" else ""
-        out = "" if n["in_service"] else " [out of service]"
+        out = "" if n.get("in_service", True) else " [out of service]"
         print(f"  {n['name']:<6} {'up' if n['alive'] else 'DOWN':<4} {cells}{loan}{out}")
     for t, q in (s.get("over_quota") or {}).items():
         print(
@@ -415,7 +415,7 @@ def cmd_quotas(args) -> int:
     print(
         tabulate(
             [
-                [f"{t} (removed)" if v["removed"] else t]
+                [f"{t} (removed)" if v.get("removed") else t]
                 + ["-" if v[c] is None else v[c] for c in cols]
                 for t, v in q["tenants"].items()
             ],

@@ -53,7 +53,7 @@ def _simulate(tmp_path, events_text, *extra):
     return code, out
 
 
-def test_a_node_down_then_up_stops_its_job_which_restarts_when_it_returns(tmp_path):
+def test_a_node_down_then_up_stops_its_job_which_restarts_when_it_returns(tmp_path, capsys):
     # One 8-GPU node; a job of 1,000 s from 0. The node goes down at 100 (the job fails,
     # having done 100 s: it checkpoints nothing, but loses nothing without a checkpoint
     # interval) and comes back at 200: the job restarts there, pauses 30 s and runs its last
@@ -66,9 +66,11 @@ def test_a_node_down_then_up_stops_its_job_which_restarts_when_it_returns(tmp_pa
     assert float(row["queue_s"]) == 100.0  # down from 100 to 200
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["node_events"] == 2  # counted, not listed
+    # (a reader of the table would not guess it)
+    assert "note: 1 runs failed (nodes down) and lost no work" in capsys.readouterr().out
 
 
-def test_a_failure_from_a_file_loses_the_work_since_the_last_checkpoint(tmp_path):
+def test_a_failure_from_a_file_loses_the_work_since_the_last_checkpoint(tmp_path, capsys):
     # The same, with a checkpoint every 60 s: at 100 the job keeps 60 s of its 100, and
     # ends at 200 + 30 + 940 = 1,170.
     code, out = _simulate(
@@ -76,6 +78,7 @@ def test_a_failure_from_a_file_loses_the_work_since_the_last_checkpoint(tmp_path
     )
     (row,) = csv.DictReader((out / "jobs.csv").open())
     assert float(row["finish_s"]) == 1170.0
+    assert "lost no work" not in capsys.readouterr().out
 
 
 def test_an_event_before_the_first_arrival_happens_at_it():

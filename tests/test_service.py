@@ -187,6 +187,22 @@ def test_cancel_of_a_sharing_job_gives_its_partner_back_its_speed(tmp_path):
     assert not ja.sharing and ja.rate == 1.0 and ja.accumulation == 1
 
 
+def test_the_allocated_gpus_gauge_counts_a_shared_gpu_once_and_only_gpus_in_service(tmp_path):
+    # it summed the jobs' GPUs: 2 of 1 here, and a node's GPUs taken out of service (out of
+    # the total) still counted as allocated
+    s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
+    share_one_gpu(s)
+
+    def gauges():
+        get = s.service.metrics.registry.get_sample_value
+        return get("dlsched_gpus_allocated"), get("dlsched_gpus_total")
+
+    assert gauges() == (1, 1)
+    s.service.set_node("n0", "cordoned")  # its jobs run on
+    s.step()
+    assert gauges() == (0, 0) and len(s.service.state.running) == 2
+
+
 def test_failure_of_one_partner_requeues_it_and_restores_the_other(tmp_path):
     s = Setup(tmp_path, policy="sjf-ffs", nodes={"n0": 1})
     a, b = share_one_gpu(s)

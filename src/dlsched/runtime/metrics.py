@@ -23,14 +23,18 @@ class RuntimeMetrics:
             registry=r,
         )
         self.running = Gauge("dlsched_running_jobs", "Jobs running", registry=r)
-        self.gpus_total = Gauge("dlsched_gpus_total", "GPUs of live nodes", registry=r)
+        self.gpus_total = Gauge(
+            "dlsched_gpus_total", "GPUs jobs may use: of live nodes in service", registry=r
+        )
         self.nodes_out_of_service = Gauge(
             "dlsched_nodes_out_of_service",
             "Nodes the admin cordoned or drained (no new job goes there)",
             registry=r,
         )
         self.gpus_allocated = Gauge(
-            "dlsched_gpus_allocated", "GPUs held by running jobs", registry=r
+            "dlsched_gpus_allocated",
+            "Of those, GPUs held by running jobs (a GPU two jobs share once)",
+            registry=r,
         )
         self.transitions = PromCounter(
             "dlsched_job_transitions_total",
@@ -179,7 +183,13 @@ class RuntimeMetrics:
         self.running.set(len(state.running))
         self.gpus_total.set(state.free.usable_gpus())
         self.nodes_out_of_service.set(len(state.cordoned))
-        self.gpus_allocated.set(sum(len(j.gpus) for j in state.running.values()))
+        # (a sum of the jobs' GPUs counted a shared GPU twice, and the GPUs of a node taken
+        # out of service that are not in the total: more allocated than there were)
+        held = state.occupancy.jobs
+        nodes = service.cluster.nodes
+        self.gpus_allocated.set(
+            sum(1 for n in state.free.usable for g in nodes[n].gpu_ids if held[g])
+        )
         if service.pass_s is not None:
             self.pass_seconds.observe(service.pass_s)
         self._observe_quotas(service)

@@ -187,6 +187,14 @@ def test_unknown_file_format_asks_for_a_mapping(tmp_path):
         load_trace(path)
 
 
+@pytest.mark.parametrize("text", ["", "\n\n1,2\n"])
+def test_a_file_without_a_header_is_named_so(tmp_path, text):
+    # (it was "cannot tell the format of it from its header", asking for a mapping)
+    with pytest.raises(SpecError, match="has no header: its first line is empty") as e:
+        load_trace(_write(tmp_path, text))
+    assert e.value.field == "trace"
+
+
 def test_synthetic_is_seeded_and_follows_the_load():
     a, b, c = (
         synthetic(500, 64, 0.8, seed=1),

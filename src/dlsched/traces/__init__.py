@@ -90,7 +90,9 @@ def bundled_path(name: str) -> Path:
 
 
 def detect_format(path: str | Path) -> str:
-    columns = set(header(path))
+    columns = set(header(path)) - {""}
+    if not columns:
+        raise SpecError("trace", f"{path} has no header: its first line is empty")
     for fmt, cols in SIGNATURES.items():
         if cols <= columns:
             return fmt

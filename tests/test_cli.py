@@ -952,6 +952,17 @@ def test_the_stall_limit_is_the_command_line_s_and_its_error_names_it(tmp_path, 
 
 
 # -- every option with every other -----------------------------------------------------------
+# a node's events in time order: each going down comes up, each taken out of service comes back
+NODE_EVENTS = st.sampled_from(
+    [
+        [(100, "down"), (2000, "up")],
+        [(50, "cordon"), (3000, "uncordon")],
+        [(10, "drain"), (500, "uncordon"), (600, "down"), (700, "up")],
+        [(0, "cordon"), (200, "down"), (300, "up"), (900, "uncordon")],
+    ]
+)
+
+
 def _policies() -> list[str]:
     from dlsched.policies.catalog import POLICIES
 
@@ -1002,6 +1013,11 @@ def test_any_combination_of_options_runs_or_is_refused_naming_a_field(tmp_path, 
     for flag in ("--deadlines", "--hard-quotas", "--no-perf"):
         if draw(st.booleans()):
             argv.append(flag)
+    if draw(st.booleans()):  # nodes lost, taken out of service and back (node 1 on every cluster)
+        events = [(t, kind, 1) for t, kind in draw(NODE_EVENTS)]
+        path = tmp_path / "node_events.csv"
+        path.write_text("time_s,kind,node\n" + "".join(f"{t},{k},{n}\n" for t, k, n in events))
+        argv += ["--node-events", str(path)]
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main([*argv, "--out", str(tmp_path / "o"), "--no-cache"])

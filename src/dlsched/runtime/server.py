@@ -326,7 +326,8 @@ def serve(args, params: dict) -> int:
     print(
         f"dlsched: serving on http://{args.host}:{listener.getsockname()[1]} "
         f"(policy {args.policy}, "
-        f"{_count(service.capacity_gpus, 'GPU')} on {_count(len(service.node_names), 'node')}"
+        f"{_count(service.capacity_gpus, 'GPU')} on "
+        f"{_count(len(service.node_names) - len(service.state.loans.inference_nodes), 'node')}"
         + (
             f", {_count(len(service.state.loans.inference_nodes), 'inference server')}"
             if service.state.loans.inference_nodes

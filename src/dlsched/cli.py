@@ -671,11 +671,26 @@ def cmd_report(args) -> int:
         if (root / "summary.json").is_file()
         else sorted(d for d in root.iterdir() if (d / "summary.json").is_file())
     )
+    if len(dirs) > 1 and (root / "comparison.json").is_file():
+        # a comparison's runs in the order it ran them (its report's colours and rows)
+        order = {s.get("policy"): i for i, s in enumerate(_json_list(root / "comparison.json"))}
+        dirs.sort(key=lambda d: (order.get(d.name, len(order)), d.name))
     if not dirs:
         raise SpecError("dir", f"{root} holds no simulation output (summary.json)")
     out = render_report(dirs, Path(args.out) if args.out else root / "report.html")
     print(f"report: {out}")
     return 0
+
+
+def _json_list(path: Path) -> list[dict]:
+    """A JSON file's list of objects; empty when it holds anything else."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [x for x in data if isinstance(x, dict)] if isinstance(data, list) else []
 
 
 MAX_RUNS_PER_CORE = 4

@@ -167,7 +167,8 @@ def _tenant_plot(runs: list[dict]) -> str:
     ax.set_ylabel("mean JCT (hours)")
     if longest > 0:  # (a log scale of nothing but zeros is an empty plot and a warning)
         ax.set_yscale("log")
-    ax.legend(fontsize=8)
+    # beside the bars: inside, wherever it went, it hid some of them
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("Mean JCT per tenant")
     return svg_of(fig)
 

@@ -566,6 +566,10 @@ def test_the_tenant_usage_series_integrates_to_the_jobs_gpu_time(tmp_path):
     for j in csv.DictReader((tmp_path / "jobs.csv").open()):
         held[j["tenant"]] = held.get(j["tenant"], 0.0) + float(j["gpu_time_s"] or 0)
     assert binned == pytest.approx(held, rel=1e-6)
+    # its chart in the report: without quotas, no dotted line of one is named
+    assert main(["report", str(tmp_path)]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "GPUs per tenant" in page and "dotted: nominal quota" not in page
 
 
 class BatchInMemory(PowerLaw):

@@ -239,6 +239,7 @@ def _tenant_usage_section(runs: list[dict]) -> str:
     fig, axes = plt.subplots(
         len(shown), 1, figsize=(8, 2.4 * len(shown)), sharex=True, squeeze=False
     )
+    dotted = False  # a nominal quota drawn
     for ax, run in zip(axes[:, 0], shown):
         quotas = (run["summary"].get("quotas") or {}).get("tenants", {})
         for tenant, points in sorted(run["tenant_series"].items()):
@@ -250,6 +251,7 @@ def _tenant_usage_section(runs: list[dict]) -> str:
                 label=tenant,
             )
             if tenant in quotas and quotas[tenant]["nominal_gpus"]:
+                dotted = True
                 ax.axhline(
                     quotas[tenant]["nominal_gpus"],
                     color=line.get_color(),
@@ -260,7 +262,9 @@ def _tenant_usage_section(runs: list[dict]) -> str:
         ax.set_ylabel("GPUs held")
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=6, ncol=5)
-    axes[-1, 0].set_xlabel("days since the first submission (dotted: nominal quota)")
+    axes[-1, 0].set_xlabel(
+        "days since the first submission" + (" (dotted: nominal quota)" if dotted else "")
+    )
     fig.tight_layout()
     return "<h2>GPUs per tenant over time</h2>" + svg_of(fig)
 

@@ -812,7 +812,10 @@ class RayExecutor:
             setups = [a.setup.remote(master, run.network) for a in run.actors]
             deadline = time.monotonic() + timeout_s
             while True:
-                ready, waiting = ray.wait(setups, num_returns=len(setups), timeout=0.5)
+                # (looked at no later than the deadline: whose failure a stalled start is
+                # depends on how far its ranks got by then, not half a second later)
+                wait_s = min(0.5, max(0.0, deadline - time.monotonic()))
+                ready, waiting = ray.wait(setups, num_returns=len(setups), timeout=wait_s)
                 if not waiting:
                     break
                 if run.kill.is_set() or run.stop.is_set():

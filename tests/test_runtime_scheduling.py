@@ -98,7 +98,7 @@ def test_an_elastic_job_grows_into_freed_gpus_and_shrinks_for_a_new_job(harness)
         alice, **EMULATED, gpus=2, min_gpus=1, max_gpus=4, batch_size=16, iterations=250
     )
     wait_for(lambda: h.job(again)["iteration"] > 0, 120, what="the second elastic job to run")
-    h.executor.start_timeout_s = 0.2  # no tenant process starts that fast
+    h.executor.start_timeout_s = 0.02  # no tenant process starts that fast
     h.client.post(f"/v1/jobs/{holder}/cancel", headers=alice)
 
     def resize_failed():

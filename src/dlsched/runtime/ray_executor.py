@@ -907,7 +907,8 @@ class RayExecutor:
             run.network = old[kept[0]].network.remote()
         preparing = [a.prepare.remote(run.network) for a in newcomers]
         while preparing:  # the old workers keep training meanwhile
-            done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=0.5)
+            wait_s = min(0.5, max(0.0, t0 + timeout_s - time.monotonic()))  # (as a start's)
+            done, preparing = ray.wait(preparing, num_returns=len(preparing), timeout=wait_s)
             try:
                 ray.get(done)
                 failed = (

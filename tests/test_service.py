@@ -1603,8 +1603,6 @@ def test_a_node_lost_under_a_scale_in_fails_the_job_whose_leaving_workers_were_t
     rows = {job: s.store.job(job) for job in (e, g)}
     assert [r["failures"] for r in rows.values()] == [1, 1]
     assert sorted(r["status"] for r in rows.values()) == [QUEUED, RUNNING]
-    for job, row in rows.items():  # a job running again runs its second attempt
-        assert row["status"] == QUEUED or s.executor.runs[job].attempt == 2, (job, row)
     _views_agree(s, [s.tenant], {r["id"]: r for r in s.store.jobs()})
 
 

@@ -86,6 +86,8 @@ def spec(**over):
             {"runs": {"trace": "muri-3"}, "axes": {"policy": ["fifo", "genie"]}},
             "policy genie: deadlines",
         ),
+        # fair share on a trace of one tenant (read from the trace): the same
+        ({"runs": {"trace": "muri-3"}, "axes": {"policy": ["fifo", "drf"]}}, "policy drf: tenant"),
         # seeds of runs that draw nothing from them: one run repeated, an interval of zero width
         ({"runs": {"trace": "muri-3", "perf": False}, "axes": {"policy": ["fifo"]}}, "seeds"),
         (
@@ -210,6 +212,29 @@ def test_the_cache_misses_when_any_input_changes(tmp_path):
     # a label names a run in the tables; it does not change what the run computes
     relabelled = spec(axes={"policy": [{"name": "fifo", "label": "plain"}, "srtf"]})
     assert run_key(parse_spec(relabelled).runs[0]) == run_key(base)
+
+
+def test_a_trace_file_s_jobs_are_read_for_what_a_policy_needs_before_any_run(tmp_path):
+    # GENIE on a file without deadlines, fair share on a file of one tenant: each of their runs
+    # failed at its start while the others went on; now the spec is refused, naming the policy
+    # and the input. A file with them is accepted, and a file the reader refuses is left to
+    # its runs (which fail named, as a malformed file's did)
+    def runs(trace_text: str, policy: str) -> dict:
+        trace = tmp_path / f"{policy}.csv"
+        trace.write_text(trace_text)
+        return {"runs": {"trace": str(trace), "cluster": "1x4:V100"}, "axes": {"policy": [policy]}}
+
+    header = "job_id,tenant,submit_time_s,num_gpus,duration_s,deadline_s\n"
+    for policy, text, field in (
+        ("genie", "a,t,0,1,100,\nb,u,5,1,100,\n", "policy genie: deadlines"),
+        ("drf", "a,t,0,1,100,\nb,t,5,1,100,500\n", "policy drf: tenant"),
+    ):
+        with pytest.raises(SpecError) as e:
+            parse_spec(runs(header + text, policy))
+        assert e.value.field == field, e.value
+    assert parse_spec(runs(header + "a,t,0,1,100,\nb,u,5,1,100,500\n", "genie")).runs
+    assert parse_spec(runs(header + "a,t,0,1,100,\nb,u,5,1,100,500\n", "drf")).runs
+    assert parse_spec(runs(header + "a,t,0,x,100,\n", "genie")).runs  # (num_gpus: x)
 
 
 def test_a_generic_csv_s_column_mapping_is_text_as_simulate_s_map(tmp_path):

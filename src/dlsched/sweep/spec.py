@@ -368,6 +368,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
     highest: dict[str, int] = {}  # event file -> the highest node it names
     policies: dict[int, Any] = {}  # each choice's policy, and whether each cluster has an
     clusters: dict[str, bool] = {}  # inference pool, made once (up to 10,000 combinations)
+    facts: dict[tuple, Any] = {}  # what each trace's jobs are, read once (_trace_facts)
     keys = list(axes)
     for combo in itertools.product(*(axes[k] for k in keys)):
         point = tuple((k, _label(v)) for k, v in zip(keys, combo))
@@ -381,7 +382,7 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
             given[key] = value
         if "node_events" in given:
             _check_event_nodes(given["node_events"], given.get("cluster"), highest)
-        _check_inputs(given, policies, clusters)
+        _check_inputs(given, policies, clusters, facts)
         _check_seeded(given, seeds, point)
         settings = tuple(sorted(given.items()))
         for seed in seeds:
@@ -426,10 +427,11 @@ def parse_spec(data: Any, default_name: str = "sweep") -> SweepSpec:
     )
 
 
-def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> None:
-    """A run whose policy would find its mechanism idle, as far as the spec tells before the
-    workload is made (``runs.check_policy_inputs``; the rest is asked when the run starts):
-    the performance model, the cluster's inference pool and whether any job is elastic."""
+def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool], facts: dict) -> None:
+    """A run whose policy would find its mechanism idle, as far as the spec and its trace tell
+    before the workload is made (``runs.check_policy_inputs``; the rest is asked when the run
+    starts): the performance model, the cluster's inference pool, and, when the policy needs
+    them, whether any job has a deadline or is elastic and how many tenants have jobs."""
     from ..cluster import parse_cluster_spec
     from ..policies.catalog import make_policy
     from ..prepare import DEFAULT_CLUSTER
@@ -452,13 +454,60 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool]) -> Non
         elastic = False if drawn else None
     # (tests/test_traces.py holds every bundled trace to both)
     deadlines = True if given.get("deadlines") else (False if drawn else None)
+    policy, tenants = policies[id(choice)], None
+    if trace != "synthetic" and (
+        (getattr(policy, "needs_deadlines", False) and deadlines is None)
+        or (getattr(policy, "resizes_elastic", False) and elastic is None)
+        or getattr(policy, "between_tenants", False)
+    ):  # (each run failed at its start, the others going on)
+        found = _trace_facts(given, facts)
+        if found is not None:
+            with_deadline, with_elastic, tenants = found
+            deadlines = with_deadline if deadlines is None else deadlines
+            elastic = with_elastic if elastic is None else elastic
     inputs = PolicyInputs(
-        given.get("perf", True), clusters.get(cluster), deadlines=deadlines, elastic=elastic
+        given.get("perf", True),
+        clusters.get(cluster),
+        deadlines=deadlines,
+        elastic=elastic,
+        tenants=tenants,
     )
     try:
-        check_policy_inputs(policies[id(choice)], choice.name, inputs)
+        check_policy_inputs(policy, choice.name, inputs)
     except SpecError as e:
         raise SpecError(f"policy {choice.label}: {e.field}", e.reason) from None
+
+
+def _trace_facts(given: dict, facts: dict) -> tuple[bool, bool, int] | None:
+    """Whether any job of the run's trace (its first ``limit``) has a deadline or is elastic,
+    and how many tenants have jobs: read once per trace and reading settings. None for a
+    server's history (replayed as it ran: not asked) and for a trace the reader refuses (its
+    runs fail at their start, named)."""
+    from ..traces import load_trace
+
+    key = tuple(given.get(k) for k in ("trace", "format", "mapping", "skip_invalid", "limit"))
+    if key not in facts:
+        try:
+            loaded = load_trace(
+                given["trace"],
+                fmt=given.get("format"),
+                skip_invalid=given.get("skip_invalid", False),
+                mapping=given.get("mapping"),
+            )
+        except SpecError:
+            facts[key] = None
+        else:
+            jobs = sorted(loaded.jobs, key=lambda j: j.submit_time_s)[: given.get("limit")]
+            facts[key] = (
+                None
+                if loaded.replay is not None
+                else (
+                    any(j.deadline_s is not None for j in jobs),
+                    any(j.elastic for j in jobs),
+                    len({j.tenant for j in jobs}),
+                )
+            )
+    return facts[key]
 
 
 def _check_seeded(given: dict, seeds: list[int], point: tuple) -> None:

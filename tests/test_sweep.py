@@ -88,6 +88,13 @@ def spec(**over):
         ),
         # fair share on a trace of one tenant (read from the trace): the same
         ({"runs": {"trace": "muri-3"}, "axes": {"policy": ["fifo", "drf"]}}, "policy drf: tenant"),
+        (
+            {
+                "runs": {**SYNTHETIC, "trace_params": {"num_jobs": 150, "tenants": 1}},
+                "axes": {"policy": ["fifo", "ftf"]},
+            },
+            "policy ftf: tenant",
+        ),
         # seeds of runs that draw nothing from them: one run repeated, an interval of zero width
         ({"runs": {"trace": "muri-3", "perf": False}, "axes": {"policy": ["fifo"]}}, "seeds"),
         (

@@ -27,6 +27,7 @@ The settings are those of ``dlsched simulate`` (:data:`SETTINGS`), by their Pyth
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import re
@@ -455,7 +456,12 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool], facts:
     # (tests/test_traces.py holds every bundled trace to both)
     deadlines = True if given.get("deadlines") else (False if drawn else None)
     policy, tenants = policies[id(choice)], None
-    if trace != "synthetic" and (
+    if trace == "synthetic":  # its tenants are a parameter (the generator's default unless given)
+        from ..traces.synthetic import synthetic
+
+        default = inspect.signature(synthetic).parameters["tenants"].default
+        tenants = (given.get("trace_params") or {}).get("tenants", default)
+    elif (
         (getattr(policy, "needs_deadlines", False) and deadlines is None)
         or (getattr(policy, "resizes_elastic", False) and elastic is None)
         or getattr(policy, "between_tenants", False)

@@ -5,6 +5,7 @@ matplotlib."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 # The HTML reports' style (a comparison's and a sweep's): a value never breaks across lines
 # ("12.76 d" broke into two), in a type small enough that every column of a comparison fits
@@ -55,7 +56,7 @@ def shown_columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
     ]
 
 
-def human_duration(seconds) -> str:
+def human_duration(seconds: float | None) -> str:
     if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
         return "-"
     s = float(seconds)
@@ -65,7 +66,7 @@ def human_duration(seconds) -> str:
     return f"{s:.1f} s"
 
 
-def format_cell(value, fmt: str) -> str:
+def format_cell(value: Any, fmt: str) -> str:
     if value is None:
         return "-"
     return human_duration(value) if fmt == "dur" else fmt.format(value)

@@ -59,7 +59,7 @@ def _jcts_and_lateness(jobs_csv: Path) -> tuple[list[float], list[float]]:
         for row in rows:
             if row[jct]:
                 jcts.append(float(row[jct]))
-            if met is not None and row[met] == "False" and row[finish]:
+            if met is not None and deadline is not None and row[met] == "False" and row[finish]:
                 late.append(float(row[finish]) - float(row[deadline]))
     jcts.sort()
     late.sort()

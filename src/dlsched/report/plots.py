@@ -10,13 +10,14 @@ matplotlib.use("Agg")
 # the same runs give the same page: SVG ids from a fixed salt, not a random one
 matplotlib.rcParams["svg.hashsalt"] = "dlsched"
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from ..perf.measurements import pollux_apps  # noqa: E402
 from ..perf.scaling import scaling_model  # noqa: E402
 from ..perf.validation import consolidated_curve  # noqa: E402
 
 
-def svg_of(fig) -> str:
+def svg_of(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)

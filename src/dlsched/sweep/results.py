@@ -82,33 +82,28 @@ def aggregate(spec: SweepSpec, rows: list[dict]) -> dict:
         table: dict = {}
         for point in _points(spec):
             cells = {}
-            base = {
-                seed: by[(point, spec.baseline, seed)].get(metric)
-                for seed in spec.seeds
-                if (point, spec.baseline, seed) in by
-            }
+            base = _numbers(by, point, spec.baseline, spec.seeds, metric)
             for policy in _policies(spec):
-                values = {
-                    seed: by[(point, policy, seed)].get(metric)
-                    for seed in spec.seeds
-                    if (point, policy, seed) in by
-                }
-                values = {s: v for s, v in values.items() if isinstance(v, int | float)}
+                values = _numbers(by, point, policy, spec.seeds, metric)
                 if not values:
                     continue
                 mean, ci = mean_ci(list(values.values()))
                 cell = {"mean": mean, "ci": ci, "n": len(values)}
-                ratios = [
-                    values[s] / base[s]
-                    for s in values
-                    if isinstance(base.get(s), int | float) and base[s] not in (0, None)
-                ]
+                ratios = [values[s] / base[s] for s in values if base.get(s)]  # (not 0)
                 if ratios and policy != spec.baseline:
                     cell["rel_mean"], cell["rel_ci"] = mean_ci(ratios)
                 cells[policy] = cell
             table[point] = cells
         out[metric] = table
     return out
+
+
+def _numbers(
+    by: dict[tuple, dict], point: tuple, policy: str | None, seeds: list[int], metric: str
+) -> dict[int, float]:
+    """The metric of the policy's runs at the point, by seed: those whose summary has a number."""
+    found = {seed: by.get((point, policy, seed), {}).get(metric) for seed in seeds}
+    return {seed: v for seed, v in found.items() if isinstance(v, int | float)}
 
 
 def _cell(metric: str, cell: dict | None, relative: bool = False) -> str:

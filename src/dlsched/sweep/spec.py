@@ -212,7 +212,7 @@ RUN: dict[str, Callable[[Any], Any]] = {
     "reclaim_notice_s": _number(0.0, 1e9),
     "node_events": _node_events,
 }
-SETTINGS = {**WORKLOAD, **RUN, "policy": None}  # policy: checked by _policy
+SETTINGS: dict[str, Callable[[Any], Any] | None] = {**WORKLOAD, **RUN, "policy": None}  # (_policy)
 DEFAULT_METRICS = ("mean_jct_s", "mean_queue_s", "makespan_s", "gpu_utilization")
 
 
@@ -267,10 +267,11 @@ def _policy(value: Any, where: str) -> PolicyChoice:
 def _setting(key: str, value: Any, where: str) -> Any:
     if key not in SETTINGS:
         raise SpecError(where, f"unknown setting '{key}' (one of {', '.join(sorted(SETTINGS))})")
-    if key == "policy":
+    check = SETTINGS[key]
+    if check is None:  # the policy
         return _policy(value, where)
     try:
-        return SETTINGS[key](value)
+        return check(value)
     except ValueError as e:
         raise SpecError(where, str(e)) from None
 
@@ -473,7 +474,7 @@ def _check_inputs(given: dict, policies: dict, clusters: dict[str, bool], facts:
             elastic = with_elastic if elastic is None else elastic
     inputs = PolicyInputs(
         given.get("perf", True),
-        clusters.get(cluster),
+        None if cluster is None else clusters[cluster],
         deadlines=deadlines,
         elastic=elastic,
         tenants=tenants,

@@ -8,7 +8,9 @@ import os
 import statistics
 import sys
 import tempfile
+from argparse import Namespace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
@@ -19,11 +21,15 @@ from .inference import DEFAULT_PEAK_SHARE, DEFAULT_RECLAIM_NOTICE_S
 from .policies.catalog import make_policy, policy_descriptions, takes_parameter
 from .state.costs import DEFAULT_CHECKPOINT_MIB_S, POLLUX_RESTART_PENALTY_S
 
+if TYPE_CHECKING:
+    from .prepare import Workload
+    from .sim.engine import SimResult
+
 # Loaded where used, so that ``import dlsched.cli`` stays light: matplotlib (reports), httpx (the
 # client), FastAPI, Ray and torch (the server).
 
 
-def _parse_value(text: str):
+def _parse_value(text: str) -> Any:
     for cast in (int, float):
         try:
             return cast(text)
@@ -49,7 +55,7 @@ def _key_values(items: list[str] | None, what: str) -> dict:
 NO_PROGRESS_HELP = "no progress bar (there is none when standard error is not a terminal)"
 
 
-def _shows_progress(args) -> bool:
+def _shows_progress(args: Namespace) -> bool:
     return not args.no_progress and sys.stderr.isatty()
 
 
@@ -247,7 +253,7 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
 
-def _load_workload(args):
+def _load_workload(args: Namespace) -> Workload:
     from .node_events import read_node_events
     from .prepare import prepare
     from .traces import BUNDLED
@@ -289,7 +295,7 @@ def _load_workload(args):
     return workload
 
 
-def _given_options(policy_name: str, args) -> dict:
+def _given_options(policy_name: str, args: Namespace) -> dict:
     """``--placement`` and ``--scan`` as given, refused for a policy that has no such
     parameter."""
     given = {k: v for k, v in (("placement", args.placement), ("scan", args.scan)) if v is not None}
@@ -303,12 +309,12 @@ def _given_options(policy_name: str, args) -> dict:
 
 def _run_one(
     policy_name: str,
-    args,
-    workload,
+    args: Namespace,
+    workload: Workload,
     out: Path,
     params: dict | None = None,
     position: int | None = None,
-):
+) -> tuple[dict, SimResult]:
     """Simulate one policy on the workload and write its outputs: (summary, result).
     ``position``: its progress bar's line, when runs go on at once."""
     from .runs import simulate
@@ -372,7 +378,7 @@ def _table(summaries: list[dict]) -> str:
     )
 
 
-def _notes(summary: dict, args) -> list[str]:
+def _notes(summary: dict, args: Namespace) -> list[str]:
     """What a reader of the table would not guess: jobs left out of its JCTs, and failures that
     lost no work."""
     notes = [] if (note := _never_started_note(summary)) is None else [note]
@@ -431,7 +437,7 @@ def _output_folder(path: str) -> Path:
     return out
 
 
-def cmd_simulate(args) -> int:
+def cmd_simulate(args: Namespace) -> int:
     out = _output_folder(args.out)
     summary, _ = _run_one(args.policy, args, _load_workload(args), out)
     print(_table([summary]))
@@ -453,7 +459,7 @@ def _run_forked(task: tuple[int, str]) -> dict:
     return _run_one(name, args, workload, out / name, position=position)[0]
 
 
-def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
+def _run_policies(names: list[str], args: Namespace, workload: Workload, out: Path) -> list[dict]:
     """Each policy's run on the workload, its outputs in its own folder, the summaries in
     ``names``' order: ``--jobs`` at a time, each in a process forked from this one (the runs
     are independent, so their outputs are the same either way), or one after another here."""
@@ -478,7 +484,7 @@ def _run_policies(names: list[str], args, workload, out: Path) -> list[dict]:
         _forked = None
 
 
-def cmd_compare(args) -> int:
+def cmd_compare(args: Namespace) -> int:
     from .metrics import json_text
     from .report.html import render_report
     from .runs import PolicyInputs, check_policy_inputs
@@ -522,7 +528,7 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_whatif(args) -> int:
+def cmd_whatif(args: Namespace) -> int:
     """Replay the server's history under other policies; the server's own policy's replay is
     held against what the server measured (calibration)."""
     from .metrics import json_text
@@ -617,8 +623,8 @@ def cmd_whatif(args) -> int:
             out / name,
             params=server_params if name == server_policy else None,
         )
-        done = [j for j in result.jobs if j.finish is not None]
-        jcts = [j.finish - submitted[j.job_id] for j in done]
+        ended = {j.job_id: j.finish for j in result.jobs if j.finish is not None}
+        jcts = [end - submitted[jid] for jid, end in ended.items()]
         fit = summary["calibration"] if name == server_policy else None
         report["policies"][name] = {
             "mean_jct_s": statistics.fmean(jcts) if jcts else None,
@@ -627,10 +633,10 @@ def cmd_whatif(args) -> int:
         rows.append(
             [
                 f"{name}, simulated",
-                len(done),
+                len(ended),
                 human_s(statistics.fmean(jcts)) if jcts else "-",
                 human_s(statistics.median(jcts)) if jcts else "-",
-                human_s(max(j.finish for j in done)) if done else "-",
+                human_s(max(ended.values())) if ended else "-",
                 sum(j.preemptions for j in result.jobs),
                 f"{fit['mean_jct_error']:+.1%}" if fit and fit["jobs"] else "",
                 f"{fit['job_error_median']:.1%} / {fit['job_error_p90']:.1%}"
@@ -660,7 +666,7 @@ def cmd_whatif(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: Namespace) -> int:
     from .report.html import render_report
 
     root = Path(args.dir)
@@ -696,7 +702,7 @@ def _json_list(path: Path) -> list[dict]:
 MAX_RUNS_PER_CORE = 4
 
 
-def cmd_sweep(args) -> int:
+def cmd_sweep(args: Namespace) -> int:
     from .sweep import load_spec, run_sweep
 
     # chosen: a run is a process of a few hundred MB; more at once than this many per core
@@ -729,7 +735,7 @@ def cmd_sweep(args) -> int:
     return 0 if result.ok else 1
 
 
-def cmd_traces(args) -> int:
+def cmd_traces(args: Namespace) -> int:
     from .traces import BUNDLED, load_trace
 
     rows = []
@@ -749,7 +755,7 @@ def cmd_traces(args) -> int:
     return 0
 
 
-def cmd_perf_predict(args) -> int:
+def cmd_perf_predict(args: Namespace) -> int:
     from .perf.measurements import pollux_apps
     from .perf.predictor import pollux_holdout
 
@@ -772,7 +778,7 @@ def cmd_perf_predict(args) -> int:
     return 0
 
 
-def cmd_perf_validate(args) -> int:
+def cmd_perf_validate(args: Namespace) -> int:
     from .perf.measurements import pollux_apps, pollux_points
     from .perf.scaling import scaling_model
     from .perf.validation import gavel_scaling_check, pollux_errors
@@ -833,7 +839,7 @@ def cmd_perf_validate(args) -> int:
     return 0
 
 
-def cmd_perf_show(args) -> int:
+def cmd_perf_show(args: Namespace) -> int:
     from .perf.measurements import GAVEL_GPU_TYPES
     from .perf.model import PerfModel, default_local_batch
     from .perf.scaling import COEFFICIENTS, scaling_model
@@ -894,7 +900,7 @@ def cmd_perf_show(args) -> int:
     return 0
 
 
-def cmd_policies(args) -> int:
+def cmd_policies(args: Namespace) -> int:
     print(tabulate(list(policy_descriptions().items()), ["policy", "what it does"]))
     print("\nAny policy class also runs as --policy package.module:ClassName (docs/policies.md).")
     return 0
@@ -904,7 +910,7 @@ class _Parser(argparse.ArgumentParser):
     """Options by their whole names only (with argparse's abbreviations, `dlsched server --gpus
     8` was taken as --gpus-per-node 8); every subcommand's parser is one too."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
@@ -1033,7 +1039,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve(args) -> int:
+def _serve(args: Namespace) -> int:
     from .runtime.server import serve
 
     return serve(args, _key_values(args.param, "param"))

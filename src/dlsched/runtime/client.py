@@ -11,7 +11,9 @@ import os
 import re
 import sys
 import time
+from argparse import Namespace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
@@ -20,12 +22,17 @@ from ..report.columns import human_duration
 from ..yamlfile import read_yaml
 from .server import DEFAULT_PORT
 
+if TYPE_CHECKING:
+    from argparse import ArgumentParser
+
+    import httpx
+
 
 class ApiError(Exception):
     pass
 
 
-def _client(args):
+def _client(args: Namespace) -> httpx.Client:
     import httpx
 
     token = args.token or os.environ.get("DLSCHED_TOKEN")
@@ -41,7 +48,7 @@ def _client(args):
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
-def _call(args, method: str, path: str, **kwargs):
+def _call(args: Namespace, method: str, path: str, **kwargs: Any) -> httpx.Response:
     import httpx
 
     with _client(args) as c:
@@ -61,7 +68,7 @@ def _call(args, method: str, path: str, **kwargs):
     return r
 
 
-def cmd_submit(args) -> int:
+def cmd_submit(args: Namespace) -> int:
     path = Path(args.spec)
     spec = read_yaml(path, "spec")
     job = _call(args, "POST", "/v1/jobs", json=spec).json()
@@ -115,7 +122,7 @@ def gpus_shown(job: dict) -> str:
     return f"{held} (asked {asked})" if held and held != asked else str(asked)
 
 
-def cmd_jobs(args) -> int:
+def cmd_jobs(args: Namespace) -> int:
     jobs = _call(args, "GET", "/v1/jobs").json()
     rows = []
     for j in jobs:
@@ -173,12 +180,12 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def cmd_logs(args) -> int:
+def cmd_logs(args: Namespace) -> int:
     sys.stdout.write(printable(_call(args, "GET", f"/v1/jobs/{args.id}/logs").text))
     return 0
 
 
-def cmd_events(args) -> int:
+def cmd_events(args: Namespace) -> int:
     """A job's events, oldest first, each message whole (a failure's full traceback)."""
     job = _call(args, "GET", f"/v1/jobs/{args.id}").json()
     print(f"{job['id']} ({job['status']})")
@@ -191,13 +198,13 @@ def cmd_events(args) -> int:
     return 0
 
 
-def cmd_cancel(args) -> int:
+def cmd_cancel(args: Namespace) -> int:
     _call(args, "POST", f"/v1/jobs/{args.id}/cancel")
     print(f"cancel requested for {args.id}")
     return 0
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: Namespace) -> int:
     s = _call(args, "GET", "/v1/cluster").json()
     idle = [
         f"{s[field]} {what}"
@@ -229,7 +236,7 @@ def cmd_status(args) -> int:
     return 0
 
 
-def cmd_pools(args) -> int:
+def cmd_pools(args: Namespace) -> int:
     if args.demand is not None:
         p = _call(args, "PUT", "/v1/pools/inference/demand", json={"servers": args.demand}).json()
     else:
@@ -249,7 +256,7 @@ def cmd_pools(args) -> int:
     return 0
 
 
-def cmd_node(args) -> int:
+def cmd_node(args: Namespace) -> int:
     n = _call(args, "PUT", f"/v1/nodes/{args.name}", json={"service": args.service}).json()
     print(f"node {n['name']}: {'in service' if n['in_service'] else 'out of service'}")
     return 0
@@ -282,7 +289,7 @@ def _when(text: str | None, default: float, option: str) -> float:
     return parsed.timestamp()
 
 
-def cmd_usage(args) -> int:
+def cmd_usage(args: Namespace) -> int:
     now = time.time()
     r = _call(
         args,
@@ -325,7 +332,7 @@ def cmd_usage(args) -> int:
     return 0
 
 
-def fetch_history(args) -> dict:
+def fetch_history(args: Namespace) -> dict:
     """The server's finished and running jobs with their measurements (``GET /v1/export``)."""
     now = time.time()
     return _call(
@@ -336,7 +343,7 @@ def fetch_history(args) -> dict:
     ).json()
 
 
-def cmd_export(args) -> int:
+def cmd_export(args: Namespace) -> int:
     from .export import history_csv
 
     history = fetch_history(args)
@@ -371,7 +378,7 @@ def _count_or_none(text: str) -> int | str:
 _count_or_none.__name__ = "integer or 'none'"  # (argparse's message: "invalid ... value")
 
 
-def cmd_quotas(args) -> int:
+def cmd_quotas(args: Namespace) -> int:
     changes = {k: getattr(args, k) for k in QUOTA_FIELDS if getattr(args, k) is not None}
     if not args.set and changes:
         option = option_name(next(iter(changes)))
@@ -426,25 +433,25 @@ def cmd_quotas(args) -> int:
     return 0
 
 
-def cmd_tenant_create(args) -> int:
+def cmd_tenant_create(args: Namespace) -> int:
     t = _call(args, "POST", "/v1/tenants", json={"name": args.name}).json()
     print(json.dumps(t, indent=1))
     return 0
 
 
-def cmd_tenant_token(args) -> int:
+def cmd_tenant_token(args: Namespace) -> int:
     t = _call(args, "POST", f"/v1/tenants/{args.name}/token").json()
     print(json.dumps(t, indent=1))
     return 0
 
 
-def cmd_tenant_remove(args) -> int:
+def cmd_tenant_remove(args: Namespace) -> int:
     t = _call(args, "DELETE", f"/v1/tenants/{args.name}").json()
     print(f"tenant {t['name']} removed; {t['jobs_cancelled']} of its jobs cancelled")
     return 0
 
 
-def cmd_tenant_list(args) -> int:
+def cmd_tenant_list(args: Namespace) -> int:
     tenants = _call(args, "GET", "/v1/tenants", params={"removed": args.removed}).json()
     for t in tenants:
         if args.removed:
@@ -455,8 +462,8 @@ def cmd_tenant_list(args) -> int:
     return 0
 
 
-def add_client_parsers(sub) -> None:
-    def common(p):
+def add_client_parsers(sub: Any) -> None:  # (argparse's subparsers action)
+    def common(p: ArgumentParser) -> ArgumentParser:
         p.add_argument(
             "--server", help="server URL (default $DLSCHED_SERVER or http://127.0.0.1:8470)"
         )

@@ -1,10 +1,14 @@
-"""Plug-in policies for tests/test_plugins.py, importable as ``lab_policies:...``."""
+"""Plug-in policies for tests/test_plugins.py and tests/test_service.py, importable as
+``lab_policies:...``."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from dlsched.jobs import JobView
 from dlsched.policies.base import Plan, Policy, PolicyView
 from dlsched.policies.queued import QueuedPolicy
+from dlsched.state.free import FreeGpus
 
 
 def fewest_gpus_first(job: JobView) -> tuple:
@@ -59,13 +63,7 @@ class InvalidOnce(Policy):
                 start=[(first, victim.gpus[: first.num_gpus]), (second, (999,))],
             )
         plan = Plan()
-        free = view.free.copy()
-        for job in waiting:
-            gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
-            if gpus is None:
-                break
-            free.take(gpus)
-            plan.start.append((job, gpus))
+        _start_in_order(self, waiting, view.free.copy(), plan)
         return plan
 
 
@@ -124,10 +122,15 @@ class MovesAJobOnce(Policy):
                 free.take(gpus)
                 plan.resize.append((job, gpus))
                 self.moved = True
-        for job in view.pending.values():
-            gpus = self.place(free, job.num_gpus, job.spec.gpu_types)
-            if gpus is None:
-                break
-            free.take(gpus)
-            plan.start.append((job, gpus))
+        _start_in_order(self, view.pending.values(), free, plan)
         return plan
+
+
+def _start_in_order(policy: Policy, jobs: Iterable[JobView], free: FreeGpus, plan: Plan) -> None:
+    """Start ``jobs`` in their order on ``free`` (taken as they start) until one does not fit."""
+    for job in jobs:
+        gpus = policy.place(free, job.num_gpus, job.spec.gpu_types)
+        if gpus is None:
+            break
+        free.take(gpus)
+        plan.start.append((job, gpus))

@@ -119,25 +119,26 @@ def _trace(value: Any) -> str:
     return name
 
 
+def _parsed(value: Any, parse: Callable[[str], object]) -> str:
+    """``value``, a text ``parse`` accepts (its error is the setting's)."""
+    try:
+        parse(_text(value))
+    except SpecError as e:
+        raise ValueError(e.reason) from None
+    return value
+
+
 def _column_mapping(value: Any) -> str:
     """A generic CSV's columns, as ``--map`` gives them (``submit=ts:datetime,gpus=n``)."""
     from ..traces.generic import parse_mapping
 
-    try:
-        parse_mapping(_text(value))
-    except SpecError as e:
-        raise ValueError(e.reason) from None
-    return value
+    return _parsed(value, parse_mapping)
 
 
 def _cluster(value: Any) -> str:
     from ..cluster import parse_cluster_spec
 
-    try:
-        parse_cluster_spec(_text(value))
-    except SpecError as e:
-        raise ValueError(e.reason) from None
-    return value
+    return _parsed(value, parse_cluster_spec)
 
 
 def _file(value: Any) -> str:

@@ -499,6 +499,8 @@ def test_node_loss_requeues_its_jobs_and_they_run_elsewhere(tmp_path):
     s.step()
     s.step()
     assert s.status(on_n1) == RUNNING and s.executor.runs[on_n1].placement[0][0] == "n0"
+    # its second run is attempt 2, as the store shows it (the lost run's reports are stale)
+    assert s.store.job(on_n1)["attempt"] == s.executor.runs[on_n1].attempt == 2
     s.executor.restore_node("n1")
     s.step()
     assert 1 not in s.service.state.down_nodes

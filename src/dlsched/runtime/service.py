@@ -66,6 +66,7 @@ class LiveJob:
 
     state: JobState
     attempt: int  # its current run's number; reports of older runs are stale
+    killed: bool = False  # its current run was killed by the service: its reports are stale too
     iteration: int | None = None  # last measured progress written to the store
     meter: JobMeter = field(default_factory=JobMeter)  # what its runs measured (what-if replays)
     bad_reports: int = 0  # progress reports dropped as invalid
@@ -431,7 +432,7 @@ class SchedulerService:
         the store shows it queued, with ``event``."""
         if stop:
             self.executor.stop(job.job_id, graceful=False)
-        self.live[job.job_id].attempt += 1
+        self.live[job.job_id].killed = True
         self._set_status(self.store.job(job.job_id), QUEUED, event, **fields)
 
     def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
@@ -605,7 +606,7 @@ class SchedulerService:
                 self._set_status(row, FAILED, detail, message=detail, finished=self.clock())
             return
         live = self.live.get(jid)
-        if live is None or outcome.attempt != live.attempt:
+        if live is None or outcome.attempt != live.attempt or live.killed:
             return  # a stopped or superseded run
         job = live.state
         # the iteration its process says it stopped at: kept only in the job's range
@@ -850,6 +851,7 @@ class SchedulerService:
         jid = job.job_id
         live = self.live[jid]
         live.attempt += 1
+        live.killed = False
         attempt = live.attempt
         row = self.store.job(jid)
         placement = self._placement(tuple(gpus))

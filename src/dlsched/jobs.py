@@ -121,7 +121,7 @@ def check_time(name: str, v: object, positive: bool = False, least: float = 0.0)
         raise SpecError(name, f"must be a number {low} and <= {MAX_TIME_S:g}, got {v!r}")
 
 
-def _int(v) -> bool:
+def _int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

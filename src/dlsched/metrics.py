@@ -8,8 +8,13 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .jobs import JobState
+
+if TYPE_CHECKING:
+    from .sim.engine import SimResult
+    from .tenant_quotas import TenantConfig
 
 JOB_COLUMNS = (
     "job_id",
@@ -113,6 +118,12 @@ def _stats(jobs: list[JobState]) -> dict:
     compensates rounding: the last bits would differ)."""
     jcts: list[float] = []
     never_started = preemptions = failures = resizes = jobs_shared = 0
+    queue_s: float
+    resize_lost: float
+    requested: float
+    attained: float
+    shared: float
+    slowdown_s: float
     queue_s = resize_lost = requested = attained = shared = slowdown_s = 0
     for j in jobs:
         if j.finish is not None:
@@ -178,7 +189,7 @@ def qos_summary(jobs: list[JobState]) -> dict | None:
     late = sorted(
         j.finish - j.spec.deadline_s
         for j, ok in zip(judged, met)
-        if j.finish is not None and not ok
+        if j.finish is not None and j.spec.deadline_s is not None and not ok
     )
     return {
         "jobs": len(judged),
@@ -190,7 +201,7 @@ def qos_summary(jobs: list[JobState]) -> dict | None:
     }
 
 
-def summarize(result) -> dict:
+def summarize(result: SimResult) -> dict:
     """The summary of a :class:`~dlsched.sim.engine.SimResult`."""
     jobs = result.jobs
     summary = _stats(jobs)
@@ -231,7 +242,9 @@ def summarize(result) -> dict:
     return summary
 
 
-def fairness_summary(jobs: list[JobState], training_gpus: int, config=None) -> dict | None:
+def fairness_summary(
+    jobs: list[JobState], training_gpus: int, config: TenantConfig | None = None
+) -> dict | None:
     """Between tenants (None with fewer than two):
 
     - Jain's index of normalized shares: each tenant's GPU-seconds over its entitlement (its
@@ -249,9 +262,9 @@ def fairness_summary(jobs: list[JobState], training_gpus: int, config=None) -> d
     weight = entitlements(config)
     rho, x = {}, []
     for t, js in sorted(tenants.items()):
-        done = [j for j in js if j.finish is not None]
-        isolated = sum(j.spec.duration_s * max(1.0, j.spec.num_gpus / share) for j in done)
-        rho[t] = sum(j.finish - j.spec.submit_time_s for j in done) / isolated if isolated else None
+        done = [(j.finish - j.spec.submit_time_s, j.spec) for j in js if j.finish is not None]
+        isolated = sum(spec.duration_s * max(1.0, spec.num_gpus / share) for _, spec in done)
+        rho[t] = sum(jct for jct, _ in done) / isolated if isolated else None
         entitlement = weight(t)
         if entitlement > 0:
             x.append(sum(j.attained_gpu_s for j in js) / entitlement)
@@ -260,7 +273,7 @@ def fairness_summary(jobs: list[JobState], training_gpus: int, config=None) -> d
     return {"jain_index": jain, "rho_by_tenant": rho, "max_tenant_rho": max(rhos) if rhos else None}
 
 
-def quota_summary(result) -> dict | None:
+def quota_summary(result: SimResult) -> dict | None:
     """With quotas: per tenant its quota, borrowed and lent GPU-hours, jobs evicted to
     reclaim quota or for a higher priority, and jobs never admitted."""
     stage = result.admission
@@ -269,7 +282,7 @@ def quota_summary(result) -> dict | None:
     config = stage.config
     # lenders too, which may have submitted nothing
     tenants = sorted({j.spec.tenant for j in result.jobs} | set(stage.lent_gpu_s))
-    never = {}
+    never: dict[str, int] = {}
     for j in result.jobs:
         if j.first_start is None:
             never[j.spec.tenant] = never.get(j.spec.tenant, 0) + 1
@@ -291,7 +304,7 @@ def quota_summary(result) -> dict | None:
     }
 
 
-def pools_summary(result) -> dict | None:
+def pools_summary(result: SimResult) -> dict | None:
     """Capacity loaning (Aryl): loans and reclaims, the preemptions reclaims caused, the
     inference shortfall (server-seconds it needed and lacked: must be 0) and the cluster usage
     of both pools together as Aryl defines it (GPUs training holds plus GPUs inference needs,
@@ -336,7 +349,7 @@ def pools_summary(result) -> dict | None:
 
 def _within_one_bin(
     seg_start: float, seg_end: float, b: int, start: float, width: float, bins: int
-):
+) -> float | None:
     """The overlap of [seg_start, seg_end) with bin ``b``, where it begins, when it is the only
     piece :func:`_bin_pieces` would give (its same arithmetic: outputs stay byte for byte);
     else None. Most steps of a series lie in one bin: this is their path without a generator."""
@@ -345,7 +358,9 @@ def _within_one_bin(
     return piece if piece > 0 and seg_start + piece >= seg_end else None
 
 
-def _bin_pieces(seg_start: float, seg_end: float, start: float, width: float, bins: int):
+def _bin_pieces(
+    seg_start: float, seg_end: float, start: float, width: float, bins: int
+) -> Iterator[tuple[int, float]]:
     """(bin, overlap) for each of the equal bins [start + b x width, ...) that [seg_start,
     seg_end) overlaps; the last bin takes whatever runs past the end."""
     b = min(bins - 1, int((seg_start - start) / width))
@@ -359,7 +374,7 @@ def _bin_pieces(seg_start: float, seg_end: float, start: float, width: float, bi
         b += 1
 
 
-def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
+def binned_timeseries(result: SimResult, max_bins: int = 1000) -> list[dict]:
     """Time-weighted means of queue length and utilization in equal bins (at most max_bins),
     plus each bin's peak queue: the step series can hold hundreds of thousands of points."""
     t, q, used, usable = result.ts_time, result.ts_queue, result.ts_used, result.ts_usable
@@ -419,7 +434,7 @@ def binned_timeseries(result, max_bins: int = 1000) -> list[dict]:
     ]
 
 
-def entitlements(config=None) -> Callable[[str], float]:
+def entitlements(config: TenantConfig | None = None) -> Callable[[str], float]:
     """A tenant's entitlement: its nominal quota under ``config`` (quotas), else 1."""
     if config is None:
         return lambda tenant: 1.0
@@ -432,7 +447,7 @@ FAIR_SHARE_INSTANTS = 1000
 
 
 def fair_share_index(
-    result, weight: Callable[[str], float], instants: int = FAIR_SHARE_INSTANTS
+    result: SimResult, weight: Callable[[str], float], instants: int = FAIR_SHARE_INSTANTS
 ) -> float | None:
     """How evenly the tenants that compete get their fair shares, over time: at each of
     ``instants`` instants evenly spaced from the first submit to the end, the tenants with work
@@ -468,7 +483,7 @@ def fair_share_index(
             spec = jobs[submitted].spec
             demand[spec.tenant] = demand.get(spec.tenant, 0) + spec.num_gpus
             submitted += 1
-        while ended < n_finished and finished[ended].finish <= now:
+        while ended < n_finished and (finished[ended].finish or 0.0) <= now:
             spec = finished[ended].spec
             demand[spec.tenant] -= spec.num_gpus
             ended += 1
@@ -507,7 +522,7 @@ def _max_min(demand: dict[str, int], weight: Callable[[str], float], capacity: f
     return allocation
 
 
-def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
+def binned_tenant_usage(result: SimResult, bins: int = 200) -> list[dict]:
     """Per tenant, the time-weighted mean of the GPUs its jobs held in equal bins."""
     log = result.tenant_log
     tenants = sorted(log.names)
@@ -544,7 +559,7 @@ def binned_tenant_usage(result, bins: int = 200) -> list[dict]:
 
 
 def write_outputs(
-    result, out_dir: str | Path, summary: dict, rows: Iterable[dict] | None = None
+    result: SimResult, out_dir: str | Path, summary: dict, rows: Iterable[dict] | None = None
 ) -> None:
     """Write summary.json, jobs.csv (``rows``: :func:`job_rows` when made already; None: from
     the jobs, one at a time) and timeseries.csv."""
@@ -568,13 +583,13 @@ def write_outputs(
     tmp.replace(out / "summary.json")
 
 
-def json_text(value) -> str:
+def json_text(value: Any) -> str:
     """``value`` as JSON that any parser reads: a number that is not finite (the mean JCT of
     no completed jobs) is null, as JSON has no NaN; other objects are written as text."""
     return json.dumps(_finite(value), indent=2, default=str, allow_nan=False)
 
 
-def _finite(value):
+def _finite(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

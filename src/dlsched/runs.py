@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .cluster import Cluster
 from .errors import SpecError, option_name
-from .inference import DEFAULT_PEAK_SHARE
+from .inference import DEFAULT_PEAK_SHARE, DemandCycle
 from .node_events import NodeEvent, read_node_events
 from .policies.base import Policy
 from .prepare import Workload
@@ -67,7 +68,7 @@ def simulate(
     inference_demand: str | None = None,
     peak_share: float | None = None,
     node_events: str | Path | Sequence[NodeEvent] = (),
-    progress: Callable[[int], object] | None = None,
+    progress: Callable[[int], None] | None = None,
     **costs: Any,
 ) -> Run:
     """Simulate ``policy`` on a prepared workload (:func:`dlsched.load_workload`).
@@ -235,7 +236,14 @@ def check_policy_inputs(policy: Policy, name: str, inputs: PolicyInputs) -> None
         )
 
 
-def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, costs) -> None:
+def _check_options(
+    cluster: Cluster,
+    quotas: object,
+    hard_quotas: bool,
+    inference_demand: str | None,
+    peak_share: float | None,
+    costs: dict,
+) -> None:
     """Options that would change nothing are errors: the user meant something else."""
     if hard_quotas and not quotas:
         raise SpecError("hard_quotas", "does nothing without quotas: give --quotas too")
@@ -258,7 +266,7 @@ def _check_options(cluster, quotas, hard_quotas, inference_demand, peak_share, c
             )
 
 
-def _demand(cluster, source: str, peak_share: float, costs: dict):
+def _demand(cluster: Cluster, source: str, peak_share: float, costs: dict) -> DemandCycle | None:
     """The inference pool's demand cycle, or None (no inference pool, or ``none``)."""
     servers = sum(1 for n in cluster.nodes if n.pool == "inference")
     if not servers or source == "none":

@@ -16,6 +16,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..admission import QuotaAdmission, schedule_pass
 from ..cluster import Cluster
@@ -248,7 +249,7 @@ class Simulator:
         inference_next = inference.next_time if cfg.inference_demand is not None else None
         i = ei = done = 0
         wakeup = INF
-        interval = cfg.schedule_interval_s
+        interval = cfg.schedule_interval_s or 0.0  # 0: no interval
         tick = state.now + interval if interval else INF
         done_before = arrived_before = idle_passes = ticks = 0
         # Once no job runs and nothing is left to arrive, periodic events (the inference
@@ -257,7 +258,7 @@ class Simulator:
         # one interval of that quiet only, then rests until a job runs again: a demand cycle
         # may be 1e10 s long, and its own events are what can change the cluster meanwhile.
         demand = cfg.inference_demand
-        cycle = (demand.period_s + demand.notice_s if demand else 0.0) + (interval or 0.0) or INF
+        cycle = (demand.period_s + demand.notice_s if demand else 0.0) + interval or INF
         quiet_since: float | None = None
         # what the state scheduled since the loop last looked (the lists are the state's own)
         moved, switched, returned = (
@@ -297,7 +298,7 @@ class Simulator:
                 if was_quiet and tick == INF and interval:
                     tick = state.now + interval  # the interval rested (below): it ticks again
                 quiet_since = None
-            elif not was_quiet:
+            elif quiet_since is None:
                 quiet_since = state.now
             elif interval and tick - quiet_since > interval:
                 tick = INF  # it ticked for a whole interval of quiet: it rests
@@ -512,6 +513,6 @@ def simulate(
     jobs: Iterable[JobSpec],
     policy: Policy,
     config: SimConfig | None = None,
-    **kwargs,
+    **kwargs: Any,
 ) -> SimResult:
     return Simulator(cluster, jobs, policy, config, **kwargs).run()

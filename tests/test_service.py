@@ -1629,3 +1629,34 @@ def test_a_node_lost_under_a_move_fails_the_job_whose_old_workers_were_there(tmp
     assert s.store.job(e)["failures"] == 1 and s.service.state.running[e].gpus == (1,)
     assert s.executor.runs[e].placement == [("n1", 0)] and s.executor.runs[e].resize_to is None
     _views_agree(s, [s.tenant], {r["id"]: r for r in s.store.jobs()})
+
+
+def test_a_borrower_shrunk_to_reclaim_quota_is_resized_not_counted_evicted(tmp_path):
+    # bob's elastic job (1..4) grows onto alice's idle half of the node: bob borrows 2 GPUs.
+    # alice's 2-GPU job reclaims them by shrinking bob's job to 2: it runs on, resized; no
+    # job was evicted (the metric and its events), and bob's job's events say it was shrunk
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
+
+    quotas = TenantConfig(
+        {"alice": TenantQuota(2, cohort="lab"), "bob": TenantQuota(2, cohort="lab")}
+    )
+    s = Setup(tmp_path, policy="elastic-tiresias", nodes={"n0": 4}, quotas=quotas)
+    bob = s.store.create_tenant("bob", "hash-bob")["id"]
+    e = s.store.add_job(bob, {**SPEC, "gpus": 1, "min_gpus": 1, "max_gpus": 4, "batch_size": 8})
+    e = e["id"]
+    s.step()
+    assert len(s.executor.runs[e].placement) == 4
+    a = s.submit(gpus=2)
+    s.step()
+    assert s.status(a) == RUNNING and s.status(e) == RUNNING
+    assert len(s.executor.runs[e].resize_to) == 2
+    evicted = s.service.metrics.registry.get_sample_value(
+        "dlsched_evicted_jobs_total", {"tenant": "all", "reason": "reclaim"}
+    )
+    assert not evicted
+    messages = [ev["message"] for ev in s.store.events(e)]
+    assert not any("admission withdrawn" in m for m in messages), messages
+    assert messages[-1] == (
+        "resizing in the background to n0/gpu0, n0/gpu1 (its tenant borrowed GPUs another "
+        "tenant reclaimed)"
+    )

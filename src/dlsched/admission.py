@@ -193,7 +193,7 @@ class QuotaAdmission:
         self._charges: tuple[list[tuple[str, int]], list[tuple[str, float]]] | None = None
         # for the runtime's metrics and events, drained by it: ("admitted", job, wait_s),
         # ("evicted", job, reason) and ("shrunk", job, "reclaim")
-        self.log: list[tuple[str, JobView, object]] | None = None
+        self.log: list[tuple[str, JobView, float | str]] | None = None
         self._last_t: float | None = None
 
     def _sum_cohorts(self) -> None:

@@ -273,8 +273,7 @@ class SchedulerService:
             self.metrics.rejected_plans.inc()
             log.error("scheduling pass skipped, its plan was refused: %s", e)
             plan, applied = Plan(), Applied()
-        evicted = self._quota_events(applied)
-        self._act(applied, evicted=evicted)
+        self._act(applied, by_quota=self._quota_events(applied))
         self._take_changes()
         return plan
 
@@ -777,22 +776,24 @@ class SchedulerService:
 
     def _quota_events(self, applied: Applied) -> dict[str, str]:
         """The admission stage's admissions and evictions of this pass, for the metrics; returns
-        the evicted jobs' reasons (the running ones are among the plan's preemptions)."""
+        the reasons of the jobs it evicted (the running ones are among the plan's preemptions)
+        or shrank (a borrower's elastic job, among the plan's resizes: it runs on)."""
         preempted = {job.job_id for job in applied.preempted}
-        evicted = {}
+        by_quota: dict[str, str] = {}
         for kind, job, detail in self.admission.log:
             tenant = job.spec.tenant
             if kind == "admitted":
-                self.metrics.admitted(tenant, detail)
-            else:
-                self.metrics.evicted(tenant, detail)
-                evicted[job.job_id] = detail
+                self.metrics.admitted(tenant, float(detail))  # (its wait)
+                continue
+            by_quota[job.job_id] = str(detail)
+            if kind == "evicted":
+                self.metrics.evicted(tenant, str(detail))
                 if job.job_id not in preempted:  # admitted, not started: back to waiting
                     self.store.update_job(
-                        job.job_id, event=f"admission withdrawn ({self._why(detail)})"
+                        job.job_id, event=f"admission withdrawn ({self._why(str(detail))})"
                     )
         self.admission.log.clear()
-        return evicted
+        return by_quota
 
     @staticmethod
     def _why(reason: str) -> str:
@@ -803,10 +804,12 @@ class SchedulerService:
         )
 
     def _act(
-        self, applied: Applied, reason: str = "", evicted: dict[str, str] | None = None
+        self, applied: Applied, reason: str = "", by_quota: dict[str, str] | None = None
     ) -> None:
         """Tell the executor and the store what the state changed: preemptions, resizes,
-        starts, each as the state now hold it."""
+        starts, each as the state now hold it; ``by_quota``: the jobs the quota stage evicted
+        or shrank, and why."""
+        by_quota = by_quota or {}
         if not applied:
             return
         now = self.clock()
@@ -815,18 +818,19 @@ class SchedulerService:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
             message = (
-                f"evicted: {self._why(evicted[jid])}; checkpoints and waits"
-                if evicted and jid in evicted
+                f"evicted: {self._why(by_quota[jid])}; checkpoints and waits"
+                if jid in by_quota
                 else f"preempted by {self.policy.name}{why}: checkpoints and waits"
             )
             self._set_status(self.store.job(jid), QUEUED, message, preemptions=job.preemptions)
         for job in applied.resized:
             gpus = job.gpus
+            cause = f" ({self._why(by_quota[job.job_id])})" if job.job_id in by_quota else why
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
                 self.store.update_job(
                     job.job_id,
-                    event=f"resizing in the background to {_where(placement)}{why}",
+                    event=f"resizing in the background to {_where(placement)}{cause}",
                     at=now,
                     run=len(gpus),
                     gpus=[list(p) for p in placement],
@@ -835,7 +839,7 @@ class SchedulerService:
                 self.executor.resize(job.job_id, placement)
             else:  # stop-resume: checkpoint, restart at the new size
                 self.executor.stop(job.job_id, graceful=True)
-                self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume)")
+                self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume){cause}")
         for job in applied.started:
             row = self.store.job(job.job_id)
             k = job.accumulation

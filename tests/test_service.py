@@ -1660,3 +1660,21 @@ def test_a_borrower_shrunk_to_reclaim_quota_is_resized_not_counted_evicted(tmp_p
         "resizing in the background to n0/gpu0, n0/gpu1 (its tenant borrowed GPUs another "
         "tenant reclaimed)"
     )
+
+
+def test_an_epochs_job_s_progress_counts_against_the_count_its_run_reports(tmp_path):
+    # a job given in epochs has no iteration count of its own (its run counts its data): a
+    # report without the count is no progress yet (before: counted against the spec's
+    # estimate of 100 iterations an epoch, 5 of 200 done); with it, the fraction of it
+    s = Setup(tmp_path, nodes={"n0": 1})
+    spec = {k: v for k, v in SPEC.items() if k != "iterations"}
+    job = s.store.add_job(s.tenant, {**spec, "epochs": 2, "gpus": 1})["id"]
+    s.step()
+    s.executor.progress_of[job] = {"iteration": 5, "iteration_s": 0.1}
+    s.step()
+    assert s.state(job).done_s == 0.0 and s.store.job(job)["iteration"] in (0, None)
+    assert not [e for e in s.store.events(job) if "dropped" in e["message"]]
+    s.executor.progress_of[job] = {"iteration": 10, "iterations": 40, "iteration_s": 0.1}
+    s.step()
+    assert s.store.job(job)["iteration"] == 10
+    assert s.state(job).done_s == pytest.approx(s.state(job).spec.duration_s / 4)

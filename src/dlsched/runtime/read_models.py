@@ -87,7 +87,7 @@ def snapshot(service: SchedulerService, tenant: str | None = None) -> dict:
         elif shown_node.get("loan") in ("held", "returning"):
             idle_by_reason["inference"] += idle
     queue = sorted(state.pending.values(), key=lambda j: j.seq)
-    by_tenant = Counter(j.spec.tenant for j in queue)
+    by_tenant: dict[str, int] = Counter(j.spec.tenant for j in queue)
     if tenant is not None:
         by_tenant = {
             "yours": by_tenant.get(tenant, 0),

@@ -34,9 +34,10 @@ def checked_progress(report: object, iterations: int | None) -> tuple[dict | Non
         return None, f"iterations {total!r} is not the job's {iterations}"
     total = total or iterations
     iteration = report.get("iteration")
-    high = total if total is not None else MAX_ITERATIONS
-    if iteration is not None and not _whole(iteration, 0, high):
-        return None, f"iteration {iteration!r} is not a whole number in 0..{high}"
+    if total is None:  # an epochs job's run before it built its data: no count, no progress
+        return None, None
+    if iteration is not None and not _whole(iteration, 0, total):
+        return None, f"iteration {iteration!r} is not a whole number in 0..{total}"
     seconds = report.get("iteration_s")
     if seconds is not None and not in_range(seconds, 0, MAX_ITERATION_S, above=True):
         return None, f"iteration_s {seconds!r} is not a number in (0, {MAX_ITERATION_S:g}]"
@@ -45,7 +46,7 @@ def checked_progress(report: object, iterations: int | None) -> tuple[dict | Non
         return None, f"loss {loss!r} is not a finite number"
     return {
         "iteration": None if iteration is None else int(iteration),
-        "iterations": None if total is None else int(total),
+        "iterations": int(total),
         "iteration_s": seconds,
         "loss": loss,
     }, None
@@ -123,7 +124,9 @@ def _entries(p: dict, key: str, most: int, fields: set[str]) -> list[tuple[str, 
     return [(f"{key}[{i}]", entry) for i, entry in enumerate(listed)]
 
 
-def _in(name: str, v: object, low: float, high: float, above: bool = False, whole: bool = False):
+def _in(
+    name: str, v: object, low: float, high: float, above: bool = False, whole: bool = False
+) -> None:
     """Refuse ``v`` unless :func:`dlsched.jobs.in_range` (with ``name`` in the reason)."""
     if not in_range(v, low, high, above, whole):
         kind = "a whole number" if whole else "a number"
@@ -135,5 +138,5 @@ def _shown(bound: float) -> str:
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
-def _whole(v: object, low: int, high: int) -> TypeGuard[int | float]:
+def _whole(v: object, low: float, high: float) -> TypeGuard[int | float]:
     return in_range(v, low, high, whole=True)

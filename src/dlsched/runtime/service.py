@@ -20,8 +20,9 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..admission import QuotaAdmission, schedule_pass
 from ..cluster import Cluster
@@ -32,7 +33,7 @@ from ..policies.catalog import make_policy
 from ..state.cluster_state import ClusterState
 from ..state.costs import Costs
 from ..tenant_quotas import TenantConfig, TenantQuota, equal_shares, quota_from
-from ..view import Applied, Plan
+from ..view import Applied, JobView, Plan
 from . import read_models
 from .device import out_of_memory
 from .executor_api import CLUSTER, MEMORY, Executor, Outcome
@@ -117,7 +118,9 @@ class SchedulerService:
         self.admission = QuotaAdmission(
             TenantConfig({**base.tenants, **kept}, base.default, base.source)
         )
-        self.admission.log = []
+        # what the stage admitted, evicted and shrank in a pass (_quota_events drains it)
+        self.admission_log: list[tuple[str, JobView, float | str]] = []
+        self.admission.log = self.admission_log
         self.interval_s, self.max_failures = interval_s, max_failures
         self.metrics = RuntimeMetrics(expose_tenants=metrics_tenants)
         self._failed_passes = 0  # (the metric's count, kept here: Prometheus' is not public)
@@ -230,7 +233,7 @@ class SchedulerService:
         """GPUs of the training pool: the most a job may ask for."""
         return self.cluster.pool_gpus("training")
 
-    def validate(self, spec) -> dict:
+    def validate(self, spec: object) -> dict:
         return validate_run_spec(spec, self.capacity_gpus, self.cluster.num_gpus)
 
     # -- one pass ----------------------------------------------------------------------------
@@ -299,7 +302,7 @@ class SchedulerService:
                 for job in self.state.cordon(nid, drain=service == "drained"):
                     self.executor.stop(job.job_id, graceful=True)
                     self._set_status(
-                        self.store.job(job.job_id),
+                        self.store.known_job(job.job_id),
                         QUEUED,
                         f"preempted: node {name} drained by the operator: checkpoints and waits",
                         preemptions=job.preemptions,
@@ -425,16 +428,16 @@ class SchedulerService:
         for jid in self.store.prune(self.finished_kept_per_tenant, now - self.job_retention_s):
             self.executor.discard(jid, log=True)
 
-    def _requeued(self, job: JobState, event: str, stop: bool = True, **fields) -> None:
+    def _requeued(self, job: JobState, event: str, stop: bool = True, **fields: Any) -> None:
         """The state stopped a running job that did not end by itself (a lost node, a reclaim
         notice run out): its run is killed (``stop``) and its reports are stale from now on;
         the store shows it queued, with ``event``."""
         if stop:
             self.executor.stop(job.job_id, graceful=False)
         self.live[job.job_id].killed = True
-        self._set_status(self.store.job(job.job_id), QUEUED, event, **fields)
+        self._set_status(self.store.known_job(job.job_id), QUEUED, event, **fields)
 
-    def _set_status(self, row: dict, status: str, event: str, **fields) -> None:
+    def _set_status(self, row: dict, status: str, event: str, **fields: Any) -> None:
         # one instant for the event, the run it opens or closes (the usage) and its finish
         now = fields.get("finished") or self.clock()
         run = None
@@ -523,7 +526,7 @@ class SchedulerService:
         may_start = functools.partial(self.admission.could_admit, self.state)
         while (turn := self.to_profile.next_run(self.state, shares, now, may_start)) is not None:
             jid, tenant, gpus, room_mib = turn
-            row = self.store.job(jid)
+            row = self.store.known_job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
                 self.state.lease(jid, gpus, tenant)  # its tenant's use while it runs
                 placement = self._placement(gpus)
@@ -569,7 +572,7 @@ class SchedulerService:
                     self.live[job.job_id].meter.reconfigured()
             self.state.release(jid)
             beside = self.to_profile.ended(jid)
-            row = self.store.job(jid)
+            row = self.store.known_job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
                 self.to_profile.forget(jid)
                 return  # cancelled meanwhile
@@ -619,7 +622,7 @@ class SchedulerService:
             finished = self.clock()
             self._judge_deadline(job, met=finished <= (job.spec.deadline_s or 0))
             self._set_status(
-                self.store.job(jid),
+                self.store.known_job(jid),
                 DONE,
                 f"done after {iteration} iterations",
                 finished=finished,
@@ -644,7 +647,7 @@ class SchedulerService:
                 **fields,
             )
         elif outcome.kind == "failed" and job.status is Status.RUNNING:
-            row = self.store.job(jid)
+            row = self.store.known_job(jid)
             live.meter.failed(self.clock())
             if outcome.cause == MEMORY and jid not in self.speed.exclusive:
                 self.speed.exclusive.add(jid)  # honoured once: from now on alone and uncapped
@@ -735,7 +738,7 @@ class SchedulerService:
         live.iteration = p["iteration"]
         key = config_key(len(job.gpus), job.accumulation, job.sharing)
         fields = {"iteration": p["iteration"], "iteration_s": p["iteration_s"]}
-        total = p["iterations"] or job.spec.iterations
+        total = p["iterations"]  # (the run's count: an epochs job's is its data's)
         duration = None
         leased = self.state.occupancy.leased
         if leased and not leased.isdisjoint(job.gpus):
@@ -780,7 +783,7 @@ class SchedulerService:
         or shrank (a borrower's elastic job, among the plan's resizes: it runs on)."""
         preempted = {job.job_id for job in applied.preempted}
         by_quota: dict[str, str] = {}
-        for kind, job, detail in self.admission.log:
+        for kind, job, detail in self.admission_log:
             tenant = job.spec.tenant
             if kind == "admitted":
                 self.metrics.admitted(tenant, float(detail))  # (its wait)
@@ -792,7 +795,7 @@ class SchedulerService:
                     self.store.update_job(
                         job.job_id, event=f"admission withdrawn ({self._why(str(detail))})"
                     )
-        self.admission.log.clear()
+        self.admission_log.clear()
         return by_quota
 
     @staticmethod
@@ -822,7 +825,9 @@ class SchedulerService:
                 if jid in by_quota
                 else f"preempted by {self.policy.name}{why}: checkpoints and waits"
             )
-            self._set_status(self.store.job(jid), QUEUED, message, preemptions=job.preemptions)
+            self._set_status(
+                self.store.known_job(jid), QUEUED, message, preemptions=job.preemptions
+            )
         for job in applied.resized:
             gpus = job.gpus
             cause = f" ({self._why(by_quota[job.job_id])})" if job.job_id in by_quota else why
@@ -841,7 +846,7 @@ class SchedulerService:
                 self.executor.stop(job.job_id, graceful=True)
                 self._launch(job, gpus, f"resized to {len(gpus)} GPUs (stop-resume){cause}")
         for job in applied.started:
-            row = self.store.job(job.job_id)
+            row = self.store.known_job(job.job_id)
             k = job.accumulation
             self._launch(
                 job,
@@ -851,13 +856,20 @@ class SchedulerService:
                 accumulation=k,
             )
 
-    def _launch(self, job: JobState, gpus, event: str, accumulation: int = 1, **fields) -> None:
+    def _launch(
+        self,
+        job: JobState,
+        gpus: Sequence[int],
+        event: str,
+        accumulation: int = 1,
+        **fields: Any,
+    ) -> None:
         jid = job.job_id
         live = self.live[jid]
         live.attempt += 1
         live.killed = False
         attempt = live.attempt
-        row = self.store.job(jid)
+        row = self.store.known_job(jid)
         placement = self._placement(tuple(gpus))
         live.meter.launched(self.clock(), row["iteration"], first=row["started"] is None)
         self._set_status(
@@ -886,6 +898,6 @@ class SchedulerService:
         return read_models.export(self, since, until, tenant)
 
 
-def _where(placement) -> str:
+def _where(placement: Sequence[tuple[str, int]]) -> str:
     """GPUs as the events name them: ``n0/gpu0, n1/gpu3``."""
     return ", ".join(f"{n}/gpu{i}" for n, i in placement)

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 # job states as stored (a superset of the policy's view: starting and cancelling are the
 # executor's intermediate steps)
@@ -21,7 +21,7 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed"
 FINAL = (DONE, FAILED, CANCELLED)
 
 
-class Store:
+class Store(Protocol):
     """The interface the service uses; a server database would implement the same."""
 
     def create_tenant(self, name: str, token_hash: str) -> dict: ...
@@ -31,6 +31,14 @@ class Store:
     def tenants(self, removed: bool = False) -> list[dict]: ...
     def add_job(self, tenant_id: str, spec: dict) -> dict: ...
     def job(self, job_id: str) -> dict | None: ...
+
+    def known_job(self, job_id: str) -> dict:
+        """A job the caller knows is stored (a live one, one just added): KeyError if not."""
+        row = self.job(job_id)
+        if row is None:
+            raise KeyError(f"job {job_id} is not in the store")
+        return row
+
     def jobs(
         self,
         tenant_id: str | None = None,
@@ -207,7 +215,7 @@ class SQLiteStore(Store):
                 "INSERT INTO events (job_id, t, status, message) VALUES (?, ?, ?, ?)",
                 (job_id, now, QUEUED, "submitted"),
             )
-        return self.job(job_id)
+        return self.known_job(job_id)
 
     @staticmethod
     def _decode(row: dict) -> dict:
@@ -229,7 +237,8 @@ class SQLiteStore(Store):
         after_seq: int = 0,
         cancel_requested: bool | None = None,
     ) -> list[dict]:
-        sql, args = "SELECT * FROM jobs WHERE n > ?", [after_seq]
+        sql = "SELECT * FROM jobs WHERE n > ?"
+        args: list[object] = [after_seq]
         if cancel_requested is not None:
             sql += " AND cancel_requested = ?"
             args.append(int(cancel_requested))

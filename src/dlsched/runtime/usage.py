@@ -22,7 +22,8 @@ def usage_report(store: Store, since: float, until: float, tenant_id: str | None
         h = held.setdefault(r["job_id"], [0.0, 0.0])
         h[0] += r["gpus"] * (r["end"] - r["start"])
         h[1] += r["end"] - r["start"]
-    jobs, tenants = [], {}
+    jobs: list[dict] = []
+    tenants: dict[str, dict] = {}
     for row in store.jobs(tenant_id=tenant_id):
         start, end = max(since, row["submitted"]), min(until, row["finished"] or until)
         if end <= start and row["id"] not in held:

@@ -98,7 +98,7 @@ def export_history(
             "(narrow since/until)",
         )
     speed = RuntimeSpeed()
-    jobs = []
+    ran = []
     skipped: dict[str, int] = {}
     for row in rows:
         spec = to_job_spec(
@@ -113,20 +113,20 @@ def export_history(
             speed.profiles[row["id"]] = row["profile"]
         meter = JobMeter.load(row["measured"])
         solo = solo_iteration_s(meter, spec, speed)
-        jobs.append((row, spec, meter, solo, solo and shared_slowdown(meter, spec, speed, solo[0])))
+        ran.append((row, spec, meter, solo, solo and shared_slowdown(meter, spec, speed, solo[0])))
     # a job that only ever ran shared: alone, it would have run the typical slowdown faster
-    typical_slowdown = statistics.median([x for *_, x in jobs if x] or [speed.typical_slowdown()])
+    typical_slowdown = statistics.median([x for *_, x in ran if x] or [speed.typical_slowdown()])
     typical = {
         "startup_s": statistics.median(
-            [s for _, _, m, *_ in jobs for s in m.start_pauses()] or [0.0]
+            [s for _, _, m, *_ in ran for s in m.start_pauses()] or [0.0]
         ),
         "restart_s": statistics.median(
-            [s for _, _, m, *_ in jobs for s in m.restart_pauses()] or [0.0]
+            [s for _, _, m, *_ in ran for s in m.restart_pauses()] or [0.0]
         ),
         "slowdown": typical_slowdown,
     }
     measured = []
-    for row, spec, meter, solo, slowdown in jobs:
+    for row, spec, meter, solo, slowdown in ran:
         solo = solo or solo_iteration_s(meter, spec, speed, typical_slowdown)
         if solo is None and row["iteration_s"]:
             solo = (row["iteration_s"], "reported")  # too short for a whole measured stretch
@@ -146,7 +146,7 @@ def export_history(
     def rel(t: float | None) -> float | None:
         return None if t is None else round(t - t0, 3)
 
-    jobs = []
+    jobs: list[dict] = []
     for row, spec, meter, (iteration_s, source), slowdown in measured:
         profile = row["profile"] or {}
         jobs.append(

@@ -25,7 +25,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -124,7 +124,7 @@ def _args_problem(args: dict) -> str | None:
 REQUEST_PARTS = ("body", "query", "path", "header", "cookie")  # FastAPI's error locations
 
 
-def spec_error(errors: list[dict]) -> SpecError:
+def spec_error(errors: Sequence[Mapping[str, Any]]) -> SpecError:
     """The first problem pydantic found, as the field it names and the reason."""
     first = errors[0]
     loc = [str(p) for p in first["loc"]]
@@ -175,7 +175,9 @@ UNITS_S = {"s": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 WITHIN = re.compile(r"^\s*(?P<n>\d+(\.\d+)?)\s*(?P<unit>s|min|m|h|d)\s*$")
 
 
-def absolute_deadline(deadline, within, now: float) -> float | None:
+def absolute_deadline(
+    deadline: float | str | None, within: float | str | None, now: float
+) -> float | None:
     """The deadline as Unix seconds from ``deadline`` (absolute) or ``within`` (from now);
     :class:`SpecError` naming the field when it cannot be read or is not in the future."""
     if deadline is not None and within is not None:

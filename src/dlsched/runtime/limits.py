@@ -10,6 +10,15 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from os import PathLike
+from typing import Any
+
+# ASGI's parts (the asgiref types, not a dependency here)
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # A job spec's bounds (a value outside is a 422) that what its runs report is checked against
 # too (.reports), here where a worker's process reads them without the API's imports
@@ -46,10 +55,10 @@ class BodyLimit:
     """ASGI middleware: a request whose body exceeds ``max_bytes`` gets 413 before any handler
     reads it (by its Content-Length, or while it streams in)."""
 
-    def __init__(self, app, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: App, max_bytes: int = MAX_BODY_BYTES) -> None:
         self.app, self.max_bytes = app, max_bytes
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         length = dict(scope.get("headers") or []).get(b"content-length")
@@ -57,7 +66,7 @@ class BodyLimit:
             return await self._too_large(send)
         seen = 0
 
-        async def counted():
+        async def counted() -> MutableMapping[str, Any]:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -71,7 +80,7 @@ class BodyLimit:
         except _TooLarge:
             await self._too_large(send)
 
-    async def _too_large(self, send) -> None:
+    async def _too_large(self, send: Send) -> None:
         body = b'{"detail":{"field":"body","reason":"request body over %d bytes"}}' % self.max_bytes
         await send(
             {
@@ -94,7 +103,10 @@ class SubmitLimiter:
     """Per tenant: a token bucket of ``burst`` submits refilled at ``per_s``."""
 
     def __init__(
-        self, per_s: float = SUBMITS_PER_S, burst: int = SUBMIT_BURST, clock=time.monotonic
+        self,
+        per_s: float = SUBMITS_PER_S,
+        burst: int = SUBMIT_BURST,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.per_s, self.burst, self.clock = per_s, burst, clock
         self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, as of)
@@ -113,7 +125,7 @@ class SubmitLimiter:
             return None
 
 
-def tail(path, max_bytes: int) -> str:
+def tail(path: str | PathLike[str], max_bytes: int) -> str:
     """The end of a file (at most ``max_bytes``), marked when cut; "" if it does not exist."""
     try:
         with open(path, "rb") as f:
@@ -129,7 +141,7 @@ def tail(path, max_bytes: int) -> str:
 class DiskReserve:
     """Whether the disk holding ``path`` has ``reserve`` bytes free (new work waits if not)."""
 
-    def __init__(self, path, reserve: int = DISK_RESERVE_BYTES) -> None:
+    def __init__(self, path: str | PathLike[str], reserve: int = DISK_RESERVE_BYTES) -> None:
         self.path, self.reserve = path, reserve
 
     def short(self) -> str | None:

@@ -17,6 +17,12 @@ that report's iteration a minute early.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .speed import RuntimeSpeed, global_batch
+
+if TYPE_CHECKING:
+    from ..jobs import JobSpec
 
 
 def config_key(workers: int, accumulation: int, shared: bool) -> str:
@@ -108,14 +114,14 @@ class JobMeter:
         iteration, s."""
         return [self._pause(r) for r in self.restarts]
 
-    def _pause(self, report) -> float:
+    def _pause(self, report: Any) -> float:
         if isinstance(report, (int, float)):
             return float(report)
         elapsed, iterations, key, reported_s = report
         return max(0.0, elapsed - iterations * (self.iteration_s(key) or reported_s))
 
 
-def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:
+def _time_at(t: float, key: str, spec: JobSpec, speed: RuntimeSpeed, to_request: bool) -> float:
     """Convert an iteration time measured alone in configuration ``key`` to the job's request
     with no sub-batches (``to_request``), or back, by the runtime's own model."""
     workers, accumulation, _ = parse_key(key)
@@ -124,7 +130,7 @@ def _time_at(t: float, key: str, spec, speed, to_request: bool) -> float:
 
 
 def solo_iteration_s(
-    meter: JobMeter, spec, speed, typical_slowdown: float | None = None
+    meter: JobMeter, spec: JobSpec, speed: RuntimeSpeed, typical_slowdown: float | None = None
 ) -> tuple[float, str] | None:
     """The job's iteration time alone on its requested GPUs without sub-batches, and how it was
     obtained: ``measured`` there; ``derived`` by the runtime's model (scaling, accumulation
@@ -134,24 +140,23 @@ def solo_iteration_s(
     exact = meter.iteration_s(config_key(spec.num_gpus, 1, False))
     if exact is not None:
         return exact, "measured"
-    runs = sorted(((v[0], k) for k, v in meter.speeds.items() if v[0]), reverse=True)
-    alone = [k for _, k in runs if not parse_key(k)[2]]
+    # (iterations, configuration, iteration time) of each configuration it ran in, longest first
+    runs = sorted(((v[0], k, v[1] / v[0]) for k, v in meter.speeds.items() if v[0]), reverse=True)
+    alone = [(k, t) for _, k, t in runs if not parse_key(k)[2]]
     if alone:
-        return _time_at(
-            meter.iteration_s(alone[0]), alone[0], spec, speed, to_request=True
-        ), "derived"
-    profiled = speed.iteration_s(spec, spec.num_gpus, 1, spec.batch_size / spec.num_gpus)
+        return _time_at(alone[0][1], alone[0][0], spec, speed, to_request=True), "derived"
+    profiled = speed.iteration_s(spec, spec.num_gpus, 1, global_batch(spec) / spec.num_gpus)
     if profiled is not None:
         return profiled, "profiled"
     if runs and typical_slowdown:
-        key = runs[0][1]
-        return _time_at(
-            meter.iteration_s(key) / typical_slowdown, key, spec, speed, to_request=True
-        ), "derived-shared"
+        _, key, t = runs[0]
+        return _time_at(t / typical_slowdown, key, spec, speed, to_request=True), "derived-shared"
     return None
 
 
-def shared_slowdown(meter: JobMeter, spec, speed, solo_s: float) -> float | None:
+def shared_slowdown(
+    meter: JobMeter, spec: JobSpec, speed: RuntimeSpeed, solo_s: float
+) -> float | None:
     """How much slower its iterations ran while it shared a GPU than alone in the same
     configuration (weighted by iterations); None when it never shared."""
     iterations = weighted = 0.0

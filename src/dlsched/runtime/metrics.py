@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
+
+if TYPE_CHECKING:
+    from .service import SchedulerService
 
 
 class RuntimeMetrics:
@@ -172,7 +176,7 @@ class RuntimeMetrics:
     def transition(self, old: str, new: str) -> None:
         self.transitions.labels(old, new).inc()
 
-    def observe(self, service) -> None:
+    def observe(self, service: SchedulerService) -> None:
         state = service.state
         counts = Counter(
             (j.spec.tenant if self.expose_tenants else "all") for j in state.pending.values()
@@ -195,12 +199,12 @@ class RuntimeMetrics:
         self._observe_quotas(service)
         loans = state.loans
         if loans.inference_nodes:
-            for state, count in (
+            for loan_state, count in (
                 ("held", loans.held),
                 ("loaned", len(loans.loaned)),
                 ("reclaiming", len(loans.reclaiming)),
             ):
-                self.pool_servers.labels(state).set(count)
+                self.pool_servers.labels(loan_state).set(count)
             self.inference_demand.set(loans.announced)
             stats = loans.stats
             for key, counter, value in (
@@ -215,7 +219,7 @@ class RuntimeMetrics:
                     counter.inc(value - self._counted[key])
                     self._counted[key] = value
 
-    def _observe_quotas(self, service) -> None:
+    def _observe_quotas(self, service: SchedulerService) -> None:
         usage = service.admission.usage_by_tenant(service.state)
         pending: Counter = Counter(j.spec.tenant for j in service.state.pending.values())
         unprofiled = service.unprofiled_waiting_for_quota()

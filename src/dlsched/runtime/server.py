@@ -9,7 +9,9 @@ import math
 import os
 import signal
 import socket
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
+from typing import Any
 
 from ..errors import SpecError, option_name
 from ..inference import DEFAULT_RECLAIM_NOTICE_S
@@ -30,6 +32,7 @@ from .sandbox import (
     DEFAULT_UID_BASE,
     DEFAULT_UID_COUNT,
     MIN_MEMORY_MIB,
+    Sandbox,
 )
 from .store import SQLiteStore
 
@@ -60,17 +63,17 @@ def admin_token_hash(store: SQLiteStore, data_dir: Path, given: str | None) -> s
                 f"dlsched: removed {path}: the admin token now comes from the given one", flush=True
             )
         return digest
-    digest = store.get_setting("admin_token_hash")
-    if digest is None or not path.exists():
+    stored = store.get_setting("admin_token_hash")
+    if stored is None or not path.exists():
         token = new_token()
         write_private(path, token + "\n")
-        digest = hash_token(token)
-        store.set_setting("admin_token_hash", digest)
+        stored = hash_token(token)
+        store.set_setting("admin_token_hash", stored)
         print(f"dlsched: admin token written to {path}", flush=True)
-    return digest
+    return stored
 
 
-def given_admin_token(args) -> str | None:
+def given_admin_token(args: Namespace) -> str | None:
     """The admin token from ``--admin-token-file``, else ``DLSCHED_ADMIN_TOKEN`` (never from the
     command line itself, where other users could read it in the process list)."""
     if args.admin_token_file:
@@ -84,10 +87,9 @@ def given_admin_token(args) -> str | None:
     return os.environ.get("DLSCHED_ADMIN_TOKEN") or None
 
 
-def sandbox_from(args, data_dir: Path):
+def sandbox_from(args: Namespace, data_dir: Path) -> Sandbox:
     """The tenant sandbox the options ask for, checked (a :class:`SpecError` if it cannot
     isolate)."""
-    from .sandbox import Sandbox
 
     try:
         first, _, last = args.tenant_uids.partition("-")
@@ -167,7 +169,7 @@ ISOLATION_DEFAULTS = {
 }
 
 
-def _take_defaults(args, defaults: dict, unused: bool, why: str) -> None:
+def _take_defaults(args: Namespace, defaults: dict, unused: bool, why: str) -> None:
     """Each option of ``defaults`` not given takes its default; when ``unused`` (the other
     options make them do nothing), one given is refused, naming it and ``why``."""
     for name, default in defaults.items():
@@ -179,7 +181,7 @@ def _take_defaults(args, defaults: dict, unused: bool, why: str) -> None:
             raise SpecError(option[2:], f"{option} {why}")
 
 
-def check_options(args, params: dict) -> None:
+def check_options(args: Namespace, params: dict) -> None:
     """The numeric options and the policy with its parameters, before anything starts (a bad
     one stopped the server only once Ray was up, or never: a pass period of 0 spun, nan ones
     were taken). Options the others make do nothing were taken in silence: the embedded
@@ -241,7 +243,7 @@ def check_options(args, params: dict) -> None:
     make_policy(args.policy, **params)  # the service makes its own once Ray is up
 
 
-def serve(args, params: dict) -> int:
+def serve(args: Namespace, params: dict) -> int:
     check_options(args, params)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = Path(args.data_dir)
@@ -359,7 +361,7 @@ def serve(args, params: dict) -> int:
     return 0
 
 
-def add_server_parser(sub):
+def add_server_parser(sub: Any) -> ArgumentParser:
     p = sub.add_parser(
         "server", help="run the scheduler service: REST API, scheduling loop, Ray executor"
     )

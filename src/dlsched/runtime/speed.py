@@ -39,6 +39,13 @@ def median_measured_slowdown() -> float:
     return statistics.median(measured_pair_slowdowns())
 
 
+def global_batch(spec: JobSpec) -> int:
+    """A runtime job's global batch: its spec requires one (a simulated job's may have none)."""
+    if spec.batch_size is None:
+        raise ValueError(f"job {spec.job_id} has no batch size")
+    return spec.batch_size
+
+
 class RuntimeSpeed:
     """Implements :class:`~dlsched.workload_model.WorkloadModel` for real jobs."""
 
@@ -93,7 +100,7 @@ class RuntimeSpeed:
             job.spec, job.accumulation
         )
 
-    def speed_at_size(self, spec: JobSpec, gpus: int) -> float | None:
+    def speed_at_size(self, spec: JobSpec, gpus: int) -> float:
         return (gpus / spec.num_gpus) ** self.exponent
 
     def memory_mib(self, spec: JobSpec, gpus: int, accumulation: int = 1) -> float | None:
@@ -101,7 +108,7 @@ class RuntimeSpeed:
         p = self.profiles.get(spec.job_id)
         if p is None or spec.job_id in self.exclusive:
             return None
-        peak = p["fixed_mib"] + p["per_sample_mib"] * spec.batch_size / gpus / accumulation
+        peak = p["fixed_mib"] + p["per_sample_mib"] * global_batch(spec) / gpus / accumulation
         # the fit's line at a sub-batch below the measured ones may reach 0 or below: unknown,
         # not a grant of nothing (a grant of 0 is no cap, and anyone may join a job using none)
         return peak * (1 + self.memory_headroom) if peak > 0 else None
@@ -110,7 +117,7 @@ class RuntimeSpeed:
         p = self.profiles.get(spec.job_id)
         if p is None or accumulation == 1:
             return 1.0
-        batch = spec.batch_size / spec.num_gpus
+        batch = global_batch(spec) / spec.num_gpus
         return (accumulation * p["c0_s"] + p["c1_s"] * batch) / (p["c0_s"] + p["c1_s"] * batch)
 
     def spread_speed(self, job: JobView, gpus: int, gpu_types: Collection[str]) -> float | None:

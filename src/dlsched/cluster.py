@@ -255,7 +255,7 @@ class Cluster:
         )
 
 
-def _positive_int(value, name: str, most: int | None = None) -> int:
+def _positive_int(value: object, name: str, most: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SpecError(name, f"must be a positive integer, got {value!r}")
     try:
@@ -269,7 +269,7 @@ def _positive_int(value, name: str, most: int | None = None) -> int:
     return as_int
 
 
-def _speed(value, name: str) -> float:
+def _speed(value: object, name: str) -> float:
     low, high = GPU_SPEED_RANGE
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SpecError(name, f"must be a number in [{low:g}, {high:g}], got {value!r}")

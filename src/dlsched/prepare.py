@@ -7,6 +7,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .cluster import Cluster, load_cluster
 from .collector import fewer_collections
@@ -133,7 +134,7 @@ def prepare(
     (:mod:`dlsched.qos`). Jobs larger than the cluster stop with an error naming the first,
     or with ``skip_invalid`` are dropped and counted in ``trace.dropped``. ``cluster`` None is
     :data:`DEFAULT_CLUSTER`, except for a server's history, which replays on the server's own."""
-    options = dict(
+    options: dict[str, Any] = dict(
         fmt=fmt,
         mapping=mapping,
         trace_params=trace_params,

@@ -15,6 +15,7 @@ import math
 import statistics
 
 from .jobs import JobSpec, JobState
+from .policies.base import Policy
 from .runtime.speed import RuntimeSpeed
 
 
@@ -28,7 +29,7 @@ def replay_model(replay: dict[str, dict]) -> RuntimeSpeed:
     return speed
 
 
-def with_profiling(jobs: list[JobSpec], replay: dict[str, dict], policy) -> list[JobSpec]:
+def with_profiling(jobs: list[JobSpec], replay: dict[str, dict], policy: Policy) -> list[JobSpec]:
     """Under a policy that needs a job's profile (sharing, GENIE) the server schedules a job only
     after its profiling run: it arrives as far after its submission as its profiling took."""
     if not (policy.shares_gpus or policy.moldable):

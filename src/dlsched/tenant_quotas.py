@@ -85,7 +85,7 @@ class TenantConfig:
 _FIELDS = {"nominal", "borrowing_limit", "cohort", "weight", "priority"}
 
 
-def quota_from(data, where: str) -> TenantQuota:
+def quota_from(data: object, where: str) -> TenantQuota:
     """A tenant's quota from a mapping (a file's entry, an API body); SpecError names the field."""
     if not isinstance(data, dict):
         raise SpecError(where, f"must be a mapping of {', '.join(sorted(_FIELDS))}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -16,7 +17,7 @@ MAX_YAML_BYTES = 16 * 2**20
 MAX_YAML_VALUES = MAX_YAML_BYTES // 2
 
 
-def read_yaml(path: str | Path, field: str):
+def read_yaml(path: str | Path, field: str) -> Any:
     """The file's content; :class:`SpecError` naming ``field`` when it cannot be read or parsed
     (not UTF-8, nested too deep for the parser, over :data:`MAX_YAML_BYTES`, a device or pipe
     that does not end there), or when its aliases make it refer to itself or expand past
@@ -51,7 +52,7 @@ _PlainLoader.yaml_implicit_resolvers = {
 _PLAIN = (str, int, float, bool, type(None))
 
 
-def _not_plain(data) -> str | None:
+def _not_plain(data: object) -> str | None:
     """Where the document holds a value that is not plain data (text, a number, a boolean,
     null, or a list or mapping of those): an explicit tag such as ``!!set``, ``!!binary`` or
     ``!!timestamp`` (asked after ``_alias_problem``: no loop is left)."""
@@ -80,13 +81,13 @@ def _not_plain(data) -> str | None:
     return None
 
 
-def _alias_problem(data) -> str | None:
+def _alias_problem(data: object) -> str | None:
     """Why the document cannot be read as plain data: a list or mapping inside itself, or more
     than MAX_YAML_VALUES values once every alias is written out (each list or mapping is
     counted once, however many aliases name it)."""
     written: dict[int, int] = {}  # a list or mapping -> its values written out
     inside: set[int] = set()  # the lists and mappings around the one being counted
-    todo: list[tuple[object, bool]] = [(data, False)] if _nested(data) else []
+    todo: list[tuple[dict | list, bool]] = [(data, False)] if _nested(data) else []
     while todo:
         value, leaving = todo.pop()
         if leaving:
@@ -105,7 +106,7 @@ def _alias_problem(data) -> str | None:
     return None
 
 
-def _nested(value) -> bool:
+def _nested(value: object) -> TypeGuard[dict | list]:
     return isinstance(value, dict | list)
 
 

@@ -13,6 +13,7 @@ import csv
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from ..errors import SpecError, quoted
 
@@ -28,7 +29,7 @@ class Point:
     source: str
 
 
-def _pollux_root():
+def _pollux_root() -> Traversable:
     return resources.files("dlsched") / "data" / "profiles" / "pollux"
 
 
@@ -41,7 +42,7 @@ def pollux_apps() -> list[str]:
     return list(_measured_apps())
 
 
-def _app_dir(app: str, field: str):
+def _app_dir(app: str, field: str) -> Traversable:
     """The folder of an application Pollux measured; any other name (an empty one, a path, one
     too long for a file name) is refused naming ``field``, before it is used as a path."""
     if app not in _measured_apps():
@@ -94,7 +95,11 @@ def pollux_training_steps(app: str, batch_size: int) -> float:
     the application's ``max_epochs`` there), linearly interpolated between the measured batch
     sizes around ``batch_size``. (The ``progress`` column is not a step count.)"""
     root = _app_dir(app, "application")
-    measured = sorted(int(p.stem.split("-")[-1]) for p in root.glob("validation-*.csv"))
+    measured = sorted(
+        int(p.name.removesuffix(".csv").split("-")[-1])
+        for p in root.iterdir()
+        if p.name.startswith("validation-") and p.name.endswith(".csv")
+    )
     if not measured[0] <= batch_size <= measured[-1]:
         raise SpecError(
             "batch_size",

@@ -4,6 +4,7 @@ co-location slowdown for any model of the zoo."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from functools import cache
 
 from ..errors import SpecError
@@ -62,7 +63,7 @@ class PerfModel:
         job_type = profile(model).gavel_type
         return gavel_solo(job_type, measured) / gavel_solo(job_type, REFERENCE_GPU)
 
-    def check_types(self, gpu_types) -> None:
+    def check_types(self, gpu_types: Iterable[str]) -> None:
         """Refuse at once (SpecError) a GPU type whose speed is neither measured nor given."""
         for gpu_type in sorted(set(gpu_types) - set(self.type_speeds)):
             self._measured_type(gpu_type)

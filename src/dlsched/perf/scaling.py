@@ -72,7 +72,7 @@ class ScalingFit:
 
 
 def _features(points: Sequence[Point]) -> list[tuple[float, ...]]:
-    rows = []
+    rows: list[tuple[float, ...]] = []
     for p in points:
         local = 1.0 if p.gpus > 1 and p.nodes == 1 else 0.0
         remote = 1.0 if p.nodes > 1 else 0.0

@@ -94,9 +94,16 @@ class PerfSpeed:
         return default_local_batch(spec.model) * spec.num_gpus
 
     def _speed(
-        self, spec: JobSpec, gpus: int, node_count: int, gpu_types, accumulation: int
+        self,
+        spec: JobSpec,
+        gpus: int,
+        node_count: int,
+        gpu_types: Collection[str],
+        accumulation: int,
     ) -> float:
         perf, model, requested = self.perf, spec.model, spec.num_gpus
+        if model is None:  # (its callers speak for a job without one: 1.0 or None)
+            raise ValueError(f"job {spec.job_id} has no model to measure its speed by")
         batch = self.global_batch(spec)
         ref = perf.iteration_s(
             model,

@@ -62,15 +62,17 @@ class ModelProfile:
 
     @property
     def per_sample_mib(self) -> float | None:
-        if self.fixed_mib is None:
+        fixed, footprint, batch = self.fixed_mib, self.footprint_mib, self.footprint_batch
+        if fixed is None or footprint is None or batch is None:
             return None
-        return (self.footprint_mib - self.fixed_mib) / self.footprint_batch
+        return (footprint - fixed) / batch
 
     def memory_mib(self, local_batch: float) -> float | None:
         """GPU memory at a per-GPU batch, or None where no footprint was measured."""
-        if self.fixed_mib is None:
+        fixed, per_sample = self.fixed_mib, self.per_sample_mib
+        if fixed is None or per_sample is None:
             return None
-        return self.fixed_mib + self.per_sample_mib * local_batch
+        return fixed + per_sample * local_batch
 
 
 ZOO: dict[str, ModelProfile] = {

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
 
-if TYPE_CHECKING:
-    from .service import SchedulerService
+from ..admission import QuotaAdmission
+from ..cluster import Cluster
+from ..state.cluster_state import ClusterState
+
+
+class ServiceReadings(Protocol):
+    """What the metrics read of the scheduler service (its module imports this one)."""
+
+    UNLIMITED: int
+    state: ClusterState
+    cluster: Cluster
+    admission: QuotaAdmission
+    pass_s: float | None
+
+    def unprofiled_waiting_for_quota(self) -> Counter: ...
 
 
 class RuntimeMetrics:
@@ -176,7 +189,7 @@ class RuntimeMetrics:
     def transition(self, old: str, new: str) -> None:
         self.transitions.labels(old, new).inc()
 
-    def observe(self, service: SchedulerService) -> None:
+    def observe(self, service: ServiceReadings) -> None:
         state = service.state
         counts = Counter(
             (j.spec.tenant if self.expose_tenants else "all") for j in state.pending.values()
@@ -219,7 +232,7 @@ class RuntimeMetrics:
                     counter.inc(value - self._counted[key])
                     self._counted[key] = value
 
-    def _observe_quotas(self, service: SchedulerService) -> None:
+    def _observe_quotas(self, service: ServiceReadings) -> None:
         usage = service.admission.usage_by_tenant(service.state)
         pending: Counter = Counter(j.spec.tenant for j in service.state.pending.values())
         unprofiled = service.unprofiled_waiting_for_quota()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..errors import SpecError
 from .base import Trace
@@ -110,7 +111,7 @@ def load_trace(
     fmt: str | None = None,
     skip_invalid: bool = False,
     mapping: str | None = None,
-    **synthetic_params,
+    **synthetic_params: Any,
 ) -> Trace:
     if name_or_path == "synthetic":
         unknown = sorted(set(synthetic_params) - set(SYNTHETIC_PARAMETERS))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, overload
 
 from ..errors import SpecError, quoted
 from ..jobs import JobSpec
@@ -132,11 +133,38 @@ def check_shape(row: dict) -> None:
     if None not in row and None not in row.values():
         return
     columns = sum(1 for k in row if k is not None)
-    extra = row.get(None)  # type: ignore[call-overload]
+    extra = row.get(None)
     values = columns + len(extra) if extra else sum(1 for v in row.values() if v is not None)
     raise SpecError("columns", f"{values} values for the header's {columns} columns")
 
 
+@overload
+def number(  # type: ignore[overload-overlap]  # (an int serves where a float is read)
+    row: dict[str, str],
+    column: str,
+    field_name: str | None = None,
+    *,
+    integer: Literal[True],
+    scale: float = 1.0,
+) -> int: ...
+@overload
+def number(
+    row: dict[str, str],
+    column: str,
+    field_name: str | None = None,
+    *,
+    integer: Literal[False] = False,
+    scale: float = 1.0,
+) -> float: ...
+@overload
+def number(
+    row: dict[str, str],
+    column: str,
+    field_name: str | None = None,
+    *,
+    integer: bool,
+    scale: float = 1.0,
+) -> float: ...
 def number(
     row: dict[str, str],
     column: str,

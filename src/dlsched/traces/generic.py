@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from ..errors import SpecError, quoted
 from ..jobs import JobSpec
@@ -58,10 +60,10 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
             raise SpecError("mapping", f"unknown field '{key}': use {', '.join(FIELDS)}")
         if key in mapping:  # (the last one silently won)
             raise SpecError("mapping", f"field '{key}' is mapped twice")
-        column, _, unit = target.partition(":")
+        column, _, given_unit = target.partition(":")
         if not column:
             raise SpecError("mapping", f"field '{key}' maps to an empty column name")
-        unit = unit or None
+        unit = given_unit or None
         if unit is not None:
             allowed = list(TIME_UNITS) + (["datetime"] if key == "submit" else [])
             if key not in TIME_FIELDS or unit not in allowed:
@@ -78,7 +80,11 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
 
 
 def load_generic(
-    path, mapping: str | dict, name: str = "csv", skip_invalid: bool = False, delimiter: str = ","
+    path: str | Path,
+    mapping: str | dict,
+    name: str = "csv",
+    skip_invalid: bool = False,
+    delimiter: str = ",",
 ) -> Trace:
     m = parse_mapping(mapping) if isinstance(mapping, str) else mapping
 
@@ -106,7 +112,7 @@ def load_generic(
         return (row[m[key][0]] or "").strip() or None if key in m else None
 
     def convert(row_number: int, row: dict[str, str]) -> JobSpec:
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if "batch" in m:
             kwargs["batch_size"] = number(row, m["batch"][0], "batch_size", integer=True)
         if "priority" in m:
@@ -129,7 +135,7 @@ def load_generic(
     return collect(Trace(name, []), rows(), convert, skip_invalid)
 
 
-def header(path) -> list[str]:
+def header(path: str | Path) -> list[str]:
     """A CSV file's column names."""
     with readable(path), open_text(path) as f:
         return [c.strip() for c in f.readline().strip().split(",")]
@@ -138,7 +144,7 @@ def header(path) -> list[str]:
 def own_mapping(columns: list[str] | set[str]) -> dict[str, tuple[str, str | None]] | None:
     """The mapping of a CSV whose columns carry dlsched's own names (each field that has one),
     or None when a required field's is missing."""
-    mapping = {
+    mapping: dict[str, tuple[str, str | None]] = {
         field: (column, None)
         for field, names in OWN_COLUMNS.items()
         if (column := next((n for n in names if n in columns), None))
@@ -146,7 +152,7 @@ def own_mapping(columns: list[str] | set[str]) -> dict[str, tuple[str, str | Non
     return mapping if all(f in mapping for f in REQUIRED) else None
 
 
-def load_own(path, name: str = "csv", skip_invalid: bool = False) -> Trace:
+def load_own(path: str | Path, name: str = "csv", skip_invalid: bool = False) -> Trace:
     """A CSV with dlsched's own column names: a job spec's fields (``job_id, submit_time_s,
     num_gpus, duration_s``, ...) or a simulation's ``jobs.csv`` (``submit_s``): the same jobs
     replayed, as they were asked for (not as they ran)."""

@@ -5,6 +5,8 @@ the server's own jobs as they ran (``dlsched simulate --trace export.csv`` or ``
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..cluster import MAX_GPUS
 from ..errors import SpecError, quoted
 from ..jobs import MAX_TIME_S, JobSpec, in_range
@@ -57,8 +59,12 @@ def parse_placements(cell: str) -> list[dict]:
     return placements
 
 
-def _optional(row: dict[str, str], column: str, integer: bool = False):
+def _optional(row: dict[str, str], column: str, integer: bool = False) -> float | None:
     return None if not (row.get(column) or "").strip() else number(row, column, integer=integer)
+
+
+def _optional_whole(row: dict[str, str], column: str) -> int | None:
+    return None if not (row.get(column) or "").strip() else number(row, column, integer=True)
 
 
 # the measured columns' ranges: (least, above it only, most). Every bound above is MAX_TIME_S,
@@ -76,7 +82,7 @@ MEASURED = {
 }
 
 
-def _measured(row: dict[str, str], column: str, integer: bool = False):
+def _measured(row: dict[str, str], column: str, integer: bool = False) -> float | None:
     """An optional measured column, refused (naming it) outside its range."""
     value = _optional(row, column, integer)
     least, above, most = MEASURED[column]
@@ -86,14 +92,15 @@ def _measured(row: dict[str, str], column: str, integer: bool = False):
     return value
 
 
-def load_history(path, name: str = "history", skip_invalid: bool = False) -> Trace:
-    trace = Trace(name, [], replay={})
+def load_history(path: str | Path, name: str = "history", skip_invalid: bool = False) -> Trace:
+    replay: dict[str, dict] = {}  # job -> what its run measured
+    trace = Trace(name, [], replay=replay)
 
     def convert(row_number: int, row: dict[str, str]) -> JobSpec:
         job_id = (row["job_id"] or "").strip()
         if not job_id:
             raise SpecError("job_id", "empty")
-        if job_id in trace.replay:
+        if job_id in replay:
             raise SpecError("job_id", f"'{job_id}' appears twice")
         iterations = number(row, "iterations", integer=True)
         iteration_s = number(row, "iteration_s")
@@ -108,21 +115,20 @@ def load_history(path, name: str = "history", skip_invalid: bool = False) -> Tra
             iterations=iterations,
             batch_size=number(row, "batch_size", integer=True),
             model=(row["model"] or "").strip() or None,
-            priority=_optional(row, "priority", integer=True) or 0,
-            min_gpus=_optional(row, "min_gpus", integer=True),
-            max_gpus=_optional(row, "max_gpus", integer=True),
+            priority=_optional_whole(row, "priority") or 0,
+            min_gpus=_optional_whole(row, "min_gpus"),
+            max_gpus=_optional_whole(row, "max_gpus"),
             deadline_s=_optional(row, "deadline_s"),
             qos_class="given" if _optional(row, "deadline_s") is not None else None,
             startup_s=number(row, "startup_s"),
             restart_s=number(row, "restart_s"),
             estimate_s=_optional(row, "estimate_s"),
         )
-        profile: dict | None = {k: _measured(row, k) for k in PROFILE}
-        if not all(v is not None for v in profile.values()):
-            profile = None
-        elif placements := (row.get("placements") or "").strip():
+        measured: dict = {k: _measured(row, k) for k in PROFILE}
+        profile = measured if all(v is not None for v in measured.values()) else None
+        if profile is not None and (placements := (row.get("placements") or "").strip()):
             profile["placements"] = parse_placements(placements)
-        trace.replay[job_id] = {
+        replay[job_id] = {
             "profile": profile,
             "slowdown": _measured(row, "slowdown"),
             "profile_s": _measured(row, "profile_s"),

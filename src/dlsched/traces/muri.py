@@ -6,6 +6,8 @@ memory); the job spec's batch is global, so it is multiplied by the GPU count.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..jobs import JobSpec
 from .base import Trace, collect, number, read_rows
 
@@ -13,7 +15,7 @@ COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "batc
 MS = 1e-3
 
 
-def load_muri(path, name: str = "muri", skip_invalid: bool = False) -> Trace:
+def load_muri(path: str | Path, name: str = "muri", skip_invalid: bool = False) -> Trace:
     def convert(row_number: int, row: dict[str, str]) -> JobSpec:
         priority = row.get("priority")
         return JobSpec(

@@ -6,6 +6,8 @@ scheduled (no run time), are dropped and counted."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..jobs import JobSpec
 from .base import Trace, collect, number, read_rows
 
@@ -21,7 +23,7 @@ COLUMNS = (
 )
 
 
-def load_openb(path, name: str = "openb", skip_invalid: bool = False) -> Trace:
+def load_openb(path: str | Path, name: str = "openb", skip_invalid: bool = False) -> Trace:
     trace = Trace(name, [])
 
     def convert(row_number: int, row: dict[str, str]) -> JobSpec | None:

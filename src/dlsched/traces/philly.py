@@ -5,6 +5,7 @@ submission; the virtual cluster (``cluster``) is the tenant. Rows are not sorted
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from ..errors import SpecError, quoted
 from ..jobs import JobSpec
@@ -22,7 +23,7 @@ def _epoch_s(raw: str) -> float:
         ) from None
 
 
-def load_philly(path, name: str = "philly", skip_invalid: bool = False) -> Trace:
+def load_philly(path: str | Path, name: str = "philly", skip_invalid: bool = False) -> Trace:
     # Two passes over the file (the first for the earliest time), its rows not kept: a list of
     # its 82,247 rows as dicts of strings raised a replay's peak memory by about 25 MiB (the
     # allocator keeps what they held); the second read costs 0.2-0.4 s.

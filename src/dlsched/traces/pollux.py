@@ -14,6 +14,7 @@ that.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from ..errors import SpecError
 from ..jobs import JobSpec
@@ -39,7 +40,7 @@ def measured_iteration_s(app: str, replicas: int, batch_size: int) -> float:
     return best.step_s
 
 
-def load_pollux(path, name: str = "pollux", skip_invalid: bool = False) -> Trace:
+def load_pollux(path: str | Path, name: str = "pollux", skip_invalid: bool = False) -> Trace:
     def convert(row_number: int, row: dict[str, str]) -> JobSpec:
         app = (row["application"] or "").strip()
         replicas = number(row, "num_replicas", "num_gpus", integer=True)

@@ -50,7 +50,7 @@ def cap_memory(grant_mib: float | None) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, _cap_mib / total), 0)
 
 
-def _over_grant_error(in_use_mib: float):
+def _over_grant_error(in_use_mib: float) -> Exception:
     import torch
 
     return torch.OutOfMemoryError(

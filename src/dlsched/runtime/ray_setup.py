@@ -45,7 +45,7 @@ def configure_ray(token_path: Path, embedded: bool) -> None:
 LEAN_HEAD = {"include_dashboard": False, "no_monitor": True, "include_log_monitor": False}
 
 
-def lean_head_node():
+def lean_head_node() -> type:
     """Ray's ``Node`` class for a head without the dashboard's API server, which Ray starts even
     with ``include_dashboard=False`` and has no switch for: a Python process importing Ray
     (about a CPU-second at each start here), which nothing of dlsched reads. Ray is pinned to
@@ -53,7 +53,7 @@ def lean_head_node():
     from ray._private.node import Node
 
     class LeanHead(Node):
-        def start_api_server(self, *, include_dashboard, raise_on_failure) -> None:
+        def start_api_server(self, *, include_dashboard: bool, raise_on_failure: bool) -> None:
             self._webui_url = None  # what ``ray.init`` reports without a dashboard
 
     return LeanHead

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -100,7 +101,7 @@ def _listening(address: str) -> bool:
     return True
 
 
-def start_host(node_id: str, sandbox: Sandbox):
+def start_host(node_id: str, sandbox: Sandbox) -> Any:
     """The node's template host, started if this cluster has none yet (without waiting)."""
     return TemplateHost.options(
         name=NAME.format(node=node_id),

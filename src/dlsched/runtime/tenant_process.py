@@ -35,9 +35,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .cgroups import Group, join_fds
 from .job_network import enter_fd
@@ -159,7 +160,8 @@ class TenantProcess:
         log_r, log_w = os.pipe()  # the job's log: bubblewrap's output and the process's
         # (copied from the start: should the start fail, the relay ends as the writers close)
         self.log = LogRelay(open(log_r, "rb"), log_path)
-        hold = os.pipe() if warm is not None else ()  # the placeholder's stdin, the forked one's
+        # the placeholder's stdin, the forked one's
+        hold: tuple[int, ...] = os.pipe() if warm is not None else ()
         self._template: socket.socket | None = None  # where a forked process's end is told
         # its end is asked by the reader (the channel closed) and by kill(), often at once: the
         # first waits for it, the other gets its code (two readers of the template's answer
@@ -412,7 +414,7 @@ _prctl = ctypes.CDLL(None, use_errno=True).prctl
 PR_SET_PDEATHSIG, SIGKILL = 1, int(signal.SIGKILL)
 
 
-def _joining(group_fds: list[int], netns_fd: int | None):
+def _joining(group_fds: list[int], netns_fd: int | None) -> Callable[[], None]:
     """The child's steps before exec: die with the worker (SIGKILL; Linux ties this to the
     thread that started the child: here a Ray actor's, which lives as long as the actor;
     bubblewrap, when isolated, does the same for everything inside its PID namespace), then join
@@ -518,13 +520,14 @@ def main() -> None:
     run(socket.socket(fileno=int(os.environ.pop("DLSCHED_CHANNEL_FD"))))
 
 
-def run(sock: socket.socket) -> None:
+def run(sock: socket.socket) -> NoReturn:
     """The tenant process's life once its imports are made (here, or in the template it was
-    forked from: :mod:`.template`): READY, then the worker's requests."""
-    import torch
-
-    torch.set_num_threads(1)
+    forked from: :mod:`.template`): READY, then the worker's requests. It never returns (a
+    process forked from a template would go on in the template's code)."""
     try:
+        import torch
+
+        torch.set_num_threads(1)
         sock.sendall((json.dumps(READY) + "\n").encode())
         serve(sock)
     finally:

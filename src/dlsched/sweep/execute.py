@@ -161,7 +161,13 @@ def _settings_key(settings: dict) -> str:
     return json.dumps(settings, sort_keys=True, default=repr)
 
 
-def _run_here(todo, runs_dir, outcome, report, *_) -> None:
+def _run_here(
+    todo: dict[str, RunSpec],
+    runs_dir: Path,
+    outcome: Outcome,
+    report: Callable[[int], None],
+    *_: object,
+) -> None:
     """One run after another, those of one workload together (one workload in memory)."""
     held: tuple[str, Any] = ("", None)
     for key, run in sorted(todo.items(), key=lambda item: _workload_key(item[1])):
@@ -179,7 +185,16 @@ def _run_here(todo, runs_dir, outcome, report, *_) -> None:
     report(0)
 
 
-def _run_on_ray(todo, runs_dir, outcome, report, address, token_file, cpus, out) -> None:
+def _run_on_ray(
+    todo: dict[str, RunSpec],
+    runs_dir: Path,
+    outcome: Outcome,
+    report: Callable[[int], None],
+    address: str | None,
+    token_file: str | None,
+    cpus: int | None,
+    out: Path,
+) -> None:
     ray = connect_ray(address, token_file, cpus, out)
     # spread over the nodes: else a node whose worker is up first may take every short run
     # while the others' workers start (seen in the suite on a loaded machine)
@@ -323,7 +338,7 @@ def _cause(e: BaseException) -> BaseException:
     return cause if isinstance(cause, BaseException) else e
 
 
-def connect_ray(address: str | None, token_file: str | None, cpus: int | None, out: Path):
+def connect_ray(address: str | None, token_file: str | None, cpus: int | None, out: Path) -> Any:
     """Ray, connected: to ``address`` with its token (as ``dlsched server`` attaches), or an
     embedded cluster on this machine using ``cpus`` (default every core), started now and
     stopped when this process exits."""

@@ -24,6 +24,7 @@ two memory figures are chosen defaults, of the order of a small model's on a GPU
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -65,7 +66,7 @@ class MomentumSGD:
     and at every step: 1.5-2.3 s of CPU per process here (2026-11-26), which an emulated job does
     not need and the test suite, starting its processes by the hundred, pays for every one."""
 
-    def __init__(self, params, lr: float, momentum: float) -> None:
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, momentum: float) -> None:
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.momentum = lr, momentum
         self.buffers: list[torch.Tensor | None] = [None] * len(self.params)

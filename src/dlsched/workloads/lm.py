@@ -28,7 +28,7 @@ class TinyLM(nn.Module):
             "mask", nn.Transformer.generate_square_subsequent_mask(seq_len), persistent=False
         )
 
-    def forward(self, tokens):
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         n = tokens.shape[1]
         h = self.embed(tokens) + self.position[:n]
         return self.head(self.encoder(h, mask=self.mask[:n, :n], is_causal=True))

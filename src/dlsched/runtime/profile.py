@@ -19,14 +19,18 @@ import importlib
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .device import cap_memory, peak_mib
 from .startup_gc import collector_paused
 
+if TYPE_CHECKING:  # (the module imports torch: a profiling run's own process does, later)
+    from .train import Workload
+
 PROFILE_REPEATS = 3  # timed passes per batch size, after one warm-up
 
 
-def _nbytes(item) -> int:
+def _nbytes(item: Any) -> int:
     if hasattr(item, "nbytes"):
         return int(item.nbytes)
     if isinstance(item, (tuple, list)):
@@ -34,7 +38,7 @@ def _nbytes(item) -> int:
     return 8
 
 
-def check_batch_fits(sample, batch: int, limit_mib: float | None) -> None:
+def check_batch_fits(sample: Any, batch: int, limit_mib: float | None) -> None:
     """Refuse, before running anything, a batch whose inputs alone exceed the job's memory
     limit (a lower bound: activations come on top)."""
     need_mib = _nbytes(sample) * batch / 2**20
@@ -46,7 +50,7 @@ def check_batch_fits(sample, batch: int, limit_mib: float | None) -> None:
 
 
 @collector_paused()
-def _build(config: dict):
+def _build(config: dict) -> tuple[Any, Workload, int, list[int]]:
     """The job's program built, its per-worker batch b (at its requested size) and the batches
     measured: b / 2 and b, the smaller first (peak memory only grows)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -64,7 +68,7 @@ def _build(config: dict):
     return torch, workload, local, sorted({max(1, local // 2), local})
 
 
-def _batch(torch, workload, batch: int):
+def _batch(torch: Any, workload: Workload, batch: int) -> Any:
     from .train import collate, to_device
 
     data = workload.dataset
@@ -72,21 +76,14 @@ def _batch(torch, workload, batch: int):
     return to_device(collate([data[i % len(data)] for i in range(batch)]), device)
 
 
-def _loss(workload, model, items):
-    if workload.step is not None:
-        return workload.step(model, items)
-    inputs, targets = items
-    return workload.loss(model(inputs), targets)
-
-
-def _median_pass_s(torch, workload, model, batch: int, repeats: int) -> float:
+def _median_pass_s(torch: Any, workload: Workload, model: Any, batch: int, repeats: int) -> float:
     """The median time of a forward and backward pass at ``batch`` (after one warm-up)."""
     items = _batch(torch, workload, batch)
     times = []
     for r in range(repeats + 1):
         t0 = time.perf_counter()
         model.zero_grad()
-        _loss(workload, model, items).backward()  # under DDP: the gradient all-reduce too
+        workload.mean_loss(model, items).backward()  # under DDP: the gradient all-reduce too
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         if r:
@@ -94,7 +91,7 @@ def _median_pass_s(torch, workload, model, batch: int, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _whole_iteration_peak_mib(torch, workload, batch: int, workers: int) -> float:
+def _whole_iteration_peak_mib(torch: Any, workload: Workload, batch: int, workers: int) -> float:
     """The peak memory once one whole training iteration ran at ``batch``: with the optimizer's
     step and, for a job of several workers, under DDP in a group of this process alone."""
     import torch.distributed as dist
@@ -109,7 +106,7 @@ def _whole_iteration_peak_mib(torch, workload, batch: int, workers: int) -> floa
     try:
         optimizer = workload.optimizer(workload.model.parameters())
         optimizer.zero_grad()
-        _loss(workload, model, _batch(torch, workload, batch)).backward()
+        workload.mean_loss(model, _batch(torch, workload, batch)).backward()
         optimizer.step()
     finally:
         if workers > 1:
@@ -123,7 +120,7 @@ def profile_program(config: dict, repeats: int = PROFILE_REPEATS) -> dict:
 
 
 def _profile_alone(
-    torch, workload, local: int, batches: list[int], workers: int, repeats: int
+    torch: Any, workload: Workload, local: int, batches: list[int], workers: int, repeats: int
 ) -> dict:
     points = []
     for batch in batches:

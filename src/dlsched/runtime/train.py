@@ -49,6 +49,14 @@ class Workload:
         if (self.loss is None) == (self.step is None):
             raise ValueError("a Workload needs exactly one of loss or step")
 
+    def mean_loss(self, model: Any, batch: Any) -> torch.Tensor:
+        """The batch's mean loss under ``model`` (the program's, or it under DDP)."""
+        if self.step is not None:
+            return self.step(model, batch)
+        assert self.loss is not None  # (one of the two: __post_init__)
+        inputs, targets = batch
+        return self.loss(model(inputs), targets)
+
 
 def load_entrypoint(entrypoint: str) -> Callable[[dict], Workload]:
     """``module:function`` or ``file.py:function``."""
@@ -110,7 +118,7 @@ def collate(items: list) -> Any:
     return torch.tensor(items)
 
 
-def save_checkpoint(path: Path, model: nn.Module, optimizer, iteration: int) -> None:
+def save_checkpoint(path: Path, model: nn.Module, optimizer: Any, iteration: int) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(
         {"iteration": iteration, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
@@ -119,7 +127,7 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, iteration: int) -> 
     os.replace(tmp, path)  # a crash mid-write leaves the previous checkpoint
 
 
-def load_checkpoint(path: Path, model: nn.Module, optimizer) -> int:
+def load_checkpoint(path: Path, model: nn.Module, optimizer: Any) -> int:
     if not path.exists():
         return 0
     state = torch.load(path, weights_only=True)  # a tenant-written file: tensors only, no code
@@ -136,16 +144,17 @@ class Trainer:
     def __init__(self, config: dict, rank: int, world: int, log: Callable[[str], None]) -> None:
         self.config, self.rank, self.world, self.log = config, rank, world, log
         self.batch = int(config["batch_size"])
-        self.iterations = config.get("iterations")  # an epochs job: known once its data is built
+        # an epochs job's: known once its data is built (prepare)
+        self.iterations: int | None = config.get("iterations")
         self.checkpoint_every = int(config.get("checkpoint_every") or 0)
         self.checkpoint = Path(config["checkpoint_path"])
         self.accumulation = int(config.get("accumulation") or 1)
         self.samples_path = config.get("samples_path")  # debugging and tests: record the data order
         self.iteration = 0
-        self.iteration_s = None  # moving average of the last iterations' wall time
-        self.last_loss = None
+        self.iteration_s: float | None = None  # moving average of the last iterations' time
+        self.last_loss: float | None = None
         self._stop = self._switch = False
-        self.plain_model = None
+        self.plain_model: Any = None  # the program's model (self.model: under DDP too)
 
     def setup(self, master: str | None = None) -> int:
         """Prepare, join the job's group and load the last checkpoint: a (re)start."""
@@ -202,7 +211,7 @@ class Trainer:
         if world > 1:
             import torch.distributed as dist
 
-            state = [None]
+            state: list[Any] = [None]
             if rank == 0:
                 buffer = io.BytesIO()
                 torch.save(
@@ -252,11 +261,7 @@ class Trainer:
             last = part == k - 1
             sync = contextlib.nullcontext() if last or self.world == 1 else self.model.no_sync()
             with sync:  # DDP all-reduces the summed gradients once, with the last sub-batch
-                if self.workload.step is not None:
-                    loss = self.workload.step(self.model, batch)
-                else:
-                    inputs, targets = batch
-                    loss = self.workload.loss(self.model(inputs), targets)
+                loss = self.workload.mean_loss(self.model, batch)
                 (loss * (len(sub) * self.world / self.batch)).backward()
             total += float(loss.detach()) * len(sub)
         self.optimizer.step()
@@ -277,6 +282,8 @@ class Trainer:
 
     def run(self) -> dict:
         log_every = max(1, int(self.config.get("log_every") or 10))
+        if self.iterations is None:
+            raise RuntimeError("run before prepare: the job's iteration count is not known")
         if self.rank == 0:
             self.log(
                 f"start at iteration {self.iteration} of {self.iterations} on {self.world} "
@@ -298,7 +305,8 @@ class Trainer:
             t0 = time.perf_counter()
             self.last_loss = self._step()
             dt = time.perf_counter() - t0
-            self.iteration_s = dt if self.iteration_s is None else 0.8 * self.iteration_s + 0.2 * dt
+            mean_s = dt if self.iteration_s is None else 0.8 * self.iteration_s + 0.2 * dt
+            self.iteration_s = mean_s
             self.iteration += 1
             if self.rank == 0:
                 if self.checkpoint_every and self.iteration % self.checkpoint_every == 0:
@@ -308,7 +316,7 @@ class Trainer:
                 if self.iteration % log_every == 0 or self.iteration == self.iterations:
                     self.log(
                         f"iteration {self.iteration} loss {self.last_loss:.4f} "
-                        f"{self.iteration_s * 1000:.1f} ms/it"
+                        f"{mean_s * 1000:.1f} ms/it"
                     )
         if self.rank == 0:
             save_checkpoint(self.checkpoint, self.plain_model, self.optimizer, self.iteration)
@@ -333,7 +341,7 @@ class Trainer:
             dist.destroy_process_group()
 
 
-def to_device(batch, device):
+def to_device(batch: Any, device: Any) -> Any:
     """A batch (a tensor, or a tuple or list of them) on ``device``."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device)

@@ -526,7 +526,7 @@ class SchedulerService:
         may_start = functools.partial(self.admission.could_admit, self.state)
         while (turn := self.to_profile.next_run(self.state, shares, now, may_start)) is not None:
             jid, tenant, gpus, room_mib = turn
-            row = self.store.known_job(jid)
+            row = self.store.job(jid)
             if row is not None and row["status"] == QUEUED and not row["cancel_requested"]:
                 self.state.lease(jid, gpus, tenant)  # its tenant's use while it runs
                 placement = self._placement(gpus)
@@ -572,7 +572,7 @@ class SchedulerService:
                     self.live[job.job_id].meter.reconfigured()
             self.state.release(jid)
             beside = self.to_profile.ended(jid)
-            row = self.store.known_job(jid)
+            row = self.store.job(jid)
             if row is None or row["status"] != QUEUED or jid in self.live:
                 self.to_profile.forget(jid)
                 return  # cancelled meanwhile

@@ -1678,3 +1678,32 @@ def test_an_epochs_job_s_progress_counts_against_the_count_its_run_reports(tmp_p
     s.step()
     assert s.store.job(job)["iteration"] == 10
     assert s.state(job).done_s == pytest.approx(s.state(job).spec.duration_s / 4)
+
+
+def test_per_tenant_metrics_show_each_tenant_s_quota_borrowing_and_gpus(tmp_path):
+    # with tenant names exposed (--metrics-tenants): alice (quota 1) borrows a GPU of bob's
+    # idle quota; bob holds nothing. Every gauge as the quota stage counts it, and alice's
+    # GPUs back to 0 once her job ends
+    from dlsched.tenant_quotas import TenantConfig, TenantQuota
+
+    quotas = TenantConfig(
+        {"alice": TenantQuota(1, cohort="lab"), "bob": TenantQuota(1, 2, cohort="lab")}
+    )
+    s = Setup(tmp_path, nodes={"n0": 2}, quotas=quotas, metrics_tenants=True)
+    a = s.submit(gpus=2)
+    s.step()
+    assert s.status(a) == RUNNING
+
+    def gauge(name: str, tenant: str) -> float | None:
+        return s.service.metrics.registry.get_sample_value(name, {"tenant": tenant})
+
+    assert [gauge(f"dlsched_quota_{g}", "alice") for g in ("nominal_gpus", "used_gpus")] == [1, 2]
+    assert gauge("dlsched_quota_borrowed_gpus", "alice") == 1
+    assert gauge("dlsched_quota_borrowing_limit_gpus", "alice") == -1  # no limit
+    assert gauge("dlsched_quota_borrowing_limit_gpus", "bob") == 2
+    assert gauge("dlsched_tenant_gpus_held", "alice") == 2
+    assert gauge("dlsched_tenant_gpus_held", "bob") == 0
+    s.executor.finish(a)
+    s.step()
+    assert gauge("dlsched_tenant_gpus_held", "alice") == 0
+    assert gauge("dlsched_quota_borrowed_gpus", "alice") == 0

@@ -977,7 +977,24 @@ def test_a_reclaim_that_shrinks_a_borrower_keeps_its_books_and_events(tmp_path_f
     _random_sequence(tmp_path_factory, policy, True, actions)
 
 
-def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
+def test_a_borrower_shrunk_by_a_reclaim_then_preempted_by_its_policy_is_preempted_not_evicted(
+    tmp_path_factory,
+):
+    # found by the sequences of tenants contending for quotas: alice's elastic job-4 runs on 3
+    # GPUs over her quota; bob's quota goes to 3 and his job reclaims: the quota stage shrinks
+    # job-4, and Tiresias (job-4 demoted past its threshold) preempts what is left for carol's
+    # job. A policy's preemption: not an eviction (the metric counts none); before, its event
+    # said "evicted" (and, for a while, the metric and the events disagreed)
+    actions = [("submit", 0, 2), ("submit", 1, 4), ("submit", 0, 1), ("submit", 0, 1)]
+    actions += [("finish", 0, 1), ("cancel", 0, 1), ("cancel", 1, 1), ("quota", 10, 3)]
+    actions += [("submit", 23, 2), ("submit", 1, 2)]
+    s = _random_sequence(tmp_path_factory, "elastic-tiresias", True, actions)
+    told = [e["message"] for e in s.store.events("job-4")]
+    assert "preempted by elastic-tiresias: checkpoints and waits" in told, told
+    assert not any(m.startswith("evicted") for m in told), told
+
+
+def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> Setup:
     # every policy through random events: submits (elastic ones too, of three priority
     # classes) by three tenants in a cohort (their quotas changed through the API, or none),
     # cancels, finishes, crashes, progress, failed profiling runs, nodes lost and back, nodes
@@ -1156,6 +1173,7 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> None:
     history = s.service.export(0.0, float("inf"))
     if history["jobs"]:
         _whatif(path, history, policy)
+    return s
 
 
 def test_profiling_runs_are_bounded_and_the_rest_wait(tmp_path):

@@ -777,18 +777,19 @@ class SchedulerService:
             for g in gpus
         ]
 
-    def _quota_events(self, applied: Applied) -> dict[str, str]:
+    def _quota_events(self, applied: Applied) -> dict[str, tuple[str, str]]:
         """The admission stage's admissions and evictions of this pass, for the metrics; returns
-        the reasons of the jobs it evicted (the running ones are among the plan's preemptions)
-        or shrank (a borrower's elastic job, among the plan's resizes: it runs on)."""
+        what it did to each job it evicted (the running ones are among the plan's preemptions)
+        or shrank (a borrower's elastic job, among the plan's resizes: it runs on, unless the
+        policy preempts it after), and why."""
         preempted = {job.job_id for job in applied.preempted}
-        by_quota: dict[str, str] = {}
+        by_quota: dict[str, tuple[str, str]] = {}
         for kind, job, detail in self.admission_log:
             tenant = job.spec.tenant
             if kind == "admitted":
                 self.metrics.admitted(tenant, float(detail))  # (its wait)
                 continue
-            by_quota[job.job_id] = str(detail)
+            by_quota[job.job_id] = (kind, str(detail))
             if kind == "evicted":
                 self.metrics.evicted(tenant, str(detail))
                 if job.job_id not in preempted:  # admitted, not started: back to waiting
@@ -807,7 +808,10 @@ class SchedulerService:
         )
 
     def _act(
-        self, applied: Applied, reason: str = "", by_quota: dict[str, str] | None = None
+        self,
+        applied: Applied,
+        reason: str = "",
+        by_quota: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         """Tell the executor and the store what the state changed: preemptions, resizes,
         starts, each as the state now hold it; ``by_quota``: the jobs the quota stage evicted
@@ -820,9 +824,10 @@ class SchedulerService:
         for job in applied.preempted:
             jid = job.job_id
             self.executor.stop(jid, graceful=True)
+            kind, quota_reason = by_quota.get(jid, ("", ""))
             message = (
-                f"evicted: {self._why(by_quota[jid])}; checkpoints and waits"
-                if jid in by_quota
+                f"evicted: {self._why(quota_reason)}; checkpoints and waits"
+                if kind == "evicted"
                 else f"preempted by {self.policy.name}{why}: checkpoints and waits"
             )
             self._set_status(
@@ -830,7 +835,8 @@ class SchedulerService:
             )
         for job in applied.resized:
             gpus = job.gpus
-            cause = f" ({self._why(by_quota[job.job_id])})" if job.job_id in by_quota else why
+            kind, quota_reason = by_quota.get(job.job_id, ("", ""))
+            cause = f" ({self._why(quota_reason)})" if kind == "shrunk" else why
             if self.resize_mechanism == "background":
                 placement = self._placement(tuple(gpus))
                 self.store.update_job(

@@ -879,37 +879,18 @@ def _whatif(path, history: dict, policy: str) -> None:
     assert main([*argv, "--no-progress", "--no-cache"]) == 0
 
 
-ACTIONS = st.lists(
-    st.tuples(
-        st.sampled_from(
-            [
-                "submit",
-                "submit",
-                "submit",
-                "cancel",
-                "finish",
-                "finish",
-                "crash",
-                "lose",
-                "restore",
-                "maintain",
-                "remove",
-                "switch",
-                "profiled",
-                "demand",
-                "demand",
-                "quota",
-                "restart",
-                "progress",
-                "unprofiled",
-                "tick",
-            ]
-        ),
-        st.integers(0, 50),
-        st.integers(1, 4),
-    ),
-    min_size=1,
-    max_size=40,
+def _action_lists(kinds: list[str], min_size: int, max_size: int) -> st.SearchStrategy:
+    """Lists of (kind, pick, n): ``pick`` chooses among tenants, jobs and nodes, ``n`` a size."""
+    action = st.tuples(st.sampled_from(kinds), st.integers(0, 50), st.integers(1, 4))
+    return st.lists(action, min_size=min_size, max_size=max_size)
+
+
+ACTIONS = _action_lists(
+    ["submit"] * 3
+    + ["cancel", "finish", "finish", "crash", "lose", "restore", "maintain", "remove", "switch"]
+    + ["profiled", "demand", "demand", "quota", "restart", "progress", "unprofiled", "tick"],
+    1,
+    40,
 )
 
 
@@ -931,18 +912,12 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
 # in 250 of them, two seeds, counted), as most of their actions are not submits and most of
 # them are short. These are mostly submits, at least ten actions, every one under quotas: about
 # 30 evictions and 5 shrinks in 100 (eight seeds counted).
-QUOTA_ACTIONS = st.lists(
-    st.tuples(
-        st.sampled_from(
-            ["submit"] * 4
-            + ["finish", "cancel", "crash", "lose", "restore", "quota", "remove"]
-            + ["demand", "tick"]
-        ),
-        st.integers(0, 50),
-        st.integers(1, 4),
-    ),
-    min_size=10,
-    max_size=30,
+QUOTA_ACTIONS = _action_lists(
+    ["submit"] * 4
+    + ["finish", "cancel", "crash", "lose", "restore", "quota", "remove"]
+    + ["demand", "tick"],
+    10,
+    30,
 )
 
 

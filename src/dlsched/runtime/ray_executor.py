@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -184,7 +185,7 @@ class ProfileWorker(_Networked):
 
 
 def _tenant_process(
-    sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, network: str, **env: str
+    sandbox: Sandbox, job_id: str, job_dir: Path, log_path: Path, network: str, /, **env: str
 ) -> TenantProcess:
     """A tenant process of the job; ``network`` as :meth:`Sandbox.command` takes it, or the path
     of the namespace to join. Forked from the node's template where there is one."""
@@ -221,12 +222,12 @@ class TrainWorker(_Networked):
         device: int,
         sandbox: Sandbox,
     ) -> None:
-        job_dir = Path(job_dir)
-        config = {**config, "checkpoint_path": sandbox.job_path(job_dir, job_dir / CHECKPOINT)}
+        folder = Path(job_dir)
+        config = {**config, "checkpoint_path": sandbox.job_path(folder, folder / CHECKPOINT)}
         if config.get("record_samples"):
-            config["samples_path"] = sandbox.job_path(job_dir, job_dir / SAMPLES)
-        self.train = {"config": config, "rank": rank, "world": world}
-        self.args = (sandbox, job_id, job_dir, Path(log_path))
+            config["samples_path"] = sandbox.job_path(folder, folder / SAMPLES)
+        self.train: dict[str, Any] = {"config": config, "rank": rank, "world": world}
+        self.args = (sandbox, job_id, folder, Path(log_path))
         self.device = str(device)
         # read on this node: whether it runs MPS is the node's
         self.mps = mps_environment(config.get("memory_grant_mib"), JOBS_PER_GPU)
@@ -257,15 +258,21 @@ class TrainWorker(_Networked):
         if self.process is not None:
             self.process.tell("switch")
 
+    def _started(self) -> TenantProcess:
+        if self.process is None:  # (the executor asks in this order: a start, then these)
+            raise TenantError("the worker's tenant process was never started")
+        return self.process
+
     def regroup(self, master: str | None, rank: int, world: int) -> int:
-        said = self.process.call("regroup", master=master, rank=rank, world=world)
+        said = self._started().call("regroup", master=master, rank=rank, world=world)
         iteration = checked_iteration(said, None)
         if iteration is None:
             raise TenantError(f"the tenant process answered regroup with {str(said)[:200]!r}")
         return iteration
 
     def run(self) -> dict:
-        result = self.process.call("run")
+        process = self._started()
+        result = process.call("run")
         if not (
             isinstance(result, dict)
             and result.get("status") in ("done", "stopped", "switch")
@@ -273,7 +280,7 @@ class TrainWorker(_Networked):
         ):
             raise TenantError(f"the tenant process answered run with {str(result)[:200]!r}")
         if result["status"] != "switch":
-            self.process.kill()
+            process.kill()
         return result
 
     def progress(self) -> object:
@@ -316,7 +323,7 @@ class InferenceStandIn:
 
     def __init__(self, node: str) -> None:
         self.node = node
-        self.model = None
+        self.model: Any = None  # built at its first request
 
     def ready(self) -> dict:
         return {"node": self.node, "pid": os.getpid()}
@@ -553,7 +560,7 @@ class RayExecutor:
                 self._outcomes.append(outcome)
             self._tell()
 
-    def _network(self, ray_nodes: list[str] | tuple[str, ...], first) -> object:
+    def _network(self, ray_nodes: list[str] | tuple[str, ...], first: Any) -> object:
         """The network of workers on these Ray nodes (:mod:`.job_network`): on one host, a
         namespace of their own, opened by ``first`` of them (a ref to its path); else HOST."""
         if not self.sandbox.isolate or not self._one_host(ray_nodes):
@@ -600,9 +607,9 @@ class RayExecutor:
         for node, _ in gpus:
             self._template_on(node)
         workers = [
-            ProfileWorker.options(resources={gpu_resource(node, index): JOBS_PER_GPU}).remote(
-                index, *args
-            )
+            ProfileWorker.options(  # type: ignore[attr-defined]  # (an actor class: ray.remote)
+                resources={gpu_resource(node, index): JOBS_PER_GPU}
+            ).remote(index, *args)
             for node, index in gpus
         ]
         self._profiling[args[0]] = workers
@@ -645,7 +652,7 @@ class RayExecutor:
         if node in self._stand_ins:
             return
         gpus = self._known[node].gpus
-        actor = InferenceStandIn.options(
+        actor = InferenceStandIn.options(  # type: ignore[attr-defined]  # (as above)
             resources={gpu_resource(node, i): JOBS_PER_GPU for i in range(gpus)},
             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
             name=f"inference-{node}",
@@ -733,9 +740,10 @@ class RayExecutor:
         if ray_id is not None and ray_id not in self._templates:
             self._templates[ray_id] = start_host(ray_id, self.sandbox)
 
-    def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int):
+    def _new_worker(self, run: _Run, node: str, index: int, rank: int, world: int) -> Any:
         self._template_on(node)
-        return TrainWorker.options(  # not detached: they go if the server goes
+        # (an actor class, as above; not detached: its actors go if the server goes)
+        return TrainWorker.options(  # type: ignore[attr-defined]
             name=f"{run.job_id}-a{run.attempt}-{node}-{index}",
             namespace=NAMESPACE,
             resources={gpu_resource(node, index): 1},
@@ -861,9 +869,10 @@ class RayExecutor:
                     if over:
                         raise TenantError(f"stopped: {over}")  # the job's failure
                 if run.resize_to is not None and stop_sent_at is None and not run.stop.is_set():
-                    results = self._background_switch(run, results)
-                    if results is None:
+                    switched = self._background_switch(run, results, run.resize_to)
+                    if switched is None:
                         return
+                    results = switched
                     continue
                 if run.stop.is_set() and stop_sent_at is None:
                     for a in run.actors:
@@ -886,10 +895,12 @@ class RayExecutor:
                 cause = MEMORY
             self._finish(run, "failed", detail=detail, cause=cause)
 
-    def _background_switch(self, run: _Run, results: list) -> list | None:
-        """Carry out ``run.resize_to`` by background scaling; the new ``run`` refs, or None if
-        the run ended meanwhile (then it has been reported)."""
-        target, run.resize_to = run.resize_to, None
+    def _background_switch(
+        self, run: _Run, results: list, target: list[tuple[str, int]]
+    ) -> list | None:
+        """Carry out ``run.resize_to`` (``target``) by background scaling; the new ``run``
+        refs, or None if the run ended meanwhile (then it has been reported)."""
+        run.resize_to = None
         old = dict(zip(run.placement, run.actors))
         kept = [p for p in target if p in old]
         added = [p for p in target if p not in old]

@@ -910,8 +910,8 @@ def test_random_sequences_across_tenants_quotas_loans_and_restarts_keep_books_an
 
 # Tenants contending for their quotas: the sequences above reach a reclaim seldom (no eviction
 # in 250 of them, two seeds, counted), as most of their actions are not submits and most of
-# them are short. These are mostly submits, at least ten actions, every one under quotas: about
-# 30 evictions and 5 shrinks in 100 (eight seeds counted).
+# them are short. These are mostly submits, at least ten actions, every one under quotas: 17 to
+# 89 evictions (40 on average) and 0 to 9 reclaim shrinks (2.75) in 100, eight seeds counted.
 QUOTA_ACTIONS = _action_lists(
     ["submit"] * 4
     + ["finish", "cancel", "crash", "lose", "restore", "quota", "remove"]
@@ -921,7 +921,7 @@ QUOTA_ACTIONS = _action_lists(
 )
 
 
-@settings(  # 60 examples: about 4 s
+@settings(  # 60 examples: about 3.5 s
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.sampled_from(sorted(POLICIES)), QUOTA_ACTIONS)
@@ -940,16 +940,6 @@ def test_a_scale_in_under_way_is_not_resized_over(tmp_path_factory):
     actions = [("submit", 0, 1), ("submit", 0, 1), ("restart", 0, 1), ("submit", 0, 1)]
     actions += [("demand", 0, 1), ("submit", 0, 1)]
     _random_sequence(tmp_path_factory, "aryl", False, actions)
-
-
-@pytest.mark.parametrize("policy", ["elastic-tiresias", "elastic-fifo"])
-def test_a_reclaim_that_shrinks_a_borrower_keeps_its_books_and_events(tmp_path_factory, policy):
-    # the random sequences below seldom reach a reclaim (6 evictions and no shrink in 300 of
-    # them under the elastic policies): alice's elastic job grows to 4 GPUs over her quota of
-    # 3, bob fills the rest, carol's job takes her quota back by shrinking alice's. Before,
-    # the shrunk job was told "admission withdrawn" and counted evicted while it ran on.
-    actions = [("submit", 0, 2), ("submit", 1, 2), ("submit", 2, 1), ("tick", 0, 1)]
-    _random_sequence(tmp_path_factory, policy, True, actions)
 
 
 def test_a_borrower_shrunk_by_a_reclaim_then_preempted_by_its_policy_is_preempted_not_evicted(

@@ -139,7 +139,7 @@ def check_shape(row: dict) -> None:
 
 
 @overload
-def number(  # type: ignore[overload-overlap]  # (an int serves where a float is read)
+def number(
     row: dict[str, str],
     column: str,
     field_name: str | None = None,
@@ -154,15 +154,6 @@ def number(
     field_name: str | None = None,
     *,
     integer: Literal[False] = False,
-    scale: float = 1.0,
-) -> float: ...
-@overload
-def number(
-    row: dict[str, str],
-    column: str,
-    field_name: str | None = None,
-    *,
-    integer: bool,
     scale: float = 1.0,
 ) -> float: ...
 def number(

@@ -59,8 +59,8 @@ def parse_placements(cell: str) -> list[dict]:
     return placements
 
 
-def _optional(row: dict[str, str], column: str, integer: bool = False) -> float | None:
-    return None if not (row.get(column) or "").strip() else number(row, column, integer=integer)
+def _optional(row: dict[str, str], column: str) -> float | None:
+    return None if not (row.get(column) or "").strip() else number(row, column)
 
 
 def _optional_whole(row: dict[str, str], column: str) -> int | None:
@@ -84,7 +84,7 @@ MEASURED = {
 
 def _measured(row: dict[str, str], column: str, integer: bool = False) -> float | None:
     """An optional measured column, refused (naming it) outside its range."""
-    value = _optional(row, column, integer)
+    value = _optional_whole(row, column) if integer else _optional(row, column)
     least, above, most = MEASURED[column]
     if value is not None and not in_range(value, least, most, above):
         low = f"> {least:g}" if above else f">= {least:g}"

@@ -286,33 +286,10 @@ class Aryl(Policy):
         """(k extra GPUs, JCT reduction) for k = 1.. up to its maximum, each valued at the
         GPUs it would get now (extras spanning more nodes may be slower than none), dominated
         ones dropped."""
-        workload = view.workload
-        cluster = view.cluster
-        gpu_node, nodes = cluster.gpu_node, cluster.nodes
-        # A speed depends on the GPUs' count, nodes and types (and the sub-batch count): known
-        # speeds are kept per job, as every pass values the same jobs again; so is what its
-        # GPUs now give, while they and its sub-batches stay.
-        known = self._speeds.setdefault(job.job_id, {})
         accumulation = job.accumulation
         where = self._where.get(job.job_id)
         if where is None or where[0] != held or where[1] != accumulation:
-            on = frozenset(gpu_node[g] for g in held)
-            types = frozenset(nodes[n].gpu_type for n in on)
-            if workload.speed_at_size(job.spec, len(held)) is None:
-                speed = None  # no speed-vs-size curve: nothing grows
-            else:
-                key = (len(held), len(on), types, accumulation)
-                speed = known.get(key)
-                if speed is None:
-                    speed = known[key] = workload(job, held)
-            where = self._where[job.job_id] = (
-                held,
-                accumulation,
-                on,
-                types,
-                speed,
-                speed and self._spread_is_slower(workload, job, len(held), types, speed),
-            )
+            where = self._where[job.job_id] = self._situation(view, job, held, accumulation)
         _, _, on, types, speed, spread_is_slower = where
         if not speed:
             return []
@@ -321,6 +298,9 @@ class Aryl(Policy):
             # its extras would all be on other nodes: every count of them is slower than none
             # (1,366,051 of the 2,678,691 valuations of a Philly replay end here)
             return []
+        workload = view.workload
+        gpu_node, nodes = view.cluster.gpu_node, view.cluster.nodes
+        known = self._speeds[job.job_id]
         base_time = left / speed
         extra = slots.take(on, job.spec.gpu_range[1] - len(held), job.spec.gpu_types)
         options: list[knapsack.Option] = []
@@ -331,7 +311,8 @@ class Aryl(Policy):
             if nid not in on:
                 on = on | {nid}
                 spans += 1
-                types = types | {nodes[nid].gpu_type}
+                if nodes[nid].gpu_type not in types:  # (else the same set: its hash is kept)
+                    types = types | {nodes[nid].gpu_type}
             key = (size + k, spans, types, accumulation)
             grown = known.get(key)
             if grown is None:
@@ -342,6 +323,29 @@ class Aryl(Policy):
                     best = gain
                     options.append((k, best))
         return options
+
+    def _situation(
+        self, view: PolicyView, job: JobView, held: tuple[int, ...], accumulation: int
+    ) -> tuple:
+        """What the job's GPUs give now, kept while they and its sub-batches stay: (its GPUs,
+        sub-batches, nodes, their GPU types, its speed, whether extras spread over more nodes
+        would all be slower). A speed depends on the GPUs' count, nodes and types (and the
+        sub-batch count): known speeds are kept per job, as every pass values the same jobs
+        again."""
+        workload = view.workload
+        gpu_node, nodes = view.cluster.gpu_node, view.cluster.nodes
+        known = self._speeds.setdefault(job.job_id, {})
+        on = frozenset(gpu_node[g] for g in held)
+        types = frozenset(nodes[n].gpu_type for n in on)
+        if workload.speed_at_size(job.spec, len(held)) is None:
+            speed = None  # no speed-vs-size curve: nothing grows
+        else:
+            key = (len(held), len(on), types, accumulation)
+            speed = known.get(key)
+            if speed is None:
+                speed = known[key] = workload(job, held)
+        slower = speed and self._spread_is_slower(workload, job, len(held), types, speed)
+        return held, accumulation, on, types, speed, slower
 
     @staticmethod
     def _spread_is_slower(

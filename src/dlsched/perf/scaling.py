@@ -125,7 +125,7 @@ def least_squares(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[f
         for c in column:
             s += c**2
         original = math.sqrt(s)
-        if r:
+        if r:  # (else the norm below the pivot is that of the whole column)
             s = 0.0
             for i in range(r, m):
                 s += column[i] ** 2

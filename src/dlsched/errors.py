@@ -28,9 +28,8 @@ class SpecError(ValueError):
         prefix = (", ".join(where) + ": ") if where else ""
         return f"{prefix}field '{self.field}': {self.reason}"
 
-    def __reduce__(
-        self,
-    ) -> tuple:  # its own arguments: it crosses processes (compare, sweeps on Ray)
+    def __reduce__(self) -> tuple:
+        # its own arguments: it crosses processes (compare, sweeps on Ray)
         return _spec_error, (self.field, self.reason, self.row, self.source)
 
     def at(self, *, row: int | None = None, source: str | None = None) -> SpecError:

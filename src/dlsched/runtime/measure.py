@@ -141,7 +141,14 @@ def solo_iteration_s(
     if exact is not None:
         return exact, "measured"
     # (iterations, configuration, iteration time) of each configuration it ran in, longest first
-    runs = sorted(((v[0], k, v[1] / v[0]) for k, v in meter.speeds.items() if v[0]), reverse=True)
+    runs = sorted(
+        (
+            (n, k, t)
+            for k, (n, _) in meter.speeds.items()
+            if (t := meter.iteration_s(k)) is not None
+        ),
+        reverse=True,
+    )
     alone = [(k, t) for _, k, t in runs if not parse_key(k)[2]]
     if alone:
         return _time_at(alone[0][1], alone[0][0], spec, speed, to_request=True), "derived"

@@ -90,7 +90,6 @@ def given_admin_token(args: Namespace) -> str | None:
 def sandbox_from(args: Namespace, data_dir: Path) -> Sandbox:
     """The tenant sandbox the options ask for, checked (a :class:`SpecError` if it cannot
     isolate)."""
-
     try:
         first, _, last = args.tenant_uids.partition("-")
         base, count = int(first), int(last) - int(first) + 1

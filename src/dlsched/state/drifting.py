@@ -24,15 +24,14 @@ LinearKey = Callable[[JobView], tuple[float, float, float]]
 
 
 class _Slope:
-    """The jobs of one slope, ascending by (intercept, seq); the GPUs each may hold, aligned."""
+    """The jobs of one slope as entries (intercept, seq, GPUs it may hold, job), ascending (one
+    list: a start or stop inserts or deletes once); ``total`` sums their GPUs."""
 
-    __slots__ = ("keys", "jobs", "gpus", "total")
+    __slots__ = ("entries", "total")
 
     def __init__(self) -> None:
-        self.keys: list[tuple[float, int]] = []
-        self.jobs: list[JobView] = []
-        self.gpus: list[int] = []
-        self.total = 0  # sum of gpus
+        self.entries: list[tuple[float, int, int, JobView]] = []
+        self.total = 0
 
 
 class DriftingIndex:
@@ -58,15 +57,14 @@ class DriftingIndex:
         same = self._slopes.get(slope)
         if same is None:
             same = self._slopes[slope] = _Slope()
-        i = bisect_left(same.keys, key)
-        same.keys.insert(i, key)
-        same.jobs.insert(i, job)
         # at most its largest size: an elastic job's GPUs may change while it is indexed
         # (a conditional, not ``max``: asked at every start and resume)
         gpus, largest = len(job.gpus), job.spec.gpu_range[1]
         if largest > gpus:
             gpus = largest
-        same.gpus.insert(i, gpus)
+        entry = (intercept, job.seq, gpus, job)
+        entries = same.entries
+        entries.insert(bisect_left(entries, entry), entry)
         same.total += gpus
         self._where[job.job_id] = (slope, key)
         if until < math.inf:
@@ -78,10 +76,11 @@ class DriftingIndex:
             return
         slope, key = found
         same = self._slopes[slope]
-        i = bisect_left(same.keys, key)
-        same.total -= same.gpus[i]
-        del same.keys[i], same.jobs[i], same.gpus[i]
-        if not same.keys:
+        entries = same.entries
+        i = bisect_left(entries, key)  # (a key sorts just before its entry)
+        same.total -= entries[i][2]
+        del entries[i]
+        if not entries:
             del self._slopes[slope]
 
     def ended(self, now: float) -> list[JobView]:
@@ -111,24 +110,24 @@ class DriftingIndex:
         found = None
         if skip or running is not None:
             for slope, same in self._slopes.items():
-                i = _top(same.jobs, skip, running)
+                i = _top(same.entries, skip, running)
                 if i < 0:
                     continue
-                badness = slope * now + same.keys[i][0]
+                badness = slope * now + same.entries[i][0]
                 if badness > largest:
-                    largest, second, found = badness, largest, same.jobs[i]
+                    largest, second, found = badness, largest, same.entries[i][3]
                 elif badness > second:
                     second = badness
         else:  # (most calls: each slope's worst is its last)
             top: _Slope | None = None
             for slope, same in self._slopes.items():
-                badness = slope * now + same.keys[-1][0]
+                badness = slope * now + same.entries[-1][0]
                 if badness > largest:
                     largest, second, top = badness, largest, same
                 elif badness > second:
                     second = badness
             if top is not None:
-                found = top.jobs[-1]
+                found = top.entries[-1][3]
         if found is None:
             return None
         cut = largest - rounding_margin(largest, now)
@@ -143,9 +142,9 @@ class DriftingIndex:
         """Each slope's worst job but those skipped, with its badness at ``now``."""
         tops = []
         for slope, same in self._slopes.items():
-            i = _top(same.jobs, skip, running)
+            i = _top(same.entries, skip, running)
             if i >= 0:
-                tops.append((slope * now + same.keys[i][0], same.jobs[i]))
+                tops.append((slope * now + same.entries[i][0], same.entries[i][3]))
         return tops
 
     def gpus_from(
@@ -164,13 +163,14 @@ class DriftingIndex:
                 slope, key = found
                 if key >= (badness - slope * now,):  # as the bisection below counts it
                     same = self._slopes[slope]
-                    total -= same.gpus[bisect_left(same.keys, key)]
+                    total -= same.entries[bisect_left(same.entries, key)][2]
         for slope, same in self._slopes.items():
-            i = bisect_left(same.keys, (badness - slope * now,))
-            if 2 * i < len(same.keys):  # the shorter side: most jobs are usually above
-                total += same.total - sum(same.gpus[:i])
+            entries = same.entries
+            i = bisect_left(entries, (badness - slope * now,))
+            if 2 * i < len(entries):  # the shorter side: most jobs are usually above
+                total += same.total - sum(e[2] for e in entries[:i])
             else:
-                total += sum(same.gpus[i:])
+                total += sum(e[2] for e in entries[i:])
         return total
 
     def _gpus_reaching(
@@ -184,23 +184,27 @@ class DriftingIndex:
         for slope, same in self._slopes.items():
             # the jobs whose key is at least (threshold,), as the bisection in gpus_from counts
             threshold = badness - slope * now
-            keys, jobs, gpus = same.keys, same.jobs, same.gpus
-            i = len(keys) - 1
-            while i >= 0 and keys[i][0] >= threshold:
-                if jobs[i].job_id not in skip:
-                    total += gpus[i]
+            entries = same.entries
+            i = len(entries) - 1
+            while i >= 0 and entries[i][0] >= threshold:
+                if entries[i][3].job_id not in skip:
+                    total += entries[i][2]
                     if total >= enough:
                         return total
                 i -= 1
         return total
 
 
-def _top(jobs: list[JobView], skip: Container[str], running: Container[str] | None) -> int:
-    """The index of a slope's worst job but those in ``skip`` and those not in ``running``
+def _top(
+    entries: list[tuple[float, int, int, JobView]],
+    skip: Container[str],
+    running: Container[str] | None,
+) -> int:
+    """The index of a slope's worst entry but the jobs in ``skip`` and those not in ``running``
     (-1: none)."""
-    i = len(jobs) - 1
+    i = len(entries) - 1
     while i >= 0 and (
-        jobs[i].job_id in skip or (running is not None and jobs[i].job_id not in running)
+        (jid := entries[i][3].job_id) in skip or (running is not None and jid not in running)
     ):
         i -= 1
     return i

@@ -2,7 +2,8 @@
 
 Runs ``dlsched simulate`` for every built-in policy on Philly (64x8) and muri-3 (16x8), plain
 and with the variants each is meant for (deadlines, elastic jobs, quotas, an inference pool),
-and writes one digest per run (jobs.csv and summary.json without the wall time):
+and writes one digest per run (summary.json without the wall time, and every CSV it wrote:
+jobs.csv, timeseries.csv, tenants_timeseries.csv):
 
     .venv/bin/python benchmarks/outputs_digest.py --out out/digest-before
     ... change the code ...
@@ -67,7 +68,8 @@ def digest(run_dir: Path) -> str:
     summary = json.loads((run_dir / "summary.json").read_text())
     summary.pop("wall_s", None)
     h = hashlib.sha256(json.dumps(summary, sort_keys=True).encode())
-    h.update((run_dir / "jobs.csv").read_bytes())
+    for path in sorted(run_dir.glob("*.csv")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -116,7 +116,7 @@ def test_rho_on_a_two_tenant_example():
         j = JobState(JobSpec(tenant, 0.0, gpus, 100.0, tenant=tenant), seq)
         j.finish, j.attained_gpu_s = jct, gpu_time
         jobs.append(j)
-    f = fairness_summary(jobs, 4)
+    f = fairness_summary({"a": jobs[:1], "b": jobs[1:]}, 4)
     assert f["rho_by_tenant"] == {"a": 1.5, "b": 2.5} and f["max_tenant_rho"] == 2.5
     assert f["jain_index"] == pytest.approx((100 + 400) ** 2 / (2 * (100**2 + 400**2)))
 

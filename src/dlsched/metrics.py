@@ -224,7 +224,7 @@ def summarize(result: SimResult) -> dict:
     if qos is not None:
         summary["qos"] = qos
     config = result.admission.config if result.admission is not None else None
-    fairness = fairness_summary(jobs, result.cluster.pool_gpus("training"), config)
+    fairness = fairness_summary(tenants, result.cluster.pool_gpus("training"), config)
     summary["jain_index"] = fairness["jain_index"] if fairness else None
     summary["fair_share_index"] = (
         fair_share_index(result, entitlements(config)) if fairness else None
@@ -244,7 +244,7 @@ def summarize(result: SimResult) -> dict:
 
 
 def fairness_summary(
-    jobs: list[JobState], training_gpus: int, config: TenantConfig | None = None
+    tenants: dict[str, list[JobState]], training_gpus: int, config: TenantConfig | None = None
 ) -> dict | None:
     """Between tenants (None with fewer than two):
 
@@ -254,21 +254,25 @@ def fairness_summary(
       time on the tenant's own 1/N of the cluster (N tenants; a job on it takes its duration x
       max(1, its GPUs / (GPUs / N))); and the largest.
     """
-    tenants: dict[str, list[JobState]] = {}
-    for j in jobs:
-        tenants.setdefault(j.spec.tenant, []).append(j)
     if len(tenants) < 2:
         return None
     share = training_gpus / len(tenants)
     weight = entitlements(config)
     rho, x = {}, []
     for t, js in sorted(tenants.items()):
-        done = [(j.finish - j.spec.submit_time_s, j.spec) for j in js if j.finish is not None]
-        isolated = sum(spec.duration_s * max(1.0, spec.num_gpus / share) for _, spec in done)
-        rho[t] = sum(jct for jct, _ in done) / isolated if isolated else None
+        # one pass over its jobs: each sum adds in their order from 0, as ``sum`` would
+        jcts = isolated = attained = 0.0
+        for j in js:
+            attained += j.attained_gpu_s
+            if j.finish is not None:
+                spec = j.spec
+                jcts += j.finish - spec.submit_time_s
+                size = spec.num_gpus / share  # its size on the tenant's own 1/N
+                isolated += spec.duration_s * (size if size > 1.0 else 1.0)
+        rho[t] = jcts / isolated if isolated else None
         entitlement = weight(t)
         if entitlement > 0:
-            x.append(sum(j.attained_gpu_s for j in js) / entitlement)
+            x.append(attained / entitlement)
     jain = (sum(x) ** 2 / (len(x) * sum(v * v for v in x))) if x and any(x) else None
     rhos = [v for v in rho.values() if v is not None]
     return {"jain_index": jain, "rho_by_tenant": rho, "max_tenant_rho": max(rhos) if rhos else None}

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import operator
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -492,14 +493,14 @@ def fair_share_index(
     finished = sorted((j for j in jobs if j.finish is not None), key=operator.attrgetter("finish"))
     # the GPUs usable then (down nodes out, loaned servers in), from the result's step series
     usable_times, usable = result.ts_time, result.ts_usable
-    n_usable, stepped, capacity = len(usable_times), 0, 0
+    stepped, capacity = 0, 0
     demand: dict[str, int] = {}
     # GPUs held by the log's tenant numbers, read from its columns (it has a row per change)
     held = [0] * len(log.names)
     number = {name: i for i, name in enumerate(log.names)}
     times, tenants, gpus_held = log.times, log.tenants, log.held
     submitted = ended = logged = 0
-    n_jobs, n_finished, n_logged = len(jobs), len(finished), len(times)
+    n_jobs, n_finished = len(jobs), len(finished)
     total = counted = 0.0
     width = (end - start) / instants
     for k in range(instants):
@@ -512,12 +513,14 @@ def fair_share_index(
             spec = finished[ended].spec
             demand[spec.tenant] -= spec.num_gpus
             ended += 1
-        while logged < n_logged and times[logged] <= now:
-            held[tenants[logged]] = gpus_held[logged]
-            logged += 1
-        while stepped < n_usable and usable_times[stepped] <= now:
-            capacity = usable[stepped]
-            stepped += 1
+        # the log's rows and the usable steps up to now: found by bisection, read as slices
+        upto = bisect_right(times, now, logged)
+        for tenant, gpus in zip(tenants[logged:upto], gpus_held[logged:upto]):
+            held[tenant] = gpus
+        logged = upto
+        upto = bisect_right(usable_times, now, stepped)
+        if upto > stepped:
+            capacity, stepped = usable[upto - 1], upto
         competing = {t: d for t, d in demand.items() if d > 0 and weight(t) > 0}
         if len(competing) < 2 or not capacity:
             continue

@@ -515,8 +515,8 @@ def fair_share_index(
             ended += 1
         # the log's rows and the usable steps up to now: found by bisection, read as slices
         upto = bisect_right(times, now, logged)
-        for tenant, gpus in zip(tenants[logged:upto], gpus_held[logged:upto]):
-            held[tenant] = gpus
+        for tenant_number, gpus in zip(tenants[logged:upto], gpus_held[logged:upto]):
+            held[tenant_number] = gpus
         logged = upto
         upto = bisect_right(usable_times, now, stepped)
         if upto > stepped:

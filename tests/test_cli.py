@@ -783,7 +783,23 @@ def test_a_cached_workload_reads_back_equal_job_for_job():
     workload.jobs = jobs
     back = pickle.loads(pickle.dumps(workload))
     assert back.jobs == jobs and back.cluster == workload.cluster
+    # (read back without validating again: each field as it was written, ints and floats kept)
+    assert [repr(j) for j in back.jobs] == [repr(j) for j in jobs]
+    assert [hash(j) for j in back.jobs] == [hash(j) for j in jobs]
     assert any(j.elastic for j in jobs) and any(j.deadline_s is not None for j in jobs)
+    workload.jobs = []
+    assert pickle.loads(pickle.dumps(workload)).jobs == []
+
+
+def test_specs_from_columns_refuse_columns_of_unequal_lengths():
+    from dlsched.jobs import JOB_SPEC_FIELDS, JobSpec, specs_from_columns
+
+    spec = JobSpec("j1", 0.0, 1, 10.0)
+    columns = [[getattr(spec, name)] * 2 for name in JOB_SPEC_FIELDS]
+    assert specs_from_columns(columns) == [spec, spec]
+    columns[3] = [10.0]
+    with pytest.raises(ValueError, match="'duration_s' has 1 values, not 2"):
+        specs_from_columns(columns)
 
 
 def listed_job(jid: str, **fields) -> dict:

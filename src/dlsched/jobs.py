@@ -47,8 +47,8 @@ class JobSpec:
         validate_spec(self)
 
     def __reduce__(self) -> tuple:
-        # pickled as its fields and rebuilt through the constructor: validated again (a cached
-        # workload read back is checked as a trace is), and faster than the slots' state
+        # pickled as its fields and rebuilt through the constructor (validated again), faster
+        # than the slots' state; a cached workload keeps its specs as columns (prepare.py)
         return (JobSpec, _all_fields(self))
 
     def evolve(self, **changes: object) -> JobSpec:
@@ -81,6 +81,24 @@ class JobSpec:
 JOB_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_SPEC_FIELDS)}
 _all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
+
+
+def specs_from_columns(columns: list) -> list[JobSpec]:
+    """Specs from their fields as columns (``JOB_SPEC_FIELDS``' order), *not validated*: only
+    for specs this package validated and wrote itself (a cached workload whose checksum and key
+    matched, :mod:`dlsched.workload_cache`). Filled a column at a time through the slots'
+    setters: about half the time of the constructor with its validation (0.15 against 0.35 s
+    for Philly's 82,247 specs here)."""
+    count = len(columns[0]) if columns else 0
+    new = object.__new__
+    specs = [new(JobSpec) for _ in range(count)]
+    for name, column in zip(JOB_SPEC_FIELDS, columns, strict=True):
+        if len(column) != count:
+            raise ValueError(f"column {name!r} has {len(column)} values, not {count}")
+        set_field = getattr(JobSpec, name).__set__
+        for spec, value in zip(specs, column):
+            set_field(spec, value)
+    return specs
 
 
 # Chosen: the largest time a spec may give, about 317 years after the trace's origin (and as a

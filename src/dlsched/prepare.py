@@ -13,7 +13,7 @@ from .cluster import Cluster, load_cluster
 from .collector import fewer_collections
 from .elastic_jobs import make_elastic
 from .errors import SpecError
-from .jobs import JOB_SPEC_FIELDS, MAX_TIME_S, JobSpec
+from .jobs import JOB_SPEC_FIELDS, MAX_TIME_S, JobSpec, specs_from_columns
 from .state.cluster_state import unplaceable
 from .traces import load_trace
 from .traces.base import Trace
@@ -72,7 +72,9 @@ def _from_columns(
     elastic_fraction: float,
     seeded: bool,
 ) -> Workload:
-    jobs = [JobSpec(*fields) for fields in zip(*columns, strict=True)]  # validated again
+    # validated when prepared; the cache reads back only an entry whose checksum and key (the
+    # package's fingerprint) match, so these are the specs this package wrote
+    jobs = specs_from_columns(columns)
     return Workload(trace, cluster, jobs, perf, elastic_fraction, seeded)
 
 

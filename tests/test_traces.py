@@ -315,6 +315,18 @@ def test_an_evolved_spec_is_validated_as_a_new_one():
         spec.evolve(gpus=2)
 
 
+def test_an_unchecked_evolve_copies_exactly_and_only_fields_no_other_constrains():
+    from dlsched.jobs import JobSpec
+
+    spec = JobSpec("j", 10.0, 4, 100.0, tenant="t", min_gpus=2, gpu_types=("V100",))
+    changes = {"model": "bert", "batch_size": 64, "iterations": 7}
+    made = spec.evolve_unchecked(**changes)
+    assert made == spec.evolve(**changes) and repr(made) == repr(spec.evolve(**changes))
+    assert hash(made) == hash(spec.evolve(**changes))
+    with pytest.raises(TypeError, match="'num_gpus' is checked against other fields"):
+        spec.evolve_unchecked(num_gpus=1)  # its min_gpus is 2: only evolve may change it
+
+
 OWN = (
     "job_id,tenant,submit_time_s,num_gpus,duration_s,model,deadline_s\n"
     "a,alice,0,2,100,resnet18,500\n"

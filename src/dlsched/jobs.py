@@ -62,6 +62,20 @@ class JobSpec:
             values[index] = value
         return JobSpec(*values)
 
+    def evolve_unchecked(self, **changes: object) -> JobSpec:
+        """A copy with ``changes`` the caller made valid by construction, *not validated*: a
+        spec filled in by this package's own rules (:func:`dlsched.perf.assign.assign_models`:
+        half the time of :meth:`evolve`, 1.8 against 3.6 us here). Only for fields no other
+        field constrains (``model``, ``batch_size``, ``iterations``)."""
+        new = object.__new__(JobSpec)
+        for set_field, value in zip(_SETTERS, _all_fields(self)):
+            set_field(new, value)
+        for name, value in changes.items():
+            if name not in _UNCONSTRAINED:
+                raise TypeError(f"{name!r} is checked against other fields: use evolve")
+            object.__setattr__(new, name, value)
+        return new
+
     @property
     def elastic(self) -> bool:
         return self.min_gpus is not None or self.max_gpus is not None
@@ -81,6 +95,9 @@ class JobSpec:
 JOB_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_SPEC_FIELDS)}
 _all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
+_SETTERS = tuple(getattr(JobSpec, name).__set__ for name in JOB_SPEC_FIELDS)  # the slots'
+# fields whose validity does not depend on another field's value (validate_spec)
+_UNCONSTRAINED = frozenset({"model", "batch_size", "iterations"})
 
 
 def specs_from_columns(columns: list) -> list[JobSpec]:
@@ -92,10 +109,9 @@ def specs_from_columns(columns: list) -> list[JobSpec]:
     count = len(columns[0]) if columns else 0
     new = object.__new__
     specs = [new(JobSpec) for _ in range(count)]
-    for name, column in zip(JOB_SPEC_FIELDS, columns, strict=True):
+    for name, set_field, column in zip(JOB_SPEC_FIELDS, _SETTERS, columns, strict=True):
         if len(column) != count:
             raise ValueError(f"column {name!r} has {len(column)} values, not {count}")
-        set_field = getattr(JobSpec, name).__set__
         for spec, value in zip(specs, column):
             set_field(spec, value)
     return specs

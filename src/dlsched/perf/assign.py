@@ -55,8 +55,10 @@ def assign_models(
         )
         kept = spec.model is not None and spec.iterations  # its own count, with its own model
         iterations = spec.iterations if kept else max(1, round(spec.duration_s / step))
+        # (valid by construction: a model the spec named or one of the table's, a batch and
+        # a count of at least 1)
         out.append(
-            spec.evolve(
+            spec.evolve_unchecked(
                 model=model,
                 batch_size=max(1, round(local * spec.num_gpus)),
                 iterations=iterations,

@@ -129,6 +129,29 @@ def test_generic_mapping_with_units(tmp_path):
     ]
 
 
+def test_a_datetime_with_an_offset_is_read_at_its_offset(tmp_path):
+    # an export in local time across a change of daylight saving time: the second job was
+    # submitted 30 minutes after the first (it was read as 30 minutes before, its offset
+    # ignored); a time without an offset (or with Z) is UTC, as before
+    from dlsched.traces.generic import load_generic
+
+    path = _write(
+        tmp_path,
+        "id,start,secs,n\n"
+        "a,2024-10-27T02:45:00+02:00,60,1\n"
+        "b,2024-10-27T02:15:00+01:00,60,1\n"
+        "c,2024-10-27T01:30:00,60,1\n"
+        "d,2024-10-27T01:40:00Z,60,1\n",
+    )
+    t = load_generic(path, "id=id,submit=start:datetime,duration=secs,gpus=n")
+    assert {j.job_id: j.submit_time_s for j in t.jobs} == {
+        "a": 0.0,
+        "b": 1800.0,
+        "c": 2700.0,
+        "d": 3300.0,
+    }
+
+
 def test_an_empty_deadline_cell_means_no_deadline(tmp_path):
     from dlsched.traces.generic import load_generic
 

@@ -3,8 +3,8 @@
 A mapping is ``FIELD=COLUMN[:UNIT]`` pairs separated by commas, e.g.
 ``submit=start_ts:datetime,duration=runtime:min,gpus=n_gpu,tenant=user``. Fields: submit and
 duration and gpus (required), id, tenant, model, batch, priority, deadline. Units for times:
-s (default), ms, us, min, h; ``datetime`` for ISO dates (submit only; made relative to the
-first submission).
+s (default), ms, us, min, h; ``datetime`` for ISO dates (submit only; at their offset when
+they give one, else UTC; made relative to the first submission).
 
 A CSV whose columns carry dlsched's own names (a job spec's fields, or the ``jobs.csv`` a
 simulation wrote) needs no mapping: the ``dlsched`` format (:func:`load_own`).
@@ -13,13 +13,12 @@ simulation wrote) needs no mapping: the ``dlsched`` format (:func:`load_own`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError, quoted
 from ..jobs import JobSpec
-from .base import Trace, collect, earliest, number, open_text, read_rows, readable
+from .base import Trace, collect, earliest, epoch_s, number, open_text, read_rows, readable
 
 FIELDS = {
     "submit": "submit_time_s",
@@ -101,7 +100,7 @@ def load_generic(
         if unit == "datetime":
             raw = (row[column] or "").strip()
             try:
-                return datetime.fromisoformat(raw).replace(tzinfo=UTC).timestamp() - t0
+                return epoch_s(raw) - t0
             except ValueError:
                 raise SpecError(
                     FIELDS[key], f"{quoted(raw)} in column '{column}' is not a date and time"

@@ -4,19 +4,18 @@ submission; the virtual cluster (``cluster``) is the tenant. Rows are not sorted
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import SpecError, quoted
 from ..jobs import JobSpec
-from .base import Trace, collect, earliest, number, read_rows
+from .base import Trace, collect, earliest, epoch_s, number, read_rows
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 
 
 def _epoch_s(raw: str) -> float:
     try:
-        return datetime.fromisoformat(raw.strip()).replace(tzinfo=UTC).timestamp()
+        return epoch_s(raw.strip())
     except ValueError:
         raise SpecError(
             "submit_time_s", f"{quoted(raw)} in column 'timestamp' is not a date and time"

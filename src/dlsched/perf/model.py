@@ -26,6 +26,14 @@ def default_local_batch(model: str) -> float:
     return statistics.median(p.local_batch for p in pollux_points(prof.scaling_app))
 
 
+@cache
+def _measured_type_speed(model: str, measured: str) -> float:
+    """Gavel's solo throughput of the model's job type on ``measured`` over a V100's (asked
+    for every job a trace without models is given one: kept, as the tables do not change)."""
+    job_type = profile(model).gavel_type
+    return gavel_solo(job_type, measured) / gavel_solo(job_type, REFERENCE_GPU)
+
+
 class PerfModel:
     """``type_speeds`` overrides or adds relative speeds per GPU type ({type: speed vs V100},
     for every model), e.g. for types no public source measured."""
@@ -59,9 +67,7 @@ class PerfModel:
         measurement of the model's job type; a type neither names is refused (SpecError)."""
         if gpu_type in self.type_speeds:
             return self.type_speeds[gpu_type]
-        measured = self._measured_type(gpu_type)
-        job_type = profile(model).gavel_type
-        return gavel_solo(job_type, measured) / gavel_solo(job_type, REFERENCE_GPU)
+        return _measured_type_speed(model, self._measured_type(gpu_type))
 
     def check_types(self, gpu_types: Iterable[str]) -> None:
         """Refuse at once (SpecError) a GPU type whose speed is neither measured nor given."""

@@ -405,13 +405,31 @@ def test_a_load_that_would_put_arrivals_past_the_largest_time_is_named():
     assert e.value.field == "load"  # it was 'submit_time_s', of the first job scaled
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "b", "", " x", '"q,"', "1.5", "a\tb"]), max_size=5),
+        max_size=8,
+    )
+)
+def test_rows_read_as_dicts_are_what_csv_dictreader_gives(lines):
+    # blank lines, rows longer and shorter than the header, a header of any length
+    from dlsched.traces.base import _as_dicts
+
+    text = "\n".join(",".join(cells) for cells in lines) + "\n"
+    expected = list(csv.DictReader(io.StringIO(text)))
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None) or []
+    assert list(_as_dicts(reader, header)) == expected
+
+
 def test_a_cell_over_the_csv_limit_is_an_error_naming_where(tmp_path):
     # a job id of 200,000 characters: csv's own error escaped as a traceback
     path = tmp_path / "t.csv"
     path.write_text(
         "job_id,submit_time_s,num_gpus,duration_s\na,0,1,5\n" + "j" * 200_000 + ",0,1,5\n"
     )
-    with pytest.raises(SpecError, match="cannot be read as CSV after line 2: field larger") as e:
+    with pytest.raises(SpecError, match="cannot be read as CSV at line 3: field larger") as e:
         load_trace(str(path))
     assert e.value.field == "trace"
 

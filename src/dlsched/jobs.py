@@ -95,8 +95,9 @@ class JobSpec:
 JOB_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_SPEC_FIELDS)}
 _all_fields = operator.attrgetter(*JOB_SPEC_FIELDS)
-_SETTERS = tuple(getattr(JobSpec, name).__set__ for name in JOB_SPEC_FIELDS)  # the slots'
-# fields whose validity does not depend on another field's value (validate_spec)
+# each field's slot setter, in JOB_SPEC_FIELDS' order (specs built without the constructor)
+_SETTERS = tuple(getattr(JobSpec, name).__set__ for name in JOB_SPEC_FIELDS)
+# the fields whose validity does not depend on another field's value (validate_spec)
 _UNCONSTRAINED = frozenset({"model", "batch_size", "iterations"})
 
 

@@ -206,7 +206,8 @@ def _add_workload_args(p: argparse.ArgumentParser, replay: bool = False) -> None
     p.add_argument(
         "--cache-dir",
         help="where prepared workloads are kept (parsed, validated, models assigned) for the "
-        "next run with the same inputs (default $DLSCHED_CACHE_DIR, else ~/.cache/dlsched)",
+        "next run with the same inputs (default $DLSCHED_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/dlsched, else ~/.cache/dlsched)",
     )
     p.add_argument(
         "--no-cache", action="store_true", help="prepare the workload afresh and keep nothing"

@@ -152,6 +152,26 @@ def test_a_datetime_with_an_offset_is_read_at_its_offset(tmp_path):
     }
 
 
+def test_a_deadline_may_be_a_datetime_beside_a_datetime_submit(tmp_path):
+    # (sacct's Submit and Deadline are both dates and times): the deadline is made relative to
+    # the first submission, as the submits are; an empty cell is no deadline
+    from dlsched.traces.generic import load_generic
+
+    path = _write(
+        tmp_path,
+        "id,start,secs,n,dl\n"
+        "a,2024-10-27T02:45:00+02:00,60,1,2024-10-27T01:45:00Z\n"
+        "b,2024-10-27T02:15:00+01:00,60,1,\n",
+    )
+    t = load_generic(path, "id=id,submit=start:datetime,duration=secs,gpus=n,deadline=dl:datetime")
+    assert {j.job_id: (j.submit_time_s, j.deadline_s) for j in t.jobs} == {
+        "a": (0.0, 3600.0),
+        "b": (1800.0, None),
+    }
+    with pytest.raises(SpecError, match="a deadline as a datetime needs submit as one too"):
+        load_generic(path, "id=id,submit=secs,duration=secs,gpus=n,deadline=dl:datetime")
+
+
 def test_an_empty_deadline_cell_means_no_deadline(tmp_path):
     from dlsched.traces.generic import load_generic
 
@@ -403,6 +423,28 @@ def test_a_load_that_would_put_arrivals_past_the_largest_time_is_named():
     with pytest.raises(SpecError, match="would put the last arrival after") as e:
         prepare("philly", "64x8", load=1e-300, perf=False)
     assert e.value.field == "load"  # it was 'submit_time_s', of the first job scaled
+
+
+def test_a_trace_s_own_deadlines_move_with_their_jobs_at_another_load(tmp_path):
+    # each job keeps its allowance (deadline - submit): at load 2 the second job's was 1,000 s
+    # instead of its 500 s, and at load 0.5 its deadline fell before its new arrival (an error
+    # about deadline_s on a valid trace)
+    from dlsched.prepare import prepare
+
+    path = _write(tmp_path, "s,d,g,dl\n0,100,1,500\n1000,100,1,1500\n20,100,1,\n")
+    mapping = "submit=s,duration=d,gpus=g,deadline=dl"
+    jobs = prepare(path, "1x1:V100", mapping=mapping, load=2.0, perf=False).jobs
+    assert [(j.submit_time_s, j.deadline_s) for j in jobs] == [
+        (0.0, 500.0),
+        (10.0, None),
+        (500.0, 1000.0),
+    ]
+    jobs = prepare(path, "1x1:V100", mapping=mapping, load=0.5, perf=False).jobs
+    assert [(j.submit_time_s, j.deadline_s) for j in jobs] == [
+        (0.0, 500.0),
+        (40.0, None),
+        (2000.0, 2500.0),
+    ]
 
 
 @settings(max_examples=300, deadline=None)

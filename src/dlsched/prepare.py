@@ -78,6 +78,20 @@ def _from_columns(
     return Workload(trace, cluster, jobs, perf, elastic_fraction, seeded)
 
 
+def _arriving_at(spec: JobSpec, submit_s: float) -> JobSpec:
+    """The job arriving at ``submit_s`` instead, with its deadline (a trace's own) as long after
+    its arrival as before: a replay at another arrival rate keeps each job's allowance."""
+    if spec.deadline_s is None:
+        return spec.evolve(submit_time_s=submit_s)
+    deadline = submit_s + (spec.deadline_s - spec.submit_time_s)
+    if deadline > MAX_TIME_S:
+        raise SpecError(
+            "load",
+            f"it would put job {spec.job_id}'s deadline after {MAX_TIME_S:g} s: give a larger one",
+        )
+    return spec.evolve(submit_time_s=submit_s, deadline_s=deadline)
+
+
 DEFAULT_CLUSTER = "64x8:V100"
 
 
@@ -132,7 +146,8 @@ def prepare(
     """``cache_dir``: keep the prepared workload there, and read it from there when the same
     inputs were prepared before (:mod:`dlsched.workload_cache`; None: no cache). ``load``
     replays the trace with every arrival time after the first divided by it (2.0: twice the
-    arrival rate); ``deadlines`` gives jobs without one a generated deadline
+    arrival rate; a trace's own deadlines move with their jobs, each as long after its arrival
+    as before); ``deadlines`` gives jobs without one a generated deadline
     (:mod:`dlsched.qos`). Jobs larger than the cluster stop with an error naming the first,
     or with ``skip_invalid`` are dropped and counted in ``trace.dropped``. ``cluster`` None is
     :data:`DEFAULT_CLUSTER`, except for a server's history, which replays on the server's own."""
@@ -226,7 +241,7 @@ def _prepare(
                 "load",
                 f"{load!r} would put the last arrival after {MAX_TIME_S:g} s: give a larger one",
             )
-        jobs = [j.evolve(submit_time_s=start + (j.submit_time_s - start) / load) for j in jobs]
+        jobs = [_arriving_at(j, start + (j.submit_time_s - start) / load) for j in jobs]
     if elastic_fraction:
         jobs = make_elastic(jobs, elastic_fraction, cluster.pool_gpus("training"), seed=seed)
     if limit is not None:

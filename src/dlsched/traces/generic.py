@@ -3,8 +3,9 @@
 A mapping is ``FIELD=COLUMN[:UNIT]`` pairs separated by commas, e.g.
 ``submit=start_ts:datetime,duration=runtime:min,gpus=n_gpu,tenant=user``. Fields: submit and
 duration and gpus (required), id, tenant, model, batch, priority, deadline. Units for times:
-s (default), ms, us, min, h; ``datetime`` for ISO dates (submit only; at their offset when
-they give one, else UTC; made relative to the first submission).
+s (default), ms, us, min, h; ``datetime`` for ISO dates (submit, and deadline beside a
+submit that is one; at their offset when they give one, else UTC; made relative to the first
+submission).
 
 A CSV whose columns carry dlsched's own names (a job spec's fields, or the ``jobs.csv`` a
 simulation wrote) needs no mapping: the ``dlsched`` format (:func:`load_own`).
@@ -46,6 +47,7 @@ OWN_COLUMNS = {
 }
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 TIME_FIELDS = ("submit", "duration", "deadline")
+DATETIME_FIELDS = ("submit", "deadline")  # instants (a duration is not one)
 
 
 def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
@@ -64,7 +66,7 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
             raise SpecError("mapping", f"field '{key}' maps to an empty column name")
         unit = given_unit or None
         if unit is not None:
-            allowed = list(TIME_UNITS) + (["datetime"] if key == "submit" else [])
+            allowed = list(TIME_UNITS) + (["datetime"] if key in DATETIME_FIELDS else [])
             if key not in TIME_FIELDS or unit not in allowed:
                 raise SpecError(
                     "mapping",
@@ -75,6 +77,9 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
     missing = [f for f in REQUIRED if f not in mapping]
     if missing:
         raise SpecError("mapping", f"required field(s) not mapped: {', '.join(missing)}")
+    if mapping.get("deadline", ("", None))[1] == "datetime" and mapping["submit"][1] != "datetime":
+        # (dates are made relative to the first submission: a submit in seconds gives none)
+        raise SpecError("mapping", "a deadline as a datetime needs submit as one too")
     return mapping
 
 

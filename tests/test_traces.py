@@ -445,6 +445,10 @@ def test_a_trace_s_own_deadlines_move_with_their_jobs_at_another_load(tmp_path):
         (40.0, None),
         (2000.0, 2500.0),
     ]
+    far = _write(tmp_path, "s,d,g,dl\n0,100,1,500\n1e9,100,1,9.9e9\n", "far.csv")
+    with pytest.raises(SpecError, match="far-2's deadline after 1e\\+10 s") as e:
+        prepare(far, "1x1:V100", mapping=mapping, load=0.5, perf=False)
+    assert e.value.field == "load"
 
 
 @settings(max_examples=300, deadline=None)

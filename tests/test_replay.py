@@ -521,6 +521,29 @@ def test_a_replay_of_the_server_s_history_has_its_nodes_lost_and_taken_out_of_se
     ]
 
 
+def test_a_job_whose_profiling_outlasted_its_deadline_is_replayed_late():
+    # under a policy that profiles, a job arrives when its profiling ended: job a's took 40 s
+    # of its 30 s allowance, and the replay stopped on "deadline_s must be after submit_time_s"
+    # (a whatif of such a server failed); it arrives late, its deadline as the server had it
+    from conftest import run
+    from dlsched.metrics import JOB_COLUMNS, iter_job_values
+    from dlsched.policies.catalog import make_policy
+    from dlsched.replay import with_profiling
+
+    jobs = [JobSpec("a", 0.0, 1, 100.0, deadline_s=30.0), JobSpec("b", 5.0, 1, 100.0)]
+    measured = {"a": {"profile_s": 40.0}, "b": {"profile_s": 10.0}}
+    arrived = with_profiling(jobs, measured, make_policy("genie"))
+    assert [(j.job_id, j.submit_time_s, j.deadline_s) for j in arrived] == [
+        ("b", 15.0, None),
+        ("a", 40.0, 30.0),
+    ]
+    # EDF: b alone at 15 s runs to 115 s; a then runs to 215 s, 185 s past its deadline
+    done, result = run("1x1", arrived, "edf")
+    assert (done["b"].finish, done["a"].finish) == (115.0, 215.0)
+    met = JOB_COLUMNS.index("met_deadline")
+    assert {row[0]: row[met] for row in iter_job_values(result.jobs)} == {"a": False, "b": None}
+
+
 def test_whatif_replays_a_genie_server_whose_jobs_had_no_deadline(tmp_path, capsys):
     # the simulator refuses genie on a workload without deadlines (a forgotten --deadlines);
     # a server's history has its tenants' deadlines as they ran, none here: it was refused,

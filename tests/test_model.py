@@ -204,7 +204,8 @@ def test_bad_cluster_yaml_names_the_field(tmp_path):
         ({"batch_size": 0}, "batch_size"),
         ({"min_gpus": 8}, "min_gpus"),
         ({"max_gpus": 1}, "max_gpus"),
-        ({"deadline_s": 5.0}, "deadline_s"),
+        ({"deadline_s": -1.0}, "deadline_s"),  # (5.0, before submission: a late job, valid)
+        ({"deadline_s": float("inf")}, "deadline_s"),
         ({"gpu_milli": 1500}, "gpu_milli"),
         ({"tenant": ""}, "tenant"),
         ({"gpu_types": ()}, "gpu_types"),

@@ -36,7 +36,8 @@ def workloads(draw):
     jobs = []
     for k in range(n):
         submit, duration = float(draw(st.integers(0, 200))), float(draw(st.integers(1, 300)))
-        slack = draw(st.one_of(st.none(), st.floats(1.1, 5.0)))  # a deadline, for EDF and GENIE
+        # a deadline, for EDF and GENIE; below 0, before its submission (a job late on arrival)
+        slack = draw(st.one_of(st.none(), st.floats(-0.5, 5.0)))
         jobs.append(
             JobSpec(
                 job_id=f"j{k}",
@@ -44,7 +45,7 @@ def workloads(draw):
                 num_gpus=draw(st.integers(1, total)),
                 duration_s=duration,
                 tenant=draw(st.sampled_from(["a", "b"])),
-                deadline_s=None if slack is None else submit + slack * duration,
+                deadline_s=None if slack is None else max(0.0, submit + slack * duration),
             )
         )
     return f"{nodes}x{per_node}", jobs

@@ -39,6 +39,8 @@ def test_jobs_start_in_allowance_order_and_late_ones_after_in_arrival_order():
     qos = summarize(result)["qos"]
     assert qos["jobs"] == 4 and qos["qos_pct"] == 50.0
     assert qos["late_jobs"] == 2 and qos["lateness_s"]["p50"] == pytest.approx((60 + 310) / 2)
+    # deadlines the jobs gave, without a class: "given" (they were a class named "")
+    assert qos["by_class"] == {"given": {"jobs": 4, "qos_pct": 50.0}}
 
 
 def test_edf_runs_the_earliest_deadline_first():

@@ -209,6 +209,7 @@ def test_bad_cluster_yaml_names_the_field(tmp_path):
         ({"gpu_milli": 1500}, "gpu_milli"),
         ({"tenant": ""}, "tenant"),
         ({"gpu_types": ()}, "gpu_types"),
+        ({"qos_class": "x" * 257}, "qos_class"),  # (a trace's cell, named in every summary)
     ],
 )
 def test_job_spec_validation_names_the_field(kwargs, field):

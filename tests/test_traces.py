@@ -408,6 +408,23 @@ def test_a_simulation_s_jobs_csv_replays_as_the_same_jobs(tmp_path):
     assert (first / "jobs.csv").read_text() == (again / "jobs.csv").read_text()
 
 
+def test_a_jobs_csv_with_generated_deadlines_replays_with_their_classes(tmp_path):
+    # the deadlines came back, their classes (tight, normal, loose) did not: the replay's
+    # jobs.csv lost its qos_class column's values, and its summary had one class named ""
+    from dlsched.cli import main
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    args = ["simulate", "--cluster", "1x4:V100", "--policy", "edf", "--no-progress"]
+    trace = _write(tmp_path, "job_id,submit_time_s,num_gpus,duration_s\na,0,2,100\nb,10,1,50\n")
+    assert main([*args, "--trace", trace, "--deadlines", "--out", str(first)]) == 0
+    replayed = {j.job_id: j.qos_class for j in load_trace(str(first / "jobs.csv")).jobs}
+    rows = list(csv.DictReader((first / "jobs.csv").open()))
+    assert replayed == {r["job_id"]: r["qos_class"] for r in rows}
+    assert set(replayed.values()) <= {"tight", "normal", "loose"}
+    assert main([*args, "--trace", str(first / "jobs.csv"), "--out", str(again)]) == 0
+    assert (first / "jobs.csv").read_text() == (again / "jobs.csv").read_text()
+
+
 def test_the_dlsched_format_names_the_columns_it_lacks(tmp_path):
     path = _write(tmp_path, "job_id,num_gpus,duration_s\na,1,10\n")
     with pytest.raises(SpecError, match="--map"):

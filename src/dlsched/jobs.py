@@ -170,10 +170,10 @@ def validate_spec(s: JobSpec) -> None:
     if not _int(s.num_gpus) or s.num_gpus < 1:
         raise SpecError("num_gpus", f"must be an integer >= 1, got {s.num_gpus!r}")
     check_time("duration_s", s.duration_s, positive=True)
-    if s.model is not None and (
-        not isinstance(s.model, str) or not 0 < len(s.model) <= MAX_NAME_CHARS
-    ):
-        raise SpecError("model", f"must be a string of 1..{MAX_NAME_CHARS} characters when given")
+    for name in ("model", "qos_class"):
+        v = getattr(s, name)
+        if v is not None and (not isinstance(v, str) or not 0 < len(v) <= MAX_NAME_CHARS):
+            raise SpecError(name, f"must be a string of 1..{MAX_NAME_CHARS} characters when given")
     for name in ("batch_size", "iterations"):
         v = getattr(s, name)
         if v is not None and (not _int(v) or v < 1):

@@ -2,7 +2,8 @@
 
 A mapping is ``FIELD=COLUMN[:UNIT]`` pairs separated by commas, e.g.
 ``submit=start_ts:datetime,duration=runtime:min,gpus=n_gpu,tenant=user``. Fields: submit and
-duration and gpus (required), id, tenant, model, batch, priority, deadline. Units for times:
+duration and gpus (required), id, tenant, model, batch, priority, deadline, class (the
+deadline's QoS class, as ``--deadlines`` names them; none: ``given``). Units for times:
 s (default), ms, us, min, h; ``datetime`` for ISO dates (submit, and deadline beside a
 submit that is one; at their offset when they give one, else UTC; made relative to the first
 submission).
@@ -31,6 +32,7 @@ FIELDS = {
     "batch": "batch_size",
     "priority": "priority",
     "deadline": "deadline_s",
+    "class": "qos_class",  # the deadline's QoS class (dlsched.qos); none: "given"
 }
 REQUIRED = ("submit", "duration", "gpus")
 # dlsched's own column names for each field, in seconds: JobSpec's, then jobs.csv's where other
@@ -44,6 +46,7 @@ OWN_COLUMNS = {
     "batch": ("batch_size",),
     "priority": ("priority",),
     "deadline": ("deadline_s",),
+    "class": ("qos_class",),
 }
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 TIME_FIELDS = ("submit", "duration", "deadline")
@@ -131,6 +134,7 @@ def load_generic(
             num_gpus=number(row, m["gpus"][0], "num_gpus", integer=True),
             tenant=tenants.setdefault(tenant, tenant),  # one string per tenant, not per job
             model=text(row, "model"),
+            qos_class=text(row, "class"),
             **kwargs,
         )
 

@@ -443,9 +443,9 @@ def test_a_load_that_would_put_arrivals_past_the_largest_time_is_named():
 
 
 def test_a_trace_s_own_deadlines_move_with_their_jobs_at_another_load(tmp_path):
-    # each job keeps its allowance (deadline - submit): at load 2 the second job's was 1,000 s
-    # instead of its 500 s, and at load 0.5 its deadline fell before its new arrival (an error
-    # about deadline_s on a valid trace)
+    # each job keeps its allowance (deadline - submit): its deadline stayed where it was, so at
+    # load 2 the second job's allowance was 1,000 s instead of its 500 s, and at load 0.5 its
+    # deadline fell before its new arrival
     from dlsched.prepare import prepare
 
     path = _write(tmp_path, "s,d,g,dl\n0,100,1,500\n1000,100,1,1500\n20,100,1,\n")

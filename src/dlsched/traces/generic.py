@@ -80,7 +80,8 @@ def parse_mapping(text: str) -> dict[str, tuple[str, str | None]]:
     missing = [f for f in REQUIRED if f not in mapping]
     if missing:
         raise SpecError("mapping", f"required field(s) not mapped: {', '.join(missing)}")
-    if mapping.get("deadline", ("", None))[1] == "datetime" and mapping["submit"][1] != "datetime":
+    deadline_unit = mapping["deadline"][1] if "deadline" in mapping else None
+    if deadline_unit == "datetime" and mapping["submit"][1] != "datetime":
         # (dates are made relative to the first submission: a submit in seconds gives none)
         raise SpecError("mapping", "a deadline as a datetime needs submit as one too")
     return mapping

@@ -804,6 +804,84 @@ def test_borrowed_and_lent_gpu_hours_count_up_to_the_finish_and_name_the_lender(
     assert table["a"]["lent_gpu_h"] == table["b"]["borrowed_gpu_h"] == 0.0
 
 
+def test_lent_gpu_hours_name_only_the_borrower_s_cohort_and_never_exceed_unused_quota():
+    # 2x4 (8 GPUs). Cohort x: a (nominal 2) and b (2); cohort y: c (2), d (2). Each of a1 and
+    # c1 (4 GPUs each) runs 0..1,000 s. a borrows b's 2 GPUs and c borrows d's 2: b and d each
+    # lent 2,000 GPU-s. Before, all the borrowing was pooled and shared out over every cohort's
+    # unused quota, which gave the same here only by symmetry: see the next case.
+    config = TenantConfig(
+        {
+            "a": TenantQuota(2, None, "x"),
+            "b": TenantQuota(2, None, "x"),
+            "c": TenantQuota(2, None, "y"),
+            "d": TenantQuota(2, None, "y"),
+        }
+    )
+    layer = QuotaAdmission(config)
+    Simulator(
+        parse_cluster_spec("2x4"),
+        [JobSpec("a1", 0.0, 4, 1000.0, tenant="a"), JobSpec("c1", 0.0, 4, 1000.0, tenant="c")],
+        make_policy("fifo"),
+        SimConfig(restart_overhead_s=0.0),
+        admission=layer,
+    ).run()
+    assert layer.borrowed_gpu_s == {"a": 2000.0, "c": 2000.0}
+    assert layer.lent_gpu_s == {"b": 2000.0, "d": 2000.0}
+    # Cohort x as above; cohort y: c (nominal 4) submits nothing. a borrows b's 2 GPUs and
+    # nothing of c's, which is in another cohort: b lent 2,000 GPU-s, c nothing (the pooled
+    # rule gave b 2 x 2/6 and c 2 x 4/6 GPUs).
+    config = TenantConfig(
+        {
+            "a": TenantQuota(2, None, "x"),
+            "b": TenantQuota(2, None, "x"),
+            "c": TenantQuota(4, None, "y"),
+        }
+    )
+    layer = QuotaAdmission(config)
+    Simulator(
+        parse_cluster_spec("2x4"),
+        [JobSpec("a1", 0.0, 4, 1000.0, tenant="a")],
+        make_policy("fifo"),
+        SimConfig(restart_overhead_s=0.0),
+        admission=layer,
+    ).run()
+    assert layer.borrowed_gpu_s == {"a": 2000.0}
+    assert layer.lent_gpu_s == {"b": 2000.0}
+
+
+def test_gpus_borrowed_on_a_loaned_server_are_lent_by_no_tenant():
+    # 1 training server and 1 idle inference server (loaned from 0), 4 GPUs each; a and b have
+    # 2 GPUs each in one cohort, and e, which the configuration does not name, the default's 2
+    # in it. From 0 to 100 s a runs five 1-GPU jobs and e one; from 10 to 60 s b runs b1 (2
+    # GPUs). a borrows 3 all along; what the others leave unused of their nominal quotas lends
+    # it, the loan the rest:
+    #   0-10 s:   b lends 2, e 1           b 20, e 10 GPU-s
+    #   10-60 s:  e lends 1, the loan 2    e 50
+    #   60-100 s: b lends 2, e 1           b 80, e 40
+    # so b lent 100 and e 100. Before, only tenants the configuration names lent, each its share
+    # of all that was borrowed whatever lent it: b 3 x 10 + 3 x 40 = 150, e nothing.
+    from dlsched.inference import DemandCycle, DemandStep
+
+    idle = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 1e9, 60.0, 0.0)
+    config = TenantConfig(
+        {"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")},
+        TenantQuota(2, None, "lab"),
+    )
+    jobs = [JobSpec(f"a{i}", 0.0, 1, 100.0, tenant="a") for i in range(5)]
+    jobs += [JobSpec("e1", 0.0, 1, 100.0, tenant="e"), JobSpec("b1", 10.0, 2, 50.0, tenant="b")]
+    layer = QuotaAdmission(config)
+    done = Simulator(
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
+        jobs,
+        make_policy("aryl"),
+        SimConfig(restart_overhead_s=0.0, inference_demand=idle),
+        admission=layer,
+    ).run()
+    assert [(j.first_start, j.finish) for j in done.jobs] == [(0.0, 100.0)] * 6 + [(10.0, 60.0)]
+    assert layer.borrowed_gpu_s == {"a": 300.0}
+    assert layer.lent_gpu_s == pytest.approx({"b": 100.0, "e": 100.0})
+
+
 def test_borrowed_gpu_hours_follow_a_quota_change():
     # 1x4, cohort lab: a (nominal 2) runs a1 (4 GPUs) from 0, borrowing 2 of b's (nominal 2).
     # At 500 a's nominal becomes 4 (the server's admin API): a borrows nothing from then. At

@@ -744,21 +744,29 @@ class QuotaAdmission:
 
     def _rates(self) -> tuple[list[tuple[str, int]], list[tuple[str, float]]]:
         """Per second as ``used`` stands: the GPUs each tenant uses over its nominal quota, and
-        each cohort tenant's share of them, lent pro rata to its unused nominal quota."""
+        what each tenant lends of them. A cohort's borrowing is lent by its own tenants (those
+        whose nominal quotas its total counts), pro rata to what each leaves unused, up to all
+        of that: the rest is on loaned inference servers, which no tenant lends."""
         borrowing = []
+        borrowed: dict[str, int] = {}  # cohort -> GPUs its tenants use over their quotas
         for t, used in self.used.items():
-            over = used - self.config.quota(t).nominal
+            q = self.config.quota(t)
+            over = used - q.nominal
             if over > 0:
                 borrowing.append((t, over))
+                if q.cohort is not None:
+                    borrowed[q.cohort] = borrowed.get(q.cohort, 0) + over
         lending = []
-        borrowed_total = sum(over for _, over in borrowing)
-        if borrowed_total:
-            unused: dict[str, int] = {}
-            for t, q in self.config.tenants.items():
-                if q.cohort is not None and q.nominal > self.used.get(t, 0):
-                    unused[t] = q.nominal - self.used.get(t, 0)
-            pool = sum(unused.values())
-            lending = [(t, borrowed_total * u / pool) for t, u in unused.items()]
+        if borrowed:
+            unused: dict[str, dict[str, int]] = {}  # cohort -> lender -> unused nominal quota
+            for t in sorted(self._seen | self.used.keys()):
+                q, used = self.config.quota(t), self.used.get(t, 0)
+                if q.cohort in borrowed and q.nominal > used:
+                    unused.setdefault(q.cohort, {})[t] = q.nominal - used
+            for cohort, lenders in unused.items():
+                pool = sum(lenders.values())
+                lent = min(borrowed[cohort], pool)
+                lending += [(t, lent * u / pool) for t, u in lenders.items()]
         self._charges = borrowing, lending
         return self._charges
 

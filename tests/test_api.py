@@ -419,6 +419,28 @@ def test_a_quota_set_through_the_api_outlives_a_restart_and_keeps_out_of_the_equ
     assert _nominal(client) == {"alice": 3}
 
 
+def test_a_lending_limit_past_the_nominal_quota_or_without_a_cohort_is_a_422_naming_it(tmp_path):
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    _, client = _quota_server(store, "equal")
+    client.post("/v1/tenants", json={"name": "alice"}, headers=ADMIN)
+    for body, reason in (
+        ({"nominal": 2, "lending_limit": 3, "cohort": "all"}, "at most the nominal quota (2)"),
+        ({"nominal": 2, "lending_limit": 1}, "lends to a cohort"),
+        ({"nominal": 2, "lending_limit": -1, "cohort": "all"}, "greater than or equal to 0"),
+    ):
+        r = client.put("/v1/tenants/alice/quota", json=body, headers=ADMIN)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail["field"].endswith("lending_limit") and reason in detail["reason"], detail
+    assert _nominal(client) == {"alice": 4}  # nothing was set
+    r = client.put(
+        "/v1/tenants/alice/quota",
+        json={"nominal": 2, "lending_limit": 1, "cohort": "all"},
+        headers=ADMIN,
+    )
+    assert r.status_code == 200 and r.json()["lending_limit"] == 1, r.text
+
+
 def test_a_tenant_s_token_is_replaced_by_the_admin_and_the_old_one_refused_at_once(api):
     client, alice, store = api
     job = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]
@@ -458,7 +480,7 @@ def test_dlsched_quotas_set_changes_only_what_it_names(tmp_path, monkeypatch, ca
     monkeypatch.setattr(cli, "_call", call)
 
     def set_quota(**options):
-        args = dict.fromkeys(("nominal", "borrowing_limit", "cohort", "weight"))
+        args = dict.fromkeys(cli.QUOTA_FIELDS)
         cli.cmd_quotas(argparse.Namespace(set="alice", **{**args, **options}))
         return client.get("/v1/quotas", headers=admin).json()["tenants"]["alice"]
 
@@ -467,12 +489,16 @@ def test_dlsched_quotas_set_changes_only_what_it_names(tmp_path, monkeypatch, ca
     assert (alice["nominal"], alice["cohort"], alice["weight"]) == (3, "all", 2.0)
     alice = set_quota(borrowing_limit=1, cohort="lab")
     assert (alice["nominal"], alice["borrowing_limit"], alice["cohort"]) == (3, 1, "lab")
+    alice = set_quota(lending_limit=2)
+    assert (alice["nominal"], alice["lending_limit"], alice["cohort"]) == (3, 2, "lab")
+    alice = set_quota(lending_limit="none")
+    assert (alice["lending_limit"], alice["borrowing_limit"], alice["cohort"]) == (None, 1, "lab")
     alice = set_quota(borrowing_limit="none", cohort="none")
     assert (alice["borrowing_limit"], alice["cohort"], alice["weight"]) == (None, None, 2.0)
     capsys.readouterr()
     cli.cmd_quotas(argparse.Namespace(set=None, **dict.fromkeys(cli.QUOTA_FIELDS)))
     header, _, alice_row, bob_row = capsys.readouterr().out.splitlines()
-    assert "weight" in header and alice_row.split()[:5] == ["alice", "3", "-", "-", "2.0"]
+    assert "weight" in header and alice_row.split()[:6] == ["alice", "3", "-", "-", "-", "2.0"]
 
 
 def test_dlsched_quotas_on_a_server_without_quotas_says_how_to_give_one(api, monkeypatch, capsys):

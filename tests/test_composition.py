@@ -1,7 +1,7 @@
 """Every mechanism of the simulator with every other, on small random workloads: all built-in
-policies, tenants under quotas (a cohort with or without borrowing limits, or hard) with a
-priority class, elastic and sharing jobs with real models, an inference pool lent and
-reclaimed, node failures and maintenance (cordon, drain), restarts, periodic checkpoints, a
+policies, tenants under quotas (a cohort with or without borrowing and lending limits, or
+hard) with a priority class, elastic and sharing jobs with real models, an inference pool lent
+and reclaimed, node failures and maintenance (cordon, drain), restarts, periodic checkpoints, a
 schedule interval, both resize mechanisms. The state's invariants hold after every plan, and
 every job ends (one a quota never admits is the only exception).
 
@@ -92,16 +92,16 @@ def cases(draw):
     quotas = None
     if draw(st.booleans()):
         hard = draw(st.booleans())
-        quotas = TenantConfig(
-            {
-                t: TenantQuota(
-                    draw(st.integers(1, training)),
-                    0 if hard else draw(st.sampled_from([None, None, 0, 1, 2])),
-                    None if hard else "lab",
-                )
-                for t in "abcd"
-            }
-        )
+        quotas = TenantConfig({})
+        for t in "abcd":
+            nominal = draw(st.integers(1, training))
+            lending = None if hard else draw(st.sampled_from([None, None, 0, nominal // 2]))
+            quotas.tenants[t] = TenantQuota(
+                nominal,
+                0 if hard else draw(st.sampled_from([None, None, 0, 1, 2])),
+                None if hard else "lab",
+                lending_limit=lending,
+            )
     demand = None
     if "@inference" in cluster:
         demand = draw(st.sampled_from([IDLE, cycle(0.0), cycle(30.0)]))

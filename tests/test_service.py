@@ -1098,7 +1098,8 @@ def _random_sequence(tmp_path_factory, policy, with_quotas, actions) -> Setup:
         elif kind == "demand":
             s.service.set_inference_demand(pick % 2)  # lend the server, or take it back
         elif kind == "quota" and with_quotas:
-            s.service.set_quota(tenants[pick % 3], {"nominal": n % 4, "cohort": "lab"})
+            lending = {"lending_limit": pick % 3} if pick % 3 <= n % 4 else {}
+            s.service.set_quota(tenants[pick % 3], {"nominal": n % 4, "cohort": "lab", **lending})
         elif kind == "progress" and running:
             s.executor.report_progress(running[pick % len(running)], pick + 1, 100, 0.05 * n)
         elif kind == "unprofiled" and s.executor.profiling:  # its program's fault, or the cluster's
@@ -1732,7 +1733,7 @@ def test_per_tenant_metrics_show_each_tenant_s_quota_borrowing_and_gpus(tmp_path
     from dlsched.tenant_quotas import TenantConfig, TenantQuota
 
     quotas = TenantConfig(
-        {"alice": TenantQuota(1, cohort="lab"), "bob": TenantQuota(1, 2, cohort="lab")}
+        {"alice": TenantQuota(1, cohort="lab"), "bob": TenantQuota(1, 2, "lab", lending_limit=1)}
     )
     s = Setup(tmp_path, nodes={"n0": 2}, quotas=quotas, metrics_tenants=True)
     a = s.submit(gpus=2)
@@ -1746,6 +1747,8 @@ def test_per_tenant_metrics_show_each_tenant_s_quota_borrowing_and_gpus(tmp_path
     assert gauge("dlsched_quota_borrowed_gpus", "alice") == 1
     assert gauge("dlsched_quota_borrowing_limit_gpus", "alice") == -1  # no limit
     assert gauge("dlsched_quota_borrowing_limit_gpus", "bob") == 2
+    assert gauge("dlsched_quota_lending_limit_gpus", "alice") == -1  # all of it may be lent
+    assert gauge("dlsched_quota_lending_limit_gpus", "bob") == 1
     assert gauge("dlsched_tenant_gpus_held", "alice") == 2
     assert gauge("dlsched_tenant_gpus_held", "bob") == 0
     s.executor.finish(a)

@@ -2,6 +2,7 @@
 fairness, with answers worked out by hand; and the stage's guarantees on random workloads."""
 
 import copy
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -71,6 +72,47 @@ def test_a_borrowing_limit_bounds_what_a_tenant_takes():
     config = TenantConfig({"a": TenantQuota(2, 1, "lab"), "b": TenantQuota(2, None, "lab")})
     jobs, _ = run([JobSpec(f"a{i}", float(i), 1, 100.0, tenant="a") for i in range(4)], config)
     assert [jobs[f"a{i}"].first_start for i in range(4)] == [0.0, 1.0, 2.0, 100.0]
+
+
+def test_a_lending_limit_keeps_the_rest_of_a_tenant_s_quota_for_it():
+    # 2x4, cohort lab: a (nominal 4, lending limit 1: it keeps 3) and b (nominal 4). b submits
+    # eight 1-GPU jobs of 100 s at 0: it takes its 4 and the 1 a lends (b0-b4), and 3 GPUs stay
+    # idle, kept for a. a1 (3 GPUs, 50 s) at 10 starts at once and nobody is evicted. b5-b7
+    # wait for b's first five to end at 100 (a's kept GPUs idle again from 60). b borrows 1
+    # GPU 0..100 s and a lends it: 100 GPU-s each. Without a lending limit b took all 8 at 0
+    # and a1 evicted three of them.
+    config = TenantConfig(
+        {"a": TenantQuota(4, None, "lab", lending_limit=1), "b": TenantQuota(4, None, "lab")}
+    )
+    spec = [JobSpec(f"b{i}", 0.0, 1, 100.0, tenant="b") for i in range(8)]
+    spec.append(JobSpec("a1", 10.0, 3, 50.0, tenant="a"))
+    jobs, layer = run(spec, config, cluster="2x4")
+    assert [jobs[f"b{i}"].first_start for i in range(8)] == [0.0] * 5 + [100.0] * 3
+    assert (jobs["a1"].first_start, jobs["a1"].finish) == (10.0, 60.0)
+    assert layer.evictions == {}
+    assert layer.borrowed_gpu_s == {"b": 100.0} and layer.lent_gpu_s == {"a": 100.0}
+
+
+def test_a_reclaim_takes_back_only_what_the_kept_quota_does_not_hold():
+    # 2x4, cohort lab: a (nominal 4, lending limit 2: it keeps 2), b (4, submits nothing) and
+    # c (0). c's six 1-GPU jobs of 100 s at 0 take the 6 GPUs a and b lend. a1 (4 GPUs) at 10
+    # gets a's 2 kept GPUs and needs 2 more: c's two most recently admitted jobs (c5, c4) are
+    # evicted, no more (reckoned as without a lending limit, the cohort's room was 4 short and
+    # four were). They wait for c's other four to end at 100 and run their last 90 s.
+    config = TenantConfig(
+        {
+            "a": TenantQuota(4, None, "lab", lending_limit=2),
+            "b": TenantQuota(4, None, "lab"),
+            "c": TenantQuota(0, None, "lab"),
+        }
+    )
+    spec = [JobSpec(f"c{i}", 0.0, 1, 100.0, tenant="c") for i in range(6)]
+    spec.append(JobSpec("a1", 10.0, 4, 500.0, tenant="a"))
+    jobs, layer = run(spec, config, cluster="2x4")
+    assert [jobs[f"c{i}"].first_start for i in range(6)] == [0.0] * 6
+    assert jobs["a1"].first_start == 10.0 and layer.evictions == {"c": 2}
+    assert [jobs[f"c{i}"].preemptions for i in range(6)] == [0] * 4 + [1] * 2
+    assert [jobs[f"c{i}"].finish for i in range(6)] == [100.0] * 4 + [190.0] * 2
 
 
 def test_a_higher_priority_class_preempts_within_its_tenant_only():
@@ -235,15 +277,12 @@ def test_configs_default_equal_philly_and_bad_files(tmp_path):
 def tenant_cases(draw):
     gpus = draw(st.sampled_from([4, 8]))
     names = ["a", "b", "c"]
-    quotas = {
-        t: TenantQuota(
-            draw(st.integers(0, gpus // 2)),
-            draw(st.one_of(st.none(), st.integers(0, 4))),
-            draw(st.sampled_from([None, "lab"])),
-            1.0,
-        )
-        for t in names
-    }
+    quotas = {}
+    for t in names:
+        nominal, cohort = draw(st.integers(0, gpus // 2)), draw(st.sampled_from([None, "lab"]))
+        lending = draw(st.one_of(st.none(), st.integers(0, nominal))) if cohort else None
+        limit = draw(st.one_of(st.none(), st.integers(0, 4)))
+        quotas[t] = TenantQuota(nominal, limit, cohort, 1.0, lending)
     jobs = []
     for k in range(draw(st.integers(1, 15))):
         n, elastic = draw(st.integers(1, 2)), draw(st.booleans())
@@ -273,6 +312,7 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
     from dlsched.inference import DemandCycle, DemandStep
 
     cluster, config, jobs = case
+    quotas = config.tenants
     layer = QuotaAdmission(config)
     demand = None
     if policy == "aryl":  # an inference server, loaned and reclaimed in turn (notice 60 s)
@@ -297,6 +337,13 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
             held[job.spec.tenant] = held.get(job.spec.tenant, 0) + len(job.gpus)
         for tenant, n in held.items():
             assert n <= config.quota(tenant).limit, (tenant, n)
+        # nobody borrows what a lending limit keeps: the cohort's tenants count beyond what
+        # they keep at most what they may lend (without loans: a job admitted on a loan keeps
+        # its admission when the server is taken back, as Kueue's do when capacity goes)
+        if demand is None:
+            counted, lab = state.admissions.counted, {t for t, q in quotas.items() if q.cohort}
+            beyond = sum(max(0, counted.get(t, 0) - quotas[t].kept) for t in lab)
+            assert beyond <= sum(quotas[t].nominal - quotas[t].kept for t in lab)
         # a job that fits its tenant's nominal quota is admitted in the pass it could be (or the
         # next, a millisecond later, when the plan itself gave quota back)
         for job in [] if layer._changed else state.pending.values():
@@ -311,7 +358,7 @@ def test_no_tenant_holds_more_than_its_limit_and_nominal_quota_is_never_withheld
         possible = job.num_gpus <= (q.limit if q.cohort else q.nominal) and (
             q.cohort is None
             or job.num_gpus
-            <= sum(v.nominal for v in config.tenants.values() if v.cohort == q.cohort)
+            <= q.kept + sum(v.nominal - v.kept for v in quotas.values() if v.cohort == q.cohort)
         )
         if possible:
             assert job.status is Status.DONE, job
@@ -1251,6 +1298,7 @@ def test_a_refused_plan_takes_back_the_admissions_and_evictions_of_its_pass():
     [
         ("{nominal: 1000000000000}", "nominal"),  # past any cluster's GPUs: taken
         ("{nominal: 2, borrowing_limit: 1000000000000}", "borrowing_limit"),
+        ("{nominal: 2, lending_limit: 1000000000000, cohort: c}", "lending_limit"),
         ("{nominal: 2, weight: 1.0e+308}", "weight"),  # two such summed to infinity
     ],
 )
@@ -1262,6 +1310,33 @@ def test_a_quota_past_its_bound_is_refused_naming_the_field(tmp_path, quota, fie
     with pytest.raises(SpecError, match="must be") as e:
         load_tenants(str(path), ["a"], 16)
     assert e.value.field == f"tenants.a.{field}"
+
+
+@pytest.mark.parametrize(
+    "quota, reason",
+    [
+        ("{nominal: 2, lending_limit: 3, cohort: c}", "at most the nominal quota (2)"),
+        ("{nominal: 2, lending_limit: 1}", "lends to a cohort: give the tenant one"),
+        ("{nominal: 2, lending_limit: -1, cohort: c}", "must be an integer"),
+    ],
+)
+def test_a_lending_limit_past_the_nominal_quota_or_without_a_cohort_is_refused(
+    tmp_path, quota, reason
+):
+    from dlsched.tenant_quotas import load_tenants
+
+    path = tmp_path / "q.yaml"
+    path.write_text(f"tenants:\n  a: {quota}\n")
+    with pytest.raises(SpecError, match=re.escape(reason)) as e:
+        load_tenants(str(path), ["a"], 16)
+    assert e.value.field == "tenants.a.lending_limit"
+
+
+def test_hard_quotas_keep_no_lending_limit():
+    config = TenantConfig({"a": TenantQuota(4, None, "lab", lending_limit=1)})
+    assert config.quota("a").kept == 3
+    hard = config.without_borrowing().quota("a")
+    assert (hard.cohort, hard.lending_limit, hard.kept) == (None, None, 0)
 
 
 def test_a_tenant_s_priority_is_refused_as_doing_nothing_but_the_0_exports_wrote(tmp_path):

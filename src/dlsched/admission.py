@@ -15,6 +15,10 @@ job is admitted when its tenant's use plus the job's base size fits:
 - borrowing: within nominal + borrowing limit, and within its cohort's nominal total (what
   the cohort's other tenants do not use).
 
+A tenant's lending limit keeps the rest of its nominal quota for itself (Kueue's guaranteed
+quota): the cohort's total counts only what each tenant may lend, and a tenant's use counts
+against the cohort only beyond the part it keeps.
+
 Waiting jobs are considered as Kueue's scheduler orders its entries: those that fit their
 tenant's nominal quota before those that would borrow (beyond it, in a cohort), each by priority
 class, then submit time (Kueue's BestEffortFIFO: one that does not fit does not hold back the
@@ -44,7 +48,7 @@ the jobs there.
 The simulator runs the stage with ``--quotas``; ``dlsched server`` always (without a quota file
 every tenant's quota is unlimited, so it only keeps the books the API and metrics read).
 
-Not done: Kueue's ``lendingLimit``; quotas per GPU type.
+Not done: quotas per GPU type; a cohort's own quota and cohorts of cohorts.
 """
 
 from __future__ import annotations
@@ -174,8 +178,9 @@ class QuotaAdmission:
         # pass, then as the pass plans (between passes: as the last pass planned)
         self.used: dict[str, int] = {}
         self._changed = False  # a reservation was released or a job arrived since the last pass
-        # per cohort: nominal quotas and reservations, summed (tenants the config does not name
-        # add the default's nominal quota once seen)
+        # per cohort: what its tenants may lend of their nominal quotas, and what they use of
+        # it (their use beyond the part they keep), summed (tenants the config does not name
+        # add the default's once seen)
         self.cohort_used: dict[str, int] = {}
         # GPUs of inference servers loaned to training now (Aryl): borrowable by every cohort,
         # nobody's nominal quota
@@ -197,13 +202,18 @@ class QuotaAdmission:
         self._last_t: float | None = None
 
     def _sum_cohorts(self) -> None:
-        """Each cohort's nominal total: its tenants', the default's for each unnamed one seen."""
+        """Each cohort's nominal total, of what its tenants may lend: its tenants', the
+        default's for each unnamed one seen."""
         self.cohort_nominal: dict[str, int] = {}
         self._rooms.clear()
         for tenant in self._seen | set(self.used):
-            q = self.config.quota(tenant)
-            if q.cohort is not None:
-                self.cohort_nominal[q.cohort] = self.cohort_nominal.get(q.cohort, 0) + q.nominal
+            self._add_to_cohort(self.config.quota(tenant))
+
+    def _add_to_cohort(self, q: TenantQuota) -> None:
+        if q.cohort is not None:
+            self.cohort_nominal[q.cohort] = (
+                self.cohort_nominal.get(q.cohort, 0) + q.nominal - q.kept
+            )
 
     def set_quota(self, tenant: str, quota: TenantQuota, now: float) -> None:
         """Change a tenant's quota at ``now`` (the runtime's admin API): admissions follow at
@@ -257,10 +267,8 @@ class QuotaAdmission:
         tenant = job.spec.tenant
         if tenant not in self._seen:
             self._seen.add(tenant)
-            d = self.config.default
-            if d.cohort is not None:
-                self.cohort_nominal[d.cohort] = self.cohort_nominal.get(d.cohort, 0) + d.nominal
-                self._rooms.clear()
+            self._add_to_cohort(self.config.default)
+            self._rooms.clear()
         self._changed = True
 
     # Each change of a job's standing first charges the interval that ends now at the
@@ -307,12 +315,15 @@ class QuotaAdmission:
             return
         self._rooms.clear()
         self._charges = None
-        self.used[tenant] = self.used.get(tenant, 0) + n
+        before = self.used.get(tenant, 0)
+        self.used[tenant] = before + n
         if not self.used[tenant]:
             del self.used[tenant]
-        cohort = self.config.quota(tenant).cohort
-        if cohort is not None:
-            self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
+        q = self.config.quota(tenant)
+        if q.cohort is not None:
+            kept = q.kept  # (use within it is not the cohort's)
+            n = max(0, before + n - kept) - max(0, before - kept)
+            self.cohort_used[q.cohort] = self.cohort_used.get(q.cohort, 0) + n
         if n < 0:
             self._changed = True
 
@@ -362,19 +373,24 @@ class QuotaAdmission:
         self._rooms.clear()
         self._charges = None
         for t, n in self.used.items():
-            cohort = self.config.quota(t).cohort
-            if cohort is not None:
-                self.cohort_used[cohort] = self.cohort_used.get(cohort, 0) + n
+            q = self.config.quota(t)
+            if q.cohort is not None and n > q.kept:
+                self.cohort_used[q.cohort] = self.cohort_used.get(q.cohort, 0) + n - q.kept
 
     def _room(self, tenant: str) -> float:
-        """How many more GPUs the tenant may count now."""
+        """How many more GPUs the tenant may count now: in a cohort, what it keeps unused of
+        its nominal quota and what the cohort has room for, within its borrowing limit (as
+        Kueue's ``available``)."""
         room = self._rooms.get(tenant)
         if room is None:
             q, used = self.config.quota(tenant), self.used.get(tenant, 0)
             if q.cohort is None:
                 room = q.nominal - used
             else:
-                room = min(q.limit - used, self._cohort_room(q.cohort))
+                kept = q.kept
+                room = max(0, kept - used) + min(
+                    q.limit - max(used, kept), self._cohort_room(q.cohort)
+                )
             self._rooms[tenant] = room
         return room
 
@@ -613,8 +629,8 @@ class QuotaAdmission:
         nothing in the same instant (jobs admitted but not started), passes did that in turn
         for ever (the composition search, on more nominal quota than GPUs)."""
         tenant = job.spec.tenant
-        if (cohort := self._reclaim_cohort(tenant, need)) is not None:
-            return self._reclaim(books, tenant, need - self._cohort_room(cohort), shrunk)
+        if self._reclaim_cohort(tenant, need) is not None:
+            return self._reclaim(books, tenant, self._short(tenant, need, 0), shrunk)
         if not self._may_take_own_places(books, tenant, job.spec.priority, need):
             return None
         hard = self.config.quota(tenant).cohort is None  # (then nothing to reclaim)
@@ -643,7 +659,18 @@ class QuotaAdmission:
         q = self.config.quota(tenant)
         if q.cohort is None or self.used.get(tenant, 0) - freed + need > q.nominal:
             return None
-        return self._reclaim(books, tenant, need - freed - self._cohort_room(q.cohort), shrunk)
+        return self._reclaim(books, tenant, self._short(tenant, need, freed), shrunk)
+
+    def _short(self, tenant: str, need: int, freed: int) -> int:
+        """What the cohort's borrowers must give back for ``need`` more GPUs of the tenant's
+        within its nominal quota, once its own jobs gave ``freed`` back: what neither the
+        part it keeps nor the cohort's room (grown by what that gave the cohort) holds."""
+        q = self.config.quota(tenant)
+        used, kept = self.used.get(tenant, 0), q.kept
+        after = used - freed
+        assert q.cohort is not None
+        returned = max(0, used - kept) - max(0, after - kept)
+        return need - max(0, kept - after) - self._cohort_room(q.cohort) - returned
 
     def _reclaim(
         self, books: AdmissionBooks, tenant: str, short: int, shrunk: dict
@@ -745,8 +772,9 @@ class QuotaAdmission:
     def _rates(self) -> tuple[list[tuple[str, int]], list[tuple[str, float]]]:
         """Per second as ``used`` stands: the GPUs each tenant uses over its nominal quota, and
         what each tenant lends of them. A cohort's borrowing is lent by its own tenants (those
-        whose nominal quotas its total counts), pro rata to what each leaves unused, up to all
-        of that: the rest is on loaned inference servers, which no tenant lends."""
+        whose nominal quotas its total counts), pro rata to what each leaves unused of what it
+        may lend, up to all of that: the rest is on loaned inference servers, which no tenant
+        lends."""
         borrowing = []
         borrowed: dict[str, int] = {}  # cohort -> GPUs its tenants use over their quotas
         for t, used in self.used.items():
@@ -761,8 +789,9 @@ class QuotaAdmission:
             unused: dict[str, dict[str, int]] = {}  # cohort -> lender -> unused nominal quota
             for t in sorted(self._seen | self.used.keys()):
                 q, used = self.config.quota(t), self.used.get(t, 0)
-                if q.cohort in borrowed and q.nominal > used:
-                    unused.setdefault(q.cohort, {})[t] = q.nominal - used
+                lendable = q.nominal - max(used, q.kept)
+                if q.cohort in borrowed and lendable > 0:
+                    unused.setdefault(q.cohort, {})[t] = lendable
             for cohort, lenders in unused.items():
                 pool = sum(lenders.values())
                 lent = min(borrowed[cohort], pool)

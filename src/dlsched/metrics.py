@@ -300,6 +300,7 @@ def quota_summary(result: SimResult) -> dict | None:
                 "nominal_gpus": config.quota(t).nominal,
                 "cohort": config.quota(t).cohort,
                 "borrowing_limit": config.quota(t).borrowing_limit,
+                "lending_limit": config.quota(t).lending_limit,
                 "borrowed_gpu_h": stage.borrowed_gpu_s.get(t, 0.0) / 3600,
                 "lent_gpu_h": stage.lent_gpu_s.get(t, 0.0) / 3600,
                 "evicted": stage.evictions.get(t, 0),

@@ -1,18 +1,20 @@
 """Tenants' quotas, in the vocabulary operators know from Kueue's ClusterQueue.
 
 Per tenant: a nominal quota of GPUs (``nominal``), how much more it may borrow from its cohort's
-unused quota (``borrowing_limit``; None: no limit but the cohort's), its ``cohort`` (None: it
-neither lends nor borrows) and a fair-share ``weight``. A priority class is a job's (its spec's
-``priority``: a higher class may take the places of its tenant's lower ones), not a tenant's. A
-tenant the configuration does not name gets ``default``. The semantics followed are Kueue's
-(nominalQuota, borrowingLimit, cohort, preemption with ``reclaimWithinCohort: Any`` and
-``withinClusterQueue: LowerPriority``); lendingLimit is not implemented.
+unused quota (``borrowing_limit``; None: no limit but the cohort's), how much of its nominal
+quota its cohort may borrow (``lending_limit``; None: all of it; the rest is kept for the
+tenant alone), its ``cohort`` (None: it neither lends nor borrows) and a fair-share
+``weight``. A priority class is a job's (its spec's ``priority``: a higher class may take the
+places of its tenant's lower ones), not a tenant's. A tenant the configuration does not name
+gets ``default``. The semantics followed are Kueue's
+(nominalQuota, borrowingLimit, lendingLimit, cohort, preemption with ``reclaimWithinCohort:
+Any`` and ``withinClusterQueue: LowerPriority``), of a cohort without quotas of its own.
 
 A YAML file::
 
     tenants:
       vision: {nominal: 64, borrowing_limit: 32, cohort: lab, weight: 2}
-      speech: {nominal: 32, cohort: lab}
+      speech: {nominal: 32, lending_limit: 16, cohort: lab}
     default: {nominal: 0, cohort: lab}
 
 or built in: ``equal`` (the training GPUs split equally between the trace's tenants, one cohort,
@@ -44,6 +46,7 @@ class TenantQuota:
     borrowing_limit: int | None = None  # None: only the cohort's unused quota bounds it
     cohort: str | None = None
     weight: float = 1.0
+    lending_limit: int | None = None  # None: its cohort may borrow all of its unused quota
 
     @property
     def limit(self) -> float:
@@ -51,6 +54,14 @@ class TenantQuota:
         if self.cohort is None:
             return self.nominal
         return math.inf if self.borrowing_limit is None else self.nominal + self.borrowing_limit
+
+    @property
+    def kept(self) -> int:
+        """The part of its nominal quota only the tenant may use (Kueue's guaranteed quota:
+        what its lending limit keeps back; 0 without one or without a cohort)."""
+        if self.lending_limit is None or self.cohort is None:
+            return 0
+        return self.nominal - self.lending_limit
 
 
 @dataclass(slots=True)
@@ -76,13 +87,13 @@ class TenantConfig:
     def without_borrowing(self) -> TenantConfig:
         """Hard quotas (as Philly ran): nobody lends or borrows."""
         return TenantConfig(
-            {t: replace(q, cohort=None) for t, q in self.tenants.items()},
-            replace(self.default, cohort=None),
+            {t: replace(q, cohort=None, lending_limit=None) for t, q in self.tenants.items()},
+            replace(self.default, cohort=None, lending_limit=None),
             f"{self.source}, hard",
         )
 
 
-_FIELDS = {"nominal", "borrowing_limit", "cohort", "weight", "priority"}
+_FIELDS = {"nominal", "borrowing_limit", "lending_limit", "cohort", "weight", "priority"}
 
 
 def quota_from(data: object, where: str) -> TenantQuota:
@@ -96,7 +107,8 @@ def quota_from(data: object, where: str) -> TenantQuota:
             f"unknown field (known: {', '.join(sorted(_FIELDS))})",
         )
     nominal, limit = data.get("nominal", 0), data.get("borrowing_limit")
-    for name, v in (("nominal", nominal), ("borrowing_limit", limit)):
+    lending = data.get("lending_limit")
+    for name, v in (("nominal", nominal), ("borrowing_limit", limit), ("lending_limit", lending)):
         if v is not None and (
             isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_GPUS
         ):
@@ -119,7 +131,14 @@ def quota_from(data: object, where: str) -> TenantQuota:
     cohort = data.get("cohort")
     if cohort is not None and (not isinstance(cohort, str) or not cohort):
         raise SpecError(f"{where}.cohort", f"must be a non-empty string, got {cohort!r}")
-    return TenantQuota(nominal, limit, cohort, float(weight))
+    if lending is not None and cohort is None:  # (as Kueue's validation refuses it)
+        raise SpecError(f"{where}.lending_limit", "lends to a cohort: give the tenant one")
+    if lending is not None and lending > nominal:
+        raise SpecError(
+            f"{where}.lending_limit",
+            f"at most the nominal quota ({nominal}): a tenant lends only its own, got {lending}",
+        )
+    return TenantQuota(nominal, limit, cohort, float(weight), lending)
 
 
 def load_tenants(source: str, tenants: list[str], training_gpus: int) -> TenantConfig:

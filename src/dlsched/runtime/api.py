@@ -72,6 +72,7 @@ class QuotaRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     nominal: int = Field(ge=0, le=1_000_000)
     borrowing_limit: int | None = Field(None, ge=0, le=1_000_000)
+    lending_limit: int | None = Field(None, ge=0, le=1_000_000)
     cohort: str | None = Field(None, min_length=1, max_length=64)
     weight: float = Field(1.0, gt=0, le=1_000_000)
 

@@ -367,8 +367,8 @@ def cmd_export(args: Namespace) -> int:
     return 0
 
 
-QUOTA_FIELDS = ("nominal", "borrowing_limit", "cohort", "weight")
-NO_VALUE = "none"  # --borrowing-limit none, --cohort none: take the limit or the cohort away
+QUOTA_FIELDS = ("nominal", "borrowing_limit", "lending_limit", "cohort", "weight")
+NO_VALUE = "none"  # --borrowing-limit none, --cohort none, ...: take the limit or cohort away
 
 
 def _count_or_none(text: str) -> int | str:
@@ -386,7 +386,9 @@ def cmd_quotas(args: Namespace) -> int:
     if args.set:
         if not changes:
             raise SpecError(
-                "set", "give what to change: --nominal, --borrowing-limit, --cohort, --weight"
+                "set",
+                "give what to change: --nominal, --borrowing-limit, --lending-limit, --cohort, "
+                "--weight",
             )
         # the API's PUT replaces the whole quota: the fields not changed are the tenant's own
         # (a nominal alone took a tenant out of its cohort and reset its weight)
@@ -411,6 +413,7 @@ def cmd_quotas(args: Namespace) -> int:
     cols = [
         "nominal",
         "borrowing_limit",
+        "lending_limit",
         "cohort",
         "weight",
         "reserved",
@@ -522,6 +525,12 @@ def add_client_parsers(sub: Any) -> None:  # (argparse's subparsers action)
         "--borrowing-limit",
         type=_count_or_none,
         help=f"at most this many GPUs above nominal ({NO_VALUE}: no limit)",
+    )
+    p.add_argument(
+        "--lending-limit",
+        type=_count_or_none,
+        help="at most this many GPUs of the nominal quota lent to the cohort; the rest is the "
+        f"tenant's alone ({NO_VALUE}: all may be lent)",
     )
     p.add_argument(
         "--cohort",

@@ -153,6 +153,12 @@ class RuntimeMetrics:
             ["tenant"],
             registry=r,
         )
+        self.quota_lending_limit = Gauge(
+            "dlsched_quota_lending_limit_gpus",
+            "GPUs of its nominal quota a tenant's cohort may borrow (-1: all of them)",
+            ["tenant"],
+            registry=r,
+        )
         self.quota_used = Gauge(
             "dlsched_quota_used_gpus",
             "GPUs a tenant's admitted jobs reserve",
@@ -256,6 +262,9 @@ class RuntimeMetrics:
                 self.quota_nominal.labels(tenant).set(q.nominal)
                 self.quota_borrowing_limit.labels(tenant).set(
                     -1 if q.borrowing_limit is None else q.borrowing_limit
+                )
+                self.quota_lending_limit.labels(tenant).set(
+                    -1 if q.lending_limit is None else q.lending_limit
                 )
                 self.quota_borrowed.labels(tenant).set(u.borrowed)
             self.quota_used.labels(tenant).set(u.used)

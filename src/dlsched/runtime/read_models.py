@@ -135,6 +135,7 @@ def quota_standing(service: SchedulerService, tenant: str | None = None) -> dict
         out[t] = {
             "nominal": None if q.nominal >= service.UNLIMITED else q.nominal,
             "borrowing_limit": q.borrowing_limit,
+            "lending_limit": q.lending_limit,
             "cohort": q.cohort,
             "weight": q.weight,
             "reserved": u.used,

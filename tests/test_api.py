@@ -441,6 +441,25 @@ def test_a_lending_limit_past_the_nominal_quota_or_without_a_cohort_is_a_422_nam
     assert r.status_code == 200 and r.json()["lending_limit"] == 1, r.text
 
 
+def test_the_api_takes_the_quotas_a_quota_file_takes_and_refuses_one_past_them(tmp_path):
+    """The API bounded each count at 1,000,000 while a quota file allows MAX_GPUS (1,048,576):
+    a quota written in a file was refused through the API, with another number."""
+    from dlsched.cluster import MAX_GPUS
+    from dlsched.tenant_quotas import MAX_WEIGHT
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    _, client = _quota_server(store, "equal")
+    client.post("/v1/tenants", json={"name": "alice"}, headers=ADMIN)
+    largest = {"nominal": MAX_GPUS, "borrowing_limit": MAX_GPUS, "lending_limit": MAX_GPUS}
+    body = {**largest, "cohort": "all", "weight": MAX_WEIGHT}
+    r = client.put("/v1/tenants/alice/quota", json=body, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["nominal"] == MAX_GPUS, r.text
+    for name, past in [*((k, MAX_GPUS + 1) for k in largest), ("weight", MAX_WEIGHT * 2)]:
+        r = client.put("/v1/tenants/alice/quota", json={**body, name: past}, headers=ADMIN)
+        assert r.status_code == 422 and r.json()["detail"]["field"].endswith(name), r.text
+    assert _nominal(client)["alice"] == MAX_GPUS  # nothing was set
+
+
 def test_a_tenant_s_token_is_replaced_by_the_admin_and_the_old_one_refused_at_once(api):
     client, alice, store = api
     job = client.post("/v1/jobs", json=OK, headers=alice).json()["id"]

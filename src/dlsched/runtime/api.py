@@ -23,7 +23,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..cluster import MAX_GPUS
 from ..errors import SpecError
+from ..tenant_quotas import MAX_WEIGHT
 from .jobspec import JobRequest, spec_error
 from .limits import (
     MAX_LOG_BYTES,
@@ -69,12 +71,14 @@ def static_file(name: str) -> bytes:
 
 
 class QuotaRequest(BaseModel):
+    """A tenant's quota, bounded as a quota file's (tenant_quotas.quota_from checks it again)."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
-    nominal: int = Field(ge=0, le=1_000_000)
-    borrowing_limit: int | None = Field(None, ge=0, le=1_000_000)
-    lending_limit: int | None = Field(None, ge=0, le=1_000_000)
+    nominal: int = Field(ge=0, le=MAX_GPUS)
+    borrowing_limit: int | None = Field(None, ge=0, le=MAX_GPUS)
+    lending_limit: int | None = Field(None, ge=0, le=MAX_GPUS)
     cohort: str | None = Field(None, min_length=1, max_length=64)
-    weight: float = Field(1.0, gt=0, le=1_000_000)
+    weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)
 
 
 class NodeRequest(BaseModel):

@@ -53,6 +53,7 @@ Not done: quotas per GPU type; a cohort's own quota and cohorts of cohorts.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -205,15 +206,20 @@ class QuotaAdmission:
         """Each cohort's nominal total, of what its tenants may lend: its tenants', the
         default's for each unnamed one seen."""
         self.cohort_nominal: dict[str, int] = {}
+        # cohort -> its tenants that may lend some of their nominal quotas, by name
+        self._lenders: dict[str, list[tuple[str, TenantQuota]]] = {}
         self._rooms.clear()
-        for tenant in self._seen | set(self.used):
-            self._add_to_cohort(self.config.quota(tenant))
+        for tenant in sorted(self._seen | set(self.used)):
+            self._add_to_cohort(tenant, self.config.quota(tenant))
 
-    def _add_to_cohort(self, q: TenantQuota) -> None:
+    def _add_to_cohort(self, tenant: str, q: TenantQuota) -> None:
         if q.cohort is not None:
             self.cohort_nominal[q.cohort] = (
                 self.cohort_nominal.get(q.cohort, 0) + q.nominal - q.kept
             )
+            if q.nominal > q.kept:
+                lenders = self._lenders.setdefault(q.cohort, [])
+                bisect.insort(lenders, (tenant, q), key=lambda lender: lender[0])
 
     def set_quota(self, tenant: str, quota: TenantQuota, now: float) -> None:
         """Change a tenant's quota at ``now`` (the runtime's admin API): admissions follow at
@@ -267,7 +273,7 @@ class QuotaAdmission:
         tenant = job.spec.tenant
         if tenant not in self._seen:
             self._seen.add(tenant)
-            self._add_to_cohort(self.config.default)
+            self._add_to_cohort(tenant, self.config.default)
             self._rooms.clear()
         self._changed = True
 
@@ -386,11 +392,10 @@ class QuotaAdmission:
             q, used = self.config.quota(tenant), self.used.get(tenant, 0)
             if q.cohort is None:
                 room = q.nominal - used
+            elif used >= q.kept:  # (without a lending limit, always)
+                room = min(q.limit - used, self._cohort_room(q.cohort))
             else:
-                kept = q.kept
-                room = max(0, kept - used) + min(
-                    q.limit - max(used, kept), self._cohort_room(q.cohort)
-                )
+                room = q.kept - used + min(q.limit - q.kept, self._cohort_room(q.cohort))
             self._rooms[tenant] = room
         return room
 
@@ -785,17 +790,16 @@ class QuotaAdmission:
                 if q.cohort is not None:
                     borrowed[q.cohort] = borrowed.get(q.cohort, 0) + over
         lending = []
-        if borrowed:
-            unused: dict[str, dict[str, int]] = {}  # cohort -> lender -> unused nominal quota
-            for t in sorted(self._seen | self.used.keys()):
-                q, used = self.config.quota(t), self.used.get(t, 0)
-                lendable = q.nominal - max(used, q.kept)
-                if q.cohort in borrowed and lendable > 0:
-                    unused.setdefault(q.cohort, {})[t] = lendable
-            for cohort, lenders in unused.items():
-                pool = sum(lenders.values())
-                lent = min(borrowed[cohort], pool)
-                lending += [(t, lent * u / pool) for t, u in lenders.items()]
+        for cohort, total in borrowed.items():
+            unused = []  # (lender, what it leaves unused of what it may lend)
+            for t, q in self._lenders.get(cohort, ()):
+                used = self.used.get(t, 0)
+                lendable = q.nominal - (used if used > q.kept else q.kept)
+                if lendable > 0:
+                    unused.append((t, lendable))
+            pool = sum(u for _, u in unused)
+            lent = min(total, pool)
+            lending += [(t, lent * u / pool) for t, u in unused]
         self._charges = borrowing, lending
         return self._charges
 

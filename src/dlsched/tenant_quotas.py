@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 
@@ -47,6 +47,16 @@ class TenantQuota:
     cohort: str | None = None
     weight: float = 1.0
     lending_limit: int | None = None  # None: its cohort may borrow all of its unused quota
+    # the part of its nominal quota only the tenant may use (Kueue's guaranteed quota: what its
+    # lending limit keeps back; 0 without one or without a cohort). Stored, not a property:
+    # the quota stage reads it about a million times in a replay of Philly.
+    kept: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kept = 0
+        if self.lending_limit is not None and self.cohort is not None:
+            kept = self.nominal - self.lending_limit
+        object.__setattr__(self, "kept", kept)  # (frozen)
 
     @property
     def limit(self) -> float:
@@ -54,14 +64,6 @@ class TenantQuota:
         if self.cohort is None:
             return self.nominal
         return math.inf if self.borrowing_limit is None else self.nominal + self.borrowing_limit
-
-    @property
-    def kept(self) -> int:
-        """The part of its nominal quota only the tenant may use (Kueue's guaranteed quota:
-        what its lending limit keeps back; 0 without one or without a cohort)."""
-        if self.lending_limit is None or self.cohort is None:
-            return 0
-        return self.nominal - self.lending_limit
 
 
 @dataclass(slots=True)
@@ -77,7 +79,8 @@ class TenantConfig:
         """The configuration as a quotas file holds it (:func:`load_tenants` reads it back)."""
 
         def entry(q: TenantQuota) -> dict:
-            return {k: v for k, v in asdict(q).items() if v is not None}
+            values = ((f.name, getattr(q, f.name)) for f in fields(q) if f.init)
+            return {k: v for k, v in values if v is not None}
 
         return {
             "tenants": {t: entry(q) for t, q in self.tenants.items()},

@@ -327,8 +327,7 @@ class QuotaAdmission:
             del self.used[tenant]
         q = self.config.quota(tenant)
         if q.cohort is not None:
-            kept = q.kept  # (use within it is not the cohort's)
-            n = max(0, before + n - kept) - max(0, before - kept)
+            n = q.cohort_use(before + n) - q.cohort_use(before)
             self.cohort_used[q.cohort] = self.cohort_used.get(q.cohort, 0) + n
         if n < 0:
             self._changed = True
@@ -381,7 +380,7 @@ class QuotaAdmission:
         for t, n in self.used.items():
             q = self.config.quota(t)
             if q.cohort is not None and n > q.kept:
-                self.cohort_used[q.cohort] = self.cohort_used.get(q.cohort, 0) + n - q.kept
+                self.cohort_used[q.cohort] = self.cohort_used.get(q.cohort, 0) + q.cohort_use(n)
 
     def _room(self, tenant: str) -> float:
         """How many more GPUs the tenant may count now: in a cohort, what it keeps unused of
@@ -671,11 +670,11 @@ class QuotaAdmission:
         within its nominal quota, once its own jobs gave ``freed`` back: what neither the
         part it keeps nor the cohort's room (grown by what that gave the cohort) holds."""
         q = self.config.quota(tenant)
-        used, kept = self.used.get(tenant, 0), q.kept
+        used = self.used.get(tenant, 0)
         after = used - freed
         assert q.cohort is not None
-        returned = max(0, used - kept) - max(0, after - kept)
-        return need - max(0, kept - after) - self._cohort_room(q.cohort) - returned
+        returned = q.cohort_use(used) - q.cohort_use(after)
+        return need - max(0, q.kept - after) - self._cohort_room(q.cohort) - returned
 
     def _reclaim(
         self, books: AdmissionBooks, tenant: str, short: int, shrunk: dict

@@ -58,6 +58,10 @@ class TenantQuota:
             kept = self.nominal - self.lending_limit
         object.__setattr__(self, "kept", kept)  # (frozen)
 
+    def cohort_use(self, used: int) -> int:
+        """What of ``used`` GPUs counts against its cohort: the use beyond the part it keeps."""
+        return used - self.kept if used > self.kept else 0
+
     @property
     def limit(self) -> float:
         """The most the tenant may ever hold."""

@@ -896,6 +896,24 @@ def test_lent_gpu_hours_name_only_the_borrower_s_cohort_and_never_exceed_unused_
     assert layer.lent_gpu_s == {"b": 2000.0}
 
 
+def _beside_an_idle_inference_server(jobs, config):
+    """``jobs`` under aryl and ``config``'s quotas on 1 training and 1 inference server of 4
+    GPUs each, the inference side idle (its server loaned from 0), restarts free: the jobs as
+    they ended, and the quota stage."""
+    from dlsched.inference import DemandCycle, DemandStep
+
+    idle = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 1e9, 60.0, 0.0)
+    layer = QuotaAdmission(config)
+    done = Simulator(
+        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
+        jobs,
+        make_policy("aryl"),
+        SimConfig(restart_overhead_s=0.0, inference_demand=idle),
+        admission=layer,
+    ).run()
+    return done.jobs, layer
+
+
 def test_gpus_borrowed_on_a_loaned_server_are_lent_by_no_tenant():
     # 1 training server and 1 idle inference server (loaned from 0), 4 GPUs each; a and b have
     # 2 GPUs each in one cohort, and e, which the configuration does not name, the default's 2
@@ -907,24 +925,14 @@ def test_gpus_borrowed_on_a_loaned_server_are_lent_by_no_tenant():
     #   60-100 s: b lends 2, e 1           b 80, e 40
     # so b lent 100 and e 100. Before, only tenants the configuration names lent, each its share
     # of all that was borrowed whatever lent it: b 3 x 10 + 3 x 40 = 150, e nothing.
-    from dlsched.inference import DemandCycle, DemandStep
-
-    idle = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 1e9, 60.0, 0.0)
     config = TenantConfig(
         {"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")},
         TenantQuota(2, None, "lab"),
     )
     jobs = [JobSpec(f"a{i}", 0.0, 1, 100.0, tenant="a") for i in range(5)]
     jobs += [JobSpec("e1", 0.0, 1, 100.0, tenant="e"), JobSpec("b1", 10.0, 2, 50.0, tenant="b")]
-    layer = QuotaAdmission(config)
-    done = Simulator(
-        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
-        jobs,
-        make_policy("aryl"),
-        SimConfig(restart_overhead_s=0.0, inference_demand=idle),
-        admission=layer,
-    ).run()
-    assert [(j.first_start, j.finish) for j in done.jobs] == [(0.0, 100.0)] * 6 + [(10.0, 60.0)]
+    done, layer = _beside_an_idle_inference_server(jobs, config)
+    assert [(j.first_start, j.finish) for j in done] == [(0.0, 100.0)] * 6 + [(10.0, 60.0)]
     assert layer.borrowed_gpu_s == {"a": 300.0}
     assert layer.lent_gpu_s == pytest.approx({"b": 100.0, "e": 100.0})
 
@@ -1194,21 +1202,11 @@ def test_loaned_inference_servers_are_borrowable_by_the_cohort():
     # all start at 0: 4 within the cohort's nominal 4, 2 on the loan (before, the cohort's
     # nominal total capped a at 4 and two waited to 100 beside 4 idle GPUs). b's 2-GPU job at
     # 10 fits on the loan's other 2 GPUs: nobody is evicted.
-    from dlsched.inference import DemandCycle, DemandStep
-
-    idle = DemandCycle("idle", 1, (DemandStep(0.0, 0, 0),), 1e9, 60.0, 0.0)
     config = TenantConfig({"a": TenantQuota(2, None, "lab"), "b": TenantQuota(2, None, "lab")})
     jobs = [JobSpec(f"a{i}", 0.0, 1, 100.0, tenant="a") for i in range(6)]
     jobs.append(JobSpec("b1", 10.0, 2, 50.0, tenant="b"))
-    layer = QuotaAdmission(config)
-    sim = Simulator(
-        parse_cluster_spec("1x4:V100,1x4:V100@inference"),
-        jobs,
-        make_policy("aryl"),
-        SimConfig(restart_overhead_s=0.0, inference_demand=idle),
-        admission=layer,
-    )
-    done = {j.job_id: j for j in sim.run().jobs}
+    finished, layer = _beside_an_idle_inference_server(jobs, config)
+    done = {j.job_id: j for j in finished}
     assert [done[f"a{i}"].first_start for i in range(6)] == [0.0] * 6
     assert (done["b1"].first_start, done["b1"].finish) == (10.0, 60.0)
     assert layer.evictions == {} and sum(j.preemptions for j in done.values()) == 0

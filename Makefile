@@ -52,7 +52,7 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 # the inner loop: the checks and every test that needs neither Ray nor fresh PyTorch processes
 # building DDP (32 s of test time between them), with a quarter of the API fuzz (about 70 s)
 check: lint
-	DLSCHED_FUZZ_EXAMPLES=30 $(TEST_ENV) $(BIN)/python -m pytest -m "not runtime and not torch_processes"
+	DLSCHED_EXAMPLES_SCALE=0.25 $(TEST_ENV) $(BIN)/python -m pytest -m "not runtime and not torch_processes"
 
 test: lint test-tools
 	$(TEST_ENV) $(BIN)/python -m pytest

@@ -6,7 +6,6 @@ over the in-memory executor (no Ray), so a few thousand requests take seconds.""
 
 from __future__ import annotations
 
-import os
 import re
 from types import SimpleNamespace
 
@@ -20,12 +19,12 @@ from dlsched.runtime.api import create_app, hash_token
 from dlsched.runtime.limits import SubmitLimiter
 from dlsched.runtime.service import SchedulerService
 from dlsched.runtime.store import SQLiteStore
+from example_counts import examples
 from fake_executor import Clock, FakeExecutor
 from scratch_dirs import scratch_dir
 
-# per operation; each is sent five times (a few thousand requests in all). `make check`, the inner
-# loop, runs a quarter of them; `make test` and CI all.
-EXAMPLES = int(os.environ.get("DLSCHED_FUZZ_EXAMPLES", "120"))
+# per operation; each is sent five times (a few thousand requests in all)
+EXAMPLES = examples(120)
 SECRET_TENANT, SECRET_NAME = "zq-private-tenant", "zq-private-run-name"
 JOB_ID = re.compile(r"\bjob-\d+\b")
 
@@ -137,7 +136,7 @@ JSON_VALUES = st.recursive(
 @given(
     inner=JSON_VALUES, depth=st.integers(0, 400), pad=st.sampled_from([0, 1000, 65_000, 200_000])
 )
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 def test_nested_and_oversized_args_are_never_a_5xx_nor_break_listing(inner, depth, pad):
     # issue 29: args 254 levels deep was a 500, stored, and every later listing a 500
     args: dict = {"value": inner, "pad": "x" * pad}

@@ -19,6 +19,7 @@ from dlsched.state.costs import Costs
 from dlsched.state.invariants import problems
 from dlsched.view import Plan
 from dlsched.workload_model import TraceModel
+from example_counts import examples
 
 
 class PowerLaw(TraceModel):
@@ -69,7 +70,7 @@ def test_knapsack_concave_fast_path_gives_the_same_optimum():
         )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     st.lists(
         st.lists(
@@ -303,7 +304,7 @@ def loaning_cases(draw):
     return f"{owned}x{per_node},{lent}x{per_node}@inference", jobs, cycle
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     loaning_cases(),
     st.sampled_from(["aryl", "aryl-no-elastic", "aryl-naive-reclaim"]),
@@ -489,7 +490,7 @@ def test_extra_slots_take_the_job_s_own_nodes_then_loaned_then_the_fewest_free_f
 SPREAD_CLUSTER = parse_cluster_spec("3x4:V100,2x4:K80,2x4:P100")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_the_speed_over_several_nodes_is_bounded_as_aryl_assumes(data):
     # Aryl skips valuing extras that can only go to other nodes when no count of them is

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlsched.cli import main
+from example_counts import examples
 
 SUMMARY_KEYS = {
     "jobs",
@@ -991,7 +992,9 @@ def _policies() -> list[str]:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.data())
 def test_any_combination_of_options_runs_or_is_refused_naming_a_field(tmp_path, data):

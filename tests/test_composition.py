@@ -26,6 +26,7 @@ from dlsched.policies.catalog import POLICIES, make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.tenant_quotas import TenantConfig, TenantQuota
+from example_counts import examples
 from test_properties import checked
 
 MODELS = [("cifar10", 64), ("cifar10", 256), ("bert", 4), ("resnet18", 32), (None, None)]
@@ -122,7 +123,7 @@ def cases(draw):
 
 
 # 500 examples: about 4 s (the defects it found showed at 1 in several thousand)
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.sampled_from(sorted(POLICIES)))
 def test_every_mechanism_composed_keeps_the_invariants_and_ends_every_job(case, policy):
     run_composed(case, make_policy(policy))
@@ -152,7 +153,7 @@ def run_composed(case, policy):
 # every threshold's worth of a restart pause; ``ends_within`` turns a hang into a failure, not
 # shrunk (each try of a hang would cost the alarm's wait).
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     phases=(Phase.explicit, Phase.reuse, Phase.generate),
@@ -326,7 +327,7 @@ def timers_late_by(policy) -> list[float]:
 # 300 examples: about 3 s. A job that elastic Tiresias grew, at its start or later, was demoted
 # when its service would have crossed the threshold on the GPUs it had before (up to 54 minutes
 # late on Philly); a growth the quota stage cut then woke the replay again and again.
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cases(),
     st.sampled_from(["tiresias", "elastic-tiresias"]),

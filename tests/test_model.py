@@ -11,6 +11,7 @@ from dlsched.errors import SpecError
 from dlsched.jobs import JobSpec
 from dlsched.policies.placement import best_fit, consolidated, spread
 from dlsched.state.free import FreeGpus
+from example_counts import examples
 
 
 def test_cluster_spec_with_pools_types_and_memory():
@@ -296,7 +297,7 @@ def _free_index_agrees(free: FreeGpus, free_gpus: set[int]) -> None:
         )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_free_index_takes_and_releases_gpus_in_any_order_across_copies(data):
     """Taking or releasing GPUs of several nodes in any order (interleaved, repeated: an error

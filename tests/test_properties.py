@@ -10,6 +10,7 @@ from dlsched.policies.catalog import make_policy
 from dlsched.sim import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems
+from example_counts import examples
 
 POLICIES = ["fifo", "sjf", "srtf", "tiresias", "edf", "genie"]
 
@@ -65,7 +66,7 @@ def simulate_checked(cluster, jobs, policy, config, **params):
     ).run()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     workloads(),
     st.sampled_from(POLICIES),
@@ -98,7 +99,7 @@ def test_invariants(workload, policy, scan, config, placement):
     assert getattr(result.policy, "resyncs", 0) == 0
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(workloads(), st.sampled_from(POLICIES))
 def test_same_inputs_give_identical_results(workload, policy):
     cluster, jobs = workload
@@ -110,7 +111,7 @@ def test_same_inputs_give_identical_results(workload, policy):
     assert outcome() == outcome()
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(workloads(), st.sampled_from(POLICIES), config_strategy)
 def test_dropping_stale_completions_changes_no_outcome(workload, policy, config):
     """The loop's completion heap rebuilt without stale entries at every change, or never:
@@ -143,7 +144,7 @@ def model_workloads(draw):
     return cluster, [replace(j, model=draw(st.sampled_from(SHARING_MODELS))) for j in jobs]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     model_workloads(),
     st.sampled_from(["sjf-ffs", "sjf-bsbf", "sjf-bsbf-consolidated"]),
@@ -209,7 +210,7 @@ def needs_every_victim(sim: Simulator) -> Simulator:
     return sim
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     workloads(),
     st.sampled_from(["srtf", "tiresias", "elastic-tiresias", "elastic-fifo"]),
@@ -237,7 +238,7 @@ def test_a_preemptive_policy_preempts_only_jobs_a_start_needs(
     needs_every_victim(sim).run()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(model_workloads(), st.booleans(), st.sampled_from([0.0, 30.0]))
 def test_srtf_s_worst_running_job_is_the_one_with_the_most_work_left(workload, mixed, pause):
     # SRTF keeps running jobs by slope of "now + work left" (speeds differ by model, placement and

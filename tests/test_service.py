@@ -17,6 +17,7 @@ from dlsched.runtime.profiling_queue import DEFAULT_PAIR_WAIT_S
 from dlsched.runtime.service import MAX_CLUSTER_FAILURES, SWEEP_EVERY_S, SchedulerService
 from dlsched.runtime.store import CANCELLED, DONE, FAILED, FINAL, QUEUED, RUNNING, SQLiteStore
 from dlsched.state.invariants import problems
+from example_counts import examples
 from fake_executor import Clock, FakeExecutor
 
 SPEC = {"entrypoint": "dlsched.workloads.lm:build", "batch_size": 8, "iterations": 100}
@@ -895,7 +896,9 @@ ACTIONS = _action_lists(
 
 
 @settings(  # 250 examples: about 5 s
-    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(250),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.sampled_from(sorted(POLICIES)),
@@ -922,7 +925,9 @@ QUOTA_ACTIONS = _action_lists(
 
 
 @settings(  # 60 examples: about 3.5 s
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.sampled_from(sorted(POLICIES)), QUOTA_ACTIONS)
 def test_random_sequences_of_tenants_contending_for_quotas_keep_books_and_accounts(

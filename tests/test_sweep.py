@@ -17,6 +17,7 @@ from dlsched.errors import SpecError
 from dlsched.stats import format_ci, mean_ci
 from dlsched.sweep import parse_spec, run_sweep
 from dlsched.sweep.execute import DispatchPlan, run_key
+from example_counts import examples
 
 SYNTHETIC = {"trace": "synthetic", "cluster": "4x8:V100", "trace_params": {"num_jobs": 150}}
 
@@ -526,7 +527,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(["name", "runs", "axes", "seeds", "report", 7]), _VALUES, max_size=5

@@ -19,6 +19,7 @@ from dlsched.sim.engine import Simulator
 from dlsched.state.invariants import problems
 from dlsched.tenant_quotas import TenantConfig, TenantQuota, equal_shares, load_tenants, philly_vc
 from dlsched.workload_model import TraceModel
+from example_counts import examples
 
 
 def run(jobs, config, policy="fifo", cluster="1x4", **params):
@@ -301,7 +302,7 @@ def tenant_cases(draw):
     return f"1x{gpus}", TenantConfig(quotas), jobs
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     tenant_cases(),
     st.sampled_from(
@@ -376,7 +377,7 @@ class _NominatingEveryHead(QuotaAdmission):
         return False
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tenant_cases(), st.sampled_from(["fifo", "tiresias", "elastic-tiresias", "aryl"]))
 def test_putting_hopeless_heads_aside_changes_no_decision(case, policy):
     """The stage sets aside the heads that cannot be admitted as the books stand, until the

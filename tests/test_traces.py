@@ -14,6 +14,7 @@ from dlsched.errors import SpecError
 from dlsched.node_events import read_node_events
 from dlsched.traces import BUNDLED, load_trace, synthetic
 from dlsched.traces.generic import parse_mapping
+from example_counts import examples
 
 
 def test_bundled_philly_has_every_job():
@@ -468,7 +469,7 @@ def test_a_trace_s_own_deadlines_move_with_their_jobs_at_another_load(tmp_path):
     assert e.value.field == "load"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.lists(st.sampled_from(["a", "b", "", " x", '"q,"', "1.5", "a\tb"]), max_size=5),
@@ -540,7 +541,7 @@ CELLS = [*CELLS.split(), *"Pass Failed LS V100 1/1/64/0.1 a/b/c/d".split()]
 CELLS += ["", " 4 ", "9" * 30, "x" * 300, "2017-10-03 14:27:02"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.sampled_from(sorted(FORMAT_COLUMNS)), st.data())
 def test_any_csv_in_any_format_loads_or_is_refused_naming_a_field(fmt, data):
     columns = FORMAT_COLUMNS[fmt].split()

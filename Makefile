@@ -50,7 +50,8 @@ format: $(STAMP)
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 # the inner loop: the checks and every test that needs neither Ray nor fresh PyTorch processes
-# building DDP (32 s of test time between them), with a quarter of the API fuzz (about 70 s)
+# building DDP (32 s of test time between them), with a quarter of each property test's examples
+# and of the API fuzz (tests/example_counts.py)
 check: lint
 	DLSCHED_EXAMPLES_SCALE=0.25 $(TEST_ENV) $(BIN)/python -m pytest -m "not runtime and not torch_processes"
 

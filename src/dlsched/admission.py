@@ -209,7 +209,7 @@ class QuotaAdmission:
         # cohort -> its tenants that may lend some of their nominal quotas, by name
         self._lenders: dict[str, list[tuple[str, TenantQuota]]] = {}
         self._rooms.clear()
-        for tenant in sorted(self._seen | set(self.used)):
+        for tenant in self._seen | set(self.used):
             self._add_to_cohort(tenant, self.config.quota(tenant))
 
     def _add_to_cohort(self, tenant: str, q: TenantQuota) -> None:
@@ -379,7 +379,7 @@ class QuotaAdmission:
         self._charges = None
         for t, n in self.used.items():
             q = self.config.quota(t)
-            if q.cohort is not None and n > q.kept:
+            if q.cohort is not None:
                 self.cohort_used[q.cohort] = self.cohort_used.get(q.cohort, 0) + q.cohort_use(n)
 
     def _room(self, tenant: str) -> float:
@@ -792,8 +792,7 @@ class QuotaAdmission:
         for cohort, total in borrowed.items():
             unused = []  # (lender, what it leaves unused of what it may lend)
             for t, q in self._lenders.get(cohort, ()):
-                used = self.used.get(t, 0)
-                lendable = q.nominal - (used if used > q.kept else q.kept)
+                lendable = q.nominal - q.kept - q.cohort_use(self.used.get(t, 0))
                 if lendable > 0:
                     unused.append((t, lendable))
             pool = sum(u for _, u in unused)

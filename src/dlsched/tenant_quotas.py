@@ -49,7 +49,7 @@ class TenantQuota:
     lending_limit: int | None = None  # None: its cohort may borrow all of its unused quota
     # the part of its nominal quota only the tenant may use (Kueue's guaranteed quota: what its
     # lending limit keeps back; 0 without one or without a cohort). Stored, not a property:
-    # the quota stage reads it about a million times in a replay of Philly.
+    # the quota stage read it 4.4 million times in a replay of Philly (tiresias, philly-vc).
     kept: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -94,6 +94,27 @@ def test_a_lending_limit_keeps_the_rest_of_a_tenant_s_quota_for_it():
     assert layer.borrowed_gpu_s == {"b": 100.0} and layer.lent_gpu_s == {"a": 100.0}
 
 
+def test_lent_gpu_hours_share_out_only_what_each_tenant_may_lend():
+    # 2x4, cohort lab: a (nominal 4, lending limit 1: it may lend 1), b (2) and c (0). c's
+    # three 1-GPU jobs of 100 s at 0 all start: the cohort lends 1 + 2 = 3. c borrows 300
+    # GPU-s, lent pro rata to what each may lend: a 1/3 (100), b 2/3 (200). Counting a's kept
+    # 3 as lendable would split it 4:2 (a 200, b 100).
+    config = TenantConfig(
+        {
+            "a": TenantQuota(4, None, "lab", lending_limit=1),
+            "b": TenantQuota(2, None, "lab"),
+            "c": TenantQuota(0, None, "lab"),
+        }
+    )
+    spec = [JobSpec(f"c{i}", 0.0, 1, 100.0, tenant="c") for i in range(3)]
+    jobs, layer = run(spec, config, cluster="2x4")
+    assert [(jobs[f"c{i}"].first_start, jobs[f"c{i}"].finish) for i in range(3)] == [
+        (0.0, 100.0)
+    ] * 3
+    assert layer.borrowed_gpu_s == {"c": 300.0}
+    assert layer.lent_gpu_s == pytest.approx({"a": 100.0, "b": 200.0})
+
+
 def test_a_reclaim_takes_back_only_what_the_kept_quota_does_not_hold():
     # 2x4, cohort lab: a (nominal 4, lending limit 2: it keeps 2), b (4, submits nothing) and
     # c (0). c's six 1-GPU jobs of 100 s at 0 take the 6 GPUs a and b lend. a1 (4 GPUs) at 10
